@@ -1,0 +1,159 @@
+/* Unit tests for core/: status table, error formatting, checked arithmetic,
+ * bounded reader, f16/bf16 conversions. */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/mw.h"
+
+START_TEST(test_status_exit_codes)
+{
+    ck_assert_int_eq(mw_status_exit_code(MW_OK), 0);
+    ck_assert_int_eq(mw_status_exit_code(MW_E_FORMAT), 1);
+    ck_assert_int_eq(mw_status_exit_code(MW_E_TRUNC), 1);
+    ck_assert_int_eq(mw_status_exit_code(MW_E_CHECKSUM), 1);
+    ck_assert_int_eq(mw_status_exit_code(MW_E_USAGE), 2);
+    ck_assert_int_eq(mw_status_exit_code(MW_E_IO), 3);
+    ck_assert_int_eq(mw_status_exit_code(MW_E_NOMEM), 3);
+    ck_assert_int_eq(mw_status_exit_code(MW_E_NOSPACE), 3);
+    ck_assert_str_eq(mw_status_name(MW_E_TRUNC), "E_TRUNC");
+    ck_assert_str_eq(mw_status_name((enum mw_status)999), "E_UNKNOWN");
+}
+END_TEST
+
+START_TEST(test_err_format)
+{
+    struct mw_err e;
+    mw_err_clear(&e);
+    mw_err_set_path(&e, "q.gguf");
+    mw_err_set_where(&e, "tensor '%s'", "blk.3.attn_q.weight");
+    ck_assert_int_eq(MW_FAIL(&e, MW_E_TRUNC, 8000, "needs %d bytes", 12), MW_E_TRUNC);
+    char buf[512];
+    mw_err_format(&e, buf, sizeof buf);
+    ck_assert_str_eq(buf, "q.gguf: offset 8000 (0x1f40): tensor 'blk.3.attn_q.weight': needs 12 "
+                          "bytes [E_TRUNC]");
+    ck_assert_ptr_nonnull(e.src_file);
+    /* NULL err is allowed everywhere */
+    ck_assert_int_eq(MW_FAIL(NULL, MW_E_IO, 0, "x"), MW_E_IO);
+    /* tiny buffers are always terminated */
+    char small[8];
+    mw_err_format(&e, small, sizeof small);
+    ck_assert_uint_eq(strlen(small), 7);
+}
+END_TEST
+
+START_TEST(test_checked_math)
+{
+    uint64_t r;
+    ck_assert(mw_add_u64(1, 2, &r) && r == 3);
+    ck_assert(!mw_add_u64(UINT64_MAX, 1, &r));
+    ck_assert(mw_mul_u64(UINT64_C(1) << 32, (UINT64_C(1) << 31), &r));
+    ck_assert(!mw_mul_u64(UINT64_C(1) << 32, UINT64_C(1) << 32, &r));
+    ck_assert(mw_pad_u64(33, 32, &r) && r == 64);
+    ck_assert(mw_pad_u64(64, 32, &r) && r == 64);
+    ck_assert(!mw_pad_u64(UINT64_MAX - 3, 32, &r));
+    ck_assert(!mw_pad_u64(5, 24, &r)); /* not a power of two */
+    ck_assert(!mw_pad_u64(5, 0, &r));
+}
+END_TEST
+
+START_TEST(test_reader_bounds)
+{
+    const uint8_t data[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
+    struct mw_err e;
+    mw_err_clear(&e);
+    struct mw_rd r = {.base = data, .size = sizeof data, .pos = 0, .err = &e};
+    uint32_t v32;
+    uint64_t v64;
+    ck_assert_int_eq(mw_rd_u32(&r, &v32, "a"), MW_OK);
+    ck_assert_uint_eq(v32, 0x04030201u);
+    ck_assert_int_eq(mw_rd_u64(&r, &v64, "b"), MW_E_TRUNC);
+    ck_assert_uint_eq(e.off, 4);
+    ck_assert_ptr_nonnull(strstr(e.msg, "truncated"));
+    ck_assert_uint_eq(r.pos, 4); /* failed reads do not move */
+    const uint8_t *p;
+    ck_assert_int_eq(mw_rd_bytes(&r, UINT64_MAX, &p, "c"), MW_E_TRUNC);
+    ck_assert_int_eq(mw_rd_bytes(&r, 7, &p, "d"), MW_OK);
+    ck_assert_uint_eq(mw_rd_left(&r), 0);
+}
+END_TEST
+
+START_TEST(test_f16_roundtrip_exhaustive)
+{
+    /* every f16 converts to f32 exactly and back to the same bits (NaN -> 0x7e00|sign) */
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = mw_f16_to_f32((uint16_t)h);
+        uint16_t back = mw_f32_to_f16(f);
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) {
+            ck_assert(isnan(f));
+            ck_assert_uint_eq(back, (h & 0x8000) | 0x7e00);
+        } else {
+            ck_assert_uint_eq(back, h);
+        }
+    }
+}
+END_TEST
+
+START_TEST(test_f16_rounding)
+{
+    ck_assert_uint_eq(mw_f32_to_f16(1.0f), 0x3c00);
+    ck_assert_uint_eq(mw_f32_to_f16(65504.0f), 0x7bff);
+    ck_assert_uint_eq(mw_f32_to_f16(65519.0f), 0x7bff);
+    ck_assert_uint_eq(mw_f32_to_f16(65520.0f), 0x7c00); /* tie to even -> inf */
+    ck_assert_uint_eq(mw_f32_to_f16(1e10f), 0x7c00);
+    ck_assert_uint_eq(mw_f32_to_f16(-1e10f), 0xfc00);
+    /* 1 + 2^-11 is a tie between 1 and 1+2^-10: to even (1.0) */
+    ck_assert_uint_eq(mw_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);
+    ck_assert_uint_eq(mw_f32_to_f16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
+    /* subnormals: 2^-24 is the smallest; 2^-25 ties to 0; 3*2^-26 rounds up */
+    ck_assert_uint_eq(mw_f32_to_f16(0x1p-24f), 0x0001);
+    ck_assert_uint_eq(mw_f32_to_f16(0x1p-25f), 0x0000);
+    ck_assert_uint_eq(mw_f32_to_f16(0x1.8p-25f), 0x0001);
+    ck_assert_uint_eq(mw_f32_to_f16(0x1.8p-24f), 0x0002); /* 1.5 ulp ties to even 2 */
+    ck_assert_uint_eq(mw_f32_to_f16(-0.0f), 0x8000);
+    ck_assert_uint_eq(mw_f32_to_f16(0x1.ffcp-15f), 0x0400); /* rounds up into min normal */
+}
+END_TEST
+
+START_TEST(test_bf16)
+{
+    ck_assert_uint_eq(mw_f32_to_bf16(1.0f), 0x3f80);
+    ck_assert(mw_bf16_to_f32(0x3f80) == 1.0f);
+    /* round to nearest even on the dropped 16 bits */
+    uint32_t u = 0x3f808000u; /* tie, even mantissa -> stays 0x3f80 */
+    float f;
+    memcpy(&f, &u, 4);
+    ck_assert_uint_eq(mw_f32_to_bf16(f), 0x3f80);
+    u = 0x3f818000u; /* tie, odd -> up */
+    memcpy(&f, &u, 4);
+    ck_assert_uint_eq(mw_f32_to_bf16(f), 0x3f82);
+    u = 0x7fc00001u; /* NaN keeps quiet bit */
+    memcpy(&f, &u, 4);
+    ck_assert_uint_eq(mw_f32_to_bf16(f), 0x7fc0);
+}
+END_TEST
+
+static Suite *core_suite(void)
+{
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, test_status_exit_codes);
+    tcase_add_test(tc, test_err_format);
+    tcase_add_test(tc, test_checked_math);
+    tcase_add_test(tc, test_reader_bounds);
+    tcase_add_test(tc, test_f16_roundtrip_exhaustive);
+    tcase_add_test(tc, test_f16_rounding);
+    tcase_add_test(tc, test_bf16);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(core_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
