@@ -12,3 +12,7 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 set(ENV{PKG_CONFIG_LIBDIR} /usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_SYSROOT_DIR} "")
 set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)
+# Static executables: the phone binary is static anyway, and Debian 12's
+# qemu-aarch64 (7.2) hangs at exit in dynamically linked guests that fork
+# (Check's fork mode, our atomicity tests).
+set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")

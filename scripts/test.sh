@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The test command: builds memwall four ways and runs every test.
+#   1. release build with -Werror, all tests (unit, end-to-end, llama.cpp interop)
+#   2. ASan+UBSan build with -Werror, all tests but the llama.cpp peer ones
+#   3. aarch64 cross build (core/gguf/quant/verify + memwall), its tests under qemu-aarch64
+#   4. clang libFuzzer build, each fuzz target for a bounded time (MW_FUZZ_SECONDS, default 60)
+# Environment: MW_JOBS (default: nproc), MW_SKIP_DEPS=1 to skip the package check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "${MW_SKIP_DEPS:-0}" = 1 ] || bash scripts/deps.sh
+jobs=${MW_JOBS:-$(nproc)}
+fuzz_secs=${MW_FUZZ_SECONDS:-60}
+results=()
+fail=0
+
+step() {
+  local name=$1; shift
+  echo "=== $name"
+  if "$@"; then results+=("ok      $name"); else results+=("FAILED  $name"); fail=1; fi
+}
+
+build() { # dir, cmake args...
+  local dir=$1; shift
+  cmake -S . -B "$dir" -DMW_WERROR=ON "$@" >/dev/null && cmake --build "$dir" -j "$jobs" >/dev/null
+}
+
+run_ctest() { # dir, ctest args...
+  local dir=$1; shift
+  (cd "$dir" && ctest -j "$jobs" --output-on-failure "$@")
+}
+
+step "release build" build build/ci-release -DCMAKE_BUILD_TYPE=Release
+step "release tests" run_ctest build/ci-release
+step "asan+ubsan build" build build/ci-asan -DCMAKE_BUILD_TYPE=Debug -DMW_SANITIZE=ON
+step "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  run_ctest build/ci-asan -LE peer
+step "aarch64 cross build" build build/ci-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
+  -DMW_MINIMAL=ON -DCMAKE_BUILD_TYPE=Release
+step "aarch64 tests (qemu)" run_ctest build/ci-aarch64 -LE peer
+step "fuzz build (clang)" build build/ci-fuzz -DCMAKE_C_COMPILER=clang -DMW_FUZZ=ON -DMW_SANITIZE=ON \
+  -DCMAKE_BUILD_TYPE=Debug
+step "fuzzing (${fuzz_secs}s per target)" bash scripts/fuzz.sh build/ci-fuzz "$fuzz_secs"
+
+echo "=== summary"
+printf '%s\n' "${results[@]}"
+passed=$(printf '%s\n' "${results[@]}" | grep -c '^ok' || true)
+failed=$(printf '%s\n' "${results[@]}" | grep -c '^FAILED' || true)
+echo "steps: $passed passed, $failed failed"
+exit $fail
