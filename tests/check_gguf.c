@@ -475,7 +475,7 @@ START_TEST(test_round_trip)
 
     write_sample(p1, nb.b, nb.n);
     write_sample(p2, nb.b, nb.n);
-    size_t n1, n2;
+    size_t n1 = 0, n2 = 0;
     uint8_t *b1 = read_file(p1, &n1), *b2 = read_file(p2, &n2);
     ck_assert_uint_eq(n1, n2);
     ck_assert_msg(memcmp(b1, b2, n1) == 0, "two writes of the same content differ");
@@ -602,7 +602,7 @@ START_TEST(test_ggml_example_bytes)
     ck_assert_int_eq(gguf_writer_write(w, d1, sizeof d1, &err), MW_OK);
     ck_assert_int_eq(gguf_writer_finish(w, &err), MW_OK);
     gguf_writer_free(w);
-    size_t n;
+    size_t n = 0;
     uint8_t *b = read_file(p, &n);
     ck_assert_uint_eq(n, 352);
     ck_assert_uint_eq(mw_le64(b + 0xc7), 2); /* t0's name length at 0x00c7 */
@@ -712,7 +712,7 @@ START_TEST(test_atomic_fsize_limit)
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert(WIFEXITED(st));
     ck_assert_int_eq(WEXITSTATUS(st), MW_E_NOSPACE);
-    size_t n;
+    size_t n = 0;
     uint8_t *b = read_file(p, &n);
     ck_assert_uint_eq(n, sizeof old_content);
     ck_assert(memcmp(b, old_content, n) == 0);
@@ -759,7 +759,7 @@ START_TEST(test_atomic_sigkill)
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
     ck_assert(WIFSIGNALED(st));
     close(fds[0]);
-    size_t n;
+    size_t n = 0;
     uint8_t *b = read_file(p, &n);
     ck_assert_uint_eq(n, sizeof old_content);
     ck_assert(memcmp(b, old_content, n) == 0);
