@@ -1,0 +1,64 @@
+/*
+ * tools/cmd.h — the memwall subcommands and what they share.
+ *
+ * Adding a command is one row in MW_COMMANDS (MW_COMMANDS_FULL for commands
+ * that need hf/ or calib/, which MW_MINIMAL builds leave out), plus its file
+ * tools/cmd_<name>.c defining `int cmd_<name>(int argc, char **argv)` and
+ * that file in tools/CMakeLists.txt. argv[0] is the command name; the
+ * function parses its own flags, calls public module headers only, prints,
+ * and returns the process exit code (0 ok, 1 bad input / failed
+ * verification, 2 usage, 3 I/O or resource: mw_status_exit_code()).
+ */
+#ifndef MW_TOOLS_CMD_H
+#define MW_TOOLS_CMD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../core/mw.h"
+
+/* X(name, one-line help) */
+#define MW_COMMANDS(X)                                                                       \
+    X(inspect, "show the header, metadata and tensor table of a GGUF file")                  \
+    X(verify, "check a GGUF file: structure, bounds, padding, checksums (--deep: values)") \
+    X(quant, "quantize with llama-quantize's presets (GGUF; HF dir in full builds)")       \
+    X(run, "run a model: generate from a prompt or chat (the device runtime)")               \
+    X(perplexity, "perplexity / KL divergence of a model on a text (llama.cpp's protocol)")
+
+/* Commands that need the full build (hf/, calib/): not in MW_MINIMAL builds. */
+#if defined(MW_HAVE_FULL)
+#define MW_COMMANDS_FULL(X) \
+    X(convert, "convert a Hugging Face checkpoint dir to GGUF (f16, bf16, f32, q8_0)")
+#else
+#define MW_COMMANDS_FULL(X)
+#endif
+
+#define MW__CMD_DECL(name, help) int cmd_##name(int argc, char **argv);
+MW_COMMANDS(MW__CMD_DECL)
+MW_COMMANDS_FULL(MW__CMD_DECL)
+#undef MW__CMD_DECL
+
+struct mw_cmd {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+};
+
+// --- helpers for commands (tools/cmd_common.c) ---
+
+/* "-h" or "--help". */
+bool cmd_is_help(const char *arg);
+/* Print "memwall CMD: MSG" and the usage text to stderr; returns 2. */
+int cmd_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Print "memwall CMD: <mw_err_format(err)>" to stderr; returns the exit code
+ * of err->code. */
+int cmd_fail(const char *cmd, const struct mw_err *err);
+/* Write n bytes of untrusted text printable: \n \t \" \\ and \xNN escapes;
+ * at most max bytes of s, then "..." (max 0: no limit). */
+void cmd_put_escaped(FILE *out, const uint8_t *s, uint64_t n, uint64_t max);
+/* Flush stdout; on a write error print it and return 3, else return rc. */
+int cmd_finish_output(const char *cmd, int rc);
+
+#endif /* MW_TOOLS_CMD_H */

@@ -1,0 +1,74 @@
+/* tools/cmd_common.c — helpers shared by the memwall subcommands. */
+#include "cmd.h"
+#include "json_writer.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <string.h>
+
+bool cmd_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
+
+int cmd_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "memwall %s: ", cmd);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%s", usage);
+    return mw_status_exit_code(MW_E_USAGE);
+}
+
+int cmd_fail(const char *cmd, const struct mw_err *err)
+{
+    char buf[1024];
+    fprintf(stderr, "memwall %s: %s\n", cmd, mw_err_format(err, buf, sizeof buf));
+    return mw_status_exit_code(err->code);
+}
+
+void cmd_put_escaped(FILE *out, const uint8_t *s, uint64_t n, uint64_t max)
+{
+    const uint64_t lim = max && n > max ? max : n;
+    uint64_t i = 0;
+    while (i < lim) {
+        const uint8_t c = s[i];
+        switch (c) {
+        case '\n': fputs("\\n", out); break;
+        case '\t': fputs("\\t", out); break;
+        case '\r': fputs("\\r", out); break;
+        case '"': fputs("\\\"", out); break;
+        case '\\': fputs("\\\\", out); break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                fprintf(out, "\\x%02x", c);
+            } else if (c >= 0x80) {
+                /* valid UTF-8 as is (never cut in the middle), other bytes escaped */
+                const size_t len = jw_utf8_len(s + i, (size_t)(n - i));
+                if (len == 0) {
+                    fprintf(out, "\\x%02x", c);
+                } else {
+                    if (i + len > lim) {
+                        i = lim;
+                        continue;
+                    }
+                    fwrite(s + i, 1, len, out);
+                    i += len;
+                    continue;
+                }
+            } else {
+                fputc(c, out);
+            }
+        }
+        i++;
+    }
+    if (lim < n) fputs("...", out);
+}
+
+int cmd_finish_output(const char *cmd, int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "memwall %s: error writing output: %s\n", cmd, strerror(errno));
+        return mw_status_exit_code(MW_E_IO);
+    }
+    return rc;
+}

@@ -1,0 +1,139 @@
+/*
+ * tools/cmd_convert.c — `memwall convert HF_DIR -o OUT.gguf [--type T]`:
+ * Hugging Face checkpoint (safetensors + config.json + tokenizer) to a GGUF
+ * file llama.cpp loads unchanged. The work is hf_convert() (hf/hf.h); this
+ * file parses flags, shows progress with an ETA when stderr is a terminal,
+ * and maps the result to the exit status.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../hf/hf.h"
+#include "cmd.h"
+
+static const char usage_text[] =
+    "usage: memwall convert HF_DIR -o OUT.gguf [--type f16|bf16|f32|q8_0] [--name NAME] [-q]\n"
+    "  Convert a Hugging Face checkpoint directory (config.json, model.safetensors or\n"
+    "  model.safetensors.index.json + shards, tokenizer.json or tokenizer.model) to GGUF.\n"
+    "  Architectures: LlamaForCausalLM, MistralForCausalLM (GGUF llama), Qwen2ForCausalLM.\n"
+    "  -o, --output FILE  output file (written to a temp file, renamed when complete)\n"
+    "  --type T           f16 (default), bf16, f32, or q8_0 (ggml's reference Q8_0);\n"
+    "                     norms and biases stay f32\n"
+    "  --name NAME        general.name (default: the directory name)\n"
+    "  -q, --quiet        no progress display\n"
+    "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O error\n";
+
+struct progress {
+    bool on;
+    double t0, last;
+    bool drawn;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void on_progress(void *ud, uint64_t done, uint64_t total, uint64_t ti, uint64_t nt,
+                        const char *name)
+{
+    struct progress *p = ud;
+    const double t = now_s();
+    if (done < total && t - p->last < 0.2) return;
+    p->last = t;
+    const double el = t - p->t0;
+    const double frac = total ? (double)done / (double)total : 1.0;
+    char eta[32] = "";
+    if (frac > 0.01 && done < total) snprintf(eta, sizeof eta, " ETA %.0fs", el / frac - el);
+    fprintf(stderr, "\r\033[Kconvert: %3.0f%%  %.1f/%.1f MiB  tensor %llu/%llu %.40s%s",
+            frac * 100.0, (double)done / 1048576.0, (double)total / 1048576.0,
+            (unsigned long long)ti, (unsigned long long)nt, name ? name : "", eta);
+    fflush(stderr);
+    p->drawn = true;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+    const char *cmd = "convert";
+    const char *dir = NULL, *out = NULL, *name = NULL, *type = "f16";
+    bool quiet = false, end_of_opts = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!end_of_opts && a[0] == '-' && a[1] != 0) {
+            const char *val = NULL;
+            if (strcmp(a, "--") == 0) {
+                end_of_opts = true;
+                continue;
+            }
+            if (cmd_is_help(a)) {
+                fputs(usage_text, stdout);
+                return cmd_finish_output(cmd, 0);
+            }
+            if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+                quiet = true;
+                continue;
+            }
+            const char *const valued[] = {"-o", "--output", "--type", "--name"};
+            const char **slot[] = {&out, &out, &type, &name};
+            bool known = false;
+            for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
+                size_t l = strlen(valued[k]);
+                if (strcmp(a, valued[k]) == 0) {
+                    if (i + 1 >= argc)
+                        return cmd_usage_error(cmd, usage_text, "%s needs a value", a);
+                    val = argv[++i];
+                } else if (valued[k][1] == '-' && strncmp(a, valued[k], l) == 0 && a[l] == '=') {
+                    val = a + l + 1;
+                } else {
+                    continue;
+                }
+                *slot[k] = val;
+                known = true;
+                break;
+            }
+            if (!known) return cmd_usage_error(cmd, usage_text, "unknown option '%s'", a);
+        } else if (dir) {
+            return cmd_usage_error(cmd, usage_text, "one HF_DIR at a time (got '%s' and '%s')",
+                                   dir, a);
+        } else {
+            dir = a;
+        }
+    }
+    if (!dir) return cmd_usage_error(cmd, usage_text, "missing HF_DIR");
+    if (!out || !out[0]) return cmd_usage_error(cmd, usage_text, "missing -o OUT.gguf");
+    struct hf_convert_opts opts = {.name = name};
+    if (!hf_out_type_parse(type, &opts.type))
+        return cmd_usage_error(cmd, usage_text, "unknown --type '%s' (f16, bf16, f32, q8_0)",
+                               type);
+    struct stat st;
+    if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+        return cmd_usage_error(cmd, usage_text, "-o '%s' is a directory", out);
+
+    struct progress prog = {.on = !quiet && isatty(STDERR_FILENO)};
+    if (prog.on) {
+        prog.t0 = prog.last = now_s();
+        opts.progress = on_progress;
+        opts.progress_ud = &prog;
+    }
+    struct mw_err err;
+    mw_err_clear(&err);
+    const double t0 = now_s();
+    enum mw_status s = hf_convert(dir, out, &opts, &err);
+    if (prog.drawn) fputs("\r\033[K", stderr);
+    if (s != MW_OK) {
+        if (err.code == MW_OK) MW_FAIL(&err, s, MW_ERR_OFF_NONE, "%s", mw_status_msg(s));
+        return cmd_fail(cmd, &err);
+    }
+    if (!quiet) {
+        long long size = (stat(out, &st) == 0) ? (long long)st.st_size : -1;
+        fprintf(stderr, "memwall convert: wrote %s (%s, %lld bytes) in %.2fs\n", out,
+                hf_out_type_name(opts.type), size, now_s() - t0);
+    }
+    return 0;
+}

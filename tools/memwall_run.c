@@ -1,0 +1,21 @@
+/*
+ * tools/memwall_run.c — `memwall-run`, the phone binary: the runtime's
+ * command line (tools/run_cli.c) as a program of its own. Built static for
+ * aarch64 (cmake/aarch64-linux-gnu.cmake); links libc, libm and pthreads
+ * only. The desktop runs the same code as `memwall run` / `memwall
+ * perplexity`.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/mw.h"
+#include "run_cli.h"
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
+        printf("memwall-run %s\n", MW_VERSION_STRING);
+        return 0;
+    }
+    return run_cli_main("memwall-run", RUN_CLI_ANY, argc, argv);
+}

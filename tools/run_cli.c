@@ -1,0 +1,722 @@
+/*
+ * tools/run_cli.c — the runtime's command line (tools/run_cli.h): options,
+ * memory accounting, prompt generation, interactive chat, perplexity.
+ *
+ * Output: generated text (or ids with --tokens) and perplexity records on
+ * stdout; the model summary, memory accounting, timings and errors on
+ * stderr.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "run_cli.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../core/mw.h"
+#include "../runtime/rt.h"
+
+struct opts {
+    const char *model;
+    const char *prompt;
+    const char *ppl_file;
+    const char *kld_base;
+    const char *save_logits;
+    const char *system;
+    int64_t n_predict;        /* -1: default */
+    uint32_t n_ctx;           /* 0: default */
+    unsigned n_threads;
+    uint32_t n_batch;
+    enum rt_kv_type kv_type;
+    bool mlock, verify, interactive, print_tokens, ignore_eos, quiet;
+    struct rt_sampler_opts samp;
+    uint32_t chunks;
+    uint64_t bytes;           /* UINT64_MAX: whole file */
+};
+
+struct cli {
+    const char *prog;
+    enum run_cli_mode mode;
+};
+
+static const char usage_any[] =
+    "usage: %s -m MODEL.gguf [-p PROMPT] [options]       generate\n"
+    "       %s -m MODEL.gguf -i [options]                chat on stdin\n"
+    "       %s -m MODEL.gguf --perplexity TEXT [options] score a text\n"
+    "\n"
+    "model and memory:\n"
+    "  -m, --model FILE      the GGUF file (mmap'd, read-only)\n"
+    "  -t, --threads N       worker threads (default 1)\n"
+    "  -c, --ctx N           KV cache positions (default min(training context, 4096));\n"
+    "                        with --perplexity: the chunk size (default 256)\n"
+    "      --kv-type T       f16 (default) or q8_0\n"
+    "      --batch N         tokens per forward step (default 64)\n"
+    "      --mlock           lock the mapped weights in RAM\n"
+    "      --verify          check the memwall checksums at load\n"
+    "generation:\n"
+    "  -p, --prompt TEXT     the prompt (BOS is added as the vocabulary asks)\n"
+    "  -n, --n-predict N     tokens to generate (default 128; chat: 256 per reply)\n"
+    "  -i, --interactive     chat: one user turn per stdin line, the GGUF chat template\n"
+    "                        when it is one of chatml/llama2/llama3/zephyr\n"
+    "      --system TEXT     system prompt for -i (kept when the window slides)\n"
+    "      --temp T          temperature (default 0.8; 0 = greedy)\n"
+    "      --top-k K         (default 40; 0 = off)\n"
+    "      --top-p P         (default 0.95; 1 = off)\n"
+    "      --min-p P         (default 0.05; 0 = off)\n"
+    "      --seed S          RNG seed (default 42; same seed, same output)\n"
+    "      --ignore-eos      do not stop at end-of-generation tokens\n"
+    "      --tokens          print generated token ids instead of text\n"
+    "perplexity (llama.cpp's llama-perplexity protocol):\n"
+    "      --perplexity FILE text to score\n"
+    "      --chunks N        score at most N chunks\n"
+    "      --bytes N         use the first N bytes of the text\n"
+    "      --kl-divergence BASE  KL divergence against logits saved by --save-logits\n"
+    "                        (or llama-perplexity --kl-divergence-base)\n"
+    "      --save-logits F   save this run's logits (float32) for a later comparison\n"
+    "  -q, --quiet           no model summary / memory accounting on stderr\n"
+    "\nexit status: 0 ok, 1 bad model or input file, 2 usage, 3 I/O or resource error\n";
+
+static const char usage_ppl[] =
+    "usage: %s MODEL.gguf TEXT [options]\n"
+    "       %s -m MODEL.gguf -f TEXT [options]\n"
+    "\n"
+    "Perplexity with llama.cpp's llama-perplexity protocol: the text is tokenized\n"
+    "once (BOS first), cut into chunks of --ctx tokens, each chunk's first token\n"
+    "is replaced by BOS and its second half is scored.\n"
+    "\n"
+    "  -c, --ctx N           chunk size (default 256)\n"
+    "  -t, --threads N       worker threads (default 1)\n"
+    "      --chunks N        score at most N chunks\n"
+    "      --bytes N         use the first N bytes of the text\n"
+    "      --kv-type T       f16 (default) or q8_0\n"
+    "      --batch N         tokens per forward step (default 64)\n"
+    "      --kl-divergence BASE  KL divergence against saved logits\n"
+    "      --save-logits F   save this run's logits (float32)\n"
+    "      --mlock, --verify, -q/--quiet   as for `memwall run`\n"
+    "\nOutput (stdout): \"ppl P chunks N tokens T scored S\", then \"kld ...\" lines\n"
+    "with --kl-divergence, then timing.\n"
+    "exit status: 0 ok, 1 bad model or input file, 2 usage, 3 I/O or resource error\n";
+
+static int usage_error(const struct cli *cl, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const struct cli *cl, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "%s: ", cl->prog);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n(%s --help for the options)\n", cl->prog);
+    return mw_status_exit_code(MW_E_USAGE);
+}
+
+static int fail(const struct cli *cl, const struct mw_err *err)
+{
+    char buf[1200];
+    fprintf(stderr, "%s: %s\n", cl->prog, mw_err_format(err, buf, sizeof buf));
+    return mw_status_exit_code(err->code);
+}
+
+static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    if (!s || !*s || *s == '-') return false;
+    errno = 0;
+    char *end;
+    const unsigned long long v = strtoull(s, &end, 10);
+    if (errno || *end || v > max) return false;
+    *out = v;
+    return true;
+}
+
+static bool parse_float(const char *s, float *out)
+{
+    if (!s || !*s) return false;
+    errno = 0;
+    char *end;
+    const double v = strtod(s, &end);
+    if (errno || *end || !isfinite(v)) return false;
+    *out = (float)v;
+    return true;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static const char *type_name(uint32_t t)
+{
+    const struct gguf_type_info *ti = gguf_type_get(t);
+    return ti && ti->name ? ti->name : "?";
+}
+
+static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->n_predict = -1;
+    o->n_threads = 1;
+    o->kv_type = RT_KV_F16;
+    o->samp = (struct rt_sampler_opts){.temp = 0.8f, .top_k = 40, .top_p = 0.95f,
+                                       .min_p = 0.05f, .seed = 42};
+    o->bytes = UINT64_MAX;
+    const bool ppl_cmd = cl->mode == RUN_CLI_PERPLEXITY;
+    const char *pos[2] = {NULL, NULL};
+    int n_pos = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        uint64_t u;
+#define NEED()                                                               \
+    do {                                                                     \
+        if (!v) return usage_error(cl, "option '%s' needs a value", a);      \
+        i++;                                                                 \
+    } while (0)
+#define BAD() return usage_error(cl, "bad value '%s' for %s", v, a)
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            if (ppl_cmd) printf(usage_ppl, cl->prog, cl->prog);
+            else printf(usage_any, cl->prog, cl->prog, cl->prog);
+            return -1;
+        } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
+            NEED();
+            o->model = v;
+        } else if (!ppl_cmd && (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0)) {
+            NEED();
+            o->prompt = v;
+        } else if (!ppl_cmd && (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0)) {
+            NEED();
+            if (!parse_u64(v, 1u << 30, &u)) BAD();
+            o->n_predict = (int64_t)u;
+        } else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0) {
+            NEED();
+            if (!parse_u64(v, RT_MAX_THREADS, &u) || u == 0) BAD();
+            o->n_threads = (unsigned)u;
+        } else if (strcmp(a, "-c") == 0 || strcmp(a, "--ctx") == 0) {
+            NEED();
+            if (!parse_u64(v, RT_MAX_CTX, &u) || u == 0) BAD();
+            o->n_ctx = (uint32_t)u;
+        } else if (strcmp(a, "--batch") == 0) {
+            NEED();
+            if (!parse_u64(v, 4096, &u) || u == 0) BAD();
+            o->n_batch = (uint32_t)u;
+        } else if (strcmp(a, "--kv-type") == 0) {
+            NEED();
+            if (!rt_kv_type_parse(v, &o->kv_type)) BAD();
+        } else if (strcmp(a, "--mlock") == 0) {
+            o->mlock = true;
+        } else if (strcmp(a, "--verify") == 0) {
+            o->verify = true;
+        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+            o->quiet = true;
+        } else if (!ppl_cmd && (strcmp(a, "-i") == 0 || strcmp(a, "--interactive") == 0)) {
+            o->interactive = true;
+        } else if (!ppl_cmd && strcmp(a, "--system") == 0) {
+            NEED();
+            o->system = v;
+        } else if (!ppl_cmd && strcmp(a, "--temp") == 0) {
+            NEED();
+            if (!parse_float(v, &o->samp.temp) || o->samp.temp < 0) BAD();
+        } else if (!ppl_cmd && strcmp(a, "--top-k") == 0) {
+            NEED();
+            if (!parse_u64(v, UINT32_MAX, &u)) BAD();
+            o->samp.top_k = (uint32_t)u;
+        } else if (!ppl_cmd && strcmp(a, "--top-p") == 0) {
+            NEED();
+            if (!parse_float(v, &o->samp.top_p) || o->samp.top_p <= 0 || o->samp.top_p > 1) BAD();
+        } else if (!ppl_cmd && strcmp(a, "--min-p") == 0) {
+            NEED();
+            if (!parse_float(v, &o->samp.min_p) || o->samp.min_p < 0 || o->samp.min_p > 1) BAD();
+        } else if (!ppl_cmd && strcmp(a, "--seed") == 0) {
+            NEED();
+            if (!parse_u64(v, UINT64_MAX, &u)) BAD();
+            o->samp.seed = u;
+        } else if (!ppl_cmd && strcmp(a, "--ignore-eos") == 0) {
+            o->ignore_eos = true;
+        } else if (!ppl_cmd && strcmp(a, "--tokens") == 0) {
+            o->print_tokens = true;
+        } else if (cl->mode == RUN_CLI_ANY && strcmp(a, "--perplexity") == 0) {
+            NEED();
+            o->ppl_file = v;
+        } else if (ppl_cmd && strcmp(a, "-f") == 0) {
+            NEED();
+            o->ppl_file = v;
+        } else if (cl->mode != RUN_CLI_RUN && strcmp(a, "--chunks") == 0) {
+            NEED();
+            if (!parse_u64(v, UINT32_MAX, &u) || u == 0) BAD();
+            o->chunks = (uint32_t)u;
+        } else if (cl->mode != RUN_CLI_RUN && strcmp(a, "--bytes") == 0) {
+            NEED();
+            if (!parse_u64(v, UINT64_MAX - 1, &u)) BAD();
+            o->bytes = u;
+        } else if (cl->mode != RUN_CLI_RUN && strcmp(a, "--kl-divergence") == 0) {
+            NEED();
+            o->kld_base = v;
+        } else if (cl->mode != RUN_CLI_RUN && strcmp(a, "--save-logits") == 0) {
+            NEED();
+            o->save_logits = v;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            return usage_error(cl, "unknown option '%s'", a);
+        } else if (ppl_cmd && n_pos < 2) {
+            pos[n_pos++] = a;
+        } else {
+            return usage_error(cl, "unexpected argument '%s'", a);
+        }
+#undef NEED
+#undef BAD
+    }
+    if (ppl_cmd) {
+        if (n_pos >= 1 && !o->model) o->model = pos[0], pos[0] = pos[1], n_pos--;
+        if (n_pos >= 1 && !o->ppl_file) o->ppl_file = pos[0], n_pos--;
+        if (n_pos > 0) return usage_error(cl, "unexpected argument '%s'", pos[0]);
+        if (!o->ppl_file) return usage_error(cl, "missing TEXT (the file to score)");
+    }
+    if (!o->model) return usage_error(cl, "missing -m MODEL.gguf");
+    if (o->ppl_file && (o->prompt || o->interactive))
+        return usage_error(cl, "--perplexity goes without -p / -i");
+    if (o->kld_base && o->save_logits)
+        return usage_error(cl, "--kl-divergence and --save-logits are exclusive");
+    if ((o->kld_base || o->save_logits || o->chunks || o->bytes != UINT64_MAX) && !o->ppl_file)
+        return usage_error(cl, "--kl-divergence/--save-logits/--chunks/--bytes need --perplexity");
+    if (!o->ppl_file && !o->prompt && !o->interactive)
+        return usage_error(cl, "nothing to do: give -p PROMPT, -i or --perplexity FILE");
+    return 0;
+}
+
+// --- model summary and memory accounting ---
+
+static void print_summary(const struct cli *cl, const struct rt_model *m, const struct rt_ctx *c,
+                          const struct rt_tok *t)
+{
+    const struct rt_hparams *hp = rt_model_hparams(m);
+    struct rt_mem mem;
+    rt_ctx_mem(c, &mem);
+    fprintf(stderr,
+            "%s: model %s%s%s: %s, %u layers, embd %u, heads %u/%u x %u, ffn %u, vocab %u "
+            "(%s tokenizer), weights %s\n",
+            cl->prog, hp->name[0] ? "'" : "", hp->name[0] ? hp->name : "(unnamed)",
+            hp->name[0] ? "'" : "", hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head,
+            hp->n_head_kv, hp->head_dim, hp->n_ff, hp->n_vocab, rt_tok_model_name(t),
+            type_name(rt_model_main_type(m)));
+    const uint64_t total = mem.weight_bytes + mem.owned_bytes + mem.kv_bytes + mem.scratch_bytes;
+    fprintf(stderr,
+            "%s: memory: weights %.2f MiB (mmap of a %.2f MiB file), KV cache %.2f MiB "
+            "(%s, %u positions), scratch %.2f MiB, other %.2f MiB; total %.2f MiB\n",
+            cl->prog, mib(mem.weight_bytes), mib(mem.mapped_bytes), mib(mem.kv_bytes),
+            rt_kv_type_name(mem.kv_type), mem.n_ctx, mib(mem.scratch_bytes), mib(mem.owned_bytes),
+            mib(total));
+    fprintf(stderr, "%s: kernels %s, %u thread%s\n", cl->prog, rt_ctx_kernels_name(c),
+            mem.n_threads, mem.n_threads == 1 ? "" : "s");
+}
+
+// --- generation ---
+
+struct gen {
+    const struct cli *cl;
+    const struct opts *o;
+    struct rt_ctx *c;
+    const struct rt_tok *t;
+    struct rt_sampler *s;
+    uint32_t n_keep;   /* positions the window never drops (BOS, system prompt) */
+    char piece[1024];
+    uint64_t n_gen;
+    double t_gen;
+};
+
+static void emit(struct gen *g, int32_t id, bool first)
+{
+    if (g->o->print_tokens) {
+        printf(first ? "%d" : " %d", id);
+    } else {
+        size_t n = rt_tok_piece(g->t, id, false, g->piece, sizeof g->piece);
+        if (n > sizeof g->piece) n = sizeof g->piece;
+        fwrite(g->piece, 1, n, stdout);
+    }
+    fflush(stdout);
+}
+
+/* Make room for `need` more positions by dropping the oldest half of what
+ * follows n_keep (prompt mode). */
+static enum mw_status make_room(struct gen *g, uint32_t need, struct mw_err *err)
+{
+    const uint32_t n_ctx = rt_ctx_n_ctx(g->c), n_past = rt_ctx_n_past(g->c);
+    if (n_past + need <= n_ctx) return MW_OK;
+    if (g->n_keep + need >= n_ctx)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "context %u is too small to keep %u positions and add %u", n_ctx,
+                       g->n_keep, need);
+    uint32_t drop = (n_past - g->n_keep) / 2;
+    if (n_past - drop + need > n_ctx) drop = n_past + need - n_ctx;
+    return rt_ctx_shift(g->c, g->n_keep, drop, err);
+}
+
+/* Sample and feed up to n tokens; stops at an end-of-generation token. */
+static enum mw_status generate(struct gen *g, uint64_t n, bool *stopped_eog, struct mw_err *err)
+{
+    enum mw_status s;
+    *stopped_eog = false;
+    const double t0 = now_s();
+    for (uint64_t i = 0; i < n; i++) {
+        const int32_t id = rt_sample(g->s, rt_ctx_logits(g->c));
+        if (!g->o->ignore_eos && rt_tok_is_eog(g->t, id)) {
+            *stopped_eog = true;
+            break;
+        }
+        emit(g, id, g->n_gen == 0);
+        g->n_gen++;
+        if (i + 1 == n) break; /* its logits are not needed */
+        if ((s = make_room(g, 1, err))) return s;
+        if ((s = rt_eval(g->c, &id, 1, 0, NULL, err))) return s;
+    }
+    g->t_gen += now_s() - t0;
+    return MW_OK;
+}
+
+static enum mw_status tokenize(const struct rt_tok *t, const char *text, bool add_special,
+                               bool parse_special, int32_t **out, size_t *n, struct mw_err *err)
+{
+    size_t need = 0;
+    *out = NULL;
+    enum mw_status s = rt_tok_encode(t, text, strlen(text), add_special, parse_special, NULL, 0,
+                                     &need, err);
+    if (s && s != MW_E_NOSPACE) return s;
+    mw_err_clear(err);
+    *out = malloc((need ? need : 1) * sizeof **out);
+    if (!*out) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "prompt tokens");
+    s = rt_tok_encode(t, text, strlen(text), add_special, parse_special, *out, need, n, err);
+    if (s) {
+        free(*out);
+        *out = NULL;
+    }
+    return s;
+}
+
+static int run_prompt(struct gen *g, struct mw_err *err)
+{
+    const struct cli *cl = g->cl;
+    int32_t *toks = NULL;
+    size_t n = 0;
+    enum mw_status s = tokenize(g->t, g->o->prompt, true, false, &toks, &n, err);
+    if (s) return fail(cl, err);
+    if (n == 0) {
+        free(toks);
+        fprintf(stderr, "%s: the prompt gives no tokens\n", cl->prog);
+        return mw_status_exit_code(MW_E_USAGE);
+    }
+    if (n >= rt_ctx_n_ctx(g->c)) {
+        free(toks);
+        fprintf(stderr, "%s: the prompt has %zu tokens; --ctx %u leaves no room to generate\n",
+                cl->prog, n, rt_ctx_n_ctx(g->c));
+        return mw_status_exit_code(MW_E_USAGE);
+    }
+    g->n_keep = rt_tok_add_bos(g->t) ? 1 : 0;
+    if (!g->o->print_tokens) {
+        fputs(g->o->prompt, stdout);
+        fflush(stdout);
+    }
+    const double t0 = now_s();
+    s = rt_eval(g->c, toks, (uint32_t)n, 0, NULL, err);
+    const double t_prompt = now_s() - t0;
+    free(toks);
+    if (s) return fail(cl, err);
+    const uint64_t n_predict = g->o->n_predict < 0 ? 128 : (uint64_t)g->o->n_predict;
+    bool eog;
+    if ((s = generate(g, n_predict, &eog, err))) return fail(cl, err);
+    putchar('\n');
+    if (!g->o->quiet)
+        fprintf(stderr,
+                "%s: prompt %zu tokens in %.3f s (%.1f tok/s); generated %" PRIu64
+                " tokens in %.3f s (%.1f tok/s)%s\n",
+                cl->prog, n, t_prompt, t_prompt > 0 ? (double)n / t_prompt : 0.0, g->n_gen,
+                g->t_gen, g->t_gen > 0 ? (double)g->n_gen / g->t_gen : 0.0,
+                eog ? "; stopped at end of generation" : "");
+    return 0;
+}
+
+// --- chat ---
+
+struct turns {
+    uint32_t start[4096]; /* position where each kept user turn starts */
+    uint32_t n;
+};
+
+/* Slide the window: drop whole oldest turns after n_keep until `need` more
+ * positions fit. */
+static enum mw_status chat_room(struct gen *g, struct turns *tu, uint32_t need, struct mw_err *err)
+{
+    const uint32_t n_ctx = rt_ctx_n_ctx(g->c);
+    if (rt_ctx_n_past(g->c) + need <= n_ctx) return MW_OK;
+    uint32_t k = 0; /* turns to drop */
+    while (k < tu->n) {
+        k++;
+        const uint32_t cut = k < tu->n ? tu->start[k] : rt_ctx_n_past(g->c);
+        if (rt_ctx_n_past(g->c) - (cut - g->n_keep) + need <= n_ctx) break;
+    }
+    const uint32_t cut = k < tu->n ? tu->start[k] : rt_ctx_n_past(g->c);
+    if (rt_ctx_n_past(g->c) - (cut - g->n_keep) + need > n_ctx)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "this turn (%u tokens) does not fit in --ctx %u with the system prompt "
+                       "(%u tokens)", need, n_ctx, g->n_keep);
+    const uint32_t drop = cut - g->n_keep;
+    enum mw_status s = rt_ctx_shift(g->c, g->n_keep, drop, err);
+    if (s) return s;
+    for (uint32_t i = k; i < tu->n; i++) tu->start[i - k] = tu->start[i] - drop;
+    tu->n -= k;
+    if (!g->o->quiet)
+        fprintf(stderr, "[context full: dropped the oldest %u turn%s (%u tokens)]\n", k,
+                k == 1 ? "" : "s", drop);
+    return MW_OK;
+}
+
+static enum mw_status feed_text(struct gen *g, struct turns *tu, const char *text, bool add_bos,
+                                bool new_turn, struct mw_err *err)
+{
+    int32_t *toks = NULL;
+    size_t n = 0;
+    enum mw_status s = tokenize(g->t, text, add_bos, true, &toks, &n, err);
+    if (s) return s;
+    if (n == 0) {
+        free(toks);
+        return MW_OK;
+    }
+    if (n >= rt_ctx_n_ctx(g->c)) {
+        free(toks);
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "%zu tokens do not fit in --ctx %u", n,
+                       rt_ctx_n_ctx(g->c));
+    }
+    if ((s = chat_room(g, tu, (uint32_t)n + (new_turn ? 16 : 0), err)) == MW_OK) {
+        if (new_turn && tu->n < sizeof tu->start / sizeof tu->start[0])
+            tu->start[tu->n++] = rt_ctx_n_past(g->c);
+        s = rt_eval(g->c, toks, (uint32_t)n, 0, NULL, err);
+    }
+    free(toks);
+    return s;
+}
+
+static int run_chat(struct gen *g, struct mw_err *err)
+{
+    const struct cli *cl = g->cl;
+    const enum rt_chat_fmt fmt = rt_chat_detect(rt_model_gguf(rt_ctx_model(g->c)));
+    struct turns *tu = calloc(1, sizeof *tu);
+    enum mw_status s;
+    if (!tu) {
+        MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "chat state");
+        return fail(cl, err);
+    }
+    if (!g->o->quiet)
+        fprintf(stderr, "%s: chat format %s; one line per turn, end with EOF (Ctrl-D)\n", cl->prog,
+                rt_chat_fmt_name(fmt));
+    char *buf = NULL;
+    size_t cap = 0;
+    /* BOS and the system prompt form the part the window always keeps */
+    bool bos_pending = rt_tok_add_bos(g->t);
+    if (g->o->system && fmt != RT_CHAT_LLAMA2 && fmt != RT_CHAT_NONE) {
+        const size_t need = rt_chat_format(fmt, "system", g->o->system, true, NULL, NULL, 0) + 1;
+        buf = malloc(need);
+        if (!buf) {
+            s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "chat buffer");
+            goto out;
+        }
+        rt_chat_format(fmt, "system", g->o->system, true, NULL, buf, need);
+        cap = need;
+        if ((s = feed_text(g, tu, buf, bos_pending, false, err))) goto out;
+        bos_pending = false;
+    } else if (bos_pending) {
+        if ((s = feed_text(g, tu, "", true, false, err))) goto out;
+        bos_pending = false;
+    }
+    g->n_keep = rt_ctx_n_past(g->c);
+    const uint64_t n_predict = g->o->n_predict < 0 ? 256 : (uint64_t)g->o->n_predict;
+    char *line = NULL;
+    size_t line_cap = 0;
+    bool first = true;
+    s = MW_OK;
+    for (;;) {
+        if (isatty(STDIN_FILENO)) fputs("> ", stdout), fflush(stdout);
+        const ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) break;
+        size_t len = (size_t)got;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+        if (len == 0) continue;
+        const size_t need = rt_chat_format(fmt, "user", line, first, g->o->system, NULL, 0) + 1;
+        if (need > cap) {
+            char *nb = realloc(buf, need);
+            if (!nb) {
+                s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "chat buffer");
+                break;
+            }
+            buf = nb;
+            cap = need;
+        }
+        rt_chat_format(fmt, "user", line, first, g->o->system, buf, cap);
+        first = false;
+        if ((s = feed_text(g, tu, buf, false, true, err))) break;
+        bool eog;
+        if ((s = generate(g, n_predict, &eog, err))) break;
+        /* the sampled end token was not fed: close the turn as the template does */
+        putchar('\n');
+        fflush(stdout);
+        if ((s = feed_text(g, tu, rt_chat_turn_end(fmt), false, false, err))) break;
+    }
+    free(line);
+out:
+    free(buf);
+    free(tu);
+    if (s) return fail(cl, err);
+    if (!g->o->quiet && g->n_gen > 0)
+        fprintf(stderr, "%s: generated %" PRIu64 " tokens in %.3f s (%.1f tok/s)\n", cl->prog,
+                g->n_gen, g->t_gen, g->t_gen > 0 ? (double)g->n_gen / g->t_gen : 0.0);
+    return 0;
+}
+
+// --- perplexity ---
+
+struct progress {
+    const struct cli *cl;
+    bool tty;
+};
+
+static void on_chunk(void *ud, uint32_t chunk, uint32_t n_chunk, double ppl)
+{
+    const struct progress *p = ud;
+    if (p->tty) fprintf(stderr, "\r%s: chunk %u/%u ppl %.4f", p->cl->prog, chunk, n_chunk, ppl);
+    if (p->tty && chunk == n_chunk) fputc('\n', stderr);
+}
+
+static enum mw_status read_text(const char *path, uint64_t max, char **out, size_t *len,
+                                struct mw_err *err)
+{
+    *out = NULL;
+    *len = 0;
+    struct mw_map map;
+    enum mw_status s = mw_map_open(&map, path, err);
+    if (s) return s;
+    uint64_t n = map.size < max ? map.size : max;
+    size_t sz;
+    if (!mw_u64_to_size(n, &sz) || !(*out = malloc(sz + 1))) {
+        mw_map_close(&map);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "text of %" PRIu64 " bytes", n);
+    }
+    if (sz) memcpy(*out, map.data, sz);
+    (*out)[sz] = '\0';
+    *len = sz;
+    mw_map_close(&map);
+    return MW_OK;
+}
+
+static int run_ppl(const struct cli *cl, const struct opts *o, struct rt_ctx *c,
+                   const struct rt_tok *t, uint32_t chunk_ctx, struct mw_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    enum mw_status s;
+    if (!o->kld_base && (s = read_text(o->ppl_file, o->bytes, &text, &len, err)))
+        return fail(cl, err);
+    struct progress pr = {cl, !o->quiet && isatty(STDERR_FILENO)};
+    const struct rt_ppl_opts po = {.n_ctx = chunk_ctx, .max_chunks = o->chunks,
+                                   .save_logits = o->save_logits, .kld_base = o->kld_base,
+                                   .progress = on_chunk, .progress_ud = &pr};
+    struct rt_ppl_result r;
+    s = rt_perplexity(c, t, text ? text : "", len, &po, &r, err);
+    free(text);
+    if (s) return fail(cl, err);
+    printf("ppl %.6f chunks %u tokens %" PRIu64 " scored %" PRIu64 "\n", r.ppl, r.n_chunk,
+           r.n_tokens, r.n_scored);
+    printf("ppl_unc %.6f\n", r.ppl_unc);
+    if (r.has_kld) {
+        printf("kld %.6f\n", r.kld);
+        printf("kld_unc %.6f\n", r.kld_unc);
+        printf("kld_max %.6f\n", r.kld_max);
+        printf("ppl_base %.6f\n", r.ppl_base);
+        printf("same_top %.6f\n", r.same_top);
+        printf("rms_dp %.6f\n", r.rms_dp);
+        printf("kld_method %s\n", r.kld_exact ? "f32-exact" : "llama.cpp-uint16");
+    }
+    const double tps = r.seconds > 0 ? (double)r.n_chunk * chunk_ctx / r.seconds : 0.0;
+    printf("seconds %.3f tokens_per_s %.1f threads %u\n", r.seconds, tps, o->n_threads);
+    return 0;
+}
+
+// --- main ---
+
+int run_cli_main(const char *prog, enum run_cli_mode mode, int argc, char **argv)
+{
+    const struct cli cl = {prog, mode};
+    struct opts o;
+    const int prc = parse_args(&cl, argc, argv, &o);
+    if (prc < 0) return 0; /* --help */
+    if (prc > 0) return prc;
+
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct rt_model *m = NULL;
+    struct rt_ctx *c = NULL;
+    struct rt_tok *t = NULL;
+    struct rt_sampler *smp = NULL;
+    int rc = 0;
+    enum mw_status s;
+    const struct rt_model_opts mo = {.mlock = o.mlock};
+    if ((s = rt_model_open(o.model, &mo, &m, &err))) return fail(&cl, &err);
+    const struct rt_hparams *hp = rt_model_hparams(m);
+    if (o.verify) {
+        const double t0 = now_s();
+        uint64_t n_checked = 0;
+        if ((s = rt_model_verify(m, &n_checked, &err))) {
+            rc = fail(&cl, &err);
+            goto done;
+        }
+        if (!o.quiet) {
+            if (n_checked)
+                fprintf(stderr, "%s: verified the header and %" PRIu64 " tensor checksums "
+                                "(xxh3-64) in %.3f s\n", cl.prog, n_checked, now_s() - t0);
+            else
+                fprintf(stderr, "%s: warning: %s has no memwall checksums; nothing verified\n",
+                        cl.prog, o.model);
+        }
+    }
+    if ((s = rt_tok_init(rt_model_gguf(m), hp->n_vocab, &t, &err))) {
+        rc = fail(&cl, &err);
+        goto done;
+    }
+    const uint32_t chunk_ctx = o.ppl_file ? (o.n_ctx ? o.n_ctx : 256) : 0;
+    const struct rt_ctx_opts co = {.n_ctx = o.ppl_file ? chunk_ctx : o.n_ctx,
+                                   .kv_type = o.kv_type, .n_threads = o.n_threads,
+                                   .n_batch = o.n_batch};
+    if (!o.quiet && co.n_ctx > hp->n_ctx_train)
+        fprintf(stderr, "%s: warning: context %u exceeds the model's training context %u\n",
+                cl.prog, co.n_ctx, hp->n_ctx_train);
+    if ((s = rt_ctx_init(m, &co, &c, &err))) {
+        rc = fail(&cl, &err);
+        goto done;
+    }
+    if (!o.quiet) print_summary(&cl, m, c, t);
+    if (o.ppl_file) {
+        rc = run_ppl(&cl, &o, c, t, chunk_ctx, &err);
+        goto done;
+    }
+    if ((s = rt_sampler_init(&o.samp, hp->n_vocab, &smp, &err))) {
+        rc = fail(&cl, &err);
+        goto done;
+    }
+    struct gen g = {.cl = &cl, .o = &o, .c = c, .t = t, .s = smp};
+    rc = o.interactive ? run_chat(&g, &err) : run_prompt(&g, &err);
+done:
+    rt_sampler_free(smp);
+    rt_ctx_free(c);
+    rt_tok_free(t);
+    rt_model_close(m);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "%s: error writing output: %s\n", cl.prog, strerror(errno));
+        if (rc == 0) rc = mw_status_exit_code(MW_E_IO);
+    }
+    return rc;
+}
