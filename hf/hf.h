@@ -1,0 +1,313 @@
+/*
+ * hf/hf.h — Hugging Face checkpoints: safetensors, config.json, the mapping of
+ * llama / mistral / qwen2 onto llama.cpp's GGUF names and keys, and the
+ * streaming `convert` pipeline.
+ *
+ * What it reads (shared/docs/formats.md §5–§6):
+ *
+ *   safetensors   u64 LE header length N, N bytes of JSON
+ *                 {"name": {"dtype": "F16", "shape": [r, c],
+ *                           "data_offsets": [begin, end]}, ...,
+ *                  "__metadata__": {"k": "v"}}
+ *                 then the data section; offsets are relative to it. The
+ *                 header is validated completely before any tensor is handed
+ *                 out: length vs file size, JSON syntax (cJSON), value types,
+ *                 known dtype, shape product * dtype size == end - begin
+ *                 (checked arithmetic), every range inside the data section,
+ *                 ranges contiguous from 0 to the end of the file without
+ *                 overlap or gap, no duplicate names, __metadata__ string ->
+ *                 string only. Errors name the file, the tensor and a byte
+ *                 offset (of the tensor's JSON key, or of its data).
+ *   HF dir        config.json, and model.safetensors or
+ *                 model.safetensors.index.json + the shards its weight_map
+ *                 names (shards are opened lazily mapped; the weight map and
+ *                 the shards must agree exactly).
+ *   config.json   architectures[0] LlamaForCausalLM / MistralForCausalLM
+ *                 (both -> GGUF "llama", with the Q/K row permutation) or
+ *                 Qwen2ForCausalLM (-> "qwen2"); the hyper-parameters, RoPE
+ *                 (rope_theta, rope_scaling linear / llama3), tied
+ *                 embeddings. Missing, mistyped or contradictory keys are
+ *                 errors naming the key's JSON path.
+ *
+ * What `convert` writes: a GGUF v3 file through the atomic, checksummed
+ * gguf writer — keys and tensors in the order llama.cpp's
+ * convert_hf_to_gguf.py writes them (general.*, <arch>.*, file type,
+ * quantization version, tokenizer.*, then memwall.* provenance:
+ * memwall.version, memwall.source (source dir basename),
+ * memwall.source_dtype, memwall.convert.type); tensors in source order
+ * (shards by file name, tensors by name), rope_freqs.weight first when
+ * rope_scaling is llama3. Norms, biases and rope_freqs are F32; 2-D weights
+ * take the requested type (Q8_0 is ggml's quantize_row_q8_0_ref bit for
+ * bit; a row length that is not a multiple of 32 falls back to F16 as
+ * llama.cpp's converter does). One tensor at a time through a bounded
+ * buffer; consumed source pages are dropped from the mapping, so peak
+ * memory does not grow with the model. Same input and options give a
+ * byte-identical file.
+ *
+ * Library code never prints; progress is reported through a callback.
+ * No global state; different handles may be used from different threads.
+ */
+#ifndef MW_HF_H
+#define MW_HF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/mw.h"
+#include "../gguf/gguf.h"
+
+/* --- safetensors dtypes --------------------------------------------------- */
+
+enum hf_dtype {
+    HF_DT_BOOL,
+    HF_DT_U8,
+    HF_DT_I8,
+    HF_DT_F8_E4M3,
+    HF_DT_F8_E5M2,
+    HF_DT_I16,
+    HF_DT_U16,
+    HF_DT_F16,
+    HF_DT_BF16,
+    HF_DT_I32,
+    HF_DT_U32,
+    HF_DT_F32,
+    HF_DT_F64,
+    HF_DT_I64,
+    HF_DT_U64,
+    HF_DT_COUNT
+};
+
+/* "F16", "BF16", ...; "?" for an invalid value. */
+const char *hf_dtype_name(enum hf_dtype dt);
+/* Bytes per element (1..8); 0 for an invalid value. */
+uint32_t hf_dtype_size(enum hf_dtype dt);
+/* true for the dtypes convert reads: F16, BF16, F32. */
+bool hf_dtype_convertible(enum hf_dtype dt);
+
+/* --- one safetensors file -------------------------------------------------- */
+
+#define HF_ST_MAX_DIMS 8
+#define HF_ST_MAX_HEADER (100u * 1000u * 1000u) /* the safetensors library's cap */
+
+struct hf_st_tensor {
+    const char *name;      /* NUL-terminated, owned by the hf_st */
+    enum hf_dtype dtype;
+    uint32_t n_dims;       /* 0 (a scalar) .. HF_ST_MAX_DIMS */
+    uint64_t shape[HF_ST_MAX_DIMS]; /* PyTorch order: shape[n_dims-1] is contiguous */
+    uint64_t n_elems;
+    uint64_t nbytes;
+    uint64_t file_off;     /* absolute file offset of the first data byte */
+    uint64_t key_off;      /* file offset of the tensor's JSON key (best effort) */
+    const uint8_t *data;   /* view into the mapping / caller buffer */
+};
+
+struct hf_st;
+
+/* Map path read-only and validate its header (see top of file). On success
+ * *out owns the mapping; release with hf_st_close(). Errors: MW_E_IO (cannot
+ * open/map), MW_E_TRUNC, MW_E_FORMAT, MW_E_UNSUPPORTED (unknown dtype, too
+ * many dims), MW_E_NOMEM; err names path, offset and tensor. */
+enum mw_status hf_st_open(const char *path, struct hf_st **out, struct mw_err *err);
+/* The same over a caller buffer (borrowed: it must outlive the hf_st). name
+ * is used in error messages. This is the fuzzing entry point. */
+enum mw_status hf_st_open_mem(const void *buf, uint64_t size, const char *name,
+                              struct hf_st **out, struct mw_err *err);
+void hf_st_close(struct hf_st *st); /* NULL-safe */
+
+const char *hf_st_path(const struct hf_st *st);
+uint64_t hf_st_file_size(const struct hf_st *st);
+uint64_t hf_st_header_len(const struct hf_st *st);  /* JSON bytes (N above) */
+/* Tensors sorted by name (bytewise); views valid until hf_st_close(). */
+uint64_t hf_st_count(const struct hf_st *st);
+const struct hf_st_tensor *hf_st_get(const struct hf_st *st, uint64_t i);
+int64_t hf_st_find(const struct hf_st *st, const char *name); /* index or -1 */
+/* __metadata__ entries (string -> string), in file order. */
+uint64_t hf_st_meta_count(const struct hf_st *st);
+bool hf_st_meta_get(const struct hf_st *st, uint64_t i, const char **key, const char **value);
+/* Tell the kernel the bytes [off, off + n) of the file will not be needed
+ * again (drops them from the mapping; a later access reads them back).
+ * No-op for memory buffers. */
+void hf_st_release(const struct hf_st *st, uint64_t off, uint64_t n);
+
+/* --- config.json ---------------------------------------------------------- */
+
+enum hf_arch {
+    HF_ARCH_LLAMA,   /* LlamaForCausalLM   -> GGUF "llama" */
+    HF_ARCH_MISTRAL, /* MistralForCausalLM -> GGUF "llama" */
+    HF_ARCH_QWEN2,   /* Qwen2ForCausalLM   -> GGUF "qwen2" */
+    HF_ARCH_COUNT
+};
+
+enum hf_rope_scaling {
+    HF_ROPE_NONE,
+    HF_ROPE_LINEAR, /* llama.rope.scaling.type "linear" + factor */
+    HF_ROPE_LLAMA3, /* rope_freqs.weight tensor */
+};
+
+struct hf_config {
+    enum hf_arch arch;
+    char hf_arch_name[64];   /* architectures[0] */
+    const char *gguf_arch;   /* "llama" / "qwen2" (static string) */
+    uint32_t n_vocab;        /* vocab_size */
+    uint32_t n_embd;         /* hidden_size */
+    uint32_t n_layer;        /* num_hidden_layers */
+    uint32_t n_ff;           /* intermediate_size */
+    uint32_t n_head;         /* num_attention_heads */
+    uint32_t n_head_kv;      /* num_key_value_heads (default n_head) */
+    uint32_t head_dim;       /* head_dim, default n_embd / n_head */
+    bool head_dim_explicit;  /* head_dim was in config.json */
+    uint32_t n_ctx;          /* max_position_embeddings */
+    float rms_eps;           /* rms_norm_eps */
+    bool has_rope_theta;
+    float rope_theta;
+    enum hf_rope_scaling rope_scaling;
+    double rope_factor;      /* linear and llama3 */
+    double rope_low_freq_factor, rope_high_freq_factor; /* llama3 */
+    uint32_t rope_orig_ctx;  /* llama3 original_max_position_embeddings */
+    bool tie_embeddings;     /* tie_word_embeddings */
+    bool attention_bias;     /* llama: q/k/v/o biases present */
+    bool mlp_bias;           /* llama: gate/up/down biases present */
+    char torch_dtype[16];    /* informational, "" if absent */
+};
+
+/* Parse config.json text (len bytes, need not be NUL-terminated); name is the
+ * file name for messages. Errors: MW_E_FORMAT (syntax, wrong type, missing
+ * or contradictory key; err->where holds the JSON path), MW_E_UNSUPPORTED
+ * (architecture, rope_scaling type, hidden_act), MW_E_NOMEM. */
+enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
+                               struct hf_config *cfg, struct mw_err *err);
+/* Read and parse the file at path (MW_E_FORMAT if it does not exist,
+ * MW_E_IO if it cannot be read). */
+enum mw_status hf_config_load(const char *path, struct hf_config *cfg, struct mw_err *err);
+const char *hf_arch_name(enum hf_arch a); /* "llama", "mistral", "qwen2" */
+
+/* --- a checkpoint directory ---------------------------------------------- */
+
+struct hf_model;
+
+/* Open dir: config.json and the weights (model.safetensors, or the index and
+ * every shard it names; a shard missing on disk is MW_E_FORMAT naming the
+ * index file and the tensor). Shards are mapped, not read. Release with
+ * hf_model_close(). */
+enum mw_status hf_model_open(const char *dir, struct hf_model **out, struct mw_err *err);
+void hf_model_close(struct hf_model *m); /* NULL-safe */
+
+const char *hf_model_dir(const struct hf_model *m);
+const struct hf_config *hf_model_config(const struct hf_model *m);
+uint64_t hf_model_shard_count(const struct hf_model *m);
+const struct hf_st *hf_model_shard(const struct hf_model *m, uint64_t i);
+/* All tensors in source order: shards sorted by file name, tensors sorted by
+ * name within a shard (the order llama.cpp's converter visits them). */
+uint64_t hf_model_tensor_count(const struct hf_model *m);
+const struct hf_st_tensor *hf_model_tensor(const struct hf_model *m, uint64_t i,
+                                           const struct hf_st **shard);
+int64_t hf_model_tensor_find(const struct hf_model *m, const char *name);
+
+/* --- architecture mapping (HF names -> GGUF) ------------------------------ */
+
+enum hf_xform {
+    HF_XFORM_NONE,
+    HF_XFORM_PERMUTE, /* rotate-half -> interleaved rows, formats.md §6.3 */
+};
+
+/* One output tensor of a conversion. */
+struct hf_plan_tensor {
+    char name[GGUF_MAX_NAME + 1];      /* GGUF name */
+    const struct hf_st_tensor *src;    /* NULL: generated (rope_freqs) */
+    const struct hf_st *shard;         /* shard of src */
+    enum hf_xform xform;
+    uint32_t perm_heads;               /* HF_XFORM_PERMUTE: head count */
+    uint32_t type;                     /* ggml type written */
+    uint32_t n_dims;
+    uint64_t ne[GGUF_MAX_DIMS];        /* GGUF order (ne[0] contiguous) */
+    uint64_t nbytes;                   /* bytes written */
+    const float *gen;                  /* generated data (n_dims == 1) */
+};
+
+enum hf_out_type {
+    HF_OUT_F32,
+    HF_OUT_F16,
+    HF_OUT_BF16,
+    HF_OUT_Q8_0,
+    HF_OUT_COUNT
+};
+/* "f32", "f16", "bf16", "q8_0" */
+const char *hf_out_type_name(enum hf_out_type t);
+/* Parse one of the names above (case-insensitive); false if unknown. */
+bool hf_out_type_parse(const char *s, enum hf_out_type *out);
+/* general.file_type value (formats.md §8.1): F32 0, F16 1, Q8_0 7, BF16 32. */
+uint32_t hf_out_type_ftype(enum hf_out_type t);
+
+struct hf_plan;
+
+/* Map every tensor of m to its GGUF name, shape and type for output type t,
+ * and check the set against the architecture: every required tensor present
+ * with the shape config.json implies, nothing unknown, layer indices in
+ * range. Errors: MW_E_FORMAT (wrong shape, missing tensor, contradiction with
+ * config.json), MW_E_UNSUPPORTED (a tensor the architecture does not use,
+ * a dtype other than F16/BF16/F32), MW_E_NOMEM. The plan borrows m. */
+enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type t,
+                             struct hf_plan **out, struct mw_err *err);
+void hf_plan_free(struct hf_plan *p); /* NULL-safe */
+uint64_t hf_plan_count(const struct hf_plan *p);
+const struct hf_plan_tensor *hf_plan_get(const struct hf_plan *p, uint64_t i);
+uint64_t hf_plan_total_bytes(const struct hf_plan *p); /* tensor data written */
+/* "F16", "BF16", "F32" or a '+'-joined set ("F16+F32") of the source dtypes. */
+const char *hf_plan_source_dtype(const struct hf_plan *p);
+
+/* Write the bytes of output tensor i of p (converted, permuted, quantized)
+ * in chunks through sink, using at most about chunk_bytes of scratch memory
+ * at a time (0: default 4 MiB). Source pages are released after use. */
+typedef enum mw_status (*hf_sink_fn)(void *ud, const void *data, size_t n, struct mw_err *err);
+enum mw_status hf_plan_stream_tensor(const struct hf_plan *p, uint64_t i, size_t chunk_bytes,
+                                     hf_sink_fn sink, void *sink_ud, struct mw_err *err);
+
+/* --- conversion ------------------------------------------------------------ */
+
+/* Progress: called after each tensor (and within large tensors) with bytes of
+ * tensor data written so far and in total. Must not call back into hf. */
+typedef void (*hf_progress_fn)(void *ud, uint64_t done_bytes, uint64_t total_bytes,
+                               uint64_t tensor_i, uint64_t n_tensors, const char *tensor_name);
+
+struct hf_convert_opts {
+    enum hf_out_type type;
+    const char *name;          /* general.name; NULL: the source dir basename */
+    size_t chunk_bytes;        /* scratch per chunk; 0: 4 MiB */
+    hf_progress_fn progress;   /* may be NULL */
+    void *progress_ud;
+};
+
+/* Convert the checkpoint in hf_dir to a GGUF file at out_path. Everything is
+ * validated (config, every safetensors header, the tensor set and shapes,
+ * the tokenizer) before the output is created; the file appears under
+ * out_path only when complete (temp file + fsync + rename). Errors carry the
+ * offending file, place and reason; mw_status_exit_code() gives 1 for bad
+ * input, 3 for I/O. */
+enum mw_status hf_convert(const char *hf_dir, const char *out_path,
+                          const struct hf_convert_opts *opts, struct mw_err *err);
+
+/* --- inspect ------------------------------------------------------------------ */
+
+/* True when path looks like an HF input for inspect: a directory, or a file
+ * whose name ends in ".safetensors" or ".safetensors.index.json". */
+bool hf_inspect_accepts(const char *path);
+
+typedef void (*hf_emit_fn)(void *ud, const char *text);
+/* Describe an HF directory (config, weights, the GGUF mapping) or a single
+ * .safetensors file (header, metadata, tensors) as text lines, or as one JSON
+ * document when json is true, through emit (called with NUL-terminated
+ * pieces, each ending in '\n'). Same errors as hf_model_open / hf_st_open. */
+enum mw_status hf_inspect(const char *path, bool json, hf_emit_fn emit, void *ud,
+                          struct mw_err *err);
+
+/* --- numeric kernels (exposed for tests) --------------------------------- */
+
+/* Q8_0 of n floats (n a multiple of 32) into n/32 blocks of 34 bytes,
+ * bit-exact with ggml's quantize_row_q8_0_ref. */
+void hf_quantize_row_q8_0(const float *x, uint8_t *out, uint64_t n);
+/* Fill out[0 .. head_dim/2) with llama3 rope frequency factors as
+ * convert_hf_to_gguf.py computes them (float32 arithmetic). */
+void hf_llama3_rope_factors(const struct hf_config *cfg, float *out);
+
+#endif /* MW_HF_H */

@@ -1,0 +1,403 @@
+/* hf/hf_arch.c — HF tensor names -> llama.cpp GGUF names, shapes and types
+ * for llama / mistral / qwen2 (formats.md §5, §6), and the conversion plan. */
+#include "hf_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum role {
+    R_TOKEN_EMBD, R_OUTPUT_NORM, R_OUTPUT,
+    R_ATTN_NORM, R_Q, R_K, R_V, R_O, R_QB, R_KB, R_VB, R_OB,
+    R_FFN_NORM, R_GATE, R_UP, R_DOWN, R_GATEB, R_UPB, R_DOWNB,
+    R_COUNT
+};
+
+/* Symbolic dimensions of the expected HF shapes. */
+enum dim { D_NONE, D_VOCAB, D_EMBD, D_QDIM, D_KVDIM, D_FF };
+
+static const struct role_info {
+    const char *hf;   /* HF name (per layer: after "model.layers.N.") */
+    const char *gguf; /* GGUF name (per layer: after "blk.N.") */
+    bool per_layer;
+    enum dim shape[2]; /* HF order; shape[1] == D_NONE for 1-D */
+} roles[R_COUNT] = {
+    [R_TOKEN_EMBD] = {"model.embed_tokens.weight", "token_embd.weight", false, {D_VOCAB, D_EMBD}},
+    [R_OUTPUT_NORM] = {"model.norm.weight", "output_norm.weight", false, {D_EMBD, D_NONE}},
+    [R_OUTPUT] = {"lm_head.weight", "output.weight", false, {D_VOCAB, D_EMBD}},
+    [R_ATTN_NORM] = {"input_layernorm.weight", "attn_norm.weight", true, {D_EMBD, D_NONE}},
+    [R_Q] = {"self_attn.q_proj.weight", "attn_q.weight", true, {D_QDIM, D_EMBD}},
+    [R_K] = {"self_attn.k_proj.weight", "attn_k.weight", true, {D_KVDIM, D_EMBD}},
+    [R_V] = {"self_attn.v_proj.weight", "attn_v.weight", true, {D_KVDIM, D_EMBD}},
+    [R_O] = {"self_attn.o_proj.weight", "attn_output.weight", true, {D_EMBD, D_QDIM}},
+    [R_QB] = {"self_attn.q_proj.bias", "attn_q.bias", true, {D_QDIM, D_NONE}},
+    [R_KB] = {"self_attn.k_proj.bias", "attn_k.bias", true, {D_KVDIM, D_NONE}},
+    [R_VB] = {"self_attn.v_proj.bias", "attn_v.bias", true, {D_KVDIM, D_NONE}},
+    [R_OB] = {"self_attn.o_proj.bias", "attn_output.bias", true, {D_EMBD, D_NONE}},
+    [R_FFN_NORM] = {"post_attention_layernorm.weight", "ffn_norm.weight", true, {D_EMBD, D_NONE}},
+    [R_GATE] = {"mlp.gate_proj.weight", "ffn_gate.weight", true, {D_FF, D_EMBD}},
+    [R_UP] = {"mlp.up_proj.weight", "ffn_up.weight", true, {D_FF, D_EMBD}},
+    [R_DOWN] = {"mlp.down_proj.weight", "ffn_down.weight", true, {D_EMBD, D_FF}},
+    [R_GATEB] = {"mlp.gate_proj.bias", "ffn_gate.bias", true, {D_FF, D_NONE}},
+    [R_UPB] = {"mlp.up_proj.bias", "ffn_up.bias", true, {D_FF, D_NONE}},
+    [R_DOWNB] = {"mlp.down_proj.bias", "ffn_down.bias", true, {D_EMBD, D_NONE}},
+};
+
+static const char *const dim_names[] = {
+    [D_NONE] = "", [D_VOCAB] = "vocab_size", [D_EMBD] = "hidden_size",
+    [D_QDIM] = "num_attention_heads*head_dim", [D_KVDIM] = "num_key_value_heads*head_dim",
+    [D_FF] = "intermediate_size",
+};
+
+static uint64_t dim_value(const struct hf_config *c, enum dim d)
+{
+    switch (d) {
+    case D_VOCAB: return c->n_vocab;
+    case D_EMBD: return c->n_embd;
+    case D_QDIM: return (uint64_t)c->n_head * c->head_dim;
+    case D_KVDIM: return (uint64_t)c->n_head_kv * c->head_dim;
+    case D_FF: return c->n_ff;
+    case D_NONE: break;
+    }
+    return 0;
+}
+
+/* Which roles the architecture (with this config) requires; a present
+ * tensor of a role that is not required is a contradiction. */
+static bool role_required(const struct hf_config *c, enum role r)
+{
+    switch (r) {
+    case R_OUTPUT: return !c->tie_embeddings;
+    case R_QB: case R_KB: case R_VB: return c->attention_bias;
+    case R_OB: return c->attention_bias && c->arch != HF_ARCH_QWEN2;
+    case R_GATEB: case R_UPB: case R_DOWNB: return c->mlp_bias;
+    default: return true;
+    }
+}
+
+static const char *role_flag(const struct hf_config *c, enum role r)
+{
+    switch (r) {
+    case R_QB: case R_KB: case R_VB: return "attention_bias is false";
+    case R_OB: return c->arch == HF_ARCH_QWEN2 ? "qwen2 has no o_proj bias" : "attention_bias is false";
+    case R_GATEB: case R_UPB: case R_DOWNB: return "mlp_bias is false";
+    default: return "";
+    }
+}
+
+// --- output types ----------------------------------------------------------------
+
+static const char *const out_names[HF_OUT_COUNT] = {"f32", "f16", "bf16", "q8_0"};
+static const uint32_t out_ftype[HF_OUT_COUNT] = {0, 1, 32, 7};
+static const uint32_t out_ggml[HF_OUT_COUNT] = {GGUF_TYPE_F32, GGUF_TYPE_F16, GGUF_TYPE_BF16,
+                                                GGUF_TYPE_Q8_0};
+
+const char *hf_out_type_name(enum hf_out_type t)
+{
+    return ((unsigned)t < HF_OUT_COUNT) ? out_names[t] : "?";
+}
+
+uint32_t hf_out_type_ftype(enum hf_out_type t)
+{
+    return ((unsigned)t < HF_OUT_COUNT) ? out_ftype[t] : 0;
+}
+
+bool hf_out_type_parse(const char *s, enum hf_out_type *out)
+{
+    for (int i = 0; i < HF_OUT_COUNT; i++) {
+        const char *a = s, *b = out_names[i];
+        while (*a && *b && (*a == *b || (*a >= 'A' && *a <= 'Z' && *a - 'A' + 'a' == *b))) a++, b++;
+        if (!*a && !*b) {
+            *out = (enum hf_out_type)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+// --- llama3 rope factors -----------------------------------------------------------
+
+void hf_llama3_rope_factors(const struct hf_config *c, float *out)
+{
+    /* convert_hf_to_gguf.py, LlamaModel.generate_extra_tensors: torch float32
+     * tensors combined with Python scalars, so every step is a float32
+     * operation; the Python-side constants are doubles rounded once. */
+    const uint32_t dim = c->head_dim;
+    const float base = c->rope_theta;
+    const double low_wavelen = (double)c->rope_orig_ctx / c->rope_low_freq_factor;
+    const double high_wavelen = (double)c->rope_orig_ctx / c->rope_high_freq_factor;
+    const float two_pi = (float)(2.0 * 3.14159265358979323846);
+    const float lw = (float)low_wavelen, hw = (float)high_wavelen;
+    const float old_ctx = (float)c->rope_orig_ctx;
+    const float lff = (float)c->rope_low_freq_factor;
+    const float span = (float)(c->rope_high_freq_factor - c->rope_low_freq_factor);
+    const float factor = (float)c->rope_factor;
+    for (uint32_t i = 0; i < dim / 2; i++) {
+        float ex = (float)(2 * i) / (float)dim;
+        float p = powf(base, ex);
+        float freq = 1.0f / p;
+        float wavelen = two_pi / freq;
+        if (wavelen < hw) {
+            out[i] = 1.0f;
+        } else if (wavelen > lw) {
+            out[i] = factor;
+        } else {
+            float t = old_ctx / wavelen;
+            float smooth = (t - lff) / span;
+            float one_minus = 1.0f - smooth;
+            float q = one_minus / factor;
+            float den = q + smooth;
+            out[i] = 1.0f / den;
+        }
+    }
+}
+
+// --- the plan ------------------------------------------------------------------------
+
+static enum mw_status tensor_fail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
+                                  const struct hf_st_tensor *t, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static enum mw_status tensor_fail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
+                                  const struct hf_st_tensor *t, const char *fmt, ...)
+{
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    mw_err_set_path(err, hf_st_path(sh));
+    mw_err_set_where(err, "tensor '%s'", t->name);
+    return MW_FAIL(err, code, t->key_off, "%s", msg);
+}
+
+/* Parse "model.layers.<N>.<rest>"; false if name has another form. */
+static bool parse_layer(const char *name, uint64_t *layer, const char **rest)
+{
+    static const char pre[] = "model.layers.";
+    if (strncmp(name, pre, sizeof pre - 1) != 0) return false;
+    const char *p = name + sizeof pre - 1;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return false;
+    uint64_t v = 0;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > 1000000) return false;
+        p++;
+    }
+    if (*p != '.') return false;
+    *layer = v;
+    *rest = p + 1;
+    return true;
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && memcmp(s + a - b, suffix, b) == 0;
+}
+
+void hf_plan_free(struct hf_plan *p)
+{
+    if (!p) return;
+    free(p->t);
+    free(p->rope_freqs);
+    free(p->f16_table);
+    free(p);
+}
+
+uint64_t hf_plan_count(const struct hf_plan *p) { return p->n; }
+const struct hf_plan_tensor *hf_plan_get(const struct hf_plan *p, uint64_t i)
+{
+    return i < p->n ? &p->t[i] : NULL;
+}
+uint64_t hf_plan_total_bytes(const struct hf_plan *p) { return p->total_bytes; }
+const char *hf_plan_source_dtype(const struct hf_plan *p) { return p->source_dtype; }
+
+static enum mw_status finish_entry(struct hf_plan_tensor *e, struct mw_err *err)
+{
+    if (!gguf_tensor_nbytes(e->type, e->ne, &e->nbytes)) {
+        mw_err_set_where(err, "tensor '%s'", e->name);
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "size of %s tensor overflows",
+                       gguf_type_get(e->type) ? gguf_type_get(e->type)->name : "?");
+    }
+    return MW_OK;
+}
+
+enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, struct hf_plan **out,
+                             struct mw_err *err)
+{
+    *out = NULL;
+    const struct hf_config *c = &m->cfg;
+    if ((unsigned)ot >= HF_OUT_COUNT)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "invalid output type");
+    struct hf_plan *p = calloc(1, sizeof *p);
+    uint64_t cap = m->n + 1;
+    /* seen[role][layer]: roles present; global roles use layer 0 */
+    uint8_t *seen = calloc((size_t)R_COUNT * c->n_layer, 1);
+    if (p) p->t = calloc((size_t)cap, sizeof *p->t);
+    if (p) p->f16_table = malloc(65536 * sizeof *p->f16_table);
+    if (!p || !p->t || !p->f16_table || !seen) {
+        free(seen);
+        hf_plan_free(p);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    }
+    p->m = m;
+    for (uint32_t h = 0; h < 65536; h++) p->f16_table[h] = mw_f16_to_f32((uint16_t)h);
+    enum mw_status s = MW_OK;
+    bool dt_seen[HF_DT_COUNT] = {false};
+    const bool permute = c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL;
+
+    if (c->rope_scaling == HF_ROPE_LLAMA3) {
+        p->rope_freqs = malloc(sizeof(float) * (c->head_dim / 2));
+        if (!p->rope_freqs) {
+            s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+            goto out;
+        }
+        hf_llama3_rope_factors(c, p->rope_freqs);
+        struct hf_plan_tensor *e = &p->t[p->n++];
+        snprintf(e->name, sizeof e->name, "rope_freqs.weight");
+        e->type = GGUF_TYPE_F32;
+        e->n_dims = 1;
+        e->ne[0] = c->head_dim / 2;
+        e->ne[1] = e->ne[2] = e->ne[3] = 1;
+        e->gen = p->rope_freqs;
+        s = finish_entry(e, err);
+        if (s != MW_OK) goto out;
+    }
+
+    for (uint64_t i = 0; i < m->n; i++) {
+        const struct hf_st *sh;
+        const struct hf_st_tensor *t = hf_model_tensor(m, i, &sh);
+        const char *name = t->name;
+        if (ends_with(name, ".rotary_emb.inv_freq")) continue; /* recomputed by llama.cpp */
+        uint64_t layer = 0;
+        const char *rest = NULL;
+        int role = -1;
+        if (parse_layer(name, &layer, &rest)) {
+            for (int r = 0; r < R_COUNT; r++)
+                if (roles[r].per_layer && strcmp(rest, roles[r].hf) == 0) role = r;
+        } else {
+            for (int r = 0; r < R_COUNT; r++)
+                if (!roles[r].per_layer && strcmp(name, roles[r].hf) == 0) role = r;
+        }
+        if (role < 0) {
+            s = tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                            "not a tensor of the %s architecture (%s); cannot map it to GGUF",
+                            hf_arch_name(c->arch), c->hf_arch_name);
+            goto out;
+        }
+        const struct role_info *ri = &roles[role];
+        if (ri->per_layer && layer >= c->n_layer) {
+            s = tensor_fail(err, MW_E_FORMAT, sh, t,
+                            "layer %llu does not exist (config.json num_hidden_layers is %u)",
+                            (unsigned long long)layer, c->n_layer);
+            goto out;
+        }
+        if (role == R_OUTPUT && c->tie_embeddings) continue; /* tied: llama.cpp reuses token_embd */
+        if (!role_required(c, (enum role)role)) {
+            s = tensor_fail(err, MW_E_FORMAT, sh, t, "unexpected: config.json %s",
+                            role_flag(c, (enum role)role));
+            goto out;
+        }
+        /* shape */
+        uint32_t want_dims = ri->shape[1] == D_NONE ? 1 : 2;
+        uint64_t want[2] = {dim_value(c, ri->shape[0]), dim_value(c, ri->shape[1])};
+        bool ok = t->n_dims == want_dims && t->shape[0] == want[0] &&
+                  (want_dims == 1 || t->shape[1] == want[1]);
+        if (!ok) {
+            char got[96], exp[160];
+            size_t k = (size_t)snprintf(got, sizeof got, "[");
+            for (uint32_t d = 0; d < t->n_dims && k < sizeof got; d++)
+                k += (size_t)snprintf(got + k, sizeof got - k, "%s%llu", d ? ", " : "",
+                                      (unsigned long long)t->shape[d]);
+            if (k < sizeof got) snprintf(got + k, sizeof got - k, "]");
+            if (want_dims == 1)
+                snprintf(exp, sizeof exp, "[%llu] (%s)", (unsigned long long)want[0],
+                         dim_names[ri->shape[0]]);
+            else
+                snprintf(exp, sizeof exp, "[%llu, %llu] (%s, %s)", (unsigned long long)want[0],
+                         (unsigned long long)want[1], dim_names[ri->shape[0]],
+                         dim_names[ri->shape[1]]);
+            s = tensor_fail(err, MW_E_FORMAT, sh, t, "shape %s, expected %s from config.json",
+                            got, exp);
+            goto out;
+        }
+        if (!hf_dtype_convertible(t->dtype)) {
+            s = tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                            "dtype %s cannot be converted (F16, BF16 or F32)",
+                            hf_dtype_name(t->dtype));
+            goto out;
+        }
+        dt_seen[t->dtype] = true;
+        seen[(size_t)role * c->n_layer + (ri->per_layer ? layer : 0)] = 1;
+
+        struct hf_plan_tensor *e = &p->t[p->n++];
+        if (ri->per_layer)
+            snprintf(e->name, sizeof e->name, "blk.%llu.%s", (unsigned long long)layer, ri->gguf);
+        else
+            snprintf(e->name, sizeof e->name, "%s", ri->gguf);
+        e->src = t;
+        e->shard = sh;
+        e->n_dims = want_dims;
+        e->ne[0] = want_dims == 1 ? want[0] : want[1];
+        e->ne[1] = want_dims == 1 ? 1 : want[0];
+        e->ne[2] = e->ne[3] = 1;
+        if (permute && (role == R_Q || role == R_QB || role == R_K || role == R_KB)) {
+            e->xform = HF_XFORM_PERMUTE;
+            e->perm_heads = (role == R_Q || role == R_QB) ? c->n_head : c->n_head_kv;
+        }
+        if (want_dims == 1) {
+            e->type = GGUF_TYPE_F32;
+        } else {
+            e->type = out_ggml[ot];
+            if (ot == HF_OUT_Q8_0 && e->ne[0] % 32 != 0) e->type = GGUF_TYPE_F16;
+        }
+        s = finish_entry(e, err);
+        if (s != MW_OK) goto out;
+    }
+
+    /* everything required is there */
+    for (int r = 0; r < R_COUNT; r++) {
+        if (!role_required(c, (enum role)r)) continue;
+        uint64_t nl = roles[r].per_layer ? c->n_layer : 1;
+        for (uint64_t l = 0; l < nl; l++) {
+            if (seen[(size_t)r * c->n_layer + l]) continue;
+            mw_err_set_path(err, m->dir);
+            if (roles[r].per_layer)
+                mw_err_set_where(err, "tensor 'model.layers.%llu.%s'", (unsigned long long)l,
+                                 roles[r].hf);
+            else
+                mw_err_set_where(err, "tensor '%s'", roles[r].hf);
+            s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (required by %s%s)",
+                        c->hf_arch_name,
+                        r == R_OUTPUT ? " with tie_word_embeddings false"
+                        : (r == R_QB || r == R_KB || r == R_VB || r == R_OB)
+                            ? (c->arch == HF_ARCH_QWEN2 ? "" : " with attention_bias true")
+                        : (r == R_GATEB || r == R_UPB || r == R_DOWNB) ? " with mlp_bias true"
+                                                                       : "");
+            goto out;
+        }
+    }
+
+    /* totals and source dtype */
+    for (uint64_t i = 0; i < p->n; i++) {
+        if (!mw_add_u64(p->total_bytes, p->t[i].nbytes, &p->total_bytes)) {
+            s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "total size overflows");
+            goto out;
+        }
+    }
+    static const enum hf_dtype dt_order[] = {HF_DT_F16, HF_DT_BF16, HF_DT_F32};
+    size_t k = 0;
+    for (size_t j = 0; j < 3; j++)
+        if (dt_seen[dt_order[j]])
+            k += (size_t)snprintf(p->source_dtype + k, sizeof p->source_dtype - k, "%s%s",
+                                  k ? "+" : "", hf_dtype_name(dt_order[j]));
+out:
+    free(seen);
+    if (s != MW_OK) {
+        hf_plan_free(p);
+        return s;
+    }
+    *out = p;
+    return MW_OK;
+}

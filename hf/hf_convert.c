@@ -1,0 +1,328 @@
+/* hf/hf_convert.c — the streaming convert pipeline: HF dir -> GGUF, one tensor
+ * at a time through a bounded buffer, atomic and checksummed by the gguf
+ * writer. Also the per-row numeric kernels (dtype conversion, Q8_0). */
+#define _XOPEN_SOURCE 700
+#include "hf_int.h"
+#include "hf_tok.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HF_DEFAULT_CHUNK ((size_t)4 << 20)
+
+// --- kernels -------------------------------------------------------------------
+
+void hf_quantize_row_q8_0(const float *x, uint8_t *out, uint64_t n)
+{
+    /* ggml quantize_row_q8_0_ref (formats.md §4.3), one f32 op at a time. */
+    for (uint64_t b = 0; b < n / 32; b++) {
+        const float *xb = x + 32 * b;
+        uint8_t *yb = out + 34 * b;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            const float v = fabsf(xb[j]);
+            amax = amax > v ? amax : v;
+        }
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        mw_put_le16(yb, mw_f32_to_f16(d));
+        for (int j = 0; j < 32; j++) {
+            const float v = xb[j] * id;
+            /* roundf (half away from zero), exactly, without a libm call:
+             * v - trunc(v) is exact for |v| < 2^23. |v| <= 127 for finite
+             * input; NaN/Inf (where ggml's cast is undefined) give 0. */
+            const bool ok = v >= -128.0f && v <= 128.0f;
+            const float vv = ok ? v : 0.0f;
+            int q = (int)vv;
+            const float frac = vv - (float)q;
+            q += (int)(frac >= 0.5f) - (int)(frac <= -0.5f);
+            yb[2 + j] = (uint8_t)(int8_t)q;
+        }
+    }
+}
+
+static float f32_from_bits(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+static uint32_t bits_from_f32(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* n elements of dtype dt (little-endian bytes) -> f32; f16 through a
+ * 65536-entry table of mw_f16_to_f32 (built once per plan) */
+static void load_row(enum hf_dtype dt, const uint8_t *src, float *dst, uint64_t n,
+                     const float *f16_table)
+{
+    switch (dt) {
+    case HF_DT_F16:
+        for (uint64_t i = 0; i < n; i++) dst[i] = f16_table[mw_le16(src + 2 * i)];
+        break;
+    case HF_DT_BF16:
+        for (uint64_t i = 0; i < n; i++) dst[i] = f32_from_bits((uint32_t)mw_le16(src + 2 * i) << 16);
+        break;
+    case HF_DT_F32:
+        for (uint64_t i = 0; i < n; i++) dst[i] = f32_from_bits(mw_le32(src + 4 * i));
+        break;
+    default: /* the plan admits F16/BF16/F32 only */
+        memset(dst, 0, (size_t)n * sizeof *dst);
+        break;
+    }
+}
+
+/* f32 -> n elements of ggml type t */
+static void store_row(uint32_t t, const float *src, uint8_t *dst, uint64_t n)
+{
+    switch (t) {
+    case GGUF_TYPE_F32:
+        for (uint64_t i = 0; i < n; i++) mw_put_le32(dst + 4 * i, bits_from_f32(src[i]));
+        break;
+    case GGUF_TYPE_F16:
+        for (uint64_t i = 0; i < n; i++) mw_put_le16(dst + 2 * i, mw_f32_to_f16(src[i]));
+        break;
+    case GGUF_TYPE_BF16:
+        for (uint64_t i = 0; i < n; i++) mw_put_le16(dst + 2 * i, mw_f32_to_bf16(src[i]));
+        break;
+    case GGUF_TYPE_Q8_0: hf_quantize_row_q8_0(src, dst, n); break;
+    default: break;
+    }
+}
+
+/* Are the source bytes already the output bytes? */
+static bool same_repr(enum hf_dtype dt, uint32_t t)
+{
+    return (dt == HF_DT_F16 && t == GGUF_TYPE_F16) || (dt == HF_DT_BF16 && t == GGUF_TYPE_BF16) ||
+           (dt == HF_DT_F32 && t == GGUF_TYPE_F32);
+}
+
+/* GGUF row r of a permuted tensor comes from HF row perm_src(r)
+ * (formats.md §6.3: GGUF row h*hd + 2i + j <- HF row h*hd + j*hd/2 + i). */
+static uint64_t perm_src(uint64_t r, uint64_t hd)
+{
+    const uint64_t h = r / hd, k = r % hd, half = hd / 2;
+    return h * hd + (k % 2) * half + k / 2;
+}
+
+enum mw_status hf_plan_stream_tensor(const struct hf_plan *p, uint64_t i, size_t chunk_bytes,
+                                     hf_sink_fn sink, void *ud, struct mw_err *err)
+{
+    if (i >= p->n) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "no tensor %llu",
+                                  (unsigned long long)i);
+    const struct hf_plan_tensor *e = &p->t[i];
+    if (chunk_bytes == 0) chunk_bytes = HF_DEFAULT_CHUNK;
+    enum mw_status s = MW_OK;
+
+    if (e->gen) { /* generated 1-D F32 data (rope_freqs) */
+        size_t n = (size_t)e->ne[0];
+        uint8_t *buf = malloc(n * 4 + 1);
+        if (!buf) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        for (size_t k = 0; k < n; k++) mw_put_le32(buf + 4 * k, bits_from_f32(e->gen[k]));
+        s = sink(ud, buf, n * 4, err);
+        free(buf);
+        return s;
+    }
+
+    const struct hf_st_tensor *src = e->src;
+    const uint32_t in_es = hf_dtype_size(src->dtype);
+    /* rows as the permutation sees them: a 1-D bias permutes single elements */
+    const uint64_t row_elems = e->n_dims == 1 ? (e->xform == HF_XFORM_PERMUTE ? 1 : e->ne[0])
+                                              : e->ne[0];
+    const uint64_t n_rows = e->n_dims == 1 ? (e->xform == HF_XFORM_PERMUTE ? e->ne[0] : 1)
+                                           : e->ne[1];
+    const uint64_t row_in = row_elems * in_es;
+    const uint64_t row_out = (n_rows > 0) ? e->nbytes / n_rows : 0;
+    const uint64_t hd = e->xform == HF_XFORM_PERMUTE ? n_rows / e->perm_heads : 0;
+
+    if (e->xform == HF_XFORM_NONE && same_repr(src->dtype, e->type)) {
+        /* verbatim copy straight from the mapping */
+        uint64_t done = 0;
+        while (done < src->nbytes && s == MW_OK) {
+            uint64_t n = src->nbytes - done;
+            if (n > chunk_bytes) n = chunk_bytes;
+            s = sink(ud, src->data + done, (size_t)n, err);
+            hf_st_release(e->shard, src->file_off + done, n);
+            done += n;
+        }
+        return s;
+    }
+
+    uint64_t rows_per_chunk = row_out ? chunk_bytes / row_out : 1;
+    if (rows_per_chunk == 0) rows_per_chunk = 1;
+    if (rows_per_chunk > n_rows) rows_per_chunk = n_rows;
+    size_t out_cap, f_cap;
+    if (!mw_u64_to_size(rows_per_chunk * row_out, &out_cap) ||
+        !mw_u64_to_size(row_elems * sizeof(float), &f_cap))
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "row too large");
+    uint8_t *obuf = malloc(out_cap ? out_cap : 1);
+    float *fbuf = malloc(f_cap ? f_cap : 1);
+    if (!obuf || !fbuf) {
+        free(obuf);
+        free(fbuf);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "cannot allocate %zu bytes of scratch",
+                       out_cap + f_cap);
+    }
+    const bool copy = same_repr(src->dtype, e->type);
+    uint64_t released = 0;
+    for (uint64_t r0 = 0; r0 < n_rows && s == MW_OK; r0 += rows_per_chunk) {
+        uint64_t r1 = r0 + rows_per_chunk;
+        if (r1 > n_rows) r1 = n_rows;
+        for (uint64_t r = r0; r < r1; r++) {
+            const uint64_t sr = hd ? perm_src(r, hd) : r;
+            const uint8_t *in = src->data + sr * row_in;
+            uint8_t *o = obuf + (r - r0) * row_out;
+            if (copy) {
+                memcpy(o, in, (size_t)row_in);
+            } else {
+                load_row(src->dtype, in, fbuf, row_elems, p->f16_table);
+                store_row(e->type, fbuf, o, row_elems);
+            }
+        }
+        s = sink(ud, obuf, (size_t)((r1 - r0) * row_out), err);
+        if (!hd) { /* sequential: drop what was read */
+            hf_st_release(e->shard, src->file_off + released, (r1 * row_in) - released);
+            released = r1 * row_in;
+        }
+    }
+    if (hd) hf_st_release(e->shard, src->file_off, src->nbytes);
+    free(obuf);
+    free(fbuf);
+    return s;
+}
+
+// --- convert ---------------------------------------------------------------------------
+
+struct sink_ctx {
+    struct gguf_writer *w;
+    const struct hf_convert_opts *o;
+    uint64_t done, total, n_tensors, cur;
+    const char *name;
+    uint64_t last_report;
+};
+
+static enum mw_status writer_sink(void *ud, const void *data, size_t n, struct mw_err *err)
+{
+    struct sink_ctx *c = ud;
+    enum mw_status s = gguf_writer_write(c->w, data, n, err);
+    c->done += n;
+    if (s == MW_OK && c->o->progress && c->done - c->last_report >= ((uint64_t)64 << 20)) {
+        c->last_report = c->done;
+        c->o->progress(c->o->progress_ud, c->done, c->total, c->cur + 1, c->n_tensors, c->name);
+    }
+    return s;
+}
+
+#define TRY(expr)                      \
+    do {                               \
+        s = (expr);                    \
+        if (s != MW_OK) goto out;      \
+    } while (0)
+
+static enum mw_status set_arch_kvs(struct gguf_writer *w, const struct hf_config *c,
+                                   enum hf_out_type ot, struct mw_err *err)
+{
+    enum mw_status s = MW_OK;
+    char key[96];
+    const char *a = c->gguf_arch;
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
+    TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
+    TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
+    TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
+    TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
+    TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
+    if (c->has_rope_theta) TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
+    TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
+    if (c->head_dim_explicit) {
+        TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
+        TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
+    }
+    TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
+    if (c->arch != HF_ARCH_QWEN2) {
+        TRY(gguf_writer_set_u32(w, K("vocab_size"), c->n_vocab, err));
+        TRY(gguf_writer_set_u32(w, K("rope.dimension_count"), c->head_dim, err));
+    }
+    if (c->rope_scaling == HF_ROPE_LINEAR) {
+        TRY(gguf_writer_set_str(w, K("rope.scaling.type"), "linear", err));
+        TRY(gguf_writer_set_f32(w, K("rope.scaling.factor"), (float)c->rope_factor, err));
+    }
+#undef K
+out:
+    return s;
+}
+
+enum mw_status hf_convert(const char *hf_dir, const char *out_path,
+                          const struct hf_convert_opts *opts, struct mw_err *err)
+{
+    mw_err_clear(err);
+    struct hf_model *m = NULL;
+    struct hf_plan *p = NULL;
+    struct hf_tok *tok = NULL;
+    struct gguf_writer *w = NULL;
+    enum mw_status s;
+    const struct hf_convert_opts dflt = {.type = HF_OUT_F16};
+    const struct hf_convert_opts *o = opts ? opts : &dflt;
+
+    /* 1. read and validate everything before creating the output */
+    TRY(hf_model_open(hf_dir, &m, err));
+    const struct hf_config *c = &m->cfg;
+    TRY(hf_plan_build(m, o->type, &p, err));
+    TRY(hf_tok_load(hf_dir, &tok, err));
+    if (hf_tok_n_vocab(tok) != c->n_vocab) {
+        mw_err_set_path(err, hf_tok_source(tok));
+        mw_err_set_where(err, "tokenizer");
+        s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                    "%u tokens, but config.json vocab_size (the embedding rows) is %u",
+                    hf_tok_n_vocab(tok), c->n_vocab);
+        goto out;
+    }
+
+    /* 2. metadata, in convert_hf_to_gguf.py's order */
+    char base[256];
+    hf__util_basename(hf_dir, base, sizeof base);
+    if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 || strcmp(base, "/") == 0) {
+        char *real = realpath(hf_dir, NULL); /* "convert . -o x": name the directory */
+        if (real) hf__util_basename(real, base, sizeof base);
+        free(real);
+    }
+    TRY(gguf_writer_init(&w, err));
+    TRY(gguf_writer_set_str(w, "general.architecture", c->gguf_arch, err));
+    TRY(gguf_writer_set_str(w, "general.type", "model", err));
+    TRY(gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err));
+    TRY(set_arch_kvs(w, c, o->type, err));
+    TRY(gguf_writer_set_u32(w, "general.quantization_version", 2, err));
+    TRY(hf_tok_write_gguf(tok, w, hf_arch_name(c->arch), err));
+    TRY(gguf_writer_set_str(w, "memwall.version", MW_VERSION_STRING, err));
+    TRY(gguf_writer_set_str(w, "memwall.source", base, err));
+    TRY(gguf_writer_set_str(w, "memwall.source_dtype", p->source_dtype, err));
+    TRY(gguf_writer_set_str(w, "memwall.convert.type", hf_out_type_name(o->type), err));
+
+    for (uint64_t i = 0; i < p->n; i++) {
+        const struct hf_plan_tensor *e = &p->t[i];
+        TRY(gguf_writer_add_tensor(w, e->name, e->type, e->n_dims, e->ne, err));
+    }
+
+    /* 3. stream the data */
+    TRY(gguf_writer_open(w, out_path, err));
+    struct sink_ctx sc = {.w = w, .o = o, .total = p->total_bytes, .n_tensors = p->n};
+    for (uint64_t i = 0; i < p->n; i++) {
+        sc.cur = i;
+        sc.name = p->t[i].name;
+        TRY(hf_plan_stream_tensor(p, i, o->chunk_bytes, writer_sink, &sc, err));
+        if (o->progress) o->progress(o->progress_ud, sc.done, sc.total, i + 1, p->n, sc.name);
+    }
+    TRY(gguf_writer_finish(w, err));
+out:
+    gguf_writer_free(w); /* removes the temp file unless finished */
+    hf_tok_free(tok);
+    hf_plan_free(p);
+    hf_model_close(m);
+    return s;
+}

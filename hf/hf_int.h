@@ -1,0 +1,79 @@
+/*
+ * hf/hf_int.h — internals shared by the hf/ sources (and tests/check_hf.c).
+ * No other module may include this header.
+ */
+#ifndef MW_HF_INT_H
+#define MW_HF_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "hf.h"
+
+struct hf_st {
+    char *path;
+    struct mw_map map;   /* file-backed: the mapping; else data/size unused */
+    bool mapped;
+    const uint8_t *base; /* whole file bytes */
+    uint64_t size;
+    uint64_t hdr_len;
+    uint64_t n;
+    struct hf_st_tensor *t; /* sorted by name */
+    char *names;            /* one allocation holding every name */
+    uint64_t n_meta;
+    char **meta;            /* 2 * n_meta strings: key, value, key, value... */
+};
+
+struct hf_model_ref {
+    uint32_t shard;
+    uint32_t idx;
+};
+
+struct hf_model {
+    char *dir;
+    struct hf_config cfg;
+    uint64_t n_shards;
+    struct hf_st **shards;     /* sorted by file name */
+    uint64_t n;
+    struct hf_model_ref *order;   /* source order */
+    struct hf_model_ref *by_name; /* sorted by name */
+};
+
+struct hf_plan {
+    const struct hf_model *m;
+    uint64_t n;
+    struct hf_plan_tensor *t;
+    uint64_t total_bytes;
+    float *rope_freqs;        /* generated rope_freqs.weight data, or NULL */
+    float *f16_table;         /* [65536] mw_f16_to_f32 of every bit pattern */
+    char source_dtype[32];
+};
+
+/* --- hf_config.c: files and JSON ------------------------------------------ */
+
+/* Read a whole (small) file into a NUL-terminated heap buffer of *len bytes
+ * (plus the NUL). Missing file: MW_E_FORMAT "does not exist"; larger than
+ * max: MW_E_FORMAT; other failures MW_E_IO. err->path is set to path. */
+enum mw_status hf__util_read_file(const char *path, uint64_t max, char **buf, size_t *len,
+                             struct mw_err *err);
+/* Parse JSON text with cJSON (no NUL needed); errors name the byte offset of
+ * the syntax error. Duplicate object keys anywhere are rejected too (cJSON
+ * keeps them), naming the JSON path. */
+enum mw_status hf__util_json_parse(const char *text, size_t len, const char *path, cJSON **out,
+                              struct mw_err *err);
+/* First duplicate key among the members of obj (NULL if none). Allocates;
+ * returns false on allocation failure. */
+bool hf__util_json_dup(const cJSON *obj, const char **dup);
+/* A JSON number that is an exact integer in [0, 2^53). */
+bool hf__util_json_u64(const cJSON *v, uint64_t *out);
+/* Join dir and name with '/' into a new heap string (NULL on overflow/OOM). */
+char *hf__util_path_join(const char *dir, const char *name);
+/* Does path exist (as anything)? */
+bool hf__util_exists(const char *path);
+/* Basename of a path, ignoring trailing slashes, into buf. */
+void hf__util_basename(const char *path, char *buf, size_t n);
+
+#endif /* MW_HF_INT_H */

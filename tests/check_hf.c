@@ -1,0 +1,1340 @@
+/* Unit tests for hf/: a catalogue of corrupt safetensors headers (each with
+ * its expected status, byte offset and place), config.json (valid and a
+ * catalogue of errors with their JSON paths), sharded checkpoints, the
+ * architecture mapping (Q/K row permutation checked against an independent
+ * reshape/swapaxes formulation, shapes, missing / unknown tensors), Q8_0
+ * bit-exactness with ggml (shared/testvectors and formats.md §4.5), llama3
+ * rope factors, and whole conversions of tinyllama-8m: tensor data
+ * byte-identical with llama.cpp's own F16 conversion, sharded == single,
+ * bf16 lossless, deterministic output, no output file on error. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "gguf/gguf.h"
+#include "hf/hf.h"
+
+// --- helpers ---------------------------------------------------------------------
+
+static char *make_tmpdir(void)
+{
+    static const char base[] = MW_TEST_TMPDIR "/hf-XXXXXX";
+    char *d = malloc(sizeof base);
+    memcpy(d, base, sizeof base);
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+static char *path_in(const char *dir, const char *name)
+{
+    size_t n = strlen(dir) + strlen(name) + 2;
+    char *p = malloc(n);
+    snprintf(p, n, "%s/%s", dir, name);
+    return p;
+}
+
+static uint8_t *read_file(const char *path, size_t *n)
+{
+    *n = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(sz > 0 ? (size_t)sz : 1);
+    *n = fread(b, 1, (size_t)(sz > 0 ? sz : 0), f);
+    fclose(f);
+    return b;
+}
+
+static void write_file(const char *path, const void *d, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(d, 1, n, f), n);
+    fclose(f);
+}
+
+static void write_text(const char *dir, const char *name, const char *text)
+{
+    char *p = path_in(dir, name);
+    write_file(p, text, strlen(text));
+    free(p);
+}
+
+static bool exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+    if (d) closedir(d);
+    return n;
+}
+
+/* A model dir: datasets/ first (works in a fresh clone), then shared/. */
+static bool model_dir(const char *name, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s/config.json", MW_DATASETS_DIR, name);
+    if (exists(buf)) {
+        snprintf(buf, n, "%s/%s", MW_DATASETS_DIR, name);
+        return true;
+    }
+    snprintf(buf, n, "%s/models/%s", MW_SHARED_DIR, name);
+    return exists(buf);
+}
+
+/* safetensors bytes from a JSON header (padded to 8) and data. */
+static uint8_t *st_build(const char *hdr, const void *data, size_t dn, size_t *out_n)
+{
+    size_t hl = strlen(hdr), pad = (8 - hl % 8) % 8;
+    size_t n = 8 + hl + pad + dn;
+    uint8_t *b = malloc(n + 1);
+    uint64_t h = hl + pad;
+    for (int i = 0; i < 8; i++) b[i] = (uint8_t)(h >> (8 * i));
+    memcpy(b + 8, hdr, hl);
+    memset(b + 8 + hl, ' ', pad);
+    if (dn) memcpy(b + 8 + hl + pad, data, dn);
+    *out_n = n;
+    return b;
+}
+
+// --- safetensors: valid ---------------------------------------------------------
+
+START_TEST(test_st_valid)
+{
+    uint8_t data[14];
+    for (int i = 0; i < 14; i++) data[i] = (uint8_t)i;
+    size_t n;
+    uint8_t *b = st_build("{\"__metadata__\":{\"format\":\"pt\",\"x\":\"y\"},"
+                          "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]},"
+                          "\"a\":{\"dtype\":\"F16\",\"shape\":[2,2],\"data_offsets\":[0,8]},"
+                          "\"s\":{\"dtype\":\"BF16\",\"shape\":[],\"data_offsets\":[12,14]},"
+                          "\"z\":{\"dtype\":\"I64\",\"shape\":[0,3],\"data_offsets\":[14,14]}}",
+                          data, sizeof data, &n);
+    struct hf_st *st = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_st_open_mem(b, n, "v.safetensors", &st, &err), MW_OK);
+    ck_assert_uint_eq(hf_st_count(st), 4);
+    const struct hf_st_tensor *a = hf_st_get(st, 0);
+    ck_assert_str_eq(a->name, "a");
+    ck_assert_int_eq(a->dtype, HF_DT_F16);
+    ck_assert_uint_eq(a->n_dims, 2);
+    ck_assert_uint_eq(a->nbytes, 8);
+    ck_assert_uint_eq(a->file_off, n - 14);
+    ck_assert_ptr_eq(a->data, b + n - 14);
+    ck_assert_str_eq(hf_st_get(st, 1)->name, "b");
+    const struct hf_st_tensor *s = hf_st_get(st, 2);
+    ck_assert_uint_eq(s->n_dims, 0);
+    ck_assert_uint_eq(s->n_elems, 1);
+    ck_assert_uint_eq(hf_st_get(st, 3)->nbytes, 0);
+    ck_assert_int_eq(hf_st_find(st, "s"), 2);
+    ck_assert_int_eq(hf_st_find(st, "nope"), -1);
+    ck_assert_uint_eq(hf_st_meta_count(st), 2);
+    const char *k, *v;
+    ck_assert(hf_st_meta_get(st, 1, &k, &v));
+    ck_assert_str_eq(k, "x");
+    ck_assert_str_eq(v, "y");
+    hf_st_close(st);
+    free(b);
+}
+END_TEST
+
+// --- safetensors: corrupt catalogue -------------------------------------------------
+
+#define T1 "\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}"
+#define OFF_ANY UINT64_MAX
+#define OFF_HDR 8 /* the first header byte (also: "the first key") */
+
+static const struct st_case {
+    const char *name;
+    const char *hdr;     /* NULL: raw bytes below */
+    size_t data_n;       /* data bytes after the header */
+    const char *raw;     /* raw file (when hdr == NULL) */
+    size_t raw_n;
+    enum mw_status want;
+    uint64_t off;        /* expected err.off (OFF_ANY: not checked) */
+    const char *where;   /* substring of err.where + err.msg */
+} st_cases[] = {
+    {"empty", NULL, 0, "", 0, MW_E_TRUNC, 0, "8-byte header length"},
+    {"short", NULL, 0, "\x10\x00\x00", 3, MW_E_TRUNC, 0, "8-byte"},
+    {"len-past-end", NULL, 0, "\xff\x00\x00\x00\x00\x00\x00\x00{}", 10, MW_E_TRUNC, 0,
+     "runs past the end"},
+    {"huge-len", NULL, 0, "\xff\xff\xff\xff\xff\xff\xff\xff{}", 10, MW_E_TRUNC, 0, "header length"},
+    {"not-brace", "[1,2]", 0, NULL, 0, MW_E_FORMAT, OFF_HDR, "does not start with '{'"},
+    {"syntax", "{\"t\":{\"dtype\":\"F32\",}}", 0, NULL, 0, MW_E_FORMAT, OFF_ANY, "JSON syntax"},
+    {"trailing", "{}x", 0, NULL, 0, MW_E_FORMAT, 10, "after the JSON header"},
+    {"nul-byte", NULL, 0, "\x08\x00\x00\x00\x00\x00\x00\x00{\"a\"\x00}  ", 16, MW_E_FORMAT, 12,
+     "NUL byte"},
+    {"nul-escape", "{\"a\\u0000b\":{}}", 0, NULL, 0, MW_E_FORMAT, 11, "\\u0000"},
+    {"bad-utf8", "{\"\xc3\x28\":{}}", 0, NULL, 0, MW_E_FORMAT, 10, "UTF-8"},
+    {"entry-not-object", "{\"t\":5}", 0, NULL, 0, MW_E_FORMAT, OFF_HDR + 1, "tensor 't'"},
+    {"missing-dtype", "{\"t\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, NULL, 0, MW_E_FORMAT,
+     OFF_HDR + 1, "missing 'dtype'"},
+    {"unknown-dtype", "{\"t\":{\"dtype\":\"Q4\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, NULL, 0,
+     MW_E_UNSUPPORTED, OFF_HDR + 1, "unknown dtype 'Q4'"},
+    {"dtype-not-string", "{\"t\":{\"dtype\":1,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, NULL, 0,
+     MW_E_FORMAT, OFF_HDR + 1, "dtype is not a string"},
+    {"extra-key", "{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":1}}", 1, NULL,
+     0, MW_E_FORMAT, OFF_HDR + 1, "unexpected key 'x'"},
+    {"dup-member", "{\"t\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+     1, NULL, 0, MW_E_FORMAT, OFF_HDR + 1, "duplicate key 'dtype'"},
+    {"shape-not-array", "{\"t\":{\"dtype\":\"U8\",\"shape\":1,\"data_offsets\":[0,1]}}", 1, NULL, 0,
+     MW_E_FORMAT, OFF_HDR + 1, "shape is not an array"},
+    {"negative-dim", "{\"t\":{\"dtype\":\"U8\",\"shape\":[-1],\"data_offsets\":[0,1]}}", 1, NULL, 0,
+     MW_E_FORMAT, OFF_HDR + 1, "shape[0]"},
+    {"fraction-dim", "{\"t\":{\"dtype\":\"U8\",\"shape\":[1.5],\"data_offsets\":[0,1]}}", 1, NULL, 0,
+     MW_E_FORMAT, OFF_HDR + 1, "shape[0]"},
+    {"too-many-dims",
+     "{\"t\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,1]}}", 1, NULL, 0,
+     MW_E_UNSUPPORTED, OFF_HDR + 1, "dimensions"},
+    {"shape-overflow",
+     "{\"t\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,1]}}", 1, NULL,
+     0, MW_E_FORMAT, OFF_HDR + 1, "overflows"},
+    {"bytes-overflow",
+     "{\"t\":{\"dtype\":\"F64\",\"shape\":[4294967296,1073741824],\"data_offsets\":[0,1]}}", 1,
+     NULL, 0, MW_E_FORMAT, OFF_HDR + 1, "overflows"},
+    {"offsets-count", "{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0]}}", 1, NULL, 0,
+     MW_E_FORMAT, OFF_HDR + 1, "array of 2"},
+    {"begin-gt-end", "{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[2,1]}}", 2, NULL, 0,
+     MW_E_FORMAT, OFF_HDR + 1, "begin > end"},
+    {"past-data", "{\"t\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8, NULL, 0,
+     MW_E_TRUNC, OFF_HDR + 1, "past the end of the data section"},
+    {"size-mismatch", "{\"t\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}}", 8, NULL, 0,
+     MW_E_FORMAT, OFF_HDR + 1, "needs 12 bytes"},
+    {"overlap",
+     "{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+     "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}",
+     6, NULL, 0, MW_E_FORMAT, OFF_ANY, "overlaps tensor 'a'"},
+    {"gap",
+     "{\"a\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[0,2]},"
+     "\"b\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[4,6]}}",
+     6, NULL, 0, MW_E_FORMAT, OFF_ANY, "gap of 2 bytes"},
+    {"trailing-data", "{" T1 "}", 12, NULL, 0, MW_E_FORMAT, OFF_ANY, "4 bytes after the end"},
+    {"duplicate-name",
+     "{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+     "\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+     2, NULL, 0, MW_E_FORMAT, OFF_ANY, "duplicate tensor name"},
+    {"empty-name", "{\"\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, NULL, 0,
+     MW_E_FORMAT, OFF_HDR + 1, "empty tensor name"},
+    {"meta-not-string", "{\"__metadata__\":{\"a\":1}}", 0, NULL, 0, MW_E_FORMAT, OFF_HDR + 1,
+     "__metadata__.a"},
+    {"meta-not-object", "{\"__metadata__\":[]}", 0, NULL, 0, MW_E_FORMAT, OFF_HDR + 1,
+     "not a JSON object"},
+    {"meta-dup", "{\"__metadata__\":{\"a\":\"1\",\"a\":\"2\"}}", 0, NULL, 0, MW_E_FORMAT,
+     OFF_HDR + 1, "duplicate metadata key"},
+    {"meta-twice", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, NULL, 0, MW_E_FORMAT, 27,
+     "duplicate key '__metadata__'"},
+};
+#define N_ST_CASES ((int)(sizeof st_cases / sizeof st_cases[0]))
+
+START_TEST(test_st_corrupt)
+{
+    const struct st_case *c = &st_cases[_i];
+    size_t n;
+    uint8_t *b;
+    if (c->hdr) {
+        uint8_t zeros[64] = {0};
+        b = st_build(c->hdr, zeros, c->data_n, &n);
+    } else {
+        n = c->raw_n;
+        b = malloc(n ? n : 1);
+        memcpy(b, c->raw, n);
+    }
+    struct hf_st *st = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    enum mw_status s = hf_st_open_mem(b, n, "bad.safetensors", &st, &err);
+    char text[1024];
+    mw_err_format(&err, text, sizeof text);
+    ck_assert_msg(s == c->want, "%s: status %s, want %s (%s)", c->name, mw_status_name(s),
+                  mw_status_name(c->want), text);
+    ck_assert_ptr_null(st);
+    ck_assert_str_eq(err.path, "bad.safetensors");
+    if (c->off != OFF_ANY)
+        ck_assert_msg(err.off == c->off, "%s: off %llu, want %llu (%s)", c->name,
+                      (unsigned long long)err.off, (unsigned long long)c->off, text);
+    ck_assert_msg(strstr(text, c->where) != NULL, "%s: '%s' lacks '%s'", c->name, text, c->where);
+    free(b);
+}
+END_TEST
+
+/* The error of a tensor-level problem names the tensor and the offset of
+ * its key (second key here). */
+START_TEST(test_st_key_offset)
+{
+    const char *hdr = "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                      "\"bb\":{\"dtype\":\"U8\",\"shape\":[2],\"data_offsets\":[1,2]}}";
+    size_t n;
+    uint8_t z[8] = {0};
+    uint8_t *b = st_build(hdr, z, 2, &n);
+    struct hf_st *st = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_st_open_mem(b, n, "k", &st, &err), MW_E_FORMAT);
+    ck_assert_str_eq(err.where, "tensor 'bb'");
+    ck_assert_uint_eq(err.off, 8 + (uint64_t)(strstr(hdr, "\"bb\"") - hdr));
+    free(b);
+}
+END_TEST
+
+// --- config.json ---------------------------------------------------------------------
+
+#define CFG_LLAMA                                                                          \
+    "\"hidden_size\":64,\"num_hidden_layers\":2,\"intermediate_size\":128,"                \
+    "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"vocab_size\":100,"              \
+    "\"max_position_embeddings\":256,\"rms_norm_eps\":1e-05"
+
+START_TEST(test_config_valid)
+{
+    struct hf_config c;
+    struct mw_err err;
+    mw_err_clear(&err);
+    const char *j = "{\"architectures\":[\"MistralForCausalLM\"],\"model_type\":\"mistral\"," CFG_LLAMA
+                    ",\"rope_theta\":1000000.0,\"sliding_window\":4096,\"hidden_act\":\"silu\"}";
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.arch, HF_ARCH_MISTRAL);
+    ck_assert_str_eq(c.gguf_arch, "llama");
+    ck_assert_uint_eq(c.head_dim, 16);
+    ck_assert(!c.head_dim_explicit);
+    ck_assert_uint_eq(c.n_head_kv, 2);
+    ck_assert(c.has_rope_theta);
+    ck_assert(c.rope_theta == 1000000.0f);
+    ck_assert(c.rms_eps == 1e-5f);
+    ck_assert_int_eq(c.rope_scaling, HF_ROPE_NONE);
+
+    j = "{\"architectures\":[\"Qwen2ForCausalLM\"]," CFG_LLAMA ",\"tie_word_embeddings\":true}";
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_str_eq(c.gguf_arch, "qwen2");
+    ck_assert(c.tie_embeddings && c.attention_bias && !c.has_rope_theta);
+
+    j = "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA
+        ",\"head_dim\":32,\"rope_scaling\":{\"type\":\"linear\",\"factor\":4.0}}";
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_uint_eq(c.head_dim, 32);
+    ck_assert(c.head_dim_explicit);
+    ck_assert_int_eq(c.rope_scaling, HF_ROPE_LINEAR);
+    ck_assert(c.rope_factor == 4.0);
+
+    j = "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA
+        ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":32.0}}";
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.rope_scaling, HF_ROPE_LLAMA3);
+    ck_assert(c.rope_factor == 32.0 && c.rope_low_freq_factor == 1.0 &&
+              c.rope_high_freq_factor == 4.0 && c.rope_orig_ctx == 8192);
+    j = "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA ",\"rope_scaling\":null}";
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.rope_scaling, HF_ROPE_NONE);
+}
+END_TEST
+
+static const struct cfg_case {
+    const char *name;
+    const char *json;
+    enum mw_status want;
+    const char *where; /* err.where, exactly */
+    const char *msg;   /* substring of err.msg */
+} cfg_cases[] = {
+    {"syntax", "{\"architectures\":[\"LlamaForCausalLM\"],,}", MW_E_FORMAT, "", "JSON syntax"},
+    {"not-object", "[1]", MW_E_FORMAT, "", "JSON object"},
+    {"trailing", "{} x", MW_E_FORMAT, "", "after the JSON value"},
+    {"no-arch", "{" CFG_LLAMA "}", MW_E_FORMAT, "architectures", "missing"},
+    {"arch-type", "{\"architectures\":\"LlamaForCausalLM\"," CFG_LLAMA "}", MW_E_FORMAT,
+     "architectures", "array of strings"},
+    {"arch-unsupported", "{\"architectures\":[\"GPT2LMHeadModel\"]," CFG_LLAMA "}",
+     MW_E_UNSUPPORTED, "architectures[0]", "GPT2LMHeadModel"},
+    {"model-type-contradicts",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"model_type\":\"qwen2\"," CFG_LLAMA "}",
+     MW_E_FORMAT, "model_type", "contradicts"},
+    {"missing-heads",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+     "\"intermediate_size\":128,\"vocab_size\":100,\"max_position_embeddings\":256,"
+     "\"rms_norm_eps\":1e-5}",
+     MW_E_FORMAT, "num_attention_heads", "missing"},
+    {"heads-string",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+     "\"intermediate_size\":128,\"num_attention_heads\":\"4\",\"vocab_size\":100,"
+     "\"max_position_embeddings\":256,\"rms_norm_eps\":1e-5}",
+     MW_E_FORMAT, "num_attention_heads", "integer"},
+    {"zero-layers",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":0,"
+     "\"intermediate_size\":128,\"num_attention_heads\":4,\"vocab_size\":100,"
+     "\"max_position_embeddings\":256,\"rms_norm_eps\":1e-5}",
+     MW_E_FORMAT, "num_hidden_layers", "out of range"},
+    {"kv-not-divisor",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+     "\"intermediate_size\":128,\"num_attention_heads\":4,\"num_key_value_heads\":3,"
+     "\"vocab_size\":100,\"max_position_embeddings\":256,\"rms_norm_eps\":1e-5}",
+     MW_E_FORMAT, "num_key_value_heads", "not a multiple"},
+    {"hidden-not-multiple",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":66,\"num_hidden_layers\":2,"
+     "\"intermediate_size\":128,\"num_attention_heads\":4,\"vocab_size\":100,"
+     "\"max_position_embeddings\":256,\"rms_norm_eps\":1e-5}",
+     MW_E_FORMAT, "hidden_size", "not a multiple"},
+    {"dup-top-level", "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA ",\"rms_norm_eps\":-1}",
+     MW_E_FORMAT, "rms_norm_eps", "duplicate"},
+    {"eps-negative",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+     "\"intermediate_size\":128,\"num_attention_heads\":4,\"vocab_size\":100,"
+     "\"max_position_embeddings\":256,\"rms_norm_eps\":-1e-5}",
+     MW_E_FORMAT, "rms_norm_eps", "positive number"},
+    {"eps-missing",
+     "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+     "\"intermediate_size\":128,\"num_attention_heads\":4,\"vocab_size\":100,"
+     "\"max_position_embeddings\":256}",
+     MW_E_FORMAT, "rms_norm_eps", "missing"},
+    {"act", "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA ",\"hidden_act\":\"gelu\"}",
+     MW_E_UNSUPPORTED, "hidden_act", "gelu"},
+    {"rope-type-contradicts",
+     "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA
+     ",\"rope_scaling\":{\"type\":\"linear\",\"rope_type\":\"llama3\",\"factor\":2}}",
+     MW_E_FORMAT, "rope_scaling.type", "contradicts"},
+    {"rope-yarn",
+     "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA
+     ",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":2}}",
+     MW_E_UNSUPPORTED, "rope_scaling.type", "yarn"},
+    {"rope-linear-no-factor",
+     "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA ",\"rope_scaling\":{\"type\":\"linear\"}}",
+     MW_E_FORMAT, "rope_scaling.factor", "missing"},
+    {"rope-llama3-equal",
+     "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA
+     ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"low_freq_factor\":2,\"high_freq_factor\":2}}",
+     MW_E_FORMAT, "rope_scaling.high_freq_factor", "equals"},
+    {"rope-not-object", "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA ",\"rope_scaling\":3}",
+     MW_E_FORMAT, "rope_scaling", "object"},
+    {"tie-not-bool",
+     "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA ",\"tie_word_embeddings\":1}",
+     MW_E_FORMAT, "tie_word_embeddings", "true or false"},
+    {"dup-nested",
+     "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA
+     ",\"rope_scaling\":{\"type\":\"linear\",\"factor\":2,\"factor\":3}}",
+     MW_E_FORMAT, "rope_scaling.factor", "duplicate"},
+    {"qwen2-llama3",
+     "{\"architectures\":[\"Qwen2ForCausalLM\"]," CFG_LLAMA ",\"rope_scaling\":{\"rope_type\":\"llama3\"}}",
+     MW_E_UNSUPPORTED, "rope_scaling.rope_type", "not supported"},
+};
+#define N_CFG_CASES ((int)(sizeof cfg_cases / sizeof cfg_cases[0]))
+
+START_TEST(test_config_errors)
+{
+    const struct cfg_case *c = &cfg_cases[_i];
+    struct hf_config cfg;
+    struct mw_err err;
+    mw_err_clear(&err);
+    enum mw_status s = hf_config_parse(c->json, strlen(c->json), "m/config.json", &cfg, &err);
+    char text[1024];
+    mw_err_format(&err, text, sizeof text);
+    ck_assert_msg(s == c->want, "%s: %s, want %s (%s)", c->name, mw_status_name(s),
+                  mw_status_name(c->want), text);
+    ck_assert_str_eq(err.path, "m/config.json");
+    ck_assert_msg(strcmp(err.where, c->where) == 0, "%s: where '%s', want '%s'", c->name,
+                  err.where, c->where);
+    ck_assert_msg(strstr(err.msg, c->msg) != NULL, "%s: msg '%s' lacks '%s'", c->name, err.msg,
+                  c->msg);
+}
+END_TEST
+
+/* A JSON syntax error names its byte offset. */
+START_TEST(test_config_syntax_offset)
+{
+    const char *j = "{\"a\": 1,\n \"b\": tru}";
+    struct hf_config cfg;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "x.json", &cfg, &err), MW_E_FORMAT);
+    ck_assert_uint_ge(err.off, 14);
+    ck_assert_uint_le(err.off, 18);
+}
+END_TEST
+
+// --- synthetic checkpoints ---------------------------------------------------------
+
+enum variant {
+    V_OK, V_QWEN2, V_TIED, V_WRONG_SHAPE, V_MISSING, V_UNKNOWN, V_I32, V_LAYER, V_BIAS,
+    V_NO_LMHEAD, V_INV_FREQ, V_VOCAB, V_COUNT
+};
+
+/* tiny llama: E 8, heads 2 (kv 1), head_dim 4, FF 16, vocab 6, 1 layer, F32;
+ * element (row r, col c) of tensor number k is k*10000 + r*100 + c. */
+struct tdef {
+    char name[96];
+    const char *dtype;
+    uint32_t nd;
+    uint64_t shape[2];
+};
+
+static int add_t(struct tdef *t, int n, const char *name, const char *dt, uint64_t r, uint64_t c)
+{
+    snprintf(t[n].name, sizeof t[n].name, "%s", name);
+    t[n].dtype = dt;
+    t[n].nd = c ? 2 : 1;
+    t[n].shape[0] = r;
+    t[n].shape[1] = c;
+    return n + 1;
+}
+
+static float elem_value(int k, uint64_t r, uint64_t c) { return (float)(k * 10000 + (int)r * 100 + (int)c); }
+
+static void make_model(const char *dir, enum variant v)
+{
+    const bool qwen = v == V_QWEN2;
+    char cfg[1024];
+    snprintf(cfg, sizeof cfg,
+             "{\"architectures\":[\"%s\"],\"hidden_size\":8,\"num_hidden_layers\":1,"
+             "\"intermediate_size\":16,\"num_attention_heads\":2,\"num_key_value_heads\":1,"
+             "\"vocab_size\":%d,\"max_position_embeddings\":64,\"rms_norm_eps\":1e-6,"
+             "\"tie_word_embeddings\":%s}",
+             qwen ? "Qwen2ForCausalLM" : "LlamaForCausalLM", v == V_VOCAB ? 7 : 6,
+             (qwen || v == V_TIED) ? "true" : "false");
+    write_text(dir, "config.json", cfg);
+    struct tdef t[32];
+    int n = 0;
+    const char *f = "F32";
+    n = add_t(t, n, "model.embed_tokens.weight", f, 6, 8);
+    n = add_t(t, n, "model.norm.weight", v == V_I32 ? "I32" : f, 8, 0);
+    if (!qwen && v != V_NO_LMHEAD) n = add_t(t, n, "lm_head.weight", f, 6, 8);
+    n = add_t(t, n, "model.layers.0.input_layernorm.weight", f, 8, 0);
+    n = add_t(t, n, "model.layers.0.post_attention_layernorm.weight", f, 8, 0);
+    n = add_t(t, n, "model.layers.0.self_attn.q_proj.weight", f, 8, 8);
+    if (v == V_WRONG_SHAPE) n = add_t(t, n, "model.layers.0.self_attn.k_proj.weight", f, 8, 4);
+    else n = add_t(t, n, "model.layers.0.self_attn.k_proj.weight", f, 4, 8);
+    n = add_t(t, n, "model.layers.0.self_attn.v_proj.weight", f, 4, 8);
+    n = add_t(t, n, "model.layers.0.self_attn.o_proj.weight", f, 8, 8);
+    n = add_t(t, n, "model.layers.0.mlp.gate_proj.weight", f, 16, 8);
+    if (v != V_MISSING) n = add_t(t, n, "model.layers.0.mlp.up_proj.weight", f, 16, 8);
+    n = add_t(t, n, "model.layers.0.mlp.down_proj.weight", f, 8, 16);
+    if (qwen || v == V_BIAS) {
+        n = add_t(t, n, "model.layers.0.self_attn.q_proj.bias", f, 8, 0);
+        n = add_t(t, n, "model.layers.0.self_attn.k_proj.bias", f, 4, 0);
+        n = add_t(t, n, "model.layers.0.self_attn.v_proj.bias", f, 4, 0);
+    }
+    if (v == V_UNKNOWN) n = add_t(t, n, "model.layers.0.mlp.extra.weight", f, 8, 0);
+    if (v == V_LAYER) n = add_t(t, n, "model.layers.1.input_layernorm.weight", f, 8, 0);
+    if (v == V_INV_FREQ) n = add_t(t, n, "model.layers.0.self_attn.rotary_emb.inv_freq", f, 2, 0);
+
+    char hdr[8192];
+    size_t hl = (size_t)snprintf(hdr, sizeof hdr, "{\"__metadata__\":{\"format\":\"pt\"}");
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t cnt = t[i].shape[0] * (t[i].nd == 2 ? t[i].shape[1] : 1);
+        hl += (size_t)snprintf(hdr + hl, sizeof hdr - hl, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%llu",
+                               t[i].name, t[i].dtype, (unsigned long long)t[i].shape[0]);
+        if (t[i].nd == 2)
+            hl += (size_t)snprintf(hdr + hl, sizeof hdr - hl, ",%llu", (unsigned long long)t[i].shape[1]);
+        hl += (size_t)snprintf(hdr + hl, sizeof hdr - hl, "],\"data_offsets\":[%llu,%llu]}",
+                               (unsigned long long)off, (unsigned long long)(off + 4 * cnt));
+        off += 4 * cnt;
+    }
+    snprintf(hdr + hl, sizeof hdr - hl, "}");
+    uint8_t *data = malloc(off);
+    uint64_t p = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t rows = t[i].shape[0], cols = t[i].nd == 2 ? t[i].shape[1] : 1;
+        for (uint64_t r = 0; r < rows; r++)
+            for (uint64_t c = 0; c < cols; c++) {
+                float x = elem_value(i, r, c);
+                memcpy(data + p, &x, 4);
+                p += 4;
+            }
+    }
+    size_t sn;
+    uint8_t *st = st_build(hdr, data, off, &sn);
+    char *sp = path_in(dir, "model.safetensors");
+    write_file(sp, st, sn);
+    free(sp);
+    free(st);
+    free(data);
+}
+
+static enum mw_status sink_buf(void *ud, const void *d, size_t n, struct mw_err *err)
+{
+    (void)err;
+    uint8_t **pp = ud;
+    memcpy(*pp, d, n);
+    *pp += n;
+    return MW_OK;
+}
+
+static const struct hf_plan_tensor *plan_find(const struct hf_plan *p, const char *name,
+                                              uint64_t *idx)
+{
+    for (uint64_t i = 0; i < hf_plan_count(p); i++)
+        if (strcmp(hf_plan_get(p, i)->name, name) == 0) {
+            *idx = i;
+            return hf_plan_get(p, i);
+        }
+    return NULL;
+}
+
+/* rows of an F32 output tensor */
+static float *stream_f32(const struct hf_plan *p, uint64_t i, size_t chunk)
+{
+    const struct hf_plan_tensor *e = hf_plan_get(p, i);
+    uint8_t *buf = malloc(e->nbytes), *w = buf;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_plan_stream_tensor(p, i, chunk, sink_buf, &w, &err), MW_OK);
+    ck_assert_uint_eq((uint64_t)(w - buf), e->nbytes);
+    return (float *)buf;
+}
+
+/* Independent formulation of convert_hf_to_gguf.py's permute():
+ * w.reshape(n_head, 2, rows/n_head/2, cols).swapaxes(1, 2).reshape(rows, cols),
+ * i.e. out[h][a][b][:] = in[h][b][a][:] with a < rows/n_head/2, b < 2. */
+static void ref_permute(const float *in, float *out, uint64_t rows, uint64_t cols, uint64_t n_head)
+{
+    const uint64_t half = rows / n_head / 2;
+    for (uint64_t h = 0; h < n_head; h++)
+        for (uint64_t a = 0; a < half; a++)
+            for (uint64_t b = 0; b < 2; b++)
+                memcpy(out + ((h * half + a) * 2 + b) * cols, in + ((h * 2 + b) * half + a) * cols,
+                       cols * sizeof(float));
+}
+
+START_TEST(test_permutation)
+{
+    char *dir = make_tmpdir();
+    make_model(dir, V_OK);
+    struct hf_model *m;
+    struct hf_plan *p;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_OK);
+    ck_assert_int_eq(hf_plan_build(m, HF_OUT_F32, &p, &err), MW_OK);
+    ck_assert_str_eq(hf_plan_source_dtype(p), "F32");
+    static const struct {
+        const char *gguf, *hf;
+        uint64_t rows, cols, heads; /* heads 0: not permuted */
+    } cases[] = {
+        {"blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj.weight", 8, 8, 2},
+        {"blk.0.attn_k.weight", "model.layers.0.self_attn.k_proj.weight", 4, 8, 1},
+        {"blk.0.attn_v.weight", "model.layers.0.self_attn.v_proj.weight", 4, 8, 0},
+        {"blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight", 8, 16, 0},
+        {"token_embd.weight", "model.embed_tokens.weight", 6, 8, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uint64_t i;
+        const struct hf_plan_tensor *e = plan_find(p, cases[k].gguf, &i);
+        ck_assert_msg(e != NULL, "%s missing", cases[k].gguf);
+        ck_assert_uint_eq(e->ne[0], cases[k].cols);
+        ck_assert_uint_eq(e->ne[1], cases[k].rows);
+        ck_assert_int_eq(e->xform, cases[k].heads ? HF_XFORM_PERMUTE : HF_XFORM_NONE);
+        int64_t si = hf_model_tensor_find(m, cases[k].hf);
+        ck_assert_int_ge(si, 0);
+        const struct hf_st_tensor *src = hf_model_tensor(m, (uint64_t)si, NULL);
+        float *want = malloc(src->nbytes);
+        if (cases[k].heads)
+            ref_permute((const float *)src->data, want, cases[k].rows, cases[k].cols,
+                        cases[k].heads);
+        else
+            memcpy(want, src->data, src->nbytes);
+        /* the result must not depend on the chunk size */
+        for (size_t chunk = 1; chunk <= 1u << 20; chunk <<= 10) {
+            float *got = stream_f32(p, i, chunk);
+            ck_assert_msg(memcmp(got, want, src->nbytes) == 0, "%s (chunk %zu)", cases[k].gguf, chunk);
+            free(got);
+        }
+        free(want);
+    }
+    /* 1-D tensors are F32 whatever the output type */
+    hf_plan_free(p);
+    ck_assert_int_eq(hf_plan_build(m, HF_OUT_Q8_0, &p, &err), MW_OK);
+    uint64_t i;
+    ck_assert_uint_eq(plan_find(p, "output_norm.weight", &i)->type, GGUF_TYPE_F32);
+    /* rows of 8 are not a multiple of 32: q8_0 falls back to f16 */
+    ck_assert_uint_eq(plan_find(p, "blk.0.attn_q.weight", &i)->type, GGUF_TYPE_F16);
+    hf_plan_free(p);
+    hf_model_close(m);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_qwen2_mapping)
+{
+    char *dir = make_tmpdir();
+    make_model(dir, V_QWEN2);
+    struct hf_model *m;
+    struct hf_plan *p;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_OK);
+    ck_assert_int_eq(hf_plan_build(m, HF_OUT_F16, &p, &err), MW_OK);
+    uint64_t i;
+    ck_assert_ptr_null(plan_find(p, "output.weight", &i)); /* tied */
+    const struct hf_plan_tensor *qb = plan_find(p, "blk.0.attn_q.bias", &i);
+    ck_assert_ptr_nonnull(qb);
+    ck_assert_uint_eq(qb->type, GGUF_TYPE_F32);
+    ck_assert_int_eq(qb->xform, HF_XFORM_NONE); /* NEOX rope: no permutation */
+    ck_assert_int_eq(plan_find(p, "blk.0.attn_q.weight", &i)->xform, HF_XFORM_NONE);
+    ck_assert_uint_eq(plan_find(p, "blk.0.attn_q.weight", &i)->type, GGUF_TYPE_F16);
+    ck_assert_uint_eq(hf_plan_count(p), 14);
+    hf_plan_free(p);
+    hf_model_close(m);
+
+    /* llama with biases: q/k biases permuted like their weights */
+    make_model(dir, V_BIAS);
+    write_text(dir, "config.json",
+               "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":8,\"num_hidden_layers\":1,"
+               "\"intermediate_size\":16,\"num_attention_heads\":2,\"num_key_value_heads\":1,"
+               "\"vocab_size\":6,\"max_position_embeddings\":64,\"rms_norm_eps\":1e-6,"
+               "\"attention_bias\":true}");
+    ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_OK);
+    /* o_proj.bias is missing although attention_bias is true */
+    ck_assert_int_eq(hf_plan_build(m, HF_OUT_F16, &p, &err), MW_E_FORMAT);
+    ck_assert_str_eq(err.where, "tensor 'model.layers.0.self_attn.o_proj.bias'");
+    hf_model_close(m);
+    free(dir);
+}
+END_TEST
+
+static const struct plan_case {
+    enum variant v;
+    enum mw_status want;
+    const char *where;
+    const char *msg;
+} plan_cases[] = {
+    {V_WRONG_SHAPE, MW_E_FORMAT, "tensor 'model.layers.0.self_attn.k_proj.weight'",
+     "shape [8, 4], expected [4, 8]"},
+    {V_MISSING, MW_E_FORMAT, "tensor 'model.layers.0.mlp.up_proj.weight'", "missing"},
+    {V_UNKNOWN, MW_E_UNSUPPORTED, "tensor 'model.layers.0.mlp.extra.weight'", "cannot map"},
+    {V_I32, MW_E_UNSUPPORTED, "tensor 'model.norm.weight'", "dtype I32"},
+    {V_LAYER, MW_E_FORMAT, "tensor 'model.layers.1.input_layernorm.weight'", "layer 1"},
+    {V_BIAS, MW_E_FORMAT, "tensor 'model.layers.0.self_attn.k_proj.bias'", "attention_bias"},
+    {V_NO_LMHEAD, MW_E_FORMAT, "tensor 'lm_head.weight'", "tie_word_embeddings false"},
+    {V_VOCAB, MW_E_FORMAT, "tensor 'lm_head.weight'", "vocab_size"},
+};
+#define N_PLAN_CASES ((int)(sizeof plan_cases / sizeof plan_cases[0]))
+
+START_TEST(test_plan_errors)
+{
+    const struct plan_case *c = &plan_cases[_i];
+    char *dir = make_tmpdir();
+    make_model(dir, c->v);
+    struct hf_model *m;
+    struct hf_plan *p = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_OK);
+    enum mw_status s = hf_plan_build(m, HF_OUT_F16, &p, &err);
+    char text[1024];
+    mw_err_format(&err, text, sizeof text);
+    ck_assert_msg(s == c->want, "variant %d: %s (%s)", c->v, mw_status_name(s), text);
+    ck_assert_ptr_null(p);
+    ck_assert_msg(strcmp(err.where, c->where) == 0, "where '%s' want '%s'", err.where, c->where);
+    ck_assert_msg(strstr(err.msg, c->msg) != NULL, "msg '%s' lacks '%s'", err.msg, c->msg);
+    hf_model_close(m);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_plan_ok_variants)
+{
+    static const enum variant ok[] = {V_TIED, V_INV_FREQ};
+    for (size_t k = 0; k < 2; k++) {
+        char *dir = make_tmpdir();
+        make_model(dir, ok[k]);
+        struct hf_model *m;
+        struct hf_plan *p;
+        struct mw_err err;
+        mw_err_clear(&err);
+        ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_OK);
+        ck_assert_int_eq(hf_plan_build(m, HF_OUT_BF16, &p, &err), MW_OK);
+        uint64_t i;
+        /* tied: lm_head skipped; inv_freq: dropped (llama.cpp recomputes it) */
+        ck_assert_uint_eq(hf_plan_count(p), ok[k] == V_TIED ? 11 : 12);
+        ck_assert_ptr_null(plan_find(p, ok[k] == V_TIED ? "output.weight" : "rotary", &i));
+        hf_plan_free(p);
+        hf_model_close(m);
+        free(dir);
+    }
+}
+END_TEST
+
+// --- checkpoint directories ------------------------------------------------------------
+
+static void split_into_shards(const char *dir)
+{
+    /* re-write model.safetensors as two shards + an index */
+    char *sp = path_in(dir, "model.safetensors");
+    struct hf_st *st;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_st_open(sp, &st, &err), MW_OK);
+    char idx[8192];
+    size_t il = (size_t)snprintf(idx, sizeof idx, "{\"metadata\":{},\"weight_map\":{");
+    for (int part = 0; part < 2; part++) {
+        char hdr[8192];
+        size_t hl = (size_t)snprintf(hdr, sizeof hdr, "{");
+        uint8_t *data = malloc(4096);
+        uint64_t off = 0;
+        char fn[64];
+        snprintf(fn, sizeof fn, "model-%05d-of-00002.safetensors", part + 1);
+        for (uint64_t i = (uint64_t)part; i < hf_st_count(st); i += 2) {
+            const struct hf_st_tensor *t = hf_st_get(st, i);
+            char shape[64];
+            if (t->n_dims == 2)
+                snprintf(shape, sizeof shape, "%llu,%llu", (unsigned long long)t->shape[0],
+                         (unsigned long long)t->shape[1]);
+            else
+                snprintf(shape, sizeof shape, "%llu", (unsigned long long)t->shape[0]);
+            hl += (size_t)snprintf(hdr + hl, sizeof hdr - hl,
+                                   "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],"
+                                   "\"data_offsets\":[%llu,%llu]}",
+                                   hl > 1 ? "," : "", t->name, hf_dtype_name(t->dtype), shape,
+                                   (unsigned long long)off, (unsigned long long)(off + t->nbytes));
+            memcpy(data + off, t->data, t->nbytes);
+            off += t->nbytes;
+            il += (size_t)snprintf(idx + il, sizeof idx - il, "%s\"%s\":\"%s\"",
+                                   il > 30 ? "," : "", t->name, fn);
+        }
+        snprintf(hdr + hl, sizeof hdr - hl, "}");
+        size_t sn;
+        uint8_t *b = st_build(hdr, data, off, &sn);
+        char *p = path_in(dir, fn);
+        write_file(p, b, sn);
+        free(p);
+        free(b);
+        free(data);
+    }
+    snprintf(idx + il, sizeof idx - il, "}}");
+    hf_st_close(st);
+    unlink(sp);
+    free(sp);
+    write_text(dir, "model.safetensors.index.json", idx);
+}
+
+START_TEST(test_sharded_dir)
+{
+    char *dir = make_tmpdir();
+    make_model(dir, V_OK);
+    struct hf_model *m1;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_model_open(dir, &m1, &err), MW_OK);
+    uint64_t n1 = hf_model_tensor_count(m1);
+    hf_model_close(m1);
+    split_into_shards(dir);
+    struct hf_model *m;
+    enum mw_status s = hf_model_open(dir, &m, &err);
+    char text[1024];
+    ck_assert_msg(s == MW_OK, "%s", mw_err_format(&err, text, sizeof text));
+    ck_assert_uint_eq(hf_model_shard_count(m), 2);
+    ck_assert_uint_eq(hf_model_tensor_count(m), n1);
+    const struct hf_st *sh;
+    hf_model_tensor(m, 0, &sh);
+    ck_assert_ptr_eq(sh, hf_model_shard(m, 0));
+    int64_t k = hf_model_tensor_find(m, "model.norm.weight");
+    ck_assert_int_ge(k, 0);
+    ck_assert_str_eq(hf_model_tensor(m, (uint64_t)k, NULL)->name, "model.norm.weight");
+    hf_model_close(m);
+
+    /* a shard missing on disk: MW_E_FORMAT naming the index and a tensor */
+    char *s2 = path_in(dir, "model-00002-of-00002.safetensors");
+    char *s2x = path_in(dir, "moved");
+    ck_assert_int_eq(rename(s2, s2x), 0);
+    ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_E_FORMAT);
+    ck_assert(strstr(err.path, "model.safetensors.index.json") != NULL);
+    ck_assert(strncmp(err.where, "weight_map.", 11) == 0);
+    ck_assert(strstr(err.msg, "model-00002-of-00002.safetensors") != NULL);
+    ck_assert_int_eq(rename(s2x, s2), 0);
+
+    /* the weight map names a tensor the shard does not hold */
+    write_text(dir, "model.safetensors.index.json",
+               "{\"weight_map\":{\"ghost\":\"model-00001-of-00002.safetensors\"}}");
+    ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_E_FORMAT);
+    ck_assert_str_eq(err.where, "weight_map.ghost");
+    /* a path outside the directory */
+    write_text(dir, "model.safetensors.index.json", "{\"weight_map\":{\"a\":\"../x.safetensors\"}}");
+    ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_E_FORMAT);
+    ck_assert_str_eq(err.where, "weight_map.a");
+    free(s2);
+    free(s2x);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_dir_errors)
+{
+    char *dir = make_tmpdir();
+    struct hf_model *m;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_E_FORMAT); /* no config.json */
+    ck_assert(strstr(err.path, "config.json") != NULL);
+    ck_assert(strstr(err.msg, "does not exist") != NULL);
+    make_model(dir, V_OK);
+    char *sp = path_in(dir, "model.safetensors");
+    unlink(sp);
+    ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_E_FORMAT); /* no weights */
+    ck_assert(strstr(err.msg, "no model.safetensors") != NULL);
+    ck_assert_int_eq(hf_model_open("/nonexistent/dir", &m, &err), MW_E_FORMAT);
+    free(sp);
+    free(dir);
+}
+END_TEST
+
+// --- kernels --------------------------------------------------------------------------
+
+START_TEST(test_q8_0_doc_vector)
+{
+    /* formats.md §4.5: 4 x 512 LCG floats; ggml's first Q8_0 block */
+    float *x = malloc(2048 * sizeof(float));
+    uint32_t s = 12345;
+    for (int i = 0; i < 2048; i++) {
+        s = s * 1664525u + 1013904223u;
+        int32_t v = (int32_t)(s >> 8) - 8388608;
+        x[i] = (float)v / 8388608.0f;
+        if (i % 37 == 0) x[i] *= 4.0f;
+    }
+    uint8_t out[34 * 64];
+    hf_quantize_row_q8_0(x, out, 2048);
+    static const char want[] = "bc2781e003091be600030613e2101fe40dfdf91efa1e210bfb00f2fb0ce9e517f4df";
+    char hex[69];
+    for (int i = 0; i < 34; i++) snprintf(hex + 2 * i, 3, "%02x", out[i]);
+    ck_assert_str_eq(hex, want);
+    /* all-zero block: all bytes 0 */
+    float z[32] = {0};
+    uint8_t zb[34];
+    memset(zb, 0xAA, sizeof zb);
+    hf_quantize_row_q8_0(z, zb, 32);
+    for (int i = 0; i < 34; i++) ck_assert_uint_eq(zb[i], 0);
+    free(x);
+}
+END_TEST
+
+/* ties and near-ties: d = 127/127 = 1, so q = roundf(x) (half away from 0) */
+START_TEST(test_q8_0_rounding)
+{
+    float x[32];
+    for (int j = 0; j < 32; j++) x[j] = 0.0f;
+    x[0] = 127.0f;
+    const float vals[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 0.49999997f, -0.49999997f,
+                          126.5f, -126.5f, 2.4999998f, 3.5000002f, -0.0f, 1e-30f, 63.5f, -63.5f};
+    for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) x[1 + k] = vals[k];
+    uint8_t out[34];
+    hf_quantize_row_q8_0(x, out, 32);
+    ck_assert_uint_eq(mw_le16(out), mw_f32_to_f16(1.0f));
+    for (int j = 0; j < 32; j++)
+        ck_assert_msg((int8_t)out[2 + j] == (int8_t)roundf(x[j]), "x=%.9g: q %d want %d",
+                      (double)x[j], (int8_t)out[2 + j], (int)roundf(x[j]));
+}
+END_TEST
+
+START_TEST(test_q8_0_testvectors)
+{
+    char pi[512], pq[512];
+    const char *base = MW_DATASETS_DIR;
+    snprintf(pi, sizeof pi, "%s/testvectors/inputs.f32", base);
+    if (!exists(pi)) base = MW_SHARED_DIR;
+    snprintf(pi, sizeof pi, "%s/testvectors/inputs.f32", base);
+    snprintf(pq, sizeof pq, "%s/testvectors/q8_0.plain.bin", base);
+    size_t ni, nq;
+    uint8_t *in = read_file(pi, &ni), *want = read_file(pq, &nq);
+    if (!in || !want) { /* no shared/ next to this checkout */
+        free(in);
+        free(want);
+        return;
+    }
+    ck_assert_uint_eq(ni, 16 * 256 * 4);
+    ck_assert_uint_eq(nq, 16 * 8 * 34);
+    float *x = malloc(ni);
+    for (size_t i = 0; i < ni / 4; i++) {
+        uint32_t u = (uint32_t)in[4 * i] | (uint32_t)in[4 * i + 1] << 8 |
+                     (uint32_t)in[4 * i + 2] << 16 | (uint32_t)in[4 * i + 3] << 24;
+        memcpy(&x[i], &u, 4);
+    }
+    uint8_t *got = malloc(nq);
+    for (int r = 0; r < 16; r++) hf_quantize_row_q8_0(x + 256 * r, got + r * 8 * 34, 256);
+    for (size_t i = 0; i < nq; i++)
+        ck_assert_msg(got[i] == want[i], "byte %zu (row %zu): %02x want %02x", i, i / (8 * 34),
+                      got[i], want[i]);
+    free(got);
+    free(x);
+    free(in);
+    free(want);
+}
+END_TEST
+
+START_TEST(test_llama3_rope_factors)
+{
+    struct hf_config c;
+    memset(&c, 0, sizeof c);
+    c.head_dim = 16;
+    c.rope_theta = 500000.0f;
+    c.rope_factor = 8.0;
+    c.rope_low_freq_factor = 1.0;
+    c.rope_high_freq_factor = 4.0;
+    c.rope_orig_ctx = 8192;
+    float f[8];
+    hf_llama3_rope_factors(&c, f);
+    int n_one = 0, n_factor = 0, n_mid = 0;
+    for (int i = 0; i < 8; i++) {
+        /* the formula in double precision */
+        double freq = 1.0 / pow(500000.0, (2.0 * i) / 16.0);
+        double wl = 2.0 * M_PI / freq, want;
+        if (wl < 8192.0 / 4.0) want = 1.0, n_one++;
+        else if (wl > 8192.0 / 1.0) want = 8.0, n_factor++;
+        else {
+            double sm = (8192.0 / wl - 1.0) / 3.0;
+            want = 1.0 / ((1.0 - sm) / 8.0 + sm);
+            n_mid++;
+        }
+        ck_assert_msg(fabs(f[i] - want) <= 1e-5 * want, "factor %d: %.9g want %.9g", i,
+                      (double)f[i], want);
+    }
+    ck_assert(n_one > 0 && n_factor > 0 && n_mid > 0); /* all three branches */
+    ck_assert(f[0] == 1.0f && f[7] == 8.0f);
+}
+END_TEST
+
+START_TEST(test_out_types)
+{
+    enum hf_out_type t;
+    ck_assert(hf_out_type_parse("Q8_0", &t) && t == HF_OUT_Q8_0);
+    ck_assert(hf_out_type_parse("bf16", &t) && t == HF_OUT_BF16);
+    ck_assert(!hf_out_type_parse("q4_0", &t));
+    ck_assert(!hf_out_type_parse("f1", &t));
+    ck_assert_uint_eq(hf_out_type_ftype(HF_OUT_F32), 0);
+    ck_assert_uint_eq(hf_out_type_ftype(HF_OUT_F16), 1);
+    ck_assert_uint_eq(hf_out_type_ftype(HF_OUT_Q8_0), 7);
+    ck_assert_uint_eq(hf_out_type_ftype(HF_OUT_BF16), 32);
+}
+END_TEST
+
+// --- whole conversions of tinyllama-8m --------------------------------------------------
+
+static char *convert_to(const char *src, const char *dir, const char *name, enum hf_out_type t)
+{
+    char *out = path_in(dir, name);
+    struct hf_convert_opts o = {.type = t};
+    struct mw_err err;
+    mw_err_clear(&err);
+    enum mw_status s = hf_convert(src, out, &o, &err);
+    char text[1024];
+    ck_assert_msg(s == MW_OK, "convert %s: %s", src, mw_err_format(&err, text, sizeof text));
+    return out;
+}
+
+static struct gguf_file *open_gguf(const char *path)
+{
+    struct gguf_file *f = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    char text[1024];
+    ck_assert_msg(gguf_open(path, 0, &f, &err) == MW_OK, "%s", mw_err_format(&err, text, sizeof text));
+    return f;
+}
+
+/* Number of tensors of a whose name, type, shape and bytes equal b's. */
+static uint64_t same_tensors(const struct gguf_file *a, const struct gguf_file *b, char *first_diff,
+                             size_t n)
+{
+    uint64_t same = 0;
+    first_diff[0] = '\0';
+    for (uint64_t i = 0; i < gguf_tensor_count(a); i++) {
+        const struct gguf_tensor *ta = gguf_tensor_get(a, i);
+        int64_t j = gguf_tensor_find(b, ta->name);
+        bool ok = j >= 0;
+        if (ok) {
+            const struct gguf_tensor *tb = gguf_tensor_get(b, (uint64_t)j);
+            ok = ta->type == tb->type && ta->nbytes == tb->nbytes &&
+                 memcmp(ta->ne, tb->ne, sizeof ta->ne) == 0 &&
+                 memcmp(gguf_tensor_data(a, i), gguf_tensor_data(b, (uint64_t)j), ta->nbytes) == 0;
+        }
+        if (ok) same++;
+        else if (!first_diff[0]) snprintf(first_diff, n, "%s", ta->name);
+    }
+    return same;
+}
+
+START_TEST(test_tinyllama_f16_matches_llamacpp)
+{
+    char src[512], ref[512];
+    if (!model_dir("tinyllama-8m", src, sizeof src)) return;
+    char *dir = make_tmpdir();
+    char *out = convert_to(src, dir, "t.gguf", HF_OUT_F16);
+    struct gguf_file *f = open_gguf(out);
+    ck_assert_uint_eq(gguf_tensor_count(f), 75);
+    const char *s;
+    uint64_t len;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(gguf_get_str(f, "general.architecture", &s, &len, &err), MW_OK);
+    ck_assert(len == 5 && memcmp(s, "llama", 5) == 0);
+    uint32_t u;
+    ck_assert_int_eq(gguf_get_u32(f, "general.file_type", &u, &err), MW_OK);
+    ck_assert_uint_eq(u, 1);
+    ck_assert_int_eq(gguf_get_u32(f, "llama.rope.dimension_count", &u, &err), MW_OK);
+    ck_assert_uint_eq(u, 32);
+    ck_assert_int_eq(gguf_get_str(f, "memwall.source_dtype", &s, &len, &err), MW_OK);
+    ck_assert(len == 3 && memcmp(s, "F16", 3) == 0);
+    ck_assert_int_ge(gguf_kv_find(f, "tokenizer.ggml.tokens"), 0);
+
+    snprintf(ref, sizeof ref, "%s/reference/tinyllama-8m.llamacpp-f16.gguf", MW_DATASETS_DIR);
+    if (!exists(ref))
+        snprintf(ref, sizeof ref, "%s/models/reference/tinyllama-8m.llamacpp-f16.gguf",
+                 MW_SHARED_DIR);
+    if (exists(ref)) {
+        struct gguf_file *r = open_gguf(ref);
+        char diff[128];
+        ck_assert_uint_eq(gguf_tensor_count(r), 75);
+        ck_assert_msg(same_tensors(f, r, diff, sizeof diff) == 75, "first difference: %s", diff);
+        for (uint64_t i = 0; i < 75; i++) /* and in the same order */
+            ck_assert_str_eq(gguf_tensor_get(f, i)->name, gguf_tensor_get(r, i)->name);
+        gguf_close(r);
+    }
+    gguf_close(f);
+
+    /* deterministic: the same input gives the same bytes */
+    char *out2 = convert_to(src, dir, "t2.gguf", HF_OUT_F16);
+    size_t n1, n2;
+    uint8_t *b1 = read_file(out, &n1), *b2 = read_file(out2, &n2);
+    ck_assert_uint_eq(n1, n2);
+    ck_assert(memcmp(b1, b2, n1) == 0);
+    free(b1);
+    free(b2);
+    free(out);
+    free(out2);
+    free(dir);
+}
+END_TEST
+
+static float f32_at(const uint8_t *p)
+{
+    uint32_t u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+START_TEST(test_tinyllama_sharded_and_bf16)
+{
+    char src[512], sharded[512], bf[512];
+    if (!model_dir("tinyllama-8m", src, sizeof src)) return;
+    char *dir = make_tmpdir();
+    char *out = convert_to(src, dir, "t.gguf", HF_OUT_F16);
+    struct gguf_file *f = open_gguf(out);
+    char diff[128];
+    if (model_dir("tinyllama-8m-sharded", sharded, sizeof sharded)) {
+        char *o2 = convert_to(sharded, dir, "s.gguf", HF_OUT_F16);
+        struct gguf_file *g = open_gguf(o2);
+        ck_assert_msg(same_tensors(f, g, diff, sizeof diff) == 75, "sharded differs: %s", diff);
+        gguf_close(g);
+        free(o2);
+    }
+    if (model_dir("tinyllama-8m-bf16", bf, sizeof bf)) {
+        /* bf16 -> BF16: the 2-D tensors are the source bytes (permuted) */
+        char *o3 = convert_to(bf, dir, "b.gguf", HF_OUT_BF16);
+        struct gguf_file *g = open_gguf(o3);
+        struct hf_model *m;
+        struct mw_err err;
+        mw_err_clear(&err);
+        ck_assert_int_eq(hf_model_open(bf, &m, &err), MW_OK);
+        int64_t si = hf_model_tensor_find(m, "lm_head.weight");
+        int64_t gi = gguf_tensor_find(g, "output.weight");
+        ck_assert(si >= 0 && gi >= 0);
+        const struct hf_st_tensor *t = hf_model_tensor(m, (uint64_t)si, NULL);
+        ck_assert_uint_eq(gguf_tensor_get(g, (uint64_t)gi)->type, GGUF_TYPE_BF16);
+        ck_assert(memcmp(gguf_tensor_data(g, (uint64_t)gi), t->data, t->nbytes) == 0);
+        gguf_close(g);
+
+        /* bf16 -> F16: every value is f16(bf16 value) (exact for all values
+         * f16 can represent); compared with the F16 checkpoint's conversion,
+         * values differ only by the bf16 rounding of the source */
+        char *o4 = convert_to(bf, dir, "b16.gguf", HF_OUT_F16);
+        g = open_gguf(o4);
+        uint64_t n_exact = 0, n_total = 0;
+        for (uint64_t i = 0; i < hf_model_tensor_count(m); i++) {
+            const struct hf_st_tensor *st = hf_model_tensor(m, i, NULL);
+            if (strcmp(st->name, "lm_head.weight") != 0 && strcmp(st->name, "model.norm.weight") != 0)
+                continue;
+            int64_t j = gguf_tensor_find(g, strcmp(st->name, "lm_head.weight") == 0 ? "output.weight"
+                                                                                   : "output_norm.weight");
+            const struct gguf_tensor *gt = gguf_tensor_get(g, (uint64_t)j);
+            const uint8_t *gd = gguf_tensor_data(g, (uint64_t)j);
+            for (uint64_t e = 0; e < st->n_elems; e++) {
+                uint16_t h = (uint16_t)(st->data[2 * e] | st->data[2 * e + 1] << 8);
+                float want = mw_bf16_to_f32(h);
+                float got = gt->type == GGUF_TYPE_F32
+                                ? f32_at(gd + 4 * e)
+                                : mw_f16_to_f32((uint16_t)(gd[2 * e] | gd[2 * e + 1] << 8));
+                n_total++;
+                if (got == want) n_exact++;
+                else ck_assert_msg(fabsf(want) < 6.2e-5f, "%s[%llu]: %g vs %g", st->name,
+                                   (unsigned long long)e, (double)got, (double)want);
+            }
+        }
+        ck_assert_uint_gt(n_exact, n_total * 999 / 1000);
+        gguf_close(g);
+        hf_model_close(m);
+        free(o3);
+        free(o4);
+    }
+    gguf_close(f);
+    free(out);
+    free(dir);
+}
+END_TEST
+
+START_TEST(test_no_output_on_error)
+{
+    char src[512];
+    if (!model_dir("tinyllama-8m", src, sizeof src)) return;
+    char *dir = make_tmpdir();
+    char *bad = path_in(dir, "bad");
+    ck_assert_int_eq(mkdir(bad, 0755), 0);
+    /* a copy with a truncated safetensors file */
+    const char *files[] = {"config.json", "tokenizer.model", "tokenizer_config.json",
+                           "special_tokens_map.json", "model.safetensors"};
+    for (size_t i = 0; i < 5; i++) {
+        char *a = path_in(src, files[i]), *b = path_in(bad, files[i]);
+        size_t n;
+        uint8_t *d = read_file(a, &n);
+        ck_assert_ptr_nonnull(d);
+        if (i == 4) n -= 1000;
+        write_file(b, d, n);
+        free(d);
+        free(a);
+        free(b);
+    }
+    char *out = path_in(dir, "out.gguf");
+    struct hf_convert_opts o = {.type = HF_OUT_F16};
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_convert(bad, out, &o, &err), MW_E_TRUNC);
+    ck_assert_int_eq(mw_status_exit_code(err.code), 1);
+    ck_assert(strstr(err.path, "model.safetensors") != NULL);
+    ck_assert(strncmp(err.where, "tensor '", 8) == 0);
+    ck_assert(!exists(out));
+    ck_assert_int_eq(count_entries(dir), 1); /* only bad/: no temp file either */
+
+    /* an existing output file stays intact when a conversion fails */
+    write_text(dir, "out.gguf", "keep");
+    ck_assert_int_ne(hf_convert(bad, out, &o, &err), MW_OK);
+    size_t n;
+    uint8_t *d = read_file(out, &n);
+    ck_assert(n == 4 && memcmp(d, "keep", 4) == 0);
+    free(d);
+    /* an unwritable output: I/O error (exit 3) */
+    ck_assert_int_eq(hf_convert(src, "/nonexistent-dir/x.gguf", &o, &err), MW_E_IO);
+    ck_assert_int_eq(mw_status_exit_code(err.code), 3);
+    free(out);
+    free(bad);
+    free(dir);
+}
+END_TEST
+
+// --- inspect ---------------------------------------------------------------------------
+
+struct buf {
+    char *p;
+    size_t n;
+};
+static void emit_buf(void *ud, const char *s)
+{
+    struct buf *b = ud;
+    size_t k = strlen(s);
+    b->p = realloc(b->p, b->n + k + 1);
+    memcpy(b->p + b->n, s, k + 1);
+    b->n += k;
+}
+
+START_TEST(test_inspect)
+{
+    char *dir = make_tmpdir();
+    make_model(dir, V_OK);
+    ck_assert(hf_inspect_accepts(dir));
+    char *sp = path_in(dir, "model.safetensors");
+    ck_assert(hf_inspect_accepts(sp));
+    ck_assert(!hf_inspect_accepts("x.gguf"));
+    struct mw_err err;
+    mw_err_clear(&err);
+    for (int json = 0; json < 2; json++) {
+        for (int k = 0; k < 2; k++) {
+            struct buf b = {NULL, 0};
+            ck_assert_int_eq(hf_inspect(k ? sp : dir, json, emit_buf, &b, &err), MW_OK);
+            ck_assert(strstr(b.p, "model.layers.0.self_attn.q_proj.weight") != NULL);
+            if (k == 0) ck_assert(strstr(b.p, "blk.0.attn_q.weight") != NULL);
+            if (json) {
+                cJSON *j = cJSON_Parse(b.p);
+                ck_assert_msg(j != NULL, "inspect --json output does not parse:\n%s", b.p);
+                cJSON_Delete(j);
+            }
+            free(b.p);
+        }
+    }
+    /* a checkpoint that cannot be converted is still shown, with the error */
+    make_model(dir, V_WRONG_SHAPE);
+    struct buf b = {NULL, 0};
+    ck_assert_int_eq(hf_inspect(dir, false, emit_buf, &b, &err), MW_E_FORMAT);
+    ck_assert(strstr(b.p, "k_proj") != NULL);
+    free(b.p);
+    free(sp);
+    free(dir);
+}
+END_TEST
+
+static Suite *hf_suite(void)
+{
+    Suite *s = suite_create("hf");
+    TCase *tc = tcase_create("safetensors");
+    tcase_add_test(tc, test_st_valid);
+    tcase_add_loop_test(tc, test_st_corrupt, 0, N_ST_CASES);
+    tcase_add_test(tc, test_st_key_offset);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("config");
+    tcase_add_test(tc, test_config_valid);
+    tcase_add_loop_test(tc, test_config_errors, 0, N_CFG_CASES);
+    tcase_add_test(tc, test_config_syntax_offset);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("mapping");
+    tcase_add_test(tc, test_permutation);
+    tcase_add_test(tc, test_qwen2_mapping);
+    tcase_add_loop_test(tc, test_plan_errors, 0, N_PLAN_CASES);
+    tcase_add_test(tc, test_plan_ok_variants);
+    tcase_add_test(tc, test_sharded_dir);
+    tcase_add_test(tc, test_dir_errors);
+    tcase_add_test(tc, test_inspect);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("kernels");
+    tcase_add_test(tc, test_q8_0_doc_vector);
+    tcase_add_test(tc, test_q8_0_rounding);
+    tcase_add_test(tc, test_q8_0_testvectors);
+    tcase_add_test(tc, test_llama3_rope_factors);
+    tcase_add_test(tc, test_out_types);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("convert");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_tinyllama_f16_matches_llamacpp);
+    tcase_add_test(tc, test_tinyllama_sharded_and_bf16);
+    tcase_add_test(tc, test_no_output_on_error);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(hf_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

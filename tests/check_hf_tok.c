@@ -1,0 +1,1019 @@
+/* Unit tests for the tokenizer part of hf/ (hf_tok_*.c):
+ *  - tinyllama-8m's tokenizer -> tokenizer.* KVs equal, key by key (name,
+ *    type, value, order), those of llama.cpp's own conversion;
+ *  - a catalogue of hand-made protobuf inputs (truncations, groups, bad wire
+ *    types, long varints, lying lengths, nested overruns), each with its
+ *    expected status and byte offset; truncations and seeded random byte
+ *    corruption of the real tokenizer.model;
+ *  - tokenizer.json: both merge forms give identical GGUF arrays; ids,
+ *    gaps, added tokens, pre-tokenizer detection; malformed JSON rejected
+ *    with a JSON path or line:column;
+ *  - hf_tok_load on synthetic Llama-3 / Qwen2 / SentencePiece checkpoint
+ *    directories (special ids and their order, add_bos, chat templates,
+ *    fallbacks). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "hf/hf_tok.h"
+
+#define TINY_DIR MW_SHARED_DIR "/models/tinyllama-8m"
+#define TINY_REF MW_SHARED_DIR "/models/reference/tinyllama-8m.llamacpp-f16.gguf"
+
+static const char LLAMA3_RX[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char QWEN2_RX[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* ------------------------------------------------------------------ */
+/* helpers                                                            */
+
+static bool file_exists(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+static uint8_t *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    const long sz = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *b = malloc(sz > 0 ? (size_t)sz : 1);
+    *n = fread(b, 1, (size_t)sz, f);
+    fclose(f);
+    return b;
+}
+
+static void write_file(const char *dir, const char *name, const void *d, size_t n)
+{
+    char p[1024];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(d, 1, n, f), n);
+    fclose(f);
+}
+
+static void write_str(const char *dir, const char *name, const char *s)
+{
+    write_file(dir, name, s, strlen(s));
+}
+
+static char *make_tmpdir(void)
+{
+    static const char base[] = MW_TEST_TMPDIR "/hftok-XXXXXX";
+    char *d = malloc(sizeof base);
+    memcpy(d, base, sizeof base);
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+static void rm_tree(const char *dir)
+{
+    static const char *const names[] = {
+        "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "config.json",
+        "generation_config.json", "special_tokens_map.json", "added_tokens.json",
+        "chat_template.jinja", "out.gguf"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        unlink(p);
+    }
+    rmdir(dir);
+}
+
+/* Write t's KVs into a GGUF file at path and open it. */
+static struct gguf_file *tok_to_gguf(const struct hf_tok *t, const char *path)
+{
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct gguf_writer *w = NULL;
+    ck_assert_int_eq(gguf_writer_init(&w, &err), MW_OK);
+    ck_assert_int_eq(hf_tok_write_gguf(t, w, "llama", &err), MW_OK);
+    ck_assert_int_eq(gguf_writer_open(w, path, &err), MW_OK);
+    ck_assert_int_eq(gguf_writer_finish(w, &err), MW_OK);
+    gguf_writer_free(w);
+    struct gguf_file *f = NULL;
+    const enum mw_status s = gguf_open(path, 0, &f, &err);
+    char buf[1024];
+    ck_assert_msg(s == MW_OK, "%s", mw_err_format(&err, buf, sizeof buf));
+    return f;
+}
+
+/* Do the two values hold the same type and bytes (arrays element-wise)? */
+static bool value_eq(const struct gguf_value *a, const struct gguf_value *b, char *why,
+                     size_t cap)
+{
+    if (a->type != b->type) {
+        snprintf(why, cap, "type %s vs %s", gguf_vtype_name(a->type), gguf_vtype_name(b->type));
+        return false;
+    }
+    if (a->type != GGUF_VT_ARRAY) {
+        if (a->nbytes != b->nbytes || memcmp(a->data, b->data, a->nbytes) != 0) {
+            snprintf(why, cap, "value differs");
+            return false;
+        }
+        return true;
+    }
+    if (a->elem_type != b->elem_type || a->n != b->n) {
+        snprintf(why, cap, "array of %llu %s vs %llu %s", (unsigned long long)a->n,
+                 gguf_vtype_name(a->elem_type), (unsigned long long)b->n,
+                 gguf_vtype_name(b->elem_type));
+        return false;
+    }
+    for (uint64_t j = 0; j < a->n; j++) {
+        struct gguf_value ea, eb;
+        if (!gguf_value_elem(a, j, &ea) || !gguf_value_elem(b, j, &eb) ||
+            ea.nbytes != eb.nbytes || memcmp(ea.data, eb.data, ea.nbytes) != 0) {
+            snprintf(why, cap, "element %llu differs", (unsigned long long)j);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool is_tok_key(const char *k) { return strncmp(k, "tokenizer.", 10) == 0; }
+
+/* Every tokenizer.* KV of a equals the one in b, in the same order, and b
+ * has no other tokenizer.* KVs. */
+static void assert_tok_kvs_equal(const struct gguf_file *a, const struct gguf_file *b)
+{
+    uint64_t ib = 0;
+    const uint64_t nb = gguf_kv_count(b);
+    for (uint64_t i = 0; i < gguf_kv_count(a); i++) {
+        const char *key = gguf_kv_key(a, i);
+        if (!is_tok_key(key)) continue;
+        while (ib < nb && !is_tok_key(gguf_kv_key(b, ib))) ib++;
+        ck_assert_msg(ib < nb, "key %s missing", key);
+        ck_assert_msg(strcmp(key, gguf_kv_key(b, ib)) == 0, "key order: %s vs %s", key,
+                      gguf_kv_key(b, ib));
+        char why[200] = "";
+        ck_assert_msg(value_eq(gguf_kv_value(a, i), gguf_kv_value(b, ib), why, sizeof why),
+                      "key %s: %s", key, why);
+        ib++;
+    }
+    while (ib < nb && !is_tok_key(gguf_kv_key(b, ib))) ib++;
+    ck_assert_msg(ib == nb, "extra key %s", ib < nb ? gguf_kv_key(b, ib) : "");
+}
+
+/* ------------------------------------------------------------------ */
+/* tinyllama vs llama.cpp                                             */
+
+START_TEST(tinyllama_matches_llamacpp)
+{
+    if (!file_exists(TINY_DIR "/tokenizer.model") || !file_exists(TINY_REF)) {
+        fprintf(stderr, "check_hf_tok: %s missing, tinyllama test skipped\n", TINY_DIR);
+        return;
+    }
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t = NULL;
+    char buf[1024];
+    ck_assert_msg(hf_tok_load(TINY_DIR, &t, &err) == MW_OK, "%s",
+                  mw_err_format(&err, buf, sizeof buf));
+    ck_assert_str_eq(hf_tok_model(t), "llama");
+    ck_assert_str_eq(hf_tok_pre(t), "default");
+    ck_assert_uint_eq(hf_tok_n_vocab(t), 4096);
+    ck_assert_int_eq(hf_tok_bos_id(t), 1);
+    ck_assert_int_eq(hf_tok_eos_id(t), 2);
+    ck_assert_int_eq(hf_tok_add_bos(t), 1);
+    ck_assert_int_eq(hf_tok_add_eos(t), 0);
+    ck_assert_int_eq(hf_tok_special_id(t, HF_TOK_UNK), -1); /* llama.cpp leaves it out */
+    size_t len;
+    ck_assert_str_eq(hf_tok_token(t, 13, &len), "<0x0A>");
+    ck_assert_int_eq(hf_tok_token_type(t, 13), 6);
+    ck_assert_int_eq(hf_tok_token_type(t, 0), 3); /* added_tokens_decoder: special */
+    ck_assert(hf_tok_score(t, 1) == -1000.0f);
+
+    char *dir = make_tmpdir();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/out.gguf", dir);
+    struct gguf_file *ours = tok_to_gguf(t, path);
+    struct gguf_file *ref = NULL;
+    ck_assert_int_eq(gguf_open(TINY_REF, 0, &ref, &err), MW_OK);
+    assert_tok_kvs_equal(ref, ours);
+    gguf_close(ref);
+    gguf_close(ours);
+    hf_tok_free(t);
+    rm_tree(dir);
+    free(dir);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* protobuf                                                           */
+
+struct pbuf {
+    uint8_t b[512];
+    size_t n;
+};
+
+static void pb_raw(struct pbuf *p, const void *d, size_t n)
+{
+    ck_assert_uint_le(p->n + n, sizeof p->b);
+    memcpy(p->b + p->n, d, n);
+    p->n += n;
+}
+static void pb_byte(struct pbuf *p, uint8_t v) { pb_raw(p, &v, 1); }
+static void pb_varint(struct pbuf *p, uint64_t v)
+{
+    do {
+        uint8_t c = v & 0x7f;
+        v >>= 7;
+        if (v) c |= 0x80;
+        pb_byte(p, c);
+    } while (v);
+}
+static void pb_key(struct pbuf *p, uint32_t field, unsigned wire)
+{
+    pb_varint(p, ((uint64_t)field << 3) | wire);
+}
+static void pb_bytes(struct pbuf *p, uint32_t field, const void *d, size_t n)
+{
+    pb_key(p, field, 2);
+    pb_varint(p, n);
+    pb_raw(p, d, n);
+}
+static void pb_float(struct pbuf *p, uint32_t field, float f)
+{
+    uint8_t b[4];
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    for (int i = 0; i < 4; i++) b[i] = (uint8_t)(u >> (8 * i));
+    pb_key(p, field, 5);
+    pb_raw(p, b, 4);
+}
+/* a SentencePiece message (as a top-level field 1) */
+static void pb_piece(struct pbuf *p, const char *text, float score, int type,
+                     const struct pbuf *extra)
+{
+    struct pbuf m = {.n = 0};
+    pb_bytes(&m, 1, text, strlen(text));
+    pb_float(&m, 2, score);
+    if (type) {
+        pb_key(&m, 3, 0);
+        pb_varint(&m, (uint64_t)type);
+    }
+    if (extra) pb_raw(&m, extra->b, extra->n);
+    pb_bytes(p, 1, m.b, m.n);
+}
+
+/* A small valid model: <unk>, <s>, </s>, <0x0A>, "a", with unknown fields
+ * of every wire type at every level and a negative int32 (pad_id = -1). */
+static void pb_small_model(struct pbuf *p)
+{
+    struct pbuf x = {.n = 0};
+    pb_key(&x, 77, 0);
+    pb_varint(&x, 12345);
+    pb_key(&x, 78, 1);
+    pb_raw(&x, "12345678", 8);
+    pb_bytes(&x, 79, "zz", 2);
+    pb_key(&x, 80, 5);
+    pb_raw(&x, "1234", 4);
+    p->n = 0;
+    pb_raw(p, x.b, x.n);
+    pb_piece(p, "<unk>", 0, 2, &x);
+    pb_piece(p, "<s>", 0, 3, NULL);
+    pb_piece(p, "</s>", 0, 3, NULL);
+    pb_piece(p, "<0x0A>", 0, 6, NULL);
+    pb_piece(p, "\xe2\x96\x81" "a", -1.5f, 0, NULL);
+    struct pbuf ts = {.n = 0};
+    pb_key(&ts, 3, 0);
+    pb_varint(&ts, 2);
+    pb_raw(&ts, x.b, x.n);
+    pb_key(&ts, 43, 0);
+    pb_varint(&ts, UINT64_MAX); /* pad_id = -1, 10-byte varint */
+    pb_key(&ts, 200, 2);        /* extension range */
+    pb_varint(&ts, 0);
+    pb_bytes(p, 2, ts.b, ts.n);
+    struct pbuf ns = {.n = 0};
+    pb_bytes(&ns, 1, "identity", 8);
+    pb_key(&ns, 3, 0);
+    pb_varint(&ns, 0); /* add_dummy_prefix = false */
+    pb_bytes(p, 3, ns.b, ns.n);
+    pb_raw(p, x.b, x.n);
+}
+
+START_TEST(spm_small_model)
+{
+    struct pbuf p;
+    pb_small_model(&p);
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t = NULL;
+    char buf[1024];
+    ck_assert_msg(hf_tok_parse_spm(p.b, p.n, "mem.model", -1, &t, &err) == MW_OK, "%s",
+                  mw_err_format(&err, buf, sizeof buf));
+    ck_assert_uint_eq(hf_tok_n_vocab(t), 5);
+    ck_assert_str_eq(hf_tok_token(t, 4, NULL), "\xe2\x96\x81" "a");
+    ck_assert_int_eq(hf_tok_token_type(t, 0), 2);
+    ck_assert_int_eq(hf_tok_token_type(t, 1), 3);
+    ck_assert_int_eq(hf_tok_token_type(t, 3), 6);
+    ck_assert_int_eq(hf_tok_token_type(t, 4), 1);
+    ck_assert(hf_tok_score(t, 4) == -1.5f);
+    hf_tok_free(t);
+
+    /* n_vocab larger: [PAD<i>] type 5 score -10000; smaller: pieces dropped */
+    ck_assert_int_eq(hf_tok_parse_spm(p.b, p.n, "mem.model", 7, &t, &err), MW_OK);
+    ck_assert_uint_eq(hf_tok_n_vocab(t), 7);
+    ck_assert_str_eq(hf_tok_token(t, 6, NULL), "[PAD6]");
+    ck_assert_int_eq(hf_tok_token_type(t, 5), 5);
+    ck_assert(hf_tok_score(t, 5) == -10000.0f);
+    hf_tok_free(t);
+    ck_assert_int_eq(hf_tok_parse_spm(p.b, p.n, "mem.model", 3, &t, &err), MW_OK);
+    ck_assert_uint_eq(hf_tok_n_vocab(t), 3);
+    hf_tok_free(t);
+
+    /* add_dummy_prefix false -> tokenizer.ggml.add_space_prefix false */
+    ck_assert_int_eq(hf_tok_parse_spm(p.b, p.n, "mem.model", -1, &t, &err), MW_OK);
+    char *dir = make_tmpdir();
+    char path[1024];
+    snprintf(path, sizeof path, "%s/out.gguf", dir);
+    struct gguf_file *f = tok_to_gguf(t, path);
+    const int64_t i = gguf_kv_find(f, "tokenizer.ggml.add_space_prefix");
+    ck_assert_int_ge(i, 0);
+    bool v = true;
+    ck_assert(gguf_value_as_bool(gguf_kv_value(f, (uint64_t)i), &v) && v == false);
+    gguf_close(f);
+    hf_tok_free(t);
+    rm_tree(dir);
+    free(dir);
+}
+END_TEST
+
+struct pb_case {
+    const char *name;
+    uint8_t b[48];
+    size_t n;
+    enum mw_status code;
+    uint64_t off;
+};
+
+/* keys: 0x0A = field 1 LEN; 0x12 = field 2 LEN; 0xA0 0x06 = field 100 VARINT */
+static const struct pb_case pb_cases[] = {
+    {"empty", {0}, 0, MW_E_FORMAT, 0},
+    {"group start", {0x0B}, 1, MW_E_FORMAT, 0},
+    {"group end", {0x0C}, 1, MW_E_FORMAT, 0},
+    {"wire type 6", {0x0E}, 1, MW_E_FORMAT, 0},
+    {"wire type 7", {0x0F}, 1, MW_E_FORMAT, 0},
+    {"field number 0", {0x02, 0x00}, 2, MW_E_FORMAT, 0},
+    {"key varint cut", {0x80}, 1, MW_E_TRUNC, 0},
+    {"varint 11 bytes",
+     {0xA0, 0x06, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x01},
+     13, MW_E_FORMAT, 2},
+    {"varint overflows 64 bits",
+     {0xA0, 0x06, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02},
+     12, MW_E_FORMAT, 2},
+    {"length past end", {0x0A, 0x05, 'a', 'b'}, 4, MW_E_TRUNC, 1},
+    {"huge length", {0x0A, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F}, 6, MW_E_TRUNC, 1},
+    {"nested length past its message",
+     {0x0A, 0x03, 0x0A, 0x05, 'a', 'x', 'x', 'x', 'x', 'x'}, 10, MW_E_TRUNC, 3},
+    {"nested fixed32 past its message", {0x0A, 0x03, 0x15, 0x00, 0x00, 0x12, 0x00}, 7,
+     MW_E_TRUNC, 3},
+    {"pieces with wrong wire type", {0x08, 0x01}, 2, MW_E_FORMAT, 0},
+    {"score with wrong wire type", {0x0A, 0x05, 0x0A, 0x01, 'a', 0x10, 0x01}, 7, MW_E_FORMAT,
+     5},
+    {"piece type 9", {0x0A, 0x05, 0x0A, 0x01, 'a', 0x18, 0x09}, 7, MW_E_FORMAT, 5},
+    {"piece type 0", {0x0A, 0x05, 0x0A, 0x01, 'a', 0x18, 0x00}, 7, MW_E_FORMAT, 5},
+    {"empty piece", {0x0A, 0x04, 0x0A, 0x00, 0x18, 0x02}, 6, MW_E_FORMAT, 0},
+    {"piece without text", {0x0A, 0x02, 0x18, 0x02}, 4, MW_E_FORMAT, 0},
+    {"bad byte piece", {0x0A, 0x07, 0x0A, 0x03, '<', '0', 'x', 0x18, 0x06}, 9, MW_E_FORMAT, 0},
+    {"no pieces", {0x12, 0x00}, 2, MW_E_FORMAT, 0},
+    {"no unknown piece", {0x0A, 0x03, 0x0A, 0x01, 'a'}, 5, MW_E_FORMAT, MW_ERR_OFF_NONE},
+    {"two unknown pieces",
+     {0x0A, 0x05, 0x0A, 0x01, 'a', 0x18, 0x02, 0x0A, 0x05, 0x0A, 0x01, 'b', 0x18, 0x02}, 14,
+     MW_E_FORMAT, 7},
+    {"trainer int32 cut", {0x12, 0x03, 0xC0, 0x02, 0xFF}, 5, MW_E_TRUNC, 4},
+};
+
+START_TEST(spm_malformed_catalogue)
+{
+    const struct pb_case *c = &pb_cases[_i];
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t = NULL;
+    const enum mw_status s = hf_tok_parse_spm(c->n ? c->b : NULL, c->n, "bad.model", -1, &t, &err);
+    char buf[1024];
+    mw_err_format(&err, buf, sizeof buf);
+    ck_assert_msg(s == c->code, "%s: status %s, want %s (%s)", c->name, mw_status_name(s),
+                  mw_status_name(c->code), buf);
+    ck_assert_msg(err.off == c->off, "%s: offset %llu, want %llu (%s)", c->name,
+                  (unsigned long long)err.off, (unsigned long long)c->off, buf);
+    ck_assert_ptr_null(t);
+    ck_assert_msg(strstr(buf, "bad.model") != NULL, "%s: message lacks the file: %s", c->name,
+                  buf);
+}
+END_TEST
+
+START_TEST(spm_truncated_and_garbled)
+{
+    size_t n = 0;
+    uint8_t *orig = read_file(TINY_DIR "/tokenizer.model", &n);
+    if (!orig) {
+        fprintf(stderr, "check_hf_tok: tinyllama tokenizer.model missing, skipped\n");
+        return;
+    }
+    struct mw_err err;
+    struct hf_tok *t = NULL;
+    char buf[1024];
+    /* A stride over the whole file plus every cut in the last 300 bytes:
+     * truncated (with an offset at or before the cut), or OK when the cut falls
+     * exactly between two top-level fields. */
+    int n_trunc = 0, n_ok = 0;
+    for (size_t cut = 1; cut < n; cut += (cut + 300 > n) ? 1 : 97) {
+        mw_err_clear(&err);
+        uint8_t *b = malloc(cut);
+        memcpy(b, orig, cut);
+        const enum mw_status s = hf_tok_parse_spm(b, cut, "cut.model", -1, &t, &err);
+        free(b);
+        mw_err_format(&err, buf, sizeof buf);
+        if (s == MW_OK) {
+            n_ok++;
+            hf_tok_free(t);
+            t = NULL;
+            continue;
+        }
+        n_trunc++;
+        ck_assert_msg(s == MW_E_TRUNC, "cut %zu: %s", cut, buf);
+        ck_assert_msg(err.off != MW_ERR_OFF_NONE && err.off <= cut, "cut %zu: %s", cut, buf);
+        ck_assert_ptr_null(t);
+    }
+    ck_assert_int_gt(n_trunc, 8 * n_ok);
+    /* inside the first piece: its length prefix (offset 1) lies */
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_tok_parse_spm(orig, 5, "cut.model", -1, &t, &err), MW_E_TRUNC);
+    ck_assert_uint_eq(err.off, 1);
+    /* the last byte missing: normalizer_spec's length prefix (near the end)
+     * claims more than is left */
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_tok_parse_spm(orig, n - 1, "cut.model", -1, &t, &err), MW_E_TRUNC);
+    ck_assert_str_eq(err.where, "ModelProto");
+    ck_assert_uint_gt(err.off, n - 40);
+    /* Random corruption: any outcome but a crash; errors carry a place. */
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    uint8_t *b = malloc(n);
+    for (int round = 0; round < 400; round++) {
+        memcpy(b, orig, n);
+        const int flips = 1 + round % 4;
+        for (int k = 0; k < flips; k++) {
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            /* favour the header region and the specs at the end */
+            size_t pos = (size_t)(rng >> 33) % n;
+            if (round % 3 == 0) pos = n - 1 - (size_t)(rng >> 40) % (n < 200 ? n : 200);
+            b[pos] = (uint8_t)(rng >> 24);
+        }
+        mw_err_clear(&err);
+        const enum mw_status s = hf_tok_parse_spm(b, n, "garbled.model", 4096, &t, &err);
+        if (s == MW_OK) {
+            ck_assert_uint_eq(hf_tok_n_vocab(t), 4096);
+            hf_tok_free(t);
+            t = NULL;
+            continue;
+        }
+        mw_err_format(&err, buf, sizeof buf);
+        ck_assert_msg(s == MW_E_FORMAT || s == MW_E_TRUNC, "round %d: %s", round, buf);
+        ck_assert_msg(err.msg[0] && strstr(buf, "garbled.model"), "round %d: %s", round, buf);
+        ck_assert_ptr_null(t);
+    }
+    free(b);
+    free(orig);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* tokenizer.json                                                     */
+
+/* Build a small byte-level BPE tokenizer.json. merge_form 1: "a b"
+ * strings, 2: [a, b] pairs. regex NULL: ByteLevel with use_regex. */
+static char *make_tokjson(int merge_form, const char *regex, bool with_post)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "version", "1.0");
+    cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+    static const struct {
+        int id;
+        const char *content;
+        bool special;
+    } at[] = {{9, "<|endoftext|>", true}, {10, "<|begin_of_text|>", true},
+              {11, "<tool\xe2\x96\x81" "call>", false}, {12, "<|im_x|>", false}};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        cJSON *a = cJSON_CreateObject();
+        cJSON_AddNumberToObject(a, "id", at[i].id);
+        cJSON_AddStringToObject(a, "content", at[i].content);
+        cJSON_AddBoolToObject(a, "single_word", false);
+        cJSON_AddBoolToObject(a, "lstrip", false);
+        cJSON_AddBoolToObject(a, "rstrip", false);
+        cJSON_AddBoolToObject(a, "normalized", false);
+        cJSON_AddBoolToObject(a, "special", at[i].special);
+        cJSON_AddItemToArray(added, a);
+    }
+    cJSON_AddNullToObject(root, "normalizer");
+    cJSON *pt = cJSON_AddObjectToObject(root, "pre_tokenizer");
+    cJSON *bl = cJSON_CreateObject();
+    cJSON_AddStringToObject(bl, "type", "ByteLevel");
+    cJSON_AddBoolToObject(bl, "add_prefix_space", false);
+    cJSON_AddBoolToObject(bl, "trim_offsets", true);
+    cJSON_AddBoolToObject(bl, "use_regex", regex == NULL);
+    if (regex) {
+        cJSON_AddStringToObject(pt, "type", "Sequence");
+        cJSON *items = cJSON_AddArrayToObject(pt, "pretokenizers");
+        cJSON *sp = cJSON_CreateObject();
+        cJSON_AddStringToObject(sp, "type", "Split");
+        cJSON *pat = cJSON_AddObjectToObject(sp, "pattern");
+        cJSON_AddStringToObject(pat, "Regex", regex);
+        cJSON_AddStringToObject(sp, "behavior", "Isolated");
+        cJSON_AddBoolToObject(sp, "invert", false);
+        cJSON_AddItemToArray(items, sp);
+        cJSON_AddItemToArray(items, bl);
+    } else {
+        cJSON_DeleteItemFromObject(root, "pre_tokenizer");
+        cJSON_AddItemToObject(root, "pre_tokenizer", bl);
+    }
+    if (with_post) {
+        /* Llama 3: single = [<|begin_of_text|>, A], pair = [bot, A, bot, B] */
+        cJSON *pp = cJSON_AddObjectToObject(root, "post_processor");
+        cJSON_AddStringToObject(pp, "type", "TemplateProcessing");
+        cJSON *single = cJSON_AddArrayToObject(pp, "single");
+        cJSON *pair = cJSON_AddArrayToObject(pp, "pair");
+        const char *seq[] = {"S", "A", "S", "B"};
+        for (int i = 0; i < 4; i++) {
+            cJSON *it = cJSON_CreateObject();
+            if (seq[i][0] == 'S') {
+                cJSON *st = cJSON_AddObjectToObject(it, "SpecialToken");
+                cJSON_AddStringToObject(st, "id", "<|begin_of_text|>");
+                cJSON_AddNumberToObject(st, "type_id", 0);
+            } else {
+                cJSON *sq = cJSON_AddObjectToObject(it, "Sequence");
+                cJSON_AddStringToObject(sq, "id", seq[i]);
+                cJSON_AddNumberToObject(sq, "type_id", 0);
+            }
+            cJSON_AddItemToArray(pair, it);
+            if (i < 2) cJSON_AddItemToArray(single, cJSON_Duplicate(it, 1));
+        }
+    } else {
+        cJSON_AddNullToObject(root, "post_processor");
+    }
+    cJSON *dec = cJSON_AddObjectToObject(root, "decoder");
+    cJSON_AddStringToObject(dec, "type", "ByteLevel");
+    cJSON *model = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(model, "type", "BPE");
+    cJSON_AddNullToObject(model, "dropout");
+    cJSON_AddBoolToObject(model, "byte_fallback", false);
+    cJSON_AddBoolToObject(model, "ignore_merges", regex == LLAMA3_RX);
+    cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+    static const char *const v[] = {"!", "a", "b", "c", "\xc4\xa0", "ab", "\xc4\xa0\x61", "abc"};
+    for (int i = 0; i < 8; i++) cJSON_AddNumberToObject(vocab, v[i], i);
+    cJSON *merges = cJSON_AddArrayToObject(model, "merges");
+    static const char *const m[][2] = {{"a", "b"}, {"ab", "c"}, {"\xc4\xa0", "a"}};
+    for (int i = 0; i < 3; i++) {
+        if (merge_form == 1) {
+            char s[32];
+            snprintf(s, sizeof s, "%s %s", m[i][0], m[i][1]);
+            cJSON_AddItemToArray(merges, cJSON_CreateString(s));
+        } else {
+            cJSON *pr = cJSON_CreateArray();
+            cJSON_AddItemToArray(pr, cJSON_CreateString(m[i][0]));
+            cJSON_AddItemToArray(pr, cJSON_CreateString(m[i][1]));
+            cJSON_AddItemToArray(merges, pr);
+        }
+    }
+    char *txt = cJSON_Print(root);
+    cJSON_Delete(root);
+    return txt;
+}
+
+START_TEST(json_merge_forms_identical)
+{
+    char *j1 = make_tokjson(1, LLAMA3_RX, true);
+    char *j2 = make_tokjson(2, LLAMA3_RX, true);
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t1 = NULL, *t2 = NULL;
+    char buf[1024];
+    ck_assert_msg(hf_tok_parse_json(j1, strlen(j1), "s.json", -1, &t1, &err) == MW_OK, "%s",
+                  mw_err_format(&err, buf, sizeof buf));
+    ck_assert_msg(hf_tok_parse_json(j2, strlen(j2), "p.json", -1, &t2, &err) == MW_OK, "%s",
+                  mw_err_format(&err, buf, sizeof buf));
+    ck_assert_str_eq(hf_tok_model(t1), "gpt2");
+    ck_assert_str_eq(hf_tok_pre(t1), "llama-bpe");
+    ck_assert_uint_eq(hf_tok_n_vocab(t1), 13);
+    ck_assert_uint_eq(hf_tok_n_merges(t1), 3);
+    ck_assert_str_eq(hf_tok_merge(t1, 2, NULL), "\xc4\xa0 a");
+    ck_assert_str_eq(hf_tok_token(t1, 8, NULL), "[PAD8]");
+    ck_assert_int_eq(hf_tok_token_type(t1, 8), 5);
+    ck_assert_int_eq(hf_tok_token_type(t1, 7), 1);
+    ck_assert_int_eq(hf_tok_token_type(t1, 9), 3);
+    ck_assert_str_eq(hf_tok_token(t1, 11, NULL), "<tool call>"); /* user-defined: U+2581 -> ' ' */
+    ck_assert_int_eq(hf_tok_token_type(t1, 11), 4);
+    ck_assert_int_eq(hf_tok_token_type(t1, 12), 3); /* not special but looks special */
+    ck_assert_int_eq(hf_tok_add_bos(t1), 1);         /* TemplateProcessing */
+
+    char *dir = make_tmpdir();
+    char p1[1024], p2[1024];
+    snprintf(p1, sizeof p1, "%s/out.gguf", dir);
+    snprintf(p2, sizeof p2, "%s/out2.gguf", dir);
+    struct gguf_file *f1 = tok_to_gguf(t1, p1);
+    struct gguf_file *f2 = tok_to_gguf(t2, p2);
+    assert_tok_kvs_equal(f1, f2);
+    assert_tok_kvs_equal(f2, f1);
+    ck_assert_int_ge(gguf_kv_find(f1, "tokenizer.ggml.merges"), 0);
+    ck_assert_int_lt(gguf_kv_find(f1, "tokenizer.ggml.scores"), 0);
+    gguf_close(f1);
+    gguf_close(f2);
+    unlink(p2);
+    rm_tree(dir);
+    free(dir);
+    hf_tok_free(t1);
+    hf_tok_free(t2);
+
+    /* pair form with a space inside a part: encoded as U+0120 */
+    const char *js =
+        "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b c\":1},"
+        "\"merges\":[[\"a\",\"b c\"]]},\"decoder\":{\"type\":\"ByteLevel\"},"
+        "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false}}";
+    ck_assert_int_eq(hf_tok_parse_json(js, strlen(js), "sp.json", -1, &t1, &err), MW_OK);
+    ck_assert_str_eq(hf_tok_merge(t1, 0, NULL), "a b\xc4\xa0" "c");
+    ck_assert_str_eq(hf_tok_pre(t1), "gpt-2");
+    hf_tok_free(t1);
+    cJSON_free(j1);
+    cJSON_free(j2);
+}
+END_TEST
+
+START_TEST(json_pre_detection)
+{
+    struct mw_err err;
+    struct hf_tok *t = NULL;
+    char *j = make_tokjson(1, QWEN2_RX, false);
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_tok_parse_json(j, strlen(j), "q.json", -1, &t, &err), MW_OK);
+    ck_assert_str_eq(hf_tok_pre(t), "qwen2");
+    ck_assert_int_eq(hf_tok_add_bos(t), -1);
+    hf_tok_free(t);
+    cJSON_free(j);
+    /* llama.cpp's spelled-out form of the same regex */
+    j = make_tokjson(1,
+                     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}"
+                     "\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+                     "\\s+(?!\\S)|\\s+",
+                     false);
+    ck_assert_int_eq(hf_tok_parse_json(j, strlen(j), "l.json", -1, &t, &err), MW_OK);
+    ck_assert_str_eq(hf_tok_pre(t), "llama-bpe");
+    hf_tok_free(t);
+    cJSON_free(j);
+    j = make_tokjson(1, NULL, false);
+    ck_assert_int_eq(hf_tok_parse_json(j, strlen(j), "g.json", -1, &t, &err), MW_OK);
+    ck_assert_str_eq(hf_tok_pre(t), "gpt-2");
+    hf_tok_free(t);
+    cJSON_free(j);
+    /* unknown regex: refused, naming the place */
+    j = make_tokjson(1, "\\p{L}+|\\p{N}+", false);
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_tok_parse_json(j, strlen(j), "u.json", -1, &t, &err), MW_E_UNSUPPORTED);
+    ck_assert_str_eq(err.where, "pre_tokenizer");
+    ck_assert_ptr_null(t);
+    cJSON_free(j);
+    /* a vocab_size larger than the ids: gaps to the end */
+    j = make_tokjson(2, QWEN2_RX, false);
+    ck_assert_int_eq(hf_tok_parse_json(j, strlen(j), "q.json", 20, &t, &err), MW_OK);
+    ck_assert_uint_eq(hf_tok_n_vocab(t), 20);
+    ck_assert_str_eq(hf_tok_token(t, 19, NULL), "[PAD19]");
+    hf_tok_free(t);
+    /* smaller than the highest id: error naming the token */
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_tok_parse_json(j, strlen(j), "q.json", 8, &t, &err), MW_E_VALUE);
+    ck_assert_str_eq(err.where, "added_tokens[0].id");
+    cJSON_free(j);
+}
+END_TEST
+
+struct json_case {
+    const char *name;
+    const char *text;
+    enum mw_status code;
+    const char *where; /* expected err.where (prefix) */
+};
+
+#define BL_TAIL \
+    "\"decoder\":{\"type\":\"ByteLevel\"},\"pre_tokenizer\":{\"type\":\"ByteLevel\"," \
+    "\"add_prefix_space\":false}}"
+
+static const struct json_case json_cases[] = {
+    {"empty", "", MW_E_FORMAT, "line 1 column 1"},
+    {"syntax", "{\"model\": {\"type\": \"BPE\",\n \"vocab\": {\"a\": 0,,}}}", MW_E_FORMAT,
+     "line 2 column"},
+    {"trailing data", "{\"model\":{}} x", MW_E_FORMAT, "line 1 column 14"},
+    {"top level array", "[1,2]", MW_E_FORMAT, "(top level)"},
+    {"no model", "{\"version\":\"1\"}", MW_E_FORMAT, "model"},
+    {"not BPE", "{\"model\":{\"type\":\"Unigram\",\"vocab\":[]}}", MW_E_UNSUPPORTED,
+     "model.type"},
+    {"vocab not object", "{\"model\":{\"type\":\"BPE\",\"vocab\":[]}," BL_TAIL, MW_E_FORMAT,
+     "model.vocab"},
+    {"vocab id string", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":\"1\"}}," BL_TAIL,
+     MW_E_FORMAT, "model.vocab[\"b\"]"},
+    {"vocab id negative", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":-1}}," BL_TAIL,
+     MW_E_FORMAT, "model.vocab[\"a\"]"},
+    {"vocab id fraction", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0.5}}," BL_TAIL,
+     MW_E_FORMAT, "model.vocab[\"a\"]"},
+    {"vocab id huge", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":1e300}}," BL_TAIL,
+     MW_E_FORMAT, "model.vocab[\"a\"]"},
+    {"sparse ids", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":8000000}}," BL_TAIL,
+     MW_E_VALUE, "model.vocab"},
+    {"duplicate id", "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":0}}," BL_TAIL,
+     MW_E_VALUE, "model.vocab[\"b\"]"},
+    {"merge not string",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a a\",\"a a\",7]}," BL_TAIL,
+     MW_E_FORMAT, "model.merges[2]"},
+    {"merge without space",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a a\",\"aa\"]}," BL_TAIL,
+     MW_E_FORMAT, "model.merges[1]"},
+    {"merge forms mixed",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[\"a a\",[\"a\",\"a\"]]},"
+     BL_TAIL, MW_E_FORMAT, "model.merges[1]"},
+    {"merge pair of three",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[[\"a\",\"a\",\"a\"]]},"
+     BL_TAIL, MW_E_FORMAT, "model.merges[0]"},
+    {"merges not array",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":{}}," BL_TAIL, MW_E_FORMAT,
+     "model.merges"},
+    {"added id missing",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"added_tokens\":[{\"id\":1,"
+     "\"content\":\"x\"},{\"content\":\"y\"}]," BL_TAIL, MW_E_FORMAT, "added_tokens[1].id"},
+    {"added content number",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"added_tokens\":[{\"id\":1,"
+     "\"content\":5}]," BL_TAIL, MW_E_FORMAT, "added_tokens[0].content"},
+    {"added special string",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"added_tokens\":[{\"id\":1,"
+     "\"content\":\"x\",\"special\":\"yes\"}]," BL_TAIL, MW_E_FORMAT, "added_tokens[0].special"},
+    {"prefix space",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"decoder\":{\"type\":\"ByteLevel\"},"
+     "\"pre_tokenizer\":{\"type\":\"ByteLevel\"}}",
+     MW_E_UNSUPPORTED, "pre_tokenizer.add_prefix_space"},
+    {"unsupported pre-tokenizer",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"decoder\":{\"type\":\"ByteLevel\"},"
+     "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Digits\"},"
+     "{\"type\":\"ByteLevel\",\"add_prefix_space\":false}]}}",
+     MW_E_UNSUPPORTED, "pre_tokenizer.pretokenizers[0].type"},
+    {"lowercasing normalizer",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"normalizer\":{\"type\":\"Sequence\","
+     "\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Lowercase\"}]}," BL_TAIL,
+     MW_E_UNSUPPORTED, "normalizer"},
+    {"deep nesting", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+                     "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+     MW_E_FORMAT, "line 1"},
+    {"bad utf16 escape", "{\"model\":\"\\ud800\"}", MW_E_FORMAT, "line 1"},
+};
+
+START_TEST(json_malformed_catalogue)
+{
+    const struct json_case *c = &json_cases[_i];
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t = NULL;
+    const size_t n = strlen(c->text);
+    /* exact-size heap copy so sanitizers catch overreads */
+    char *b = malloc(n ? n : 1);
+    memcpy(b, c->text, n);
+    const enum mw_status s = hf_tok_parse_json(b, n, "bad.json", -1, &t, &err);
+    free(b);
+    char buf[1024];
+    mw_err_format(&err, buf, sizeof buf);
+    ck_assert_msg(s == c->code, "%s: status %s, want %s (%s)", c->name, mw_status_name(s),
+                  mw_status_name(c->code), buf);
+    ck_assert_msg(strncmp(err.where, c->where, strlen(c->where)) == 0,
+                  "%s: where '%s', want '%s'", c->name, err.where, c->where);
+    ck_assert_msg(strstr(buf, "bad.json") != NULL, "%s: %s", c->name, buf);
+    ck_assert_ptr_null(t);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* checkpoint directories                                             */
+
+START_TEST(load_llama3_dir)
+{
+    char *dir = make_tmpdir();
+    char *j = make_tokjson(2, LLAMA3_RX, true);
+    write_str(dir, "tokenizer.json", j);
+    cJSON_free(j);
+    write_str(dir, "tokenizer_config.json",
+              "{\"bos_token\":\"<|begin_of_text|>\",\"eos_token\":\"<|endoftext|>\","
+              "\"chat_template\":\"{{ bos_token }}{% for m in messages %}{{ m.content }}"
+              "{% endfor %}\",\"added_tokens_decoder\":{}}");
+    write_str(dir, "config.json",
+              "{\"model_type\":\"llama\",\"vocab_size\":16,\"bos_token_id\":10,"
+              "\"eos_token_id\":9}");
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t = NULL;
+    char buf[1024];
+    ck_assert_msg(hf_tok_load(dir, &t, &err) == MW_OK, "%s", mw_err_format(&err, buf, sizeof buf));
+    ck_assert_str_eq(hf_tok_model(t), "gpt2");
+    ck_assert_str_eq(hf_tok_pre(t), "llama-bpe");
+    ck_assert_uint_eq(hf_tok_n_vocab(t), 16);
+    ck_assert_int_eq(hf_tok_bos_id(t), 10);
+    ck_assert_int_eq(hf_tok_eos_id(t), 9);
+    ck_assert_int_eq(hf_tok_add_bos(t), 1);
+    ck_assert_ptr_nonnull(hf_tok_chat_template(t));
+    ck_assert_ptr_nonnull(strstr(hf_tok_source(t), "tokenizer.json"));
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/out.gguf", dir);
+    struct gguf_file *f = tok_to_gguf(t, path);
+    /* key order and types as gguf-py writes them */
+    static const char *const order[] = {
+        "tokenizer.ggml.model", "tokenizer.ggml.pre", "tokenizer.ggml.tokens",
+        "tokenizer.ggml.token_type", "tokenizer.ggml.merges", "tokenizer.ggml.bos_token_id",
+        "tokenizer.ggml.eos_token_id", "tokenizer.ggml.add_bos_token",
+        "tokenizer.ggml.add_sep_token", "tokenizer.chat_template"};
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < gguf_kv_count(f); i++) {
+        if (!is_tok_key(gguf_kv_key(f, i))) continue;
+        ck_assert_uint_lt(k, sizeof order / sizeof order[0]);
+        ck_assert_str_eq(gguf_kv_key(f, i), order[k]);
+        k++;
+    }
+    ck_assert_uint_eq(k, sizeof order / sizeof order[0]);
+    uint32_t v = 0;
+    ck_assert_int_eq(gguf_get_u32(f, "tokenizer.ggml.bos_token_id", &v, &err), MW_OK);
+    ck_assert_uint_eq(v, 10);
+    const struct gguf_value *tt =
+        gguf_kv_value(f, (uint64_t)gguf_kv_find(f, "tokenizer.ggml.token_type"));
+    ck_assert_int_eq(tt->elem_type, GGUF_VT_I32);
+    ck_assert_uint_eq(tt->n, 16);
+    gguf_close(f);
+    hf_tok_free(t);
+    rm_tree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(load_qwen2_dir)
+{
+    char *dir = make_tmpdir();
+    char *j = make_tokjson(1, QWEN2_RX, false);
+    write_str(dir, "tokenizer.json", j);
+    cJSON_free(j);
+    write_str(dir, "tokenizer_config.json",
+              "{\"bos_token\":null,\"eos_token\":\"<|im_x|>\",\"pad_token\":\"<|endoftext|>\","
+              "\"add_bos_token\":false}");
+    write_str(dir, "config.json",
+              "{\"model_type\":\"qwen2\",\"vocab_size\":13,\"bos_token_id\":9,"
+              "\"eos_token_id\":9}");
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t = NULL;
+    char buf[1024];
+    ck_assert_msg(hf_tok_load(dir, &t, &err) == MW_OK, "%s", mw_err_format(&err, buf, sizeof buf));
+    ck_assert_str_eq(hf_tok_pre(t), "qwen2");
+    ck_assert_int_eq(hf_tok_eos_id(t), 12); /* tokenizer_config name wins over config.json */
+    ck_assert_int_eq(hf_tok_special_id(t, HF_TOK_PAD), 9);
+    ck_assert_int_eq(hf_tok_bos_id(t), 9);
+    ck_assert_int_eq(hf_tok_add_bos(t), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/out.gguf", dir);
+    struct gguf_file *f = tok_to_gguf(t, path);
+    /* gguf-py order: ids found through tokenizer_config first (eos, pad),
+     * then config.json (bos) */
+    const int64_t ie = gguf_kv_find(f, "tokenizer.ggml.eos_token_id");
+    const int64_t ip = gguf_kv_find(f, "tokenizer.ggml.padding_token_id");
+    const int64_t ib = gguf_kv_find(f, "tokenizer.ggml.bos_token_id");
+    ck_assert(ie >= 0 && ie < ip && ip < ib);
+    gguf_close(f);
+    hf_tok_free(t);
+
+    /* vocab_size smaller than the ids -> error naming the place */
+    write_str(dir, "config.json", "{\"vocab_size\":10}");
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_VALUE);
+    ck_assert_ptr_nonnull(strstr(err.path, "tokenizer.json"));
+    /* malformed side file */
+    write_str(dir, "config.json", "{\"vocab_size\":13}");
+    write_str(dir, "tokenizer_config.json", "{\"bos_token\": }");
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_FORMAT);
+    ck_assert_ptr_nonnull(strstr(err.path, "tokenizer_config.json"));
+    ck_assert_uint_eq(err.off, 14);
+    rm_tree(dir);
+    free(dir);
+}
+END_TEST
+
+START_TEST(load_spm_dir)
+{
+    char *dir = make_tmpdir();
+    struct pbuf p;
+    pb_small_model(&p);
+    write_file(dir, "tokenizer.model", p.b, p.n);
+    write_str(dir, "config.json", "{\"vocab_size\":8}");
+    write_str(dir, "added_tokens.json", "{\"<extra>\": 5, \"<far>\": 99}");
+    write_str(dir, "tokenizer_config.json",
+              "{\"add_bos_token\":true,\"add_eos_token\":true,\"added_tokens_decoder\":{"
+              "\"6\":{\"content\":\"<|im_end|>\",\"special\":false},"
+              "\"7\":{\"content\":\"\xe2\x96\x81hi\",\"special\":false}},"
+              "\"chat_template\":[{\"name\":\"default\",\"template\":\"D\"},"
+              "{\"name\":\"tool use\",\"template\":\"T\"}]}");
+    write_str(dir, "generation_config.json", "{\"bos_token_id\": 1, \"eos_token_id\": [4, 2]}");
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t = NULL;
+    char buf[1024];
+    ck_assert_msg(hf_tok_load(dir, &t, &err) == MW_OK, "%s", mw_err_format(&err, buf, sizeof buf));
+    ck_assert_str_eq(hf_tok_model(t), "llama");
+    ck_assert_uint_eq(hf_tok_n_vocab(t), 8);
+    ck_assert_str_eq(hf_tok_token(t, 5, NULL), "<extra>");
+    ck_assert_int_eq(hf_tok_token_type(t, 5), 4);
+    ck_assert(hf_tok_score(t, 5) == -1000.0f);
+    ck_assert_int_eq(hf_tok_token_type(t, 6), 3); /* looks special */
+    ck_assert_str_eq(hf_tok_token(t, 7, NULL), " hi");
+    ck_assert_int_eq(hf_tok_token_type(t, 7), 4);
+    /* no config ids: bos from generation_config equals llama.cpp's default
+     * (not written); eos = 4 differs (written); unk from the trainer spec
+     * (0) equals the default */
+    ck_assert_int_eq(hf_tok_bos_id(t), -1);
+    ck_assert_int_eq(hf_tok_eos_id(t), 4);
+    ck_assert_int_eq(hf_tok_special_id(t, HF_TOK_UNK), -1);
+    ck_assert_int_eq(hf_tok_add_bos(t), 1);
+    ck_assert_int_eq(hf_tok_add_eos(t), 1);
+    ck_assert_str_eq(hf_tok_chat_template(t), "D");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/out.gguf", dir);
+    struct gguf_file *f = tok_to_gguf(t, path);
+    const char *s = NULL;
+    uint64_t len = 0;
+    ck_assert_int_eq(gguf_get_str(f, "tokenizer.chat_template.tool_use", &s, &len, &err), MW_OK);
+    ck_assert_uint_eq(len, 1);
+    ck_assert_int_ge(gguf_kv_find(f, "tokenizer.chat_templates"), 0);
+    ck_assert_int_ge(gguf_kv_find(f, "tokenizer.ggml.add_space_prefix"), 0);
+    gguf_close(f);
+    hf_tok_free(t);
+
+    /* bad added_tokens_decoder key */
+    write_str(dir, "tokenizer_config.json",
+              "{\"added_tokens_decoder\":{\"x1\":{\"content\":\"a\"}}}");
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_FORMAT);
+    ck_assert_str_eq(err.where, "added_tokens_decoder[\"x1\"]");
+    /* garbled tokenizer.model through the directory loader */
+    write_str(dir, "tokenizer_config.json", "{}");
+    p.b[0] = 0x0B; /* a group */
+    write_file(dir, "tokenizer.model", p.b, p.n);
+    mw_err_clear(&err);
+    ck_assert_int_ne(hf_tok_load(dir, &t, &err), MW_OK);
+    ck_assert_ptr_nonnull(strstr(err.path, "tokenizer.model"));
+    ck_assert_uint_ne(err.off, MW_ERR_OFF_NONE);
+    /* no tokenizer at all */
+    char mp[1024];
+    snprintf(mp, sizeof mp, "%s/tokenizer.model", dir);
+    unlink(mp);
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_IO);
+    rm_tree(dir);
+    free(dir);
+}
+END_TEST
+
+static Suite *hf_tok_suite(void)
+{
+    Suite *s = suite_create("hf_tok");
+    TCase *tc = tcase_create("spm");
+    tcase_add_test(tc, tinyllama_matches_llamacpp);
+    tcase_add_test(tc, spm_small_model);
+    tcase_add_loop_test(tc, spm_malformed_catalogue, 0,
+                        (int)(sizeof pb_cases / sizeof pb_cases[0]));
+    tcase_add_test(tc, spm_truncated_and_garbled);
+    tcase_set_timeout(tc, 30);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("json");
+    tcase_add_test(tc, json_merge_forms_identical);
+    tcase_add_test(tc, json_pre_detection);
+    tcase_add_loop_test(tc, json_malformed_catalogue, 0,
+                        (int)(sizeof json_cases / sizeof json_cases[0]));
+    suite_add_tcase(s, tc);
+    tc = tcase_create("dirs");
+    tcase_add_test(tc, load_llama3_dir);
+    tcase_add_test(tc, load_qwen2_dir);
+    tcase_add_test(tc, load_spm_dir);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(hf_tok_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,63 @@
+# Shared helpers of the tests/e2e/convert_*.sh scripts (sourced).
+# Environment from ctest (tests/CMakeLists.txt mw_shell_test): MW_BIN, MW_TMP,
+# MW_EMU, MW_SHARED, MW_DATASETS, MW_SRC.
+set -u
+MEMWALL="$MW_BIN/memwall"
+FIX="$MW_SRC/tests/fixtures"
+rm -rf "$MW_TMP" && mkdir -p "$MW_TMP" || exit 1
+T=$MW_TMP
+fails=0
+SKIP=77
+
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+finish() {
+    if [ "$fails" -ne 0 ]; then
+        echo "$fails failure(s)"
+        exit 1
+    fi
+    echo "ok"
+    exit 0
+}
+
+have_python() { command -v python3 > /dev/null 2>&1 && python3 -c 'import json, struct' 2> /dev/null; }
+
+# run WANT_RC ARGS...: memwall with stdout in $out, stderr in $err, exit in $rc
+run() {
+    local want=$1
+    shift
+    $MW_EMU "$MEMWALL" "$@" > "$T/out" 2> "$T/err"
+    rc=$?
+    out=$(cat "$T/out")
+    err=$(cat "$T/err")
+    if [ "$rc" -ne "$want" ]; then
+        fail "memwall $*: exit $rc, want $want"
+        echo "--- stdout"; echo "$out" | head -20; echo "--- stderr"; echo "$err" | head -20
+        return 1
+    fi
+    return 0
+}
+has() { [[ $1 == *"$2"* ]] || fail "$3: output lacks '$2'"; }
+
+# model_dir NAME: datasets/NAME if it holds a checkpoint, else shared/models/NAME; "" if neither
+model_dir() {
+    if [ -f "$MW_DATASETS/$1/config.json" ]; then echo "$MW_DATASETS/$1"
+    elif [ -f "$MW_SHARED/models/$1/config.json" ]; then echo "$MW_SHARED/models/$1"
+    else echo ""; fi
+}
+
+# peer: path of llama-peer in $PEER, or "" when tests/peer/setup.sh says unavailable (77)
+find_peer() {
+    PEER=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log")
+    local prc=$?
+    if [ $prc -eq 77 ]; then
+        echo "llama-peer unavailable: $(tail -n 1 "$T/peer-setup.log")"
+        PEER=""
+        return 0
+    fi
+    if [ $prc -ne 0 ]; then
+        fail "tests/peer/setup.sh failed ($prc)"
+        cat "$T/peer-setup.log"
+        PEER=""
+    fi
+    PEER=$(echo "$PEER" | tail -n 1)
+}
