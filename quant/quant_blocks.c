@@ -1,0 +1,93 @@
+/*
+ * quant/quant_blocks.c — the function half of the ggml type traits: one table
+ * indexed by ggml type id, filled with designated initializers. Rows that are
+ * absent (zeroed) are types memwall cannot decode yet; quant_traits_get()
+ * returns NULL for them. Later issues add rows here, never a switch elsewhere.
+ *
+ * Block layouts and dequantization arithmetic follow ggml exactly
+ * (shared/docs/formats.md §3): convert the f16 scale to f32, then one f32
+ * multiply per element.
+ */
+#include "quant_int.h"
+
+#include <string.h>
+
+_Static_assert(GGUF_TYPE_COUNT == 43, "quant traits table must cover every ggml type id");
+
+// --- plain types (formats.md §3.2): imatrix ignored ---
+
+static void to_float_f32(const void *blocks, float *out, uint64_t n)
+{
+    const uint8_t *p = blocks;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint32_t u = mw_le32(p + 4 * i);
+        memcpy(&out[i], &u, sizeof u);
+    }
+}
+
+static void from_float_f32(const float *x, void *blocks, uint64_t n, const float *qw)
+{
+    (void)qw;
+    uint8_t *p = blocks;
+    for (uint64_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        mw_put_le32(p + 4 * i, u);
+    }
+}
+
+static void to_float_f16(const void *blocks, float *out, uint64_t n)
+{
+    const uint8_t *p = blocks;
+    for (uint64_t i = 0; i < n; i++) out[i] = mw_f16_to_f32(mw_le16(p + 2 * i));
+}
+
+static void from_float_f16(const float *x, void *blocks, uint64_t n, const float *qw)
+{
+    (void)qw;
+    uint8_t *p = blocks;
+    for (uint64_t i = 0; i < n; i++) mw_put_le16(p + 2 * i, mw_f32_to_f16(x[i]));
+}
+
+static void to_float_bf16(const void *blocks, float *out, uint64_t n)
+{
+    const uint8_t *p = blocks;
+    for (uint64_t i = 0; i < n; i++) out[i] = mw_bf16_to_f32(mw_le16(p + 2 * i));
+}
+
+static void from_float_bf16(const float *x, void *blocks, uint64_t n, const float *qw)
+{
+    (void)qw;
+    uint8_t *p = blocks;
+    for (uint64_t i = 0; i < n; i++) mw_put_le16(p + 2 * i, mw_f32_to_bf16(x[i]));
+}
+
+// --- the table ---
+
+#define ROW(T, name) [GGUF_TYPE_##T] = {GGUF_TYPE_##T, to_float_##name, from_float_##name}
+#define QROW(T, name)                                                                  \
+    [GGUF_TYPE_##T] = {GGUF_TYPE_##T, quant__to_float_##name, quant__from_float_##name}
+
+static const struct quant_traits traits[GGUF_TYPE_COUNT] = {
+    ROW(F32, f32),
+    ROW(F16, f16),
+    ROW(BF16, bf16),
+    QROW(Q4_0, q4_0),
+    QROW(Q4_1, q4_1),
+    QROW(Q5_0, q5_0),
+    QROW(Q5_1, q5_1),
+    QROW(Q8_0, q8_0),
+    QROW(Q2_K, q2_k),
+    QROW(Q3_K, q3_k),
+    QROW(Q4_K, q4_k),
+    QROW(Q5_K, q5_k),
+    QROW(Q6_K, q6_k),
+    QROW(IQ4_NL, iq4_nl),
+    QROW(IQ4_XS, iq4_xs),
+};
+
+const struct quant_traits *quant_traits_get(uint32_t t)
+{
+    if (t >= GGUF_TYPE_COUNT || traits[t].to_float == NULL) return NULL;
+    return &traits[t];
+}

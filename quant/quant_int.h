@@ -1,0 +1,144 @@
+/*
+ * quant/quant_int.h — internals shared by the quant/ sources (and its tests):
+ * block geometry, ggml's rounding helper, and the scale searches every
+ * quantizer is built from (shared/docs/formats.md §2.4, §4.2).
+ *
+ * Bit-exactness rules (formats.md §2.3), which every function here and in
+ * quant_*.c follows: each float operation is one IEEE binary32 operation in
+ * the order ggml writes it (the build passes -ffp-contract=off, so a*b+c is
+ * never fused), sums run sequentially in index order, products associate
+ * left to right, and where ggml divides we divide and where it multiplies by
+ * a stored reciprocal we do that.
+ *
+ * Robustness: none of these functions has undefined behaviour on any float
+ * input (NaN, Inf, huge values): float-to-int conversions go through
+ * quant__nint (a bit trick, defined for every input) or through clamped
+ * casts. For such inputs the bytes are deterministic but meaningless — as in
+ * ggml, whose debug build would assert there.
+ */
+#ifndef MW_QUANT_INT_H
+#define MW_QUANT_INT_H
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quant.h"
+
+#define QUANT_QK_K 256    /* k-quant super-block */
+#define QUANT_QK_LEG 32   /* legacy / IQ4_NL block */
+#define QUANT_GROUP_EPS 1e-15f /* ggml's GROUP_MAX_EPS: "all zero" below this */
+
+/* The 16 IQ4_NL / IQ4_XS levels (formats.md §3.5). */
+extern const int8_t quant__iq4_values[16];
+
+/* ggml's nearest_int: add 1.5*2^23 in f32 and read the low mantissa bits.
+ * Round half to even for |v| <= 4194303; defined (garbage) elsewhere. */
+static inline int quant__nint(float v)
+{
+    const float t = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &t, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static inline int quant__clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
+
+/* The element of x[0..n) with the largest |x|, scanning from 0 and replacing
+ * only on strictly greater (first of equal maxima wins); *amax gets |it|.
+ * Returns the signed value (0 when all are zero). */
+static inline float quant__absmax(const float *x, int n, float *amax)
+{
+    float m = 0.0f, a = 0.0f;
+    for (int i = 0; i < n; i++) {
+        const float ax = fabsf(x[i]);
+        if (ax > a) {
+            a = ax;
+            m = x[i];
+        }
+    }
+    *amax = a;
+    return m;
+}
+
+/* f32 little-endian f16 store/load of a block field. */
+static inline void quant__put_f16(uint8_t *p, float v) { mw_put_le16(p, mw_f32_to_f16(v)); }
+static inline float quant__get_f16(const uint8_t *p) { return mw_f16_to_f32(mw_le16(p)); }
+
+// --- searches (quant_search.c; formats.md §4.2) ---
+
+/* make_qx_quants with rmse_type 1: symmetric levels l in [-nmax, nmax-1],
+ * stored as L = l + nmax (L = 0 for an all-zero group). w = per-element
+ * weights, or NULL for x^2. Returns the scale. n <= 32. */
+float quant__make_qx(int n, int nmax, const float *x, int8_t *L, const float *w);
+
+/* make_q3_quants with do_rmse: weights x^2, coordinate descent. L = l + nmax
+ * (0 for an all-zero group). n <= 32. */
+float quant__make_q3(int n, int nmax, const float *x, int8_t *L);
+
+/* Parameters of ggml's make_qkx2_quants / make_qkx3_quants (asymmetric
+ * x ~ scale*L + min with L in 0..nmax). */
+struct quant_qkx {
+    float rmin, rdelta; /* candidate iscales (rmin + rdelta*t + nmax)/(max-min) */
+    int nstep;          /* t = 0..nstep */
+    bool use_mad;       /* error |e| instead of e^2 */
+    bool v3;            /* qkx3: degenerate when max <= min (qkx2: max == min) */
+};
+/* Returns the scale; *neg_min = -min >= 0. w: n weights (required). n <= 32. */
+float quant__make_qkx(const struct quant_qkx *p, int n, int nmax, const float *x, const float *w,
+                      uint8_t *L, float *neg_min);
+
+/* make_qp_quants: non-negative x, levels 0..nmax, weighted, with a final
+ * coordinate descent. Returns the scale. */
+float quant__make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w);
+
+/* ggml's best_index_int8 over quant__iq4_values: index of the level nearest v
+ * (ties to the upper one). */
+int quant__iq4_index(float v);
+
+// --- packing helpers (quant_search.c) ---
+
+/* Nibble-pair packing of one 32-element block (legacy types, IQ4_NL): qs[j]
+ * = L[j] & 15 | (L[j+16] & 15) << 4 (formats.md §3.3). */
+void quant__pack_nibbles32(const uint8_t *L, uint8_t *qs);
+/* The 5th bits of the same block as ggml's little-endian u32 qh. */
+uint32_t quant__qh32(const uint8_t *L);
+
+/* 2-bit planes of a 256 super-block (Q2_K, Q3_K): 64 bytes. L values < 4. */
+void quant__pack_2bit(const uint8_t *L, uint8_t *qs);
+
+/* The 12-byte 6-bit scale/min packing of Q4_K/Q5_K (formats.md §3.4). */
+void quant__k4_scales_put(uint8_t *q, const uint8_t *ls, const uint8_t *lm);
+void quant__k4_scales_get(int j, const uint8_t *q, uint8_t *sc, uint8_t *m);
+
+// --- per-family entry points, referenced from the traits table ---
+
+void quant__to_float_q4_0(const void *b, float *y, uint64_t n);
+void quant__to_float_q4_1(const void *b, float *y, uint64_t n);
+void quant__to_float_q5_0(const void *b, float *y, uint64_t n);
+void quant__to_float_q5_1(const void *b, float *y, uint64_t n);
+void quant__to_float_q8_0(const void *b, float *y, uint64_t n);
+void quant__from_float_q4_0(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_q4_1(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_q5_0(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_q5_1(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_q8_0(const float *x, void *b, uint64_t n, const float *qw);
+
+void quant__to_float_q2_k(const void *b, float *y, uint64_t n);
+void quant__to_float_q3_k(const void *b, float *y, uint64_t n);
+void quant__to_float_q4_k(const void *b, float *y, uint64_t n);
+void quant__to_float_q5_k(const void *b, float *y, uint64_t n);
+void quant__to_float_q6_k(const void *b, float *y, uint64_t n);
+void quant__from_float_q2_k(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_q3_k(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_q4_k(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_q5_k(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_q6_k(const float *x, void *b, uint64_t n, const float *qw);
+
+void quant__to_float_iq4_nl(const void *b, float *y, uint64_t n);
+void quant__to_float_iq4_xs(const void *b, float *y, uint64_t n);
+void quant__from_float_iq4_nl(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_iq4_xs(const float *x, void *b, uint64_t n, const float *qw);
+
+#endif /* MW_QUANT_INT_H */

@@ -1,0 +1,598 @@
+/*
+ * quant/quant_preset.c — llama-quantize's presets (file types) and its
+ * per-tensor type choice: which tensors are quantized, the per-category
+ * rules of each file type, --pure, the user overrides and the row-length
+ * fallback (shared/docs/formats.md §5, §8; llama.cpp src/llama-quant.cpp at
+ * the pinned commit 80fb11ac: tensor_allows_quantization,
+ * llama_tensor_get_type, llama_tensor_get_type_impl, tensor_type_fallback).
+ *
+ * The rules are a port, branch for branch, of llama_tensor_get_type_impl for
+ * the file types memwall offers (the branches of the other file types are
+ * mutually exclusive with these by file type, so leaving them out changes
+ * nothing). Two pieces of state cross tensors, as in llama.cpp: the running
+ * count of attn_v-like tensors and of ffn_down tensors that went through the
+ * rules (tensors with a manual override do not advance them).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "quant.h"
+
+#include <ctype.h>
+#include <limits.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+// --- presets ---
+
+/* llama_ftype values (formats.md §8.1) */
+enum {
+    FT_Q4_0 = 2,
+    FT_Q4_1 = 3,
+    FT_Q8_0 = 7,
+    FT_Q5_0 = 8,
+    FT_Q5_1 = 9,
+    FT_Q2_K = 10,
+    FT_Q3_K_S = 11,
+    FT_Q3_K_M = 12,
+    FT_Q3_K_L = 13,
+    FT_Q4_K_S = 14,
+    FT_Q4_K_M = 15,
+    FT_Q5_K_S = 16,
+    FT_Q5_K_M = 17,
+    FT_Q6_K = 18,
+    FT_IQ4_NL = 25,
+};
+
+static const struct quant_preset presets[] = {
+    {"Q8_0", FT_Q8_0, GGUF_TYPE_Q8_0},       {"Q6_K", FT_Q6_K, GGUF_TYPE_Q6_K},
+    {"Q5_K_M", FT_Q5_K_M, GGUF_TYPE_Q5_K},   {"Q5_K_S", FT_Q5_K_S, GGUF_TYPE_Q5_K},
+    {"Q4_K_M", FT_Q4_K_M, GGUF_TYPE_Q4_K},   {"Q4_K_S", FT_Q4_K_S, GGUF_TYPE_Q4_K},
+    {"Q4_0", FT_Q4_0, GGUF_TYPE_Q4_0},       {"Q3_K_L", FT_Q3_K_L, GGUF_TYPE_Q3_K},
+    {"Q3_K_M", FT_Q3_K_M, GGUF_TYPE_Q3_K},   {"Q3_K_S", FT_Q3_K_S, GGUF_TYPE_Q3_K},
+    {"Q2_K", FT_Q2_K, GGUF_TYPE_Q2_K},       {"Q5_1", FT_Q5_1, GGUF_TYPE_Q5_1},
+    {"Q5_0", FT_Q5_0, GGUF_TYPE_Q5_0},       {"Q4_1", FT_Q4_1, GGUF_TYPE_Q4_1},
+    {"IQ4_NL", FT_IQ4_NL, GGUF_TYPE_IQ4_NL},
+};
+#define N_PRESETS (sizeof presets / sizeof presets[0])
+
+const struct quant_preset *quant_preset_find(const char *name)
+{
+    if (!name) return NULL;
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (strcasecmp(presets[i].name, name) == 0) return &presets[i];
+    return NULL;
+}
+
+const struct quant_preset *quant_preset_at(size_t i) { return i < N_PRESETS ? &presets[i] : NULL; }
+
+// --- model info ---
+
+static enum mw_status get_u32_opt(const struct gguf_file *f, const char *key, bool array_ok,
+                                  uint32_t *out, bool *found, struct mw_err *err)
+{
+    *found = false;
+    const int64_t k = gguf_kv_find(f, key);
+    if (k < 0) return MW_OK;
+    const struct gguf_value *v = gguf_kv_value(f, (uint64_t)k);
+    struct gguf_value e;
+    const struct gguf_value *s = v;
+    if (v->type == GGUF_VT_ARRAY && array_ok) {
+        /* per-layer arrays (some architectures): llama.cpp's n_head() is layer 0's */
+        if (!gguf_value_elem(v, 0, &e)) {
+            mw_err_set_path(err, gguf_path(f));
+            mw_err_set_where(err, "key '%s'", key);
+            return MW_FAIL(err, MW_E_FORMAT, gguf_kv_off(f, (uint64_t)k), "empty array");
+        }
+        s = &e;
+    }
+    uint64_t u;
+    if (s->type == GGUF_VT_ARRAY || s->type == GGUF_VT_STRING || s->type == GGUF_VT_BOOL ||
+        s->type == GGUF_VT_F32 || s->type == GGUF_VT_F64 || !gguf_value_as_u64(s, &u) ||
+        u > UINT32_MAX) {
+        mw_err_set_path(err, gguf_path(f));
+        mw_err_set_where(err, "key '%s'", key);
+        return MW_FAIL(err, MW_E_FORMAT, gguf_kv_off(f, (uint64_t)k),
+                       "expected an unsigned 32-bit integer, found %s", gguf_vtype_name(s->type));
+    }
+    *out = (uint32_t)u;
+    *found = true;
+    return MW_OK;
+}
+
+enum mw_status quant_model_info_from_gguf(const struct gguf_file *f, struct quant_model_info *out,
+                                          struct mw_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const char *arch;
+    uint64_t len;
+    enum mw_status s = gguf_get_str(f, "general.architecture", &arch, &len, err);
+    if (s != MW_OK) return s == MW_E_VALUE ? MW_E_FORMAT : s;
+    if (len == 0 || len >= sizeof out->arch || memchr(arch, 0, (size_t)len)) {
+        mw_err_set_path(err, gguf_path(f));
+        mw_err_set_where(err, "key 'general.architecture'");
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "architecture name of %llu bytes",
+                       (unsigned long long)len);
+    }
+    memcpy(out->arch, arch, (size_t)len);
+    out->arch[len] = 0;
+
+    char key[96];
+    bool found;
+    snprintf(key, sizeof key, "%s.block_count", out->arch);
+    if ((s = get_u32_opt(f, key, false, &out->n_layer, &found, err)) != MW_OK) return s;
+    if (!found) {
+        mw_err_set_path(err, gguf_path(f));
+        mw_err_set_where(err, "key '%s'", key);
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                       "missing (the type rules need the layer count)");
+    }
+    snprintf(key, sizeof key, "%s.attention.head_count", out->arch);
+    if ((s = get_u32_opt(f, key, true, &out->n_head, &found, err)) != MW_OK) return s;
+    snprintf(key, sizeof key, "%s.attention.head_count_kv", out->arch);
+    if ((s = get_u32_opt(f, key, true, &out->n_head_kv, &found, err)) != MW_OK) return s;
+    if (!found) out->n_head_kv = out->n_head;
+    snprintf(key, sizeof key, "%s.expert_count", out->arch);
+    if ((s = get_u32_opt(f, key, false, &out->n_expert, &found, err)) != MW_OK) return s;
+    return MW_OK;
+}
+
+// --- tensor order ---
+
+/* sscanf(name, "blk.%d.", &layer) as llama_model_loader's comparator uses
+ * it: the layer stays -1 unless "blk." is followed by an integer (leading
+ * white space and a sign allowed; the '.' after it is not checked). */
+static int layer_of(const char *name)
+{
+    if (strncmp(name, "blk.", 4) != 0) return -1;
+    const char *p = name + 4;
+    while (isspace((unsigned char)*p)) p++;
+    bool neg = false;
+    if (*p == '+' || *p == '-') neg = *p++ == '-';
+    if (!isdigit((unsigned char)*p)) return -1;
+    long long v = 0;
+    while (isdigit((unsigned char)*p)) {
+        if (v < (long long)INT_MAX + 1) v = v * 10 + (*p - '0');
+        p++;
+    }
+    if (neg) v = -v;
+    if (v > INT_MAX) v = INT_MAX; /* out of range for %d: clamp (glibc's strtol-like behaviour) */
+    if (v < INT_MIN) v = INT_MIN;
+    return (int)v;
+}
+
+int quant_tensor_name_cmp(const char *a, const char *b)
+{
+    const int la = layer_of(a), lb = layer_of(b);
+    if (la != lb) return la < lb ? -1 : 1;
+    return strcmp(a, b); /* std::string operator<: bytewise, as unsigned char */
+}
+
+// --- overrides ---
+
+struct quant_override {
+    char *spec;
+    regex_t re;
+    uint32_t type;
+};
+
+struct quant_overrides {
+    uint64_t n, cap;
+    struct quant_override *v;
+};
+
+enum mw_status quant_overrides_add(struct quant_overrides **ovp, const char *spec,
+                                   struct mw_err *err)
+{
+    const char *eq = spec ? strchr(spec, '=') : NULL;
+    if (!eq)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "type override '%s' is not REGEX=TYPE", spec ? spec : "");
+    if (eq == spec)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "type override '%s': empty REGEX", spec);
+    if (eq[1] == 0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "type override '%s': empty TYPE", spec);
+    const int t = gguf_type_from_name(eq + 1);
+    const struct gguf_type_info *ti = t >= 0 ? gguf_type_get((uint32_t)t) : NULL;
+    if (!ti || !ti->name)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "type override '%s': unknown type '%s'",
+                       spec, eq + 1);
+
+    struct quant_overrides *ov = *ovp;
+    if (!ov) {
+        ov = calloc(1, sizeof *ov);
+        if (!ov) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        *ovp = ov;
+    }
+    if (ov->n == ov->cap) {
+        const uint64_t cap = ov->cap ? ov->cap * 2 : 4;
+        struct quant_override *v = realloc(ov->v, (size_t)cap * sizeof *v);
+        if (!v) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        ov->v = v;
+        ov->cap = cap;
+    }
+    const size_t plen = (size_t)(eq - spec);
+    char *pat = malloc(plen + 1);
+    char *dup = strdup(spec);
+    if (!pat || !dup) {
+        free(pat);
+        free(dup);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    }
+    for (size_t i = 0; i < plen; i++) pat[i] = (char)tolower((unsigned char)spec[i]);
+    pat[plen] = 0;
+    struct quant_override *o = &ov->v[ov->n];
+    const int rc = regcomp(&o->re, pat, REG_EXTENDED | REG_NOSUB);
+    if (rc != 0) {
+        char msg[128];
+        regerror(rc, &o->re, msg, sizeof msg);
+        free(pat);
+        free(dup);
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "type override '%s': bad regex: %s",
+                       spec, msg);
+    }
+    free(pat);
+    o->spec = dup;
+    o->type = (uint32_t)t;
+    ov->n++;
+    return MW_OK;
+}
+
+void quant_overrides_free(struct quant_overrides *ov)
+{
+    if (!ov) return;
+    for (uint64_t i = 0; i < ov->n; i++) {
+        regfree(&ov->v[i].re);
+        free(ov->v[i].spec);
+    }
+    free(ov->v);
+    free(ov);
+}
+
+uint64_t quant_overrides_count(const struct quant_overrides *ov) { return ov ? ov->n : 0; }
+
+const char *quant_overrides_spec(const struct quant_overrides *ov, uint64_t i)
+{
+    return ov && i < ov->n ? ov->v[i].spec : NULL;
+}
+
+/* First override whose regex matches name, or NULL. */
+static const struct quant_override *override_for(const struct quant_overrides *ov,
+                                                 const char *name)
+{
+    if (!ov) return NULL;
+    for (uint64_t i = 0; i < ov->n; i++)
+        if (regexec(&ov->v[i].re, name, 0, NULL, 0) == 0) return &ov->v[i];
+    return NULL;
+}
+
+// --- which tensors are quantized (tensor_allows_quantization) ---
+
+/* ggml_n_dims: dimensions up to the last one larger than 1 (at least 1). */
+static uint32_t n_dims_eff(const struct quant_tensor_desc *t)
+{
+    for (uint32_t i = GGUF_MAX_DIMS; i > 1; i--)
+        if (t->ne[i - 1] > 1) return i;
+    return 1;
+}
+
+static bool has(const char *name, const char *sub) { return strstr(name, sub) != NULL; }
+
+bool quant_tensor_is_quantizable(const struct quant_tensor_desc *t, bool leave_output)
+{
+    if (n_dims_eff(t) < 2) return false;
+    const char *name = t->name;
+    const size_t len = strlen(name);
+    /* name.rfind("weight") == name.size() - 6: true for names ending in
+     * "weight" — and, through size_t wrap-around (npos == 5 - 6), for every
+     * 5-byte name. Reproduced as it is. */
+    bool q = (len >= 6 && strcmp(name + len - 6, "weight") == 0) || len == 5;
+    q = q && !has(name, "_norm.weight");
+    q = q && !(leave_output && strcmp(name, "output.weight") == 0);
+    static const char *const skip[] = {
+        "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel",
+        "per_layer_model_proj", "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight",
+        "indexer.q_proj.weight", "time_mix_first.weight", "time_mix_w0.weight",
+        "time_mix_w1.weight", "time_mix_w2.weight", "time_mix_v0.weight", "time_mix_v1.weight",
+        "time_mix_v2.weight", "time_mix_a0.weight", "time_mix_a1.weight", "time_mix_a2.weight",
+        "time_mix_g1.weight", "time_mix_g2.weight", "time_mix_decay_w1.weight",
+        "time_mix_decay_w2.weight", "time_mix_lerp_fused.weight", "attn_rel_b.weight",
+        ".position_embd", "sam.pos_embd", "sam.neck.", "sam.net_", ".rel_pos", ".patch_embd",
+        ".patch_merger", "a.rvq.codebook", "mm.a.code_embd",
+    };
+    for (size_t i = 0; q && i < sizeof skip / sizeof skip[0]; i++) q = !has(name, skip[i]);
+    /* LLM_TN(arch)(LLM_TENSOR_POS_EMBD / TOKEN_TYPES, "weight") */
+    q = q && strcmp(name, "position_embd.weight") != 0 && strcmp(name, "token_types.weight") != 0;
+    return q;
+}
+
+// --- categories ---
+
+enum cat {
+    CAT_TOKEN_EMBD,
+    CAT_ATTN_Q,
+    CAT_ATTN_V,
+    CAT_ATTN_K,
+    CAT_ATTN_QKV,
+    CAT_ATTN_KV_B,
+    CAT_ATTN_OUTPUT,
+    CAT_FFN_UP,
+    CAT_FFN_GATE,
+    CAT_FFN_DOWN,
+    CAT_OUTPUT,
+    CAT_OTHER
+};
+
+static enum cat category(const char *name)
+{
+    if (strcmp(name, "output.weight") == 0) return CAT_OUTPUT;
+    if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "per_layer_token_embd.weight") == 0)
+        return CAT_TOKEN_EMBD;
+    if (has(name, "attn_qkv.weight")) return CAT_ATTN_QKV;
+    if (has(name, "attn_kv_b.weight")) return CAT_ATTN_KV_B;
+    if (has(name, "attn_v.weight")) return CAT_ATTN_V;
+    if (has(name, "attn_k.weight")) return CAT_ATTN_K;
+    if (has(name, "attn_q.weight")) return CAT_ATTN_Q;
+    if (has(name, "attn_output.weight")) return CAT_ATTN_OUTPUT;
+    if (has(name, "ffn_up")) return CAT_FFN_UP;
+    if (has(name, "ffn_gate")) return CAT_FFN_GATE;
+    if (has(name, "ffn_down")) return CAT_FFN_DOWN;
+    return CAT_OTHER;
+}
+
+static bool cat_is_attn_v(enum cat c)
+{
+    return c == CAT_ATTN_V || c == CAT_ATTN_QKV || c == CAT_ATTN_KV_B;
+}
+
+// --- the rules ---
+
+struct state {
+    const struct quant_model_info *m;
+    const struct quant_rules *r;
+    int n_attention_wv, i_attention_wv;
+    int n_ffn_down, i_ffn_down;
+    bool tied;    /* no output.weight: token_embd doubles as the output */
+    bool is_70b;  /* llama.cpp's LLM_TYPE_70B */
+    bool falcon;
+    uint32_t gqa; /* n_gqa(): n_head / n_head_kv, 0 when n_head_kv is 0 */
+};
+
+static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+static uint32_t blck(uint32_t t)
+{
+    const struct gguf_type_info *ti = gguf_type_get(t);
+    return ti && ti->blck ? ti->blck : 1;
+}
+
+static bool is_quantized_type(uint32_t t)
+{
+    /* ggml_is_quantized: every type except the plain float/int ones */
+    switch (t) {
+    case GGUF_TYPE_F32: case GGUF_TYPE_F16: case GGUF_TYPE_BF16: case GGUF_TYPE_F64:
+    case GGUF_TYPE_I8: case GGUF_TYPE_I16: case GGUF_TYPE_I32: case GGUF_TYPE_I64:
+        return false;
+    default:
+        return true;
+    }
+}
+
+/* layer_info(): for MoE models the layer comes from the name. */
+static enum mw_status layer_info(const struct state *st, const char *name, int counter, int *i_layer,
+                                 struct mw_err *err)
+{
+    *i_layer = counter;
+    if (st->m->n_expert > 1) {
+        const int l = layer_of(name);
+        if (strncmp(name, "blk.", 4) != 0 || l == -1) {
+            mw_err_set_where(err, "tensor '%s'", name);
+            return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "cannot determine the layer");
+        }
+        if (l < 0 || l >= (int)st->m->n_layer) {
+            mw_err_set_where(err, "tensor '%s'", name);
+            return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "layer %d outside [0, %u)", l,
+                           st->m->n_layer);
+        }
+        *i_layer = l;
+    }
+    return MW_OK;
+}
+
+/* llama_tensor_get_type_impl for the file types in presets[]. */
+static enum mw_status rules(struct state *st, const struct quant_tensor_desc *t, enum cat c,
+                            uint32_t *type, struct mw_err *err)
+{
+    const uint32_t ft = st->r->preset->ftype;
+    const uint32_t n_expert = st->m->n_expert;
+    uint32_t nt = *type;
+
+    if (c == CAT_OUTPUT || (st->tied && c == CAT_TOKEN_EMBD)) {
+        if (st->r->output_type >= 0) {
+            nt = (uint32_t)st->r->output_type;
+        } else if (st->falcon || t->ne[0] % blck(nt) != 0) {
+            nt = GGUF_TYPE_Q8_0;
+        } else if (nt != GGUF_TYPE_Q8_0) {
+            nt = GGUF_TYPE_Q6_K;
+        }
+    } else if (c == CAT_TOKEN_EMBD) {
+        if (st->r->token_embd_type >= 0) nt = (uint32_t)st->r->token_embd_type;
+    } else if (cat_is_attn_v(c)) {
+        if (ft == FT_Q2_K) nt = st->gqa >= 4 ? GGUF_TYPE_Q4_K : GGUF_TYPE_Q3_K;
+        else if (ft == FT_Q3_K_M) nt = st->i_attention_wv < 2 ? GGUF_TYPE_Q5_K : GGUF_TYPE_Q4_K;
+        else if (ft == FT_Q3_K_L) nt = GGUF_TYPE_Q5_K;
+        else if (ft == FT_IQ4_NL && st->gqa >= 4) nt = GGUF_TYPE_Q5_K;
+        else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) &&
+                 use_more_bits(st->i_attention_wv, st->n_attention_wv))
+            nt = GGUF_TYPE_Q6_K;
+        else if (ft == FT_Q4_K_S && st->i_attention_wv < 4) nt = GGUF_TYPE_Q5_K;
+        if (st->is_70b && (nt == GGUF_TYPE_Q3_K || nt == GGUF_TYPE_Q4_K)) nt = GGUF_TYPE_Q5_K;
+        if (n_expert == 8) nt = GGUF_TYPE_Q8_0;
+        ++st->i_attention_wv;
+    } else if (c == CAT_ATTN_K) {
+        if (n_expert == 8) nt = GGUF_TYPE_Q8_0;
+    } else if (c == CAT_ATTN_Q) {
+        /* only IQ3 file types change attn_q */
+    } else if (c == CAT_FFN_DOWN) {
+        int il;
+        enum mw_status s = layer_info(st, t->name, st->i_ffn_down, &il, err);
+        if (s != MW_OK) return s;
+        const int n = st->n_ffn_down;
+        if (ft == FT_Q2_K) {
+            nt = GGUF_TYPE_Q3_K;
+        } else if (ft == FT_Q3_K_M) {
+            nt = il < n / 16 ? GGUF_TYPE_Q5_K
+                 : (!st->falcon || use_more_bits(il, n)) ? GGUF_TYPE_Q4_K
+                                                          : GGUF_TYPE_Q3_K;
+        } else if (ft == FT_Q3_K_L) {
+            nt = st->falcon ? GGUF_TYPE_Q4_K : GGUF_TYPE_Q5_K;
+        } else if (ft == FT_Q4_K_M) {
+            if (st->falcon)
+                nt = il < n / 16 ? GGUF_TYPE_Q6_K
+                     : use_more_bits(il, n) ? GGUF_TYPE_Q5_K
+                                            : GGUF_TYPE_Q4_K;
+            else if (use_more_bits(il, n))
+                nt = GGUF_TYPE_Q6_K;
+        } else if (il < n / 8 && ft == FT_IQ4_NL && !st->r->has_imatrix) {
+            nt = GGUF_TYPE_Q5_K;
+        } else if (ft == FT_Q5_K_M && use_more_bits(il, n)) {
+            nt = GGUF_TYPE_Q6_K;
+        } else if (ft == FT_Q4_K_S && !st->falcon && il < n / 8) {
+            nt = GGUF_TYPE_Q5_K;
+        } else if ((ft == FT_Q4_0 || ft == FT_Q5_0) && st->r->has_imatrix && il < n / 8) {
+            /* llama.cpp: guard the first ffn_down layers, only with an imatrix */
+            nt = ft == FT_Q4_0 ? GGUF_TYPE_Q4_1 : GGUF_TYPE_Q5_1;
+        }
+        ++st->i_ffn_down;
+    } else if (c == CAT_ATTN_OUTPUT) {
+        if (!st->falcon) {
+            if (n_expert == 8) {
+                if (ft == FT_Q2_K || ft == FT_Q3_K_S || ft == FT_Q3_K_M || ft == FT_IQ4_NL ||
+                    ft == FT_Q4_K_S || ft == FT_Q4_K_M)
+                    nt = GGUF_TYPE_Q5_K;
+            } else {
+                if (ft == FT_Q2_K) nt = GGUF_TYPE_Q3_K;
+                else if (ft == FT_Q3_K_M) nt = GGUF_TYPE_Q4_K;
+                else if (ft == FT_Q3_K_L) nt = GGUF_TYPE_Q5_K;
+            }
+        } else {
+            if (ft == FT_Q3_K_L) nt = GGUF_TYPE_Q4_K;
+        }
+    } else if (c == CAT_FFN_GATE || c == CAT_FFN_UP) {
+        /* only IQ3_XS changes them; the layer lookup still fails as
+         * llama.cpp's does on MoE tensors without a layer */
+        int il;
+        enum mw_status s = layer_info(st, t->name, 0, &il, err);
+        if (s != MW_OK) return s;
+    }
+    /* (attn_qkv is attn_v-like above; llama.cpp's separate branch for it is
+     * unreachable there too) */
+    *type = nt;
+    return MW_OK;
+}
+
+/* tensor_type_fallback: a type whose block does not divide the row length. */
+static enum mw_status fallback(const struct quant_tensor_desc *t, uint32_t want, uint32_t *out,
+                               struct mw_err *err)
+{
+    const uint64_t ncols = t->ne[0];
+    const uint32_t qk = blck(want);
+    *out = want;
+    if (ncols % qk == 0) return MW_OK;
+    uint32_t r;
+    switch (want) {
+    case GGUF_TYPE_IQ1_S: case GGUF_TYPE_IQ1_M: case GGUF_TYPE_IQ2_XXS: case GGUF_TYPE_IQ2_XS:
+    case GGUF_TYPE_IQ2_S: case GGUF_TYPE_IQ3_XXS: case GGUF_TYPE_IQ3_S: case GGUF_TYPE_IQ4_XS:
+        r = GGUF_TYPE_IQ4_NL;
+        break;
+    case GGUF_TYPE_Q2_0: case GGUF_TYPE_Q2_K: case GGUF_TYPE_Q3_K: case GGUF_TYPE_TQ1_0:
+    case GGUF_TYPE_TQ2_0:
+        r = GGUF_TYPE_Q4_0;
+        break;
+    case GGUF_TYPE_Q4_K: r = GGUF_TYPE_Q5_0; break;
+    case GGUF_TYPE_Q5_K: r = GGUF_TYPE_Q5_1; break;
+    case GGUF_TYPE_Q6_K: r = GGUF_TYPE_Q8_0; break;
+    default:
+        if (qk <= 32) {
+            r = want; /* becomes F16 below */
+            break;
+        }
+        mw_err_set_where(err, "tensor '%s'", t->name);
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "row length %llu is not a multiple of %u and type %s has no fallback",
+                       (unsigned long long)ncols, qk, gguf_type_get(want)->name);
+    }
+    if (ncols % blck(r) != 0) r = GGUF_TYPE_F16;
+    *out = r;
+    return MW_OK;
+}
+
+enum mw_status quant_choose_types(const struct quant_model_info *m,
+                                  const struct quant_tensor_desc *t, uint64_t n,
+                                  const struct quant_rules *r, struct quant_choice *out,
+                                  struct mw_err *err)
+{
+    if (!r->preset)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "no preset");
+    struct state st = {.m = m, .r = r, .tied = true};
+    st.falcon = strcmp(m->arch, "falcon") == 0;
+    st.gqa = m->n_head_kv ? m->n_head / m->n_head_kv : 0;
+    if (m->n_layer == 80) {
+        /* llama.cpp's model-size detection (src/models/<arch>.cpp) */
+        if (strcmp(m->arch, "llama") == 0)
+            st.is_70b = m->n_expert != 8 && m->n_head != m->n_head_kv;
+        else if (strcmp(m->arch, "qwen2") == 0 || strcmp(m->arch, "olmo") == 0 ||
+                 strcmp(m->arch, "deci") == 0)
+            st.is_70b = true;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        const enum cat c = category(t[i].name);
+        if (cat_is_attn_v(c)) st.n_attention_wv++;
+        if (c == CAT_OUTPUT) st.tied = false;
+    }
+    st.n_ffn_down = m->n_layer > INT_MAX ? INT_MAX : (int)m->n_layer;
+
+    const uint32_t dflt = r->preset->default_type;
+    for (uint64_t i = 0; i < n; i++) {
+        const struct quant_tensor_desc *ti = &t[i];
+        struct quant_choice *o = &out[i];
+        o->type = o->wanted = ti->type;
+        o->reason = QUANT_KEEP;
+        o->fallback = false;
+        if (!quant_tensor_is_quantizable(ti, r->leave_output)) continue;
+        const enum cat c = category(ti->name);
+        /* --token-embedding-type / --output-tensor-type: as given, no fallback */
+        if (r->token_embd_type >= 0 && c == CAT_TOKEN_EMBD &&
+            !(strcmp(ti->name, "per_layer_token_embd.weight") == 0 &&
+              override_for(r->overrides, ti->name))) {
+            o->type = o->wanted = (uint32_t)r->token_embd_type;
+            o->reason = QUANT_OVERRIDE;
+            continue;
+        }
+        if (r->output_type >= 0 && c == CAT_OUTPUT) {
+            o->type = o->wanted = (uint32_t)r->output_type;
+            o->reason = QUANT_OVERRIDE;
+            continue;
+        }
+        uint32_t nt = dflt;
+        o->reason = r->pure ? QUANT_PURE : QUANT_RULE;
+        o->wanted = dflt;
+        if (is_quantized_type(dflt)) {
+            const struct quant_override *ov = override_for(r->overrides, ti->name);
+            if (ov) {
+                nt = ov->type;
+                o->reason = QUANT_OVERRIDE;
+            } else if (!r->pure) {
+                enum mw_status s = rules(&st, ti, c, &nt, err);
+                if (s != MW_OK) return s;
+            }
+            o->wanted = nt;
+            enum mw_status s = fallback(ti, nt, &nt, err);
+            if (s != MW_OK) return s;
+            o->fallback = nt != o->wanted;
+        }
+        o->type = nt;
+    }
+    return MW_OK;
+}

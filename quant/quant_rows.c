@@ -1,0 +1,85 @@
+/*
+ * quant/quant_rows.c — quant_rows(): a matrix, row by row, over pthreads.
+ *
+ * Every row is quantized by the type's from_float alone (a pure function of
+ * that row and the imatrix), so splitting the rows into contiguous ranges,
+ * one per thread, gives the same bytes for every thread count. Scratch lives
+ * on each from_float's stack: nothing is allocated per row; the only
+ * allocation is the thread table, once per call.
+ */
+#include "quant_int.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+struct rows_job {
+    const struct quant_traits *qt;
+    const float *x;      /* (n_rows, n_per_row) f32, row-major */
+    const float *imatrix; /* n_per_row weights or NULL */
+    uint8_t *out;        /* (n_rows, row_bytes) */
+    uint64_t n_per_row, row_bytes;
+    uint64_t r0, r1;     /* rows [r0, r1) */
+};
+
+static void *rows_run(void *arg)
+{
+    const struct rows_job *j = arg;
+    for (uint64_t r = j->r0; r < j->r1; r++)
+        j->qt->from_float(j->x + r * j->n_per_row, j->out + r * j->row_bytes, j->n_per_row,
+                          j->imatrix);
+    return NULL;
+}
+
+enum mw_status quant_rows(uint32_t t, const float *x, uint64_t n_rows, uint64_t n_per_row,
+                          const float *imatrix, void *out, unsigned n_threads, struct mw_err *err)
+{
+    const struct quant_traits *qt = quant_traits_get(t);
+    const struct gguf_type_info *ti = gguf_type_get(t);
+    if (!qt || !qt->from_float || !ti || ti->blck == 0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "type %u cannot be quantized", t);
+    if (n_per_row == 0 || n_per_row % ti->blck != 0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "row length %llu is not a positive multiple of %s's block size %u",
+                       (unsigned long long)n_per_row, ti->name, ti->blck);
+    uint64_t row_bytes, total, elems;
+    if (!mw_mul_u64(n_per_row / ti->blck, ti->type_size, &row_bytes) ||
+        !mw_mul_u64(row_bytes, n_rows, &total) || !mw_mul_u64(n_per_row, n_rows, &elems) ||
+        total > (uint64_t)SIZE_MAX || elems > (uint64_t)SIZE_MAX / sizeof(float))
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "%llu rows of %llu: size overflows",
+                       (unsigned long long)n_rows, (unsigned long long)n_per_row);
+    if (n_rows == 0) return MW_OK;
+
+    uint64_t nt = n_threads ? n_threads : 1;
+    if (nt > n_rows) nt = n_rows;
+    struct rows_job *jobs = calloc((size_t)nt, sizeof *jobs);
+    pthread_t *tids = calloc((size_t)nt, sizeof *tids);
+    bool *started = calloc((size_t)nt, sizeof *started);
+    if (!jobs || !tids || !started) {
+        free(jobs);
+        free(tids);
+        free(started);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "quant_rows: %llu thread records",
+                       (unsigned long long)nt);
+    }
+    /* contiguous ranges; the first n_rows % nt get one row more */
+    const uint64_t base = n_rows / nt, extra = n_rows % nt;
+    for (uint64_t k = 0, r = 0; k < nt; k++) {
+        const uint64_t len = base + (k < extra ? 1 : 0);
+        jobs[k] = (struct rows_job){qt, x, imatrix, out, n_per_row, row_bytes, r, r + len};
+        r += len;
+    }
+    /* Thread 0's range runs on the caller. A range whose thread cannot be
+     * created runs on the caller too: the bytes do not depend on who
+     * quantizes a row. */
+    for (uint64_t k = 1; k < nt; k++)
+        started[k] = pthread_create(&tids[k], NULL, rows_run, &jobs[k]) == 0;
+    rows_run(&jobs[0]);
+    for (uint64_t k = 1; k < nt; k++) {
+        if (started[k]) pthread_join(tids[k], NULL);
+        else rows_run(&jobs[k]);
+    }
+    free(jobs);
+    free(tids);
+    free(started);
+    return MW_OK;
+}
