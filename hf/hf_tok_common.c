@@ -790,7 +790,7 @@ enum mw_status hf_tok_load(const char *hf_dir, struct hf_tok **out, struct mw_er
                             "tokenizer.json is not a byte-level BPE and there is no "
                             "tokenizer.model");
             else
-                s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE,
+                s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
                             "no tokenizer: neither tokenizer.json nor tokenizer.model");
             goto done;
         }

@@ -978,7 +978,7 @@ START_TEST(load_spm_dir)
     snprintf(mp, sizeof mp, "%s/tokenizer.model", dir);
     unlink(mp);
     mw_err_clear(&err);
-    ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_IO);
+    ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_FORMAT);
     rm_tree(dir);
     free(dir);
 }
