@@ -15,9 +15,3 @@ mw_shell_test(verify_truncation_sweep e2e/truncation_sweep.sh $<TARGET_FILE:mkgg
 mw_shell_test(verify_corruption_sweep e2e/corruption_sweep.sh $<TARGET_FILE:mkgguf>
               $<TARGET_FILE:corrupt_sweep>)
 
-# Under qemu-user here, a forked Check child hangs right after fork (seen with
-# qemu 7.2 on this host: the child spins after set_robust_list). Cross builds
-# therefore run these Check tests in-process; they keep no state between tests.
-if(CMAKE_CROSSCOMPILING)
-  set_property(TEST check_verify APPEND PROPERTY ENVIRONMENT CK_FORK=no)
-endif()
