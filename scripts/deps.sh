@@ -4,13 +4,16 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git zlib1g-dev libopenblas-dev libxxhash-dev xxhash
       libcjson-dev check clang libclang-rt-14-dev gcc-aarch64-linux-gnu
-      libc6-dev-arm64-cross qemu-user nodejs npm python3 time)
+      libc6-dev-arm64-cross qemu-user python3 time)
 arm64_pkgs=(check:arm64)
 
 missing=()
 for p in "${pkgs[@]}" "${arm64_pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# node/npm (for the llama.cpp peer): Debian's packages unless some node with
+# npm is already there (e.g. NodeSource's nodejs, which bundles npm).
+command -v npm >/dev/null 2>&1 || missing+=(nodejs npm)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 SUDO=""
