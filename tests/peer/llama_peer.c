@@ -208,7 +208,8 @@ static int variant_uses_amx(const char *file) /* pinned package: only this one *
 static void find_libdir(void)
 {
     Dl_info info;
-    if (!dladdr((void *)&llama_backend_init, &info) || !info.dli_fname)
+    union { void (*f)(void); void *p; } sym = {.f = llama_backend_init}; /* ISO C: no fn->obj cast */
+    if (!dladdr(sym.p, &info) || !info.dli_fname)
         die(EXIT_FAIL, "cannot locate libllama (dladdr failed)");
     char tmp[PATH_MAX];
     if (!realpath(info.dli_fname, tmp)) snprintf(tmp, sizeof tmp, "%s", info.dli_fname);
@@ -711,8 +712,8 @@ static int cmd_ppl(const char *model_path, const char *text_path, const struct p
         const double kl = k.sum_kld / (double)k.count;
         double var = k.sum_kld2 / (double)k.count - kl * kl;
         const double kl_unc = var > 0 && k.count > 10 ? sqrt(var / (double)(k.count - 1)) : 0;
-        printf("kld %.6f\n", kl);
-        printf("kld_unc %.6f\n", kl_unc);
+        printf("kld %.9f\n", kl);
+        printf("kld_unc %.9f\n", kl_unc);
         printf("kld_max %.6f\n", k.max_kld);
         printf("ppl_base %.6f\n", exp(k.sum_nll_base / (double)k.count));
         printf("same_top %.6f\n", (double)k.n_same_top / (double)k.count);

@@ -5,6 +5,7 @@
 #
 # Environment: MW_SHARED (default <repo>/../shared), MW_TMP (scratch dir),
 # MW_PEER_DIR (see setup.sh).
+# shellcheck disable=SC2015  # ok() always succeeds
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -32,8 +33,13 @@ field() { awk -v k="$1" '$1 == k { print $2; exit }'; }
 cpu=$("$peer" version | field cpu_backend)
 echo "peer: $peer (cpu backend $cpu)"
 # The AVX-512 variants without AMX reproduce anchors.md to the last digit;
-# other variants differ in the 6th significant digit (SIMD summation order).
-case $cpu in skylakex|cannonlake|cascadelake|icelake|cooperlake|zen4) tol=2e-8 ;; *) tol=2e-5 ;; esac
+# other variants (AVX2, SSE, AMX) differ: F16 in the 6th significant digit,
+# quantized files by up to ~3e-4 in ppl and ~2% in KLD (other dot-product
+# kernels and weight repacking), so the check is looser there.
+case $cpu in
+    skylakex|cannonlake|cascadelake|icelake|cooperlake|zen4) tol=2e-8; tolq=2e-8; tolk=0.01 ;;
+    *) tol=2e-5; tolq=5e-4; tolk=0.03 ;;
+esac
 
 # 1. loads, shape
 out=$("$peer" info "$F16") && [[ $(field n_vocab <<<"$out") == 4096 && $(field n_layer <<<"$out") == 8 ]] &&
@@ -61,7 +67,7 @@ size=$(stat -c %s "$tmp/q4km.gguf" 2>/dev/null)
 [[ $size == 5339584 ]] && ok "quantize Q4_K_M size $size" || bad "quantize Q4_K_M: size $size ($out)"
 out=$("$peer" ppl "$tmp/q4km.gguf" "$EVAL" --ctx 256 --bytes 60000 --kld-base "$tmp/f16.logits")
 ppl=$(field ppl <<<"$out"); kld=$(field kld <<<"$out")
-if [[ -n $kld ]] && near "$ppl" 58.304300 "$tol" && near "$kld" 0.001193 0.01; then
+if [[ -n $kld ]] && near "$ppl" 58.304300 "$tolq" && near "$kld" 0.001193 "$tolk"; then
     ok "Q4_K_M ppl $ppl kld $kld"
 else
     bad "Q4_K_M: $out"
@@ -72,7 +78,7 @@ if [[ -f $IMAT ]]; then
     "$peer" quantize --imatrix "$IMAT" "$F16" "$tmp/q4km-im.gguf" Q4_K_M >/dev/null
     out=$("$peer" ppl "$tmp/q4km-im.gguf" "$EVAL" --ctx 256 --bytes 60000 --kld-base "$tmp/f16.logits")
     ppl=$(field ppl <<<"$out"); kld=$(field kld <<<"$out")
-    if [[ -n $kld ]] && near "$ppl" 58.294455 "$tol" && near "$kld" 0.001137 0.01; then
+    if [[ -n $kld ]] && near "$ppl" 58.294455 "$tolq" && near "$kld" 0.001137 "$tolk"; then
         ok "Q4_K_M-im ppl $ppl kld $kld"
     else
         bad "Q4_K_M-im: $out"

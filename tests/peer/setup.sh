@@ -16,6 +16,7 @@
 #   MW_PEER_DIR   install location (default: <repo>/.peer, gitignored)
 #   MW_PEER_CC    C compiler (default: gcc, else cc)
 #   MW_PEER_FORCE=1  re-download and rebuild everything
+# shellcheck disable=SC2012  # ls on our own, fixed file names
 set -euo pipefail
 
 NLC_VERSION=3.21.1
@@ -69,7 +70,7 @@ STAMP_PKG=$PEER_DIR/.installed-$NLC_VERSION
 STAMP_HDR=$PEER_DIR/.headers-$LLAMA_COMMIT
 
 if [[ ${MW_PEER_FORCE:-0} == 1 ]]; then
-    rm -rf "$NM" "$INC" "$PEER_DIR/bin" \
+    rm -rf "${NM:?}" "${INC:?}" "${PEER_DIR:?}/bin" \
            "$PEER_DIR"/.installed-* "$PEER_DIR"/.headers-* "$PEER_DIR/tarballs"
 fi
 
@@ -111,7 +112,7 @@ if [[ ! -f $STAMP_PKG || ! -d $LIBDIR || ! -f $NLC/llama/gitRelease.bundle ]]; t
     mkdir -p "$NM/@node-llama-cpp"
     fetch_pkg "node-llama-cpp@$NLC_VERSION" "$NLC_INTEGRITY" "$NLC"
     fetch_pkg "@node-llama-cpp/linux-x64@$NLC_VERSION" "$NLC_X64_INTEGRITY" "$X64"
-    # keep a package.json that records what is installed (for `npm ls`)
+    # record what is installed (pinned versions; dependencies deliberately not installed)
     cat >"$PEER_DIR/package.json" <<EOF
 {
   "name": "memwall-llama-peer",
@@ -163,6 +164,7 @@ rel_libdir=${LIBDIR#"$PEER_DIR"/}
 CFLAGS=(-std=c11 -O2 -g -Wall -Wextra -Wshadow -Wvla -Wformat=2 -fno-fast-math -ffp-contract=off)
 DEFS=(-DPEER_NLC_VERSION="\"$NLC_VERSION\"" -DPEER_LLAMA_COMMIT="\"$LLAMA_COMMIT\""
       -DPEER_LIBDIR_REL="\"$rel_libdir\"")
+# shellcheck disable=SC2054  # the commas belong to -Wl,
 LDFLAGS=("$LIBLLAMA" "$LIBGGML" "$LIBGGMLBASE" "-Wl,-rpath,\$ORIGIN/../$rel_libdir"
          -Wl,--enable-new-dtags -ldl -lm)
 sig=$( { cat "$SRC" "${BASH_SOURCE[0]}"; "$CC" --version 2>/dev/null | head -n1;
