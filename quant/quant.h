@@ -22,10 +22,15 @@ struct quant_traits {
     void (*to_float)(const void *blocks, float *out, uint64_t n);
     /* Quantize ONE WHOLE ROW of n elements (n a multiple of the block size;
      * some ggml types derive statistics from the whole row) into blocks,
-     * byte-identical to ggml's quantize_row_*_ref (imatrix == NULL) or
-     * ggml's quantize_* with quant_weights (imatrix != NULL: n per-column
-     * importance weights, as llama-quantize passes them). Pure function:
-     * thread-safe, no allocation. NULL when the type cannot be produced. */
+     * byte-identical to what ggml_quantize_chunk (llama-quantize) writes:
+     * imatrix == NULL: quantize_row_*_ref (for IQ4_NL/IQ4_XS the full
+     * 15-candidate search that quantize_iq4_* runs); imatrix != NULL: n
+     * per-column importance weights, ggml's quantize_* with quant_weights
+     * (ignored by F32/F16/BF16/Q8_0). Any float input is accepted: NaN,
+     * Inf and huge values never cause undefined behaviour (the bytes then
+     * match gcc x86-64 builds of ggml, where ggml's own casts are undefined).
+     * Pure function: thread-safe, no allocation. NULL when the type cannot
+     * be produced. */
     void (*from_float)(const float *x, void *blocks, uint64_t n, const float *imatrix);
 };
 
@@ -39,6 +44,36 @@ const struct quant_traits *quant_traits_get(uint32_t t);
  * quantizable, row length not a multiple of the block size), MW_E_NOMEM. */
 enum mw_status quant_rows(uint32_t t, const float *x, uint64_t n_rows, uint64_t n_per_row,
                           const float *imatrix, void *out, unsigned n_threads, struct mw_err *err);
+
+enum quant_mode {
+    /* ggml's algorithms, byte for byte (what quant_rows does). */
+    QUANT_MODE_GGML = 0,
+    /* Per block, the lowest-error of ggml's result and of ggml's searches
+     * run with other weightings (with an imatrix: none, uniform, sqrt and
+     * square of the imatrix; without: uniform weights). The error is
+     * sum imatrix[i] * (x[i] - deq[i])^2 over the block (sum (x - deq)^2
+     * without imatrix), so the result is never worse than QUANT_MODE_GGML
+     * by that measure, block by block; ties keep ggml's bytes. The blocks
+     * are ordinary blocks of type t. About 2-5x slower. Deterministic and
+     * thread-count independent like quant_rows. */
+    QUANT_MODE_BEST = 1,
+};
+
+/* quant_rows with a choice of mode. Errors: those of quant_rows, MW_E_USAGE
+ * for an unknown mode. Allocates per-thread scratch once per call. */
+enum mw_status quant_rows_mode(uint32_t t, enum quant_mode mode, const float *x, uint64_t n_rows,
+                               uint64_t n_per_row, const float *imatrix, void *out,
+                               unsigned n_threads, struct mw_err *err);
+
+/* One row in QUANT_MODE_BEST, for callers that run their own threads:
+ * quantize the n floats x into out (one row of type t) using scratch, a
+ * buffer of quant_row_best_scratch(t, n) bytes aligned for double (malloc's
+ * alignment) that the call overwrites. Thread-safe with distinct scratch;
+ * no allocation. quant_row_best_scratch returns 0 when t cannot be
+ * quantized (or the size overflows). */
+size_t quant_row_best_scratch(uint32_t t, uint64_t n);
+void quant_row_best(uint32_t t, const float *x, void *out, uint64_t n, const float *imatrix,
+                    void *scratch);
 
 /* --- presets, imatrix, quantize pipeline --- */
 /*

@@ -30,8 +30,10 @@
 #define QUANT_QK_LEG 32   /* legacy / IQ4_NL block */
 #define QUANT_GROUP_EPS 1e-15f /* ggml's GROUP_MAX_EPS: "all zero" below this */
 
-/* The 16 IQ4_NL / IQ4_XS levels (formats.md §3.5). */
+/* The 16 IQ4_NL / IQ4_XS levels (formats.md §3.5), as ggml's int8 table and
+ * as the floats every computation converts them to. */
 extern const int8_t quant__iq4_values[16];
+extern const float quant__iq4_levels[16];
 
 /* ggml's nearest_int: add 1.5*2^23 in f32 and read the low mantissa bits.
  * Round half to even for |v| <= 4194303; defined (garbage) elsewhere. */
@@ -45,21 +47,24 @@ static inline int quant__nint(float v)
 
 static inline int quant__clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
-/* The element of x[0..n) with the largest |x|, scanning from 0 and replacing
- * only on strictly greater (first of equal maxima wins); *amax gets |it|.
- * Returns the signed value (0 when all are zero). */
+/* The element of x[0..n) with the largest |x|, as ggml picks it: scanning
+ * from 0 and replacing only on strictly greater |x| (first of equal maxima
+ * wins; NaN never wins). *amax gets |it|. Returns the signed value, +0 when
+ * every |x| is 0 (or NaN). Written as a branch-free max followed by a search
+ * for its first occurrence: the same element, without the mispredicted
+ * branches of the one-pass scan. */
 static inline float quant__absmax(const float *x, int n, float *amax)
 {
-    float m = 0.0f, a = 0.0f;
+    float a = 0.0f;
     for (int i = 0; i < n; i++) {
         const float ax = fabsf(x[i]);
-        if (ax > a) {
-            a = ax;
-            m = x[i];
-        }
+        a = ax > a ? ax : a;
     }
     *amax = a;
-    return m;
+    if (a == 0.0f) return 0.0f;
+    int i = 0;
+    while (fabsf(x[i]) != a) i++;
+    return x[i];
 }
 
 /* f32 little-endian f16 store/load of a block field. */
@@ -93,9 +98,32 @@ float quant__make_qkx(const struct quant_qkx *p, int n, int nmax, const float *x
  * coordinate descent. Returns the scale. */
 float quant__make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w);
 
-/* ggml's best_index_int8 over quant__iq4_values: index of the level nearest v
- * (ties to the upper one). */
-int quant__iq4_index(float v);
+/* ggml's best_index_int8 over the IQ4 levels K, for the 32 values id*x[j]
+ * of a group: the index of the level nearest each (ties to the upper one).
+ * ggml binary-searches the bracketing pair K[a] <= v < K[a+1]; counting the
+ * levels <= v (threshold by threshold across the group, vectorizable) finds
+ * the same pair, and the tie rule is ggml's float comparison. A NaN walks
+ * ggml's search up to the top pair, which then picks 15. */
+static inline void quant__iq4_index32(const float *x, float id, uint8_t *idx)
+{
+    const float *k = quant__iq4_levels;
+    float v[32];
+    int hi[32];
+    for (int j = 0; j < 32; j++) {
+        v[j] = id * x[j];
+        hi[j] = 1;
+    }
+    for (int t = 1; t < 15; t++)
+        for (int j = 0; j < 32; j++) hi[j] += v[j] >= k[t];
+    for (int j = 0; j < 32; j++) {
+        const float a = v[j];
+        int r;
+        if (a <= k[0]) r = 0;
+        else if (a >= k[15] || a != a) r = 15;
+        else r = a - k[hi[j] - 1] < k[hi[j]] - a ? hi[j] - 1 : hi[j];
+        idx[j] = (uint8_t)r;
+    }
+}
 
 // --- packing helpers (quant_search.c) ---
 

@@ -16,22 +16,21 @@
 
 #define NTRY 7
 
-static float iq4_level(int idx) { return (float)quant__iq4_values[idx]; }
-
 // --- dequantization ---
 
 static void iq4_sub_to_float(float dl, const uint8_t *qs, float *y)
 {
     for (int j = 0; j < 16; j++) {
-        y[j] = dl * iq4_level(qs[j] & 0xF);
-        y[j + 16] = dl * iq4_level(qs[j] >> 4);
+        y[j] = dl * quant__iq4_levels[qs[j] & 0xF];
+        y[j + 16] = dl * quant__iq4_levels[qs[j] >> 4];
     }
 }
 
 void quant__to_float_iq4_nl(const void *blocks, float *y, uint64_t n)
 {
     const uint8_t *b = blocks;
-    for (uint64_t i = 0; i < n / 32; i++, b += 18, y += 32) iq4_sub_to_float(quant__get_f16(b), b + 2, y);
+    for (uint64_t i = 0; i < n / 32; i++, b += 18, y += 32)
+        iq4_sub_to_float(quant__get_f16(b), b + 2, y);
 }
 
 static int iq4xs_ls(const uint8_t *b, int ib)
@@ -53,37 +52,50 @@ void quant__to_float_iq4_xs(const void *blocks, float *y, uint64_t n)
 
 // --- quantization ---
 
-static void iq4_sums(const float *x, const float *w, float id, float *sumqx, float *sumq2)
-{
-    float sqx = 0, sq2 = 0;
-    for (int j = 0; j < 32; j++) {
-        const float q = iq4_level(quant__iq4_index(id * x[j]));
-        sqx += w[j] * q * x[j];
-        sq2 += w[j] * q * q;
-    }
-    *sumqx = sqx;
-    *sumq2 = sq2;
-}
+/* The scale search of ggml's quantize_row_iq4_nl_impl over one 32-group:
+ * 16 candidate inverse scales (the first from -max/K[0], then
+ * (t + K[0])/max for t = -7..7); for each, the levels' sums sumqx += w*q*x
+ * and sumq2 += w*q*q in index order; a candidate replaces the best when
+ * sumqx^2 > best*sumq2. The candidates do not depend on one another (only d
+ * and best change), so their sums are accumulated four at a time — four
+ * independent chains, each summed exactly as ggml sums it — and the
+ * acceptance then runs in ggml's order. Returns the signed scale (0 for an
+ * all-zero group). */
+#define IQ4_NCAND (2 * NTRY + 2)
+_Static_assert(IQ4_NCAND % 4 == 0, "candidates are summed four at a time");
 
-/* The per-32 scale search of ggml's quantize_row_iq4_nl_impl: signed scale
- * (0 for an all-zero group). */
 static float iq4_scale(const float *x, const float *w)
 {
     float amax;
     const float max = quant__absmax(x, 32, &amax);
     if (amax < QUANT_GROUP_EPS) return 0.0f;
-    float d = -max / iq4_level(0);
-    float id = 1 / d;
-    float sumqx, sumq2;
-    iq4_sums(x, w, id, &sumqx, &sumq2);
-    d = sumq2 > 0 ? sumqx / sumq2 : 0.0f;
-    float best = d * sumqx;
-    for (int itry = -NTRY; itry <= NTRY; itry++) {
-        id = (float)(itry + quant__iq4_values[0]) / max;
-        iq4_sums(x, w, id, &sumqx, &sumq2);
-        if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
-            d = sumqx / sumq2;
-            best = d * sumqx;
+    float q[IQ4_NCAND][32];
+    for (int c = 0; c < IQ4_NCAND; c++) {
+        const float id = c == 0 ? 1 / (-max / quant__iq4_levels[0])
+                                : (float)(c - 1 - NTRY + quant__iq4_values[0]) / max;
+        uint8_t idx[32];
+        quant__iq4_index32(x, id, idx);
+        for (int j = 0; j < 32; j++) q[c][j] = quant__iq4_levels[idx[j]];
+    }
+    float sqx[IQ4_NCAND], sq2[IQ4_NCAND];
+    for (int c = 0; c < IQ4_NCAND; c += 4) {
+        float a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+        for (int j = 0; j < 32; j++) {
+            const float q0 = q[c][j], q1 = q[c + 1][j], q2 = q[c + 2][j], q3 = q[c + 3][j];
+            a0 += w[j] * q0 * x[j], b0 += w[j] * q0 * q0;
+            a1 += w[j] * q1 * x[j], b1 += w[j] * q1 * q1;
+            a2 += w[j] * q2 * x[j], b2 += w[j] * q2 * q2;
+            a3 += w[j] * q3 * x[j], b3 += w[j] * q3 * q3;
+        }
+        sqx[c] = a0, sqx[c + 1] = a1, sqx[c + 2] = a2, sqx[c + 3] = a3;
+        sq2[c] = b0, sq2[c + 1] = b1, sq2[c + 2] = b2, sq2[c + 3] = b3;
+    }
+    float d = sq2[0] > 0 ? sqx[0] / sq2[0] : 0.0f;
+    float best = d * sqx[0];
+    for (int c = 1; c < IQ4_NCAND; c++) {
+        if (sq2[c] > 0 && sqx[c] * sqx[c] > best * sq2[c]) {
+            d = sqx[c] / sq2[c];
+            best = d * sqx[c];
         }
     }
     return d;
@@ -105,7 +117,7 @@ static float iq4_sigma2(const float *x, int n)
 static void iq4_pack(const float *x, float id, uint8_t *qs)
 {
     uint8_t L[32];
-    for (int j = 0; j < 32; j++) L[j] = (uint8_t)quant__iq4_index(id * x[j]);
+    quant__iq4_index32(x, id, L);
     quant__pack_nibbles32(L, qs);
 }
 

@@ -111,7 +111,8 @@ static void q2k_block(const float *x, const float *qw, uint8_t *b)
 void quant__from_float_q2_k(const float *x, void *blocks, uint64_t n, const float *qw)
 {
     uint8_t *b = blocks;
-    for (uint64_t i = 0; i < n / QK; i++) q2k_block(x + QK * i, qw ? qw + QK * i : NULL, b + 84 * i);
+    for (uint64_t i = 0; i < n / QK; i++)
+        q2k_block(x + QK * i, qw ? qw + QK * i : NULL, b + 84 * i);
 }
 
 // --- Q3_K: hmask:u8[32] | qs:u8[64] | scales:u8[12] | d:f16  (110 bytes) ---
@@ -197,15 +198,16 @@ static void q3k_block(const float *x, const float *qw, uint8_t *b)
         for (int l = 0; l < 16; l++)
             L[16 * j + l] = (int8_t)(quant__clampi(quant__nint(x[16 * j + l] / d), -4, 3) + 4);
     }
+    /* hmask: element j's high bit goes to bit j/32 of byte j%32 */
     uint8_t low[QK];
-    memset(b, 0, 32);
-    for (int j = 0; j < QK; j++) {
-        int l = L[j];
-        if (l > 3) {
-            b[j % 32] |= (uint8_t)(1u << (j / 32));
-            l -= 4;
+    for (int m = 0; m < 32; m++) {
+        unsigned h = 0;
+        for (int k = 0; k < 8; k++) {
+            const int l = L[m + 32 * k], hb = l > 3;
+            h |= (unsigned)hb << k;
+            low[m + 32 * k] = (uint8_t)(l - 4 * hb);
         }
-        low[j] = (uint8_t)l;
+        b[m] = (uint8_t)h;
     }
     quant__pack_2bit(low, b + 32);
 }
@@ -213,7 +215,8 @@ static void q3k_block(const float *x, const float *qw, uint8_t *b)
 void quant__from_float_q3_k(const float *x, void *blocks, uint64_t n, const float *qw)
 {
     uint8_t *b = blocks;
-    for (uint64_t i = 0; i < n / QK; i++) q3k_block(x + QK * i, qw ? qw + QK * i : NULL, b + 110 * i);
+    for (uint64_t i = 0; i < n / QK; i++)
+        q3k_block(x + QK * i, qw ? qw + QK * i : NULL, b + 110 * i);
 }
 
 // --- Q4_K / Q5_K: d:f16 | dmin:f16 | scales:u8[12] | (Q5_K: qh:u8[32]) | qs:u8[128] ---
@@ -311,7 +314,8 @@ static void k45_block(const struct k45_fmt *f, const float *x, const float *qw, 
     for (int c = 0; c < 4; c++) {
         for (int l = 0; l < 32; l++) {
             const int l1 = L[64 * c + l], l2 = L[64 * c + 32 + l];
-            if (f->nmax == 31) qh[l] |= (uint8_t)(((l1 >> 4) << (2 * c)) | ((l2 >> 4) << (2 * c + 1)));
+            if (f->nmax == 31)
+                qh[l] |= (uint8_t)(((l1 >> 4) << (2 * c)) | ((l2 >> 4) << (2 * c + 1)));
             qs[32 * c + l] = (uint8_t)((l1 & 0xF) | ((l2 & 0xF) << 4));
         }
     }
@@ -398,5 +402,6 @@ static void q6k_block(const float *x, const float *qw, uint8_t *b)
 void quant__from_float_q6_k(const float *x, void *blocks, uint64_t n, const float *qw)
 {
     uint8_t *b = blocks;
-    for (uint64_t i = 0; i < n / QK; i++) q6k_block(x + QK * i, qw ? qw + QK * i : NULL, b + 210 * i);
+    for (uint64_t i = 0; i < n / QK; i++)
+        q6k_block(x + QK * i, qw ? qw + QK * i : NULL, b + 210 * i);
 }

@@ -1,11 +1,12 @@
 /*
  * quant/quant_rows.c — quant_rows(): a matrix, row by row, over pthreads.
  *
- * Every row is quantized by the type's from_float alone (a pure function of
- * that row and the imatrix), so splitting the rows into contiguous ranges,
- * one per thread, gives the same bytes for every thread count. Scratch lives
- * on each from_float's stack: nothing is allocated per row; the only
- * allocation is the thread table, once per call.
+ * Every row is quantized by the type's from_float (or quant_row_best) alone,
+ * a pure function of that row and the imatrix, so splitting the rows into
+ * contiguous ranges, one per thread, gives the same bytes for every thread
+ * count. Nothing is allocated per row: from_float keeps its scratch on its
+ * stack, and the only allocations are the thread table and, in
+ * QUANT_MODE_BEST, one scratch buffer per thread, once per call.
  */
 #include "quant_int.h"
 
@@ -14,6 +15,9 @@
 
 struct rows_job {
     const struct quant_traits *qt;
+    uint32_t type;
+    enum quant_mode mode;
+    void *scratch;       /* QUANT_MODE_BEST: this thread's quant_row_best scratch */
     const float *x;      /* (n_rows, n_per_row) f32, row-major */
     const float *imatrix; /* n_per_row weights or NULL */
     uint8_t *out;        /* (n_rows, row_bytes) */
@@ -24,15 +28,39 @@ struct rows_job {
 static void *rows_run(void *arg)
 {
     const struct rows_job *j = arg;
-    for (uint64_t r = j->r0; r < j->r1; r++)
-        j->qt->from_float(j->x + r * j->n_per_row, j->out + r * j->row_bytes, j->n_per_row,
-                          j->imatrix);
+    for (uint64_t r = j->r0; r < j->r1; r++) {
+        const float *xr = j->x + r * j->n_per_row;
+        uint8_t *o = j->out + r * j->row_bytes;
+        if (j->mode == QUANT_MODE_BEST)
+            quant_row_best(j->type, xr, o, j->n_per_row, j->imatrix, j->scratch);
+        else
+            j->qt->from_float(xr, o, j->n_per_row, j->imatrix);
+    }
     return NULL;
+}
+
+static void rows_free(struct rows_job *jobs, uint64_t nt, pthread_t *tids, bool *started)
+{
+    for (uint64_t k = 0; jobs && k < nt; k++) free(jobs[k].scratch);
+    free(jobs);
+    free(tids);
+    free(started);
 }
 
 enum mw_status quant_rows(uint32_t t, const float *x, uint64_t n_rows, uint64_t n_per_row,
                           const float *imatrix, void *out, unsigned n_threads, struct mw_err *err)
 {
+    return quant_rows_mode(t, QUANT_MODE_GGML, x, n_rows, n_per_row, imatrix, out, n_threads,
+                           err);
+}
+
+enum mw_status quant_rows_mode(uint32_t t, enum quant_mode mode, const float *x, uint64_t n_rows,
+                               uint64_t n_per_row, const float *imatrix, void *out,
+                               unsigned n_threads, struct mw_err *err)
+{
+    if (mode != QUANT_MODE_GGML && mode != QUANT_MODE_BEST)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "unknown quantization mode %d",
+                       (int)mode);
     const struct quant_traits *qt = quant_traits_get(t);
     const struct gguf_type_info *ti = gguf_type_get(t);
     if (!qt || !qt->from_float || !ti || ti->blck == 0)
@@ -54,18 +82,24 @@ enum mw_status quant_rows(uint32_t t, const float *x, uint64_t n_rows, uint64_t 
     struct rows_job *jobs = calloc((size_t)nt, sizeof *jobs);
     pthread_t *tids = calloc((size_t)nt, sizeof *tids);
     bool *started = calloc((size_t)nt, sizeof *started);
-    if (!jobs || !tids || !started) {
-        free(jobs);
-        free(tids);
-        free(started);
-        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "quant_rows: %llu thread records",
+    bool ok = jobs && tids && started;
+    const size_t scratch = mode == QUANT_MODE_BEST ? quant_row_best_scratch(t, n_per_row) : 0;
+    if (ok && mode == QUANT_MODE_BEST) {
+        ok = scratch > 0;
+        for (uint64_t k = 0; ok && k < nt; k++) ok = (jobs[k].scratch = malloc(scratch)) != NULL;
+    }
+    if (!ok) {
+        rows_free(jobs, nt, tids, started);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "quant_rows: %llu threads' scratch",
                        (unsigned long long)nt);
     }
     /* contiguous ranges; the first n_rows % nt get one row more */
     const uint64_t base = n_rows / nt, extra = n_rows % nt;
     for (uint64_t k = 0, r = 0; k < nt; k++) {
         const uint64_t len = base + (k < extra ? 1 : 0);
-        jobs[k] = (struct rows_job){qt, x, imatrix, out, n_per_row, row_bytes, r, r + len};
+        void *sc = jobs[k].scratch;
+        jobs[k] = (struct rows_job){qt,  t,         mode,      sc, x,    imatrix,
+                                    out, n_per_row, row_bytes, r,  r + len};
         r += len;
     }
     /* Thread 0's range runs on the caller. A range whose thread cannot be
@@ -78,8 +112,6 @@ enum mw_status quant_rows(uint32_t t, const float *x, uint64_t n_rows, uint64_t 
         if (started[k]) pthread_join(tids[k], NULL);
         else rows_run(&jobs[k]);
     }
-    free(jobs);
-    free(tids);
-    free(started);
+    rows_free(jobs, nt, tids, started);
     return MW_OK;
 }

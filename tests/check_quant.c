@@ -11,6 +11,7 @@
  *   zero      all-zero blocks per formats.md §4.4
  *   threads   quant_rows: identical bytes for 1, 2, 8 and 64 threads
  *   idem      quantize -> dequantize -> requantize
+ *   best      QUANT_MODE_BEST: never worse than ggml per block, deterministic
  */
 #include <check.h>
 #include <math.h>
@@ -226,18 +227,20 @@ static void expand_pattern(const char *pat, uint8_t *out, size_t n)
 
 // --- table basics ---
 
-/* Every id: either no traits, or traits for exactly that id of a valid type. */
+/* Every id: either no traits, or traits for exactly that id of a valid type
+ * (one fork for all ids; the per-type tests below fork per type). */
 START_TEST(test_traits_table)
 {
-    const uint32_t t = (uint32_t)_i;
-    const struct quant_traits *q = quant_traits_get(t);
-    if (!q) return;
-    ck_assert_uint_eq(q->type, t);
-    ck_assert_ptr_nonnull(q->to_float);
-    ck_assert_ptr_nonnull(q->from_float);
-    const struct gguf_type_info *ti = gguf_type_get(t);
-    ck_assert_ptr_nonnull(ti);
-    ck_assert_uint_gt(ti->blck, 0);
+    for (uint32_t t = 0; t < GGUF_TYPE_COUNT + 2; t++) {
+        const struct quant_traits *q = quant_traits_get(t);
+        if (!q) continue;
+        ck_assert_uint_eq(q->type, t);
+        ck_assert_ptr_nonnull(q->to_float);
+        ck_assert_ptr_nonnull(q->from_float);
+        const struct gguf_type_info *ti = gguf_type_get(t);
+        ck_assert_ptr_nonnull(ti);
+        ck_assert_uint_gt(ti->blck, 0);
+    }
 }
 END_TEST
 
@@ -351,11 +354,71 @@ START_TEST(test_iq4_xs_layout)
         const uint16_t sh = mw_le16(p + 2);
         for (int e = 0; e < 256; e++) {
             const int sb = e / 32, k = e % 32;
-            const int ls = ((p[4 + sb / 2] >> (4 * (sb % 2))) & 0xF) | (((sh >> (2 * sb)) & 3) << 4);
+            const int ls =
+                ((p[4 + sb / 2] >> (4 * (sb % 2))) & 0xF) | (((sh >> (2 * sb)) & 3) << 4);
             const uint8_t q = p[8 + 16 * sb + (k % 16)];
             const int idx = k < 16 ? q & 0xF : q >> 4;
             const float want = (d * (float)(ls - 32)) * (float)quant__iq4_values[idx];
             ck_assert_uint_eq(bits(y[256 * blk + e]), bits(want));
+        }
+    }
+}
+END_TEST
+
+/* ggml's best_index_int8, transcribed: binary search for the bracketing
+ * pair, ties to the upper level. */
+static int ref_best_index(float x)
+{
+    const int8_t *val = quant__iq4_values;
+    if (x <= val[0]) return 0;
+    if (x >= val[15]) return 15;
+    int ml = 0, mu = 15;
+    while (mu - ml > 1) {
+        const int mav = (ml + mu) / 2;
+        if (x < val[mav]) mu = mav;
+        else ml = mav;
+    }
+    return x - val[mu - 1] < val[mu] - x ? mu - 1 : mu;
+}
+
+/* quant__iq4_index32 (branch-free level counting) against the transcription
+ * at every level, every midpoint and their float neighbours, the specials,
+ * and a sweep of pseudo-random values. */
+START_TEST(test_iq4_index)
+{
+    float v[4096];
+    int n = 0;
+    const float *k = quant__iq4_levels;
+    for (int a = 0; a < 16; a++) {
+        const float pts[2] = {k[a], a < 15 ? (k[a] + k[a + 1]) / 2 : k[a] + 5};
+        for (int p = 0; p < 2; p++) {
+            float lo = pts[p], hi = pts[p];
+            v[n++] = pts[p];
+            for (int s = 0; s < 4; s++) {
+                lo = nextafterf(lo, -INFINITY);
+                hi = nextafterf(hi, INFINITY);
+                v[n++] = lo;
+                v[n++] = hi;
+            }
+        }
+    }
+    const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e30f, -1e30f, 1e-30f};
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) v[n++] = specials[i];
+    uint32_t s = 99;
+    while (n < 4096) {
+        s = s * 1664525u + 1013904223u;
+        v[n++] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 300.0f;
+    }
+    const float ids[3] = {1.0f, 0.37f, -2.5f};
+    for (int t = 0; t < 3; t++) {
+        for (int g = 0; g < n / 32; g++) {
+            uint8_t idx[32];
+            quant__iq4_index32(v + 32 * g, ids[t], idx);
+            for (int j = 0; j < 32; j++) {
+                const float a = ids[t] * v[32 * g + j];
+                ck_assert_msg(idx[j] == ref_best_index(a), "value %a: index %u, ggml's %d", a,
+                              idx[j], ref_best_index(a));
+            }
         }
     }
 }
@@ -571,7 +634,8 @@ START_TEST(test_hash45)
     uint8_t *out = xmalloc(H_ROWS * rb);
     char h[65];
     for (int w = 0; w < 2; w++) {
-        ck_assert_int_eq(quant_rows(c->type, x, H_ROWS, H_COLS, w ? qw : NULL, out, 3, NULL), MW_OK);
+        ck_assert_int_eq(quant_rows(c->type, x, H_ROWS, H_COLS, w ? qw : NULL, out, 3, NULL),
+                         MW_OK);
         sha256_hex(out, H_ROWS * rb, h);
         const char *want = w && c->sha_weighted ? c->sha_weighted : c->sha_plain;
         ck_assert_msg(strcmp(h, want) == 0, "type %u %s: sha256 %s, ggml %s", c->type,
@@ -608,7 +672,8 @@ START_TEST(test_hash45)
     }
     printf("type %-2u (%s) sha256 of the 4x512 output equals formats.md section 4.5, without%s "
            "imatrix\n",
-           c->type, gguf_type_get(c->type)->name, c->sha_weighted ? " and with" : " (ignored) and with");
+           c->type, gguf_type_get(c->type)->name,
+           c->sha_weighted ? " and with" : " (ignored) and with");
     fflush(stdout);
     free(out);
 }
@@ -648,7 +713,7 @@ START_TEST(test_threads)
 {
     const struct qcase *c = &cases[_i];
     const struct quant_traits *q = quant_traits_get(c->type);
-    enum { ROWS = 37, COLS = 512 };
+    enum { ROWS = 19, COLS = 512 }; /* 19: no thread count divides it */
     float *x = xmalloc(sizeof(float) * ROWS * COLS), qw[COLS];
     uint32_t s = 7;
     for (int i = 0; i < ROWS * COLS; i++) {
@@ -660,12 +725,14 @@ START_TEST(test_threads)
     uint8_t *ref = xmalloc(ROWS * rb), *out = xmalloc(ROWS * rb);
     const unsigned threads[4] = {1, 2, 8, 64};
     for (int w = 0; w < 2; w++) {
-        for (int r = 0; r < ROWS; r++) q->from_float(x + COLS * r, ref + rb * r, COLS, w ? qw : NULL);
+        for (int r = 0; r < ROWS; r++)
+            q->from_float(x + COLS * r, ref + rb * r, COLS, w ? qw : NULL);
         for (int k = 0; k < 4; k++) {
             memset(out, 0xEE, ROWS * rb);
             struct mw_err err;
-            ck_assert_int_eq(quant_rows(c->type, x, ROWS, COLS, w ? qw : NULL, out, threads[k], &err),
-                             MW_OK);
+            const enum mw_status st =
+                quant_rows(c->type, x, ROWS, COLS, w ? qw : NULL, out, threads[k], &err);
+            ck_assert_int_eq(st, MW_OK);
             ck_assert_msg(memcmp(out, ref, ROWS * rb) == 0, "%s: %u threads differ",
                           gguf_type_get(c->type)->name, threads[k]);
         }
@@ -692,6 +759,80 @@ START_TEST(test_rows_errors)
     ck_assert_int_eq(quant_rows(GGUF_TYPE_Q4_0, x, 0, 512, NULL, out, 4, &err), MW_OK);
     /* 0 threads means 1 */
     ck_assert_int_eq(quant_rows(GGUF_TYPE_Q4_0, x, 1, 512, NULL, out, 0, &err), MW_OK);
+}
+END_TEST
+
+// --- QUANT_MODE_BEST ---
+
+/* Never worse than ggml, block by block, by the error it minimizes; the
+ * same bytes for every thread count. */
+START_TEST(test_best_mode)
+{
+    const struct qcase *c = &cases[_i];
+    const struct quant_traits *q = quant_traits_get(c->type);
+    const struct gguf_type_info *ti = gguf_type_get(c->type);
+    const size_t n = TV_ROWS * TV_COLS;
+    float *x = tv_floats("inputs.f32", n);
+    float *imp = tv_floats("importance.f32", TV_COLS);
+    const uint64_t rb = row_bytes(c->type, TV_COLS);
+    uint8_t *g = xmalloc(TV_ROWS * rb), *b1 = xmalloc(TV_ROWS * rb), *b3 = xmalloc(TV_ROWS * rb);
+    float *dg = xmalloc(sizeof(float) * n), *db = xmalloc(sizeof(float) * n);
+    double ratio[2];
+    for (int w = 0; w < 2; w++) {
+        const float *qw = w ? imp : NULL;
+        ck_assert_int_eq(quant_rows(c->type, x, TV_ROWS, TV_COLS, qw, g, 1, NULL), MW_OK);
+        ck_assert_int_eq(
+            quant_rows_mode(c->type, QUANT_MODE_BEST, x, TV_ROWS, TV_COLS, qw, b1, 1, NULL), MW_OK);
+        ck_assert_int_eq(
+            quant_rows_mode(c->type, QUANT_MODE_BEST, x, TV_ROWS, TV_COLS, qw, b3, 3, NULL), MW_OK);
+        ck_assert_mem_eq(b1, b3, TV_ROWS * rb);
+        q->to_float(g, dg, n);
+        q->to_float(b1, db, n);
+        double eg = 0, eb = 0;
+        for (size_t blk = 0; blk < n / ti->blck; blk++) {
+            const size_t o = blk * ti->blck;
+            const float *wb = qw ? qw + o % TV_COLS : NULL;
+            const double e1 = sq_err(x + o, dg + o, wb, ti->blck, ti->blck);
+            const double e2 = sq_err(x + o, db + o, wb, ti->blck, ti->blck);
+            ck_assert_msg(e2 <= e1, "%s: block %zu error %g > ggml's %g", ti->name, blk, e2, e1);
+            eg += e1;
+            eb += e2;
+        }
+        ratio[w] = eg > 0 ? eb / eg : 1.0;
+    }
+    printf("%-7s QUANT_MODE_BEST error / ggml's: plain %.4f, importance-weighted %.4f\n",
+           ti->name, ratio[0], ratio[1]);
+    fflush(stdout);
+    free(x);
+    free(imp);
+    free(g);
+    free(b1);
+    free(b3);
+    free(dg);
+    free(db);
+}
+END_TEST
+
+START_TEST(test_best_api)
+{
+    float x[256] = {0};
+    uint8_t out[1024];
+    struct mw_err err;
+    ck_assert_int_eq(quant_rows_mode(GGUF_TYPE_Q4_K, (enum quant_mode)7, x, 1, 256, NULL, out, 1,
+                                     &err),
+                     MW_E_USAGE);
+    ck_assert_uint_eq(quant_row_best_scratch(GGUF_TYPE_Q8_K, 256), 0);
+    ck_assert_uint_eq(quant_row_best_scratch(GGUF_TYPE_COUNT, 256), 0);
+    ck_assert_uint_gt(quant_row_best_scratch(GGUF_TYPE_Q4_K, 256), 0);
+    ck_assert_uint_eq(quant_row_best_scratch(GGUF_TYPE_Q4_K, UINT64_MAX / 2), 0);
+    /* an all-zero row: every candidate is ggml's zero block */
+    void *sc = xmalloc(quant_row_best_scratch(GGUF_TYPE_Q4_0, 256));
+    quant_row_best(GGUF_TYPE_Q4_0, x, out, 256, NULL, sc);
+    for (int b = 0; b < 8; b++) {
+        ck_assert_uint_eq(mw_le16(out + 18 * b), 0x8000);
+        for (int j = 0; j < 16; j++) ck_assert_uint_eq(out[18 * b + 2 + j], 0x88);
+    }
+    free(sc);
 }
 END_TEST
 
@@ -748,13 +889,14 @@ int main(void)
 {
     Suite *s = suite_create("quant");
     TCase *tc = tcase_create("blocks");
-    tcase_add_loop_test(tc, test_traits_table, 0, GGUF_TYPE_COUNT + 2);
+    tcase_add_test(tc, test_traits_table);
     tcase_add_test(tc, test_required_types);
     tcase_add_test(tc, test_f32);
     tcase_add_test(tc, test_f16_all);
     tcase_add_test(tc, test_bf16_all);
     tcase_add_test(tc, test_q8_0);
     tcase_add_test(tc, test_iq4_xs_layout);
+    tcase_add_test(tc, test_iq4_index);
     tcase_add_test(tc, test_sha256_self);
     suite_add_tcase(s, tc);
 
@@ -774,6 +916,8 @@ int main(void)
     tcase_add_loop_test(tr, test_threads, 0, N_CASES);
     tcase_add_test(tr, test_rows_errors);
     tcase_add_loop_test(tr, test_idempotence, 0, N_CASES);
+    tcase_add_loop_test(tr, test_best_mode, 0, N_CASES);
+    tcase_add_test(tr, test_best_api);
     suite_add_tcase(s, tr);
 
     SRunner *sr = srunner_create(s);
