@@ -303,9 +303,6 @@ enum mw_status hf_inspect(const char *path, bool json, hf_emit_fn emit, void *ud
 
 /* --- numeric kernels (exposed for tests) --------------------------------- */
 
-/* Q8_0 of n floats (n a multiple of 32) into n/32 blocks of 34 bytes,
- * bit-exact with ggml's quantize_row_q8_0_ref. */
-void hf_quantize_row_q8_0(const float *x, uint8_t *out, uint64_t n);
 /* Fill out[0 .. head_dim/2) with llama3 rope frequency factors as
  * convert_hf_to_gguf.py computes them (float32 arithmetic). */
 void hf_llama3_rope_factors(const struct hf_config *cfg, float *out);

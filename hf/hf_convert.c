@@ -1,9 +1,10 @@
 /* hf/hf_convert.c — the streaming convert pipeline: HF dir -> GGUF, one tensor
  * at a time through a bounded buffer, atomic and checksummed by the gguf
- * writer. Also the per-row numeric kernels (dtype conversion, Q8_0). */
+ * writer. Rows are converted with quant/'s type traits. */
 #define _XOPEN_SOURCE 700
 #include "hf_int.h"
 #include "hf_tok.h"
+#include "quant/quant.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -13,35 +14,6 @@
 #define HF_DEFAULT_CHUNK ((size_t)4 << 20)
 
 // --- kernels -------------------------------------------------------------------
-
-void hf_quantize_row_q8_0(const float *x, uint8_t *out, uint64_t n)
-{
-    /* ggml quantize_row_q8_0_ref (formats.md §4.3), one f32 op at a time. */
-    for (uint64_t b = 0; b < n / 32; b++) {
-        const float *xb = x + 32 * b;
-        uint8_t *yb = out + 34 * b;
-        float amax = 0.0f;
-        for (int j = 0; j < 32; j++) {
-            const float v = fabsf(xb[j]);
-            amax = amax > v ? amax : v;
-        }
-        const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        mw_put_le16(yb, mw_f32_to_f16(d));
-        for (int j = 0; j < 32; j++) {
-            const float v = xb[j] * id;
-            /* roundf (half away from zero), exactly, without a libm call:
-             * v - trunc(v) is exact for |v| < 2^23. |v| <= 127 for finite
-             * input; NaN/Inf (where ggml's cast is undefined) give 0. */
-            const bool ok = v >= -128.0f && v <= 128.0f;
-            const float vv = ok ? v : 0.0f;
-            int q = (int)vv;
-            const float frac = vv - (float)q;
-            q += (int)(frac >= 0.5f) - (int)(frac <= -0.5f);
-            yb[2 + j] = (uint8_t)(int8_t)q;
-        }
-    }
-}
 
 static float f32_from_bits(uint32_t u)
 {
@@ -78,22 +50,12 @@ static void load_row(enum hf_dtype dt, const uint8_t *src, float *dst, uint64_t 
     }
 }
 
-/* f32 -> n elements of ggml type t */
+/* f32 -> n elements of ggml type t: quant/'s ggml-exact row conversion
+ * (F32/F16/BF16/Q8_0 are the convert types; every one has from_float). */
 static void store_row(uint32_t t, const float *src, uint8_t *dst, uint64_t n)
 {
-    switch (t) {
-    case GGUF_TYPE_F32:
-        for (uint64_t i = 0; i < n; i++) mw_put_le32(dst + 4 * i, bits_from_f32(src[i]));
-        break;
-    case GGUF_TYPE_F16:
-        for (uint64_t i = 0; i < n; i++) mw_put_le16(dst + 2 * i, mw_f32_to_f16(src[i]));
-        break;
-    case GGUF_TYPE_BF16:
-        for (uint64_t i = 0; i < n; i++) mw_put_le16(dst + 2 * i, mw_f32_to_bf16(src[i]));
-        break;
-    case GGUF_TYPE_Q8_0: hf_quantize_row_q8_0(src, dst, n); break;
-    default: break;
-    }
+    const struct quant_traits *qt = quant_traits_get(t);
+    if (qt && qt->from_float) qt->from_float(src, dst, n, NULL);
 }
 
 /* Are the source bytes already the output bytes? */

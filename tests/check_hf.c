@@ -893,85 +893,8 @@ END_TEST
 
 // --- kernels --------------------------------------------------------------------------
 
-START_TEST(test_q8_0_doc_vector)
-{
-    /* formats.md §4.5: 4 x 512 LCG floats; ggml's first Q8_0 block */
-    float *x = malloc(2048 * sizeof(float));
-    uint32_t s = 12345;
-    for (int i = 0; i < 2048; i++) {
-        s = s * 1664525u + 1013904223u;
-        int32_t v = (int32_t)(s >> 8) - 8388608;
-        x[i] = (float)v / 8388608.0f;
-        if (i % 37 == 0) x[i] *= 4.0f;
-    }
-    uint8_t out[34 * 64];
-    hf_quantize_row_q8_0(x, out, 2048);
-    static const char want[] = "bc2781e003091be600030613e2101fe40dfdf91efa1e210bfb00f2fb0ce9e517f4df";
-    char hex[69];
-    for (int i = 0; i < 34; i++) snprintf(hex + 2 * i, 3, "%02x", out[i]);
-    ck_assert_str_eq(hex, want);
-    /* all-zero block: all bytes 0 */
-    float z[32] = {0};
-    uint8_t zb[34];
-    memset(zb, 0xAA, sizeof zb);
-    hf_quantize_row_q8_0(z, zb, 32);
-    for (int i = 0; i < 34; i++) ck_assert_uint_eq(zb[i], 0);
-    free(x);
-}
-END_TEST
 
-/* ties and near-ties: d = 127/127 = 1, so q = roundf(x) (half away from 0) */
-START_TEST(test_q8_0_rounding)
-{
-    float x[32];
-    for (int j = 0; j < 32; j++) x[j] = 0.0f;
-    x[0] = 127.0f;
-    const float vals[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 0.49999997f, -0.49999997f,
-                          126.5f, -126.5f, 2.4999998f, 3.5000002f, -0.0f, 1e-30f, 63.5f, -63.5f};
-    for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) x[1 + k] = vals[k];
-    uint8_t out[34];
-    hf_quantize_row_q8_0(x, out, 32);
-    ck_assert_uint_eq(mw_le16(out), mw_f32_to_f16(1.0f));
-    for (int j = 0; j < 32; j++)
-        ck_assert_msg((int8_t)out[2 + j] == (int8_t)roundf(x[j]), "x=%.9g: q %d want %d",
-                      (double)x[j], (int8_t)out[2 + j], (int)roundf(x[j]));
-}
-END_TEST
 
-START_TEST(test_q8_0_testvectors)
-{
-    char pi[512], pq[512];
-    const char *base = MW_DATASETS_DIR;
-    snprintf(pi, sizeof pi, "%s/testvectors/inputs.f32", base);
-    if (!exists(pi)) base = MW_SHARED_DIR;
-    snprintf(pi, sizeof pi, "%s/testvectors/inputs.f32", base);
-    snprintf(pq, sizeof pq, "%s/testvectors/q8_0.plain.bin", base);
-    size_t ni, nq;
-    uint8_t *in = read_file(pi, &ni), *want = read_file(pq, &nq);
-    if (!in || !want) { /* no shared/ next to this checkout */
-        free(in);
-        free(want);
-        return;
-    }
-    ck_assert_uint_eq(ni, 16 * 256 * 4);
-    ck_assert_uint_eq(nq, 16 * 8 * 34);
-    float *x = malloc(ni);
-    for (size_t i = 0; i < ni / 4; i++) {
-        uint32_t u = (uint32_t)in[4 * i] | (uint32_t)in[4 * i + 1] << 8 |
-                     (uint32_t)in[4 * i + 2] << 16 | (uint32_t)in[4 * i + 3] << 24;
-        memcpy(&x[i], &u, 4);
-    }
-    uint8_t *got = malloc(nq);
-    for (int r = 0; r < 16; r++) hf_quantize_row_q8_0(x + 256 * r, got + r * 8 * 34, 256);
-    for (size_t i = 0; i < nq; i++)
-        ck_assert_msg(got[i] == want[i], "byte %zu (row %zu): %02x want %02x", i, i / (8 * 34),
-                      got[i], want[i]);
-    free(got);
-    free(x);
-    free(in);
-    free(want);
-}
-END_TEST
 
 START_TEST(test_llama3_rope_factors)
 {
@@ -1315,9 +1238,6 @@ static Suite *hf_suite(void)
     tcase_add_test(tc, test_inspect);
     suite_add_tcase(s, tc);
     tc = tcase_create("kernels");
-    tcase_add_test(tc, test_q8_0_doc_vector);
-    tcase_add_test(tc, test_q8_0_rounding);
-    tcase_add_test(tc, test_q8_0_testvectors);
     tcase_add_test(tc, test_llama3_rope_factors);
     tcase_add_test(tc, test_out_types);
     suite_add_tcase(s, tc);
