@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target of a -DMW_FUZZ=ON build for a bounded time on a
-# copy of its committed seed corpus. Usage: scripts/fuzz.sh BUILD_DIR [SECONDS]
+# copy of its committed seed corpus. Usage: scripts/fuzz.sh BUILD_DIR [SECONDS [OTHERS]]
+# The GGUF reader (what every phone app runs) gets SECONDS (default 60), every
+# other target OTHERS (default 15). bench/fuzz_long.sh runs long campaigns.
 # Exit 0 when no target crashed, leaked or hit UB; 1 otherwise.
 set -uo pipefail
 build=$1
-secs=${2:-60}
+main_secs=${2:-60}
+other_secs=${3:-15}
 src=$(cd "$(dirname "$0")/.." && pwd)
 status=0
 for bin in "$build"/tests/fuzz_*; do
   [ -x "$bin" ] || continue
   name=${bin##*/fuzz_}
+  secs=$other_secs
+  [ "$name" = gguf ] && secs=$main_secs
   work=$(mktemp -d)
   cp -r "$src/tests/fuzz/corpus/$name/." "$work/" 2>/dev/null || true
   log="$build/fuzz-$name.log"

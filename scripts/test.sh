@@ -3,13 +3,15 @@
 #   1. release build with -Werror, all tests (unit, end-to-end, llama.cpp interop)
 #   2. ASan+UBSan build with -Werror, all tests but the llama.cpp peer ones
 #   3. aarch64 cross build (core/gguf/quant/verify + memwall), its tests under qemu-aarch64
-#   4. clang libFuzzer build, each fuzz target for a bounded time (MW_FUZZ_SECONDS, default 60)
+#   4. clang libFuzzer build, each fuzz target for a bounded time (the GGUF reader
+#      MW_FUZZ_SECONDS, default 60; the others MW_FUZZ_OTHER_SECONDS, default 15)
 # Environment: MW_JOBS (default: nproc), MW_SKIP_DEPS=1 to skip the package check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${MW_SKIP_DEPS:-0}" = 1 ] || bash scripts/deps.sh
 jobs=${MW_JOBS:-$(nproc)}
 fuzz_secs=${MW_FUZZ_SECONDS:-60}
+fuzz_other=${MW_FUZZ_OTHER_SECONDS:-15}
 results=()
 fail=0
 
@@ -39,7 +41,7 @@ step "aarch64 cross build" build build/ci-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/a
 step "aarch64 tests (qemu)" run_ctest build/ci-aarch64 -LE peer
 step "fuzz build (clang)" build build/ci-fuzz -DCMAKE_C_COMPILER=clang -DMW_FUZZ=ON -DMW_SANITIZE=ON \
   -DCMAKE_BUILD_TYPE=Debug
-step "fuzzing (${fuzz_secs}s per target)" bash scripts/fuzz.sh build/ci-fuzz "$fuzz_secs"
+step "fuzzing (gguf ${fuzz_secs}s, others ${fuzz_other}s)" bash scripts/fuzz.sh build/ci-fuzz "$fuzz_secs" "$fuzz_other"
 
 echo "=== summary"
 printf '%s\n' "${results[@]}"
