@@ -1,0 +1,178 @@
+/*
+ * runtime/rt_kern_int.h — internals of the kernels (rt_kern_*.c and
+ * tests/check_rt_kernels.c): byte loads, the f16/bf16 converters, block
+ * geometry, and the declarations of every kernel variant so that tests can
+ * also call them one by one.
+ *
+ * Naming: rt_dot_<w>_<act>_ref (portable scalar, always compiled),
+ * rt_dot_<w>_<act>_neon (aarch64 AdvSIMD, SDOT emulated with SMULL/SADALP),
+ * rt_dot_<w>_<act>_sdot (aarch64 AdvSIMD + dot-product extension). The
+ * NEON-only names exist only when RT_HAVE_NEON is 1.
+ *
+ * Float-combine rule shared by all variants (so that they are bit-identical,
+ * rt_kernels.h): block b's f32 contribution is added to partial sum b % 4
+ * (RT_NACC), and the result is (p0 + p1) + (p2 + p3); float types add
+ * product i to partial i % 16 and reduce by rt__reduce16().
+ */
+#ifndef MW_RT_KERN_INT_H
+#define MW_RT_KERN_INT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "../core/mw.h"
+#include "rt_kernels.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the kernels read little-endian block fields directly"
+#endif
+
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(MW_FORCE_SCALAR)
+#define RT_HAVE_NEON 1
+#else
+#define RT_HAVE_NEON 0
+#endif
+
+#define RT_NACC 4 /* float partial sums over blocks */
+
+/* Block sizes in bytes (formats.md §3). */
+#define RT_BS_Q4_0 18
+#define RT_BS_Q4_1 20
+#define RT_BS_Q5_0 22
+#define RT_BS_Q5_1 24
+#define RT_BS_Q8_0 34
+#define RT_BS_IQ4_NL 18
+#define RT_BS_Q2_K 84
+#define RT_BS_Q3_K 110
+#define RT_BS_Q4_K 144
+#define RT_BS_Q5_K 176
+#define RT_BS_Q6_K 210
+
+_Static_assert(sizeof(struct rt_block_q8_0) == 34, "block_q8_0 is 34 bytes");
+_Static_assert(sizeof(struct rt_block_q8_1) == 36, "block_q8_1 is 36 bytes");
+_Static_assert(sizeof(struct rt_block_q8_k) == 292, "block_q8_K is 292 bytes");
+
+/* IQ4_NL levels (formats.md §3.5); equal to quant's table (tested). */
+extern const int8_t rt__iq4nl_values[16];
+
+static inline uint16_t rt__ld16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, 2);
+    return v;
+}
+static inline uint32_t rt__ld32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* f16 -> f32, exact, branch-free (the scalar kernels' inner loops; same
+ * values as mw_f16_to_f32 for every non-NaN input — tested on all 65536;
+ * NaNs stay NaNs). Normal and Inf/NaN inputs: shift the exponent and
+ * mantissa into place and rescale by 2^-112; subnormals: place the mantissa
+ * under the exponent of 0.5 and subtract 0.5 (exact). */
+static inline float rt__f16(uint16_t h)
+{
+    const uint32_t w = (uint32_t)h << 16;
+    const uint32_t sign = w & 0x80000000u;
+    const uint32_t two_w = w + w;
+    uint32_t u = (two_w >> 4) + (0xE0u << 23);
+    float norm, den;
+    memcpy(&norm, &u, 4);
+    norm *= 0x1.0p-112f;
+    u = (two_w >> 17) | (126u << 23);
+    memcpy(&den, &u, 4);
+    den -= 0.5f;
+    uint32_t nb, db;
+    memcpy(&nb, &norm, 4);
+    memcpy(&db, &den, 4);
+    const uint32_t sub = 0u - (uint32_t)(two_w < (1u << 27)); /* all ones: subnormal or zero */
+    u = sign | (db & sub) | (nb & ~sub);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static inline float rt__bf16(uint16_t h)
+{
+    const uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* (p0 + p1) + (p2 + p3) over the RT_NACC block partials. */
+static inline float rt__reduce4(const float p[RT_NACC]) { return (p[0] + p[1]) + (p[2] + p[3]); }
+
+/* The float kernels' 16 partials: r_j = (p_j + p_{4+j}) + (p_{8+j} + p_{12+j}),
+ * result (r_0 + r_1) + (r_2 + r_3) — what four float32x4 accumulators
+ * reduce to with vector adds then a pairwise tree. */
+static inline float rt__reduce16(const float p[16])
+{
+    float r[4];
+    for (int j = 0; j < 4; j++) r[j] = (p[j] + p[4 + j]) + (p[8 + j] + p[12 + j]);
+    return rt__reduce4(r);
+}
+
+/* Q4_K / Q5_K 12-byte scale packing (formats.md §3.4). */
+static inline void rt__k4_scales(const uint8_t *sc, uint8_t S[8], uint8_t M[8])
+{
+    for (int s = 0; s < 4; s++) {
+        S[s] = sc[s] & 63;
+        M[s] = sc[s + 4] & 63;
+    }
+    for (int s = 4; s < 8; s++) {
+        S[s] = (uint8_t)((sc[s + 4] & 0x0F) | ((sc[s - 4] >> 6) << 4));
+        M[s] = (uint8_t)((sc[s + 4] >> 4) | ((sc[s] >> 6) << 4));
+    }
+}
+
+/* Q3_K's 16 six-bit scales minus 32 (formats.md §3.4). */
+static inline void rt__k3_scales(const uint8_t *sc, int8_t out[16])
+{
+    for (int s = 0; s < 16; s++) {
+        const int lo = s < 8 ? (sc[s] & 0x0F) : (sc[s - 8] >> 4);
+        const int hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+        out[s] = (int8_t)((lo | (hi << 4)) - 32);
+    }
+}
+
+// --- kernel declarations ---
+
+#define RT__DECL_DOT(name) void rt_dot_##name(uint64_t n, float *out, const void *w, const void *a)
+#define RT__DECL_ALL(X)                                                                            \
+    X(q8_0_q8_0) X(q4_0_q8_0) X(q4_1_q8_1) X(q5_0_q8_0) X(q5_1_q8_1) X(iq4_nl_q8_0) X(q2_k_q8_k) \
+        X(q3_k_q8_k) X(q4_k_q8_k) X(q5_k_q8_k) X(q6_k_q8_k)
+
+#define RT__DECL_REF(nm) RT__DECL_DOT(nm##_ref);
+#define RT__DECL_NEON(nm) RT__DECL_DOT(nm##_neon);
+#define RT__DECL_SDOT(nm) RT__DECL_DOT(nm##_sdot);
+
+RT__DECL_ALL(RT__DECL_REF)
+RT__DECL_DOT(f32_f32_ref);
+RT__DECL_DOT(f16_f16_ref);
+RT__DECL_DOT(bf16_bf16_ref);
+
+void rt_quantize_f32_ref(const float *x, void *out, uint64_t n);
+void rt_quantize_f16_ref(const float *x, void *out, uint64_t n);
+void rt_quantize_bf16_ref(const float *x, void *out, uint64_t n);
+void rt_quantize_q8_0_ref(const float *x, void *out, uint64_t n);
+void rt_quantize_q8_1_ref(const float *x, void *out, uint64_t n);
+void rt_quantize_q8_k_ref(const float *x, void *out, uint64_t n);
+
+#if RT_HAVE_NEON
+RT__DECL_ALL(RT__DECL_NEON)
+RT__DECL_ALL(RT__DECL_SDOT)
+RT__DECL_DOT(f32_f32_neon);
+RT__DECL_DOT(f16_f16_neon);
+RT__DECL_DOT(bf16_bf16_neon);
+void rt_quantize_f16_neon(const float *x, void *out, uint64_t n);
+void rt_quantize_bf16_neon(const float *x, void *out, uint64_t n);
+void rt_quantize_q8_0_neon(const float *x, void *out, uint64_t n);
+void rt_quantize_q8_1_neon(const float *x, void *out, uint64_t n);
+void rt_quantize_q8_k_neon(const float *x, void *out, uint64_t n);
+#endif
+
+#endif /* MW_RT_KERN_INT_H */

@@ -1,0 +1,87 @@
+/*
+ * runtime/rt_kern_neon.c — NEON variants of the integer kernels. The kernel
+ * bodies live in rt_kern_neon.inc and are compiled twice in this file:
+ *
+ *   *_neon  baseline AdvSIMD: the 8-bit dot product is emulated with
+ *           SMULL/SMLAL2 into 16-bit lanes and SADALP into 32-bit lanes;
+ *   *_sdot  the same bodies under `#pragma GCC target` with the dot-product
+ *           extension: vdotq_s32 (SDOT). Only called when the CPU has it
+ *           (rt_kernels_select), so one binary runs on every ARMv8-A.
+ *
+ * Each kernel's integer sums equal the scalar reference's exactly (integer
+ * addition in any grouping; 16-bit intermediate lanes never overflow, see
+ * the dot primitives in the .inc), and the float combine repeats the
+ * reference's operations lane-wise (4 blocks per float32x4, block b in lane
+ * b % 4), so the results are bit-identical to rt_kern_legacy.c /
+ * rt_kern_kquants.c.
+ */
+#include "rt_kern_int.h"
+
+#if RT_HAVE_NEON
+#include <arm_neon.h>
+
+// --- helpers shared by both variants (no dot-product instructions) ---
+
+/* Four f16 scales -> f32 lanes (exact). */
+static inline float32x4_t f16x4(uint16_t h0, uint16_t h1, uint16_t h2, uint16_t h3)
+{
+    const uint16_t h[4] = {h0, h1, h2, h3};
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
+}
+
+/* [sum s0, sum s1, sum s2, sum s3] */
+static inline int32x4_t hsum4(int32x4_t s0, int32x4_t s1, int32x4_t s2, int32x4_t s3)
+{
+    return vpaddq_s32(vpaddq_s32(s0, s1), vpaddq_s32(s2, s3));
+}
+
+/* Q5_0/Q5_1 fifth bits as 0x10 bytes: elements 0..15 from qh bits 0..15
+ * (lo), elements 16..31 from bits 16..31 (hi). */
+static inline void q5_hbits(const uint8_t *qh, uint8x16_t *lo, uint8x16_t *hi)
+{
+    static const uint8_t bitsel[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t sel = vld1q_u8(bitsel), b4 = vdupq_n_u8(0x10);
+    const uint8x16_t v0 = vcombine_u8(vdup_n_u8(qh[0]), vdup_n_u8(qh[1]));
+    const uint8x16_t v1 = vcombine_u8(vdup_n_u8(qh[2]), vdup_n_u8(qh[3]));
+    *lo = vandq_u8(vtstq_u8(v0, sel), b4);
+    *hi = vandq_u8(vtstq_u8(v1, sel), b4);
+}
+
+/* Q2_K/Q4_K/Q5_K min term: sum_s mins[s] * sums[s] over 8 int16 lanes. */
+static inline int32_t dot_mins8(int16x8_t mins, int16x8_t sums)
+{
+    return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(mins), vget_low_s16(sums)), mins, sums));
+}
+
+// --- baseline: emulated dot products ---
+
+#define RT_SFX(name) name##_neon
+#include "rt_kern_neon.inc"
+#undef RT_SFX
+
+// --- dot-product extension (SDOT) ---
+
+/* GCC 12 needs the architecture level with the feature ("+dotprod" alone
+ * does not make arm_neon.h's vdotq_s32 inlinable); clang (the Android NDK)
+ * has no "#pragma GCC target" and takes a function attribute instead. */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("dotprod"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("arch=armv8.2-a+dotprod")
+#endif
+#define RT_SDOT 1
+#define RT_SFX(name) name##_sdot
+#include "rt_kern_neon.inc"
+#undef RT_SFX
+#undef RT_SDOT
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+
+#else
+/* ISO C forbids an empty translation unit. */
+typedef int rt_kern_neon_unused;
+#endif /* RT_HAVE_NEON */

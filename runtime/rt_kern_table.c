@@ -1,0 +1,138 @@
+/*
+ * runtime/rt_kern_table.c — CPU detection, the dispatch tables (one per
+ * variant, static const, filled with designated initializers), rt_matvec.
+ */
+#include "rt_kern_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#if RT_HAVE_NEON
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1UL << 1)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1UL << 20)
+#endif
+#endif
+
+_Static_assert(GGUF_TYPE_COUNT == 43, "kernel tables must cover every ggml type id");
+
+const int8_t rt__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                     1,    13,   25,  38,  53,  69,  89,  113};
+
+// --- CPU detection ---
+
+struct rt_cpu rt_cpu_detect(void)
+{
+    struct rt_cpu c = {false, false};
+#if RT_HAVE_NEON
+    const unsigned long hw = getauxval(AT_HWCAP);
+    c.neon = (hw & HWCAP_ASIMD) != 0;
+    c.dotprod = c.neon && (hw & HWCAP_ASIMDDP) != 0;
+#endif
+    const char *e = getenv("MW_RT_KERNELS");
+    if (e && strcmp(e, "scalar") == 0) {
+        c.neon = false;
+        c.dotprod = false;
+    } else if (e && strcmp(e, "neon") == 0) {
+        c.dotprod = false;
+    }
+    return c;
+}
+
+// --- tables ---
+
+#define ACT(T, blck_, size_, fn) [GGUF_TYPE_##T] = {GGUF_TYPE_##T, blck_, size_, fn}
+#define KER(W, A, fn) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn}
+
+/* Rows of every table: weight type -> (activation type, kernel name stem). */
+#define RT__KERNELS(V, FV)                         \
+    KER(F32, F32, rt_dot_f32_f32_##FV),            \
+    KER(F16, F16, rt_dot_f16_f16_##FV),            \
+    KER(BF16, BF16, rt_dot_bf16_bf16_##FV),        \
+    KER(Q8_0, Q8_0, rt_dot_q8_0_q8_0_##V),         \
+    KER(Q4_0, Q8_0, rt_dot_q4_0_q8_0_##V),         \
+    KER(Q4_1, Q8_1, rt_dot_q4_1_q8_1_##V),         \
+    KER(Q5_0, Q8_0, rt_dot_q5_0_q8_0_##V),         \
+    KER(Q5_1, Q8_1, rt_dot_q5_1_q8_1_##V),         \
+    KER(IQ4_NL, Q8_0, rt_dot_iq4_nl_q8_0_##V),     \
+    KER(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V),         \
+    KER(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V),         \
+    KER(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V),         \
+    KER(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V),         \
+    KER(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V)
+
+#define RT__ACTS(V)                                          \
+    ACT(F32, 1, 4, rt_quantize_f32_ref),                       \
+    ACT(F16, 1, 2, rt_quantize_f16_##V),                     \
+    ACT(BF16, 1, 2, rt_quantize_bf16_##V),                   \
+    ACT(Q8_0, RT_QK8_0, 34, rt_quantize_q8_0_##V),           \
+    ACT(Q8_1, RT_QK8_0, 36, rt_quantize_q8_1_##V),           \
+    ACT(Q8_K, RT_QK_K, 292, rt_quantize_q8_k_##V)
+
+static const struct rt_kernels table_scalar = {
+    .name = "scalar",
+    .kernel = {RT__KERNELS(ref, ref)},
+    .act = {RT__ACTS(ref)},
+};
+
+#if RT_HAVE_NEON
+static const struct rt_kernels table_neon = {
+    .name = "neon",
+    .kernel = {RT__KERNELS(neon, neon)},
+    .act = {RT__ACTS(neon)},
+};
+static const struct rt_kernels table_sdot = {
+    .name = "neon+dotprod",
+    .kernel = {RT__KERNELS(sdot, neon)},
+    .act = {RT__ACTS(neon)},
+};
+#endif
+
+const struct rt_kernels *rt_kernels_select(const struct rt_cpu *cpu)
+{
+#if RT_HAVE_NEON
+    if (cpu && cpu->neon && cpu->dotprod) return &table_sdot;
+    if (cpu && cpu->neon) return &table_neon;
+#else
+    (void)cpu;
+#endif
+    return &table_scalar;
+}
+
+const struct rt_kernel *rt_kernel_get(const struct rt_kernels *ks, uint32_t wtype)
+{
+    if (!ks || wtype >= GGUF_TYPE_COUNT || ks->kernel[wtype].dot == NULL) return NULL;
+    return &ks->kernel[wtype];
+}
+
+const struct rt_act_format *rt_kernel_act(const struct rt_kernels *ks, const struct rt_kernel *k)
+{
+    return &ks->act[k->act_type];
+}
+
+uint64_t rt_row_bytes(uint32_t t, uint64_t n)
+{
+    const struct gguf_type_info *ti = gguf_type_get(t);
+    uint64_t bytes;
+    if (!ti || ti->blck == 0 || n % ti->blck != 0) return 0;
+    if (!mw_mul_u64(n / ti->blck, ti->type_size, &bytes)) return 0;
+    return bytes;
+}
+
+void rt_quantize_act(const struct rt_kernels *ks, const struct rt_kernel *k, const float *x,
+                     void *out, uint64_t n)
+{
+    ks->act[k->act_type].quantize(x, out, n);
+}
+
+void rt_matvec(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t cols,
+               const void *act, float *out)
+{
+    const uint64_t stride = rt_row_bytes(k->wtype, cols);
+    const uint8_t *w = W;
+    const rt_dot_fn dot = k->dot;
+    for (uint64_t r = 0; r < rows; r++) dot(cols, &out[r], w + r * stride, act);
+}

@@ -1,0 +1,163 @@
+/*
+ * runtime/rt_kernels.h — the runtime's mat-vec kernels (internal to runtime/;
+ * used by the forward pass and by tests/check_rt_kernels.c).
+ *
+ * What it computes: out[r] = dot(W row r, x) for a weight matrix W stored in
+ * one of the ggml block types the quantizer emits (F32, F16, BF16, Q8_0,
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL;
+ * shared/docs/formats.md §3) and an activation row x that the caller first
+ * converts, once per mat-vec, to the weight type's partner format
+ * (formats.md §10):
+ *
+ *   weight type                      activation (act_type)
+ *   F32                              F32   (plain floats)
+ *   F16                              F16   (x rounded to f16, as ggml does)
+ *   BF16                             BF16  (x rounded to bf16, as ggml does)
+ *   Q8_0 Q4_0 Q5_0 IQ4_NL            Q8_0  (32 x i8, f16 scale)
+ *   Q4_1 Q5_1                        Q8_1  (32 x i8, f16 scale, f16 d*sum)
+ *   Q2_K Q3_K Q4_K Q5_K Q6_K         Q8_K  (256 x i8, f32 scale, 16 i16 sums)
+ *
+ * Quantized kernels accumulate integer products per block (exact) and then
+ * combine blocks in f32. Every kernel comes in up to three variants — a
+ * portable scalar reference, NEON (aarch64 baseline, the 8-bit dot product
+ * emulated with SMULL/SADALP), and NEON + SDOT (vdotq_s32, CPUs with the
+ * dot-product extension) — all compiled into one binary. The variant is
+ * chosen once at start-up: rt_cpu_detect() then rt_kernels_select(), which
+ * returns a const function-pointer table. Nothing checks the CPU inside a
+ * loop.
+ *
+ * Numerics contract: all variants perform the same float operations in the
+ * same order (block b's contribution goes to partial sum b % 4, float
+ * types' element i to partial sum i % 16, partials are combined in one fixed
+ * order), and the integer parts are exact, so for finite inputs every
+ * variant returns bit-identical results — the same on x86 and aarch64 (and
+ * with GCC or clang). For finite inputs the activation quantizers of all
+ * variants produce the bytes of ggml's quantize_row_q8_{0,1,K}_ref (Q8_0 and
+ * Q8_1 round half away from zero, as roundf; ggml's own NEON Q8_0/Q8_1 path
+ * rounds half to even, so on exact ties llama.cpp-on-ARM can differ from us
+ * by one step; Q8_K rounds half to even everywhere, as ggml does). NaN or
+ * Inf inputs give deterministic but meaningless rows (rt_kern_act.c) and
+ * NaN dot products whose payload may differ between variants.
+ *
+ * Memory: rows are read in place (mmap'd weights, any byte alignment for
+ * weights; activation rows need the alignment of their block struct below).
+ * Nothing here allocates, keeps state, or locks: every function is
+ * reentrant and thread-safe; callers split rows across threads.
+ *
+ * Lengths: n (elements per row) must be a multiple of the weight type's
+ * block size (32 or 256; 1 for F32/F16/BF16). Kernels assert nothing about
+ * their inputs beyond that: the caller (the graph) validates shapes and
+ * types of untrusted files before calling.
+ */
+#ifndef MW_RT_KERNELS_H
+#define MW_RT_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../gguf/gguf.h"
+
+// --- CPU features ---
+
+struct rt_cpu {
+    bool neon;    /* AdvSIMD (always true on aarch64 Linux) */
+    bool dotprod; /* SDOT/UDOT (HWCAP_ASIMDDP; Cortex-A55/A76 and later) */
+};
+
+/* Features of the running CPU (aarch64: getauxval(AT_HWCAP); elsewhere all
+ * false), capped by the environment variable MW_RT_KERNELS:
+ *   "scalar"  -> {false, false}
+ *   "neon"    -> {neon, false}
+ *   anything else / unset -> as detected.
+ * A build with -DMW_FORCE_SCALAR=ON always returns {false, false}. Reads the
+ * environment; call once at start-up. */
+struct rt_cpu rt_cpu_detect(void);
+
+// --- activation formats (formats.md §3.3) ---
+
+#define RT_QK8_0 32
+#define RT_QK_K 256
+
+struct rt_block_q8_0 { /* 34 bytes, == ggml block_q8_0 */
+    uint16_t d;        /* f16 scale */
+    int8_t qs[RT_QK8_0];
+};
+struct rt_block_q8_1 { /* 36 bytes, == ggml block_q8_1 */
+    uint16_t d;        /* f16 scale */
+    uint16_t s;        /* f16 of d * sum(qs), d the f32 scale before rounding */
+    int8_t qs[RT_QK8_0];
+};
+struct rt_block_q8_k {       /* 292 bytes, == ggml block_q8_K */
+    float d;                 /* f32 scale */
+    int8_t qs[RT_QK_K];
+    int16_t bsums[RT_QK_K / 16]; /* sum of qs[16g .. 16g+15] */
+};
+
+/* Converts n floats (a multiple of the format's block size) to an activation
+ * row. x and out must not overlap. */
+typedef void (*rt_quantize_fn)(const float *x, void *out, uint64_t n);
+
+struct rt_act_format {
+    uint32_t type;      /* ggml type id: F32, F16, BF16, Q8_0, Q8_1 or Q8_K */
+    uint32_t blck;      /* elements per block (1, 32 or 256) */
+    uint32_t type_size; /* bytes per block */
+    rt_quantize_fn quantize;
+};
+
+// --- kernels ---
+
+/* out[0] = dot(w_row, act_row) over n elements. w_row: n / blck(wtype)
+ * weight blocks, any alignment; act_row: n / blck(act_type) activation
+ * blocks produced by the act_type quantizer of the same table (any variant:
+ * they are bit-identical). */
+typedef void (*rt_dot_fn)(uint64_t n, float *out, const void *w_row, const void *act_row);
+
+struct rt_kernel {
+    uint32_t wtype;    /* ggml type id of the weight rows */
+    uint32_t act_type; /* ggml type id of the activation row */
+    rt_dot_fn dot;
+};
+
+/* One variant's function-pointer tables. Indexed by ggml type id; rows that
+ * are not supported have dot == NULL (kernel) / quantize == NULL (act). */
+struct rt_kernels {
+    const char *name; /* "scalar", "neon", "neon+dotprod" */
+    struct rt_kernel kernel[GGUF_TYPE_COUNT]; /* by weight type */
+    struct rt_act_format act[GGUF_TYPE_COUNT]; /* by activation type */
+};
+
+/* The best table for cpu: NEON+SDOT if cpu->dotprod, NEON if cpu->neon, else
+ * the scalar reference. Variants not compiled into this binary (x86, or
+ * MW_FORCE_SCALAR) fall back to scalar. Never NULL; points to static const
+ * data (no allocation, no state). cpu == NULL means scalar. Do not select a
+ * variant the CPU lacks (SIGILL). */
+const struct rt_kernels *rt_kernels_select(const struct rt_cpu *cpu);
+
+/* Kernel for weight type wtype, or NULL when the table has none. */
+const struct rt_kernel *rt_kernel_get(const struct rt_kernels *ks, uint32_t wtype);
+/* Activation format of kernel k in table ks (never NULL for a kernel that
+ * rt_kernel_get returned). */
+const struct rt_act_format *rt_kernel_act(const struct rt_kernels *ks, const struct rt_kernel *k);
+
+/* Bytes of one row of n elements of ggml type t (weights or activations);
+ * 0 when t is unknown, n is not a multiple of its block size, or the size
+ * overflows uint64_t. */
+uint64_t rt_row_bytes(uint32_t t, uint64_t n);
+
+/* Convenience: quantize n floats to kernel k's activation format. out must
+ * hold rt_row_bytes(k->act_type, n) bytes, aligned for the block struct
+ * (malloc alignment is enough). */
+void rt_quantize_act(const struct rt_kernels *ks, const struct rt_kernel *k, const float *x,
+                     void *out, uint64_t n);
+
+/* out[r] = dot(W row r, act) for r in [0, rows). W: (rows, cols) in k->wtype,
+ * row-major, rows packed back to back (row stride rt_row_bytes(k->wtype,
+ * cols)); act: one row of cols elements in k->act_type; out: rows floats.
+ * cols must be a multiple of both block sizes. No allocation, reentrant:
+ * threads call it on disjoint row ranges (pass W advanced by r0 rows and
+ * out + r0). */
+void rt_matvec(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t cols,
+               const void *act, float *out);
+
+#endif /* MW_RT_KERNELS_H */
