@@ -31,6 +31,8 @@ struct opts {
     const char *kld_base;
     const char *save_logits;
     const char *system;
+    const char *tokenize_file; /* --tokenize */
+    const char *teacher;       /* --teacher IDS */
     int64_t n_predict;        /* -1: default */
     uint32_t n_ctx;           /* 0: default */
     unsigned n_threads;
@@ -81,6 +83,12 @@ static const char usage_any[] =
     "      --kl-divergence BASE  KL divergence against logits saved by --save-logits\n"
     "                        (or llama-perplexity --kl-divergence-base)\n"
     "      --save-logits F   save this run's logits (float32) for a later comparison\n"
+    "diagnostics:\n"
+    "      --tokenize FILE   print the token ids of FILE's text (BOS as the vocabulary\n"
+    "                        asks) and exit, as llama-peer tokenize does\n"
+    "      --teacher IDS     after -p, feed these ids (comma or space separated) instead\n"
+    "                        of sampling; print per step: our greedy id and its logit,\n"
+    "                        the fed id and its logit (compares with another runtime)\n"
     "  -q, --quiet           no model summary / memory accounting on stderr\n"
     "\nexit status: 0 ok, 1 bad model or input file, 2 usage, 3 I/O or resource error\n";
 
@@ -244,6 +252,12 @@ static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *
             o->ignore_eos = true;
         } else if (!ppl_cmd && strcmp(a, "--tokens") == 0) {
             o->print_tokens = true;
+        } else if (!ppl_cmd && strcmp(a, "--tokenize") == 0) {
+            NEED();
+            o->tokenize_file = v;
+        } else if (!ppl_cmd && strcmp(a, "--teacher") == 0) {
+            NEED();
+            o->teacher = v;
         } else if (cl->mode == RUN_CLI_ANY && strcmp(a, "--perplexity") == 0) {
             NEED();
             o->ppl_file = v;
@@ -287,7 +301,8 @@ static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *
         return usage_error(cl, "--kl-divergence and --save-logits are exclusive");
     if ((o->kld_base || o->save_logits || o->chunks || o->bytes != UINT64_MAX) && !o->ppl_file)
         return usage_error(cl, "--kl-divergence/--save-logits/--chunks/--bytes need --perplexity");
-    if (!o->ppl_file && !o->prompt && !o->interactive)
+    if (o->teacher && !o->prompt) return usage_error(cl, "--teacher needs -p PROMPT");
+    if (!o->ppl_file && !o->prompt && !o->interactive && !o->tokenize_file)
         return usage_error(cl, "nothing to do: give -p PROMPT, -i or --perplexity FILE");
     return 0;
 }
@@ -320,7 +335,10 @@ static void print_summary(const struct cli *cl, const struct rt_model *m, const 
 
 // --- generation ---
 
+struct turns;
+
 struct gen {
+    struct turns *tu;  /* chat mode: the turns the window may drop; NULL otherwise */
     const struct cli *cl;
     const struct opts *o;
     struct rt_ctx *c;
@@ -344,12 +362,17 @@ static void emit(struct gen *g, int32_t id, bool first)
     fflush(stdout);
 }
 
-/* Make room for `need` more positions by dropping the oldest half of what
- * follows n_keep (prompt mode). */
+static enum mw_status chat_room(struct gen *g, struct turns *tu, uint32_t need, bool keep_last,
+                                struct mw_err *err);
+
+/* Make room for `need` more positions: in chat mode by dropping whole
+ * oldest turns (never the one being answered), otherwise by dropping the
+ * oldest half of what follows n_keep (llama.cpp's context shift). */
 static enum mw_status make_room(struct gen *g, uint32_t need, struct mw_err *err)
 {
     const uint32_t n_ctx = rt_ctx_n_ctx(g->c), n_past = rt_ctx_n_past(g->c);
     if (n_past + need <= n_ctx) return MW_OK;
+    if (g->tu) return chat_room(g, g->tu, need, true, err);
     if (g->n_keep + need >= n_ctx)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "context %u is too small to keep %u positions and add %u", n_ctx,
@@ -374,7 +397,12 @@ static enum mw_status generate(struct gen *g, uint64_t n, bool *stopped_eog, str
         emit(g, id, g->n_gen == 0);
         g->n_gen++;
         if (i + 1 == n) break; /* its logits are not needed */
-        if ((s = make_room(g, 1, err))) return s;
+        if ((s = make_room(g, 1, err))) {
+            if (!g->tu || s != MW_E_NOSPACE) return s;
+            mw_err_clear(err); /* chat: the reply fills the window; end it */
+            if (!g->o->quiet) fprintf(stderr, "\n[context full: reply cut]");
+            break;
+        }
         if ((s = rt_eval(g->c, &id, 1, 0, NULL, err))) return s;
     }
     g->t_gen += now_s() - t0;
@@ -400,6 +428,63 @@ static enum mw_status tokenize(const struct rt_tok *t, const char *text, bool ad
     return s;
 }
 
+/* --teacher: feed given ids, report our greedy choice at each step. */
+static int run_teacher(struct gen *g, struct mw_err *err)
+{
+    const struct cli *cl = g->cl;
+    const uint32_t nv = rt_model_hparams(rt_ctx_model(g->c))->n_vocab;
+    const char *p = g->o->teacher;
+    uint32_t step = 0;
+    putchar('\n');
+    while (*p) {
+        while (*p == ' ' || *p == ',') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        const long id = strtol(p, &end, 10);
+        if (end == p || errno || id < 0 || (unsigned long)id >= nv) {
+            fprintf(stderr, "%s: --teacher: bad token id at '%.20s'\n", cl->prog, p);
+            return mw_status_exit_code(MW_E_USAGE);
+        }
+        p = end;
+        const float *lg = rt_ctx_logits(g->c);
+        const int32_t best = rt_argmax(lg, nv);
+        printf("step %u ours %d %.6f fed %ld %.6f\n", step++, best, lg[best], id, lg[id]);
+        const int32_t t = (int32_t)id;
+        enum mw_status s = make_room(g, 1, err);
+        if (!s) s = rt_eval(g->c, &t, 1, 0, NULL, err);
+        if (s) return fail(cl, err);
+    }
+    return 0;
+}
+
+static int run_tokenize(const struct cli *cl, const struct opts *o, const struct rt_tok *t,
+                        struct mw_err *err)
+{
+    size_t need = 0, n = 0;
+    struct mw_map map;
+    enum mw_status s = mw_map_open(&map, o->tokenize_file, err);
+    if (s) return fail(cl, err);
+    s = rt_tok_encode(t, (const char *)map.data, (size_t)map.size, true, false, NULL, 0, &need,
+                      NULL);
+    int32_t *ids = malloc((need ? need : 1) * sizeof *ids);
+    if (!ids) {
+        mw_map_close(&map);
+        MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "token buffer");
+        return fail(cl, err);
+    }
+    s = rt_tok_encode(t, (const char *)map.data, (size_t)map.size, true, false, ids, need, &n, err);
+    mw_map_close(&map);
+    if (s) {
+        free(ids);
+        return fail(cl, err);
+    }
+    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    putchar('\n');
+    free(ids);
+    return 0;
+}
+
 static int run_prompt(struct gen *g, struct mw_err *err)
 {
     const struct cli *cl = g->cl;
@@ -419,7 +504,7 @@ static int run_prompt(struct gen *g, struct mw_err *err)
         return mw_status_exit_code(MW_E_USAGE);
     }
     g->n_keep = rt_tok_add_bos(g->t) ? 1 : 0;
-    if (!g->o->print_tokens) {
+    if (!g->o->print_tokens && !g->o->teacher) {
         fputs(g->o->prompt, stdout);
         fflush(stdout);
     }
@@ -428,6 +513,7 @@ static int run_prompt(struct gen *g, struct mw_err *err)
     const double t_prompt = now_s() - t0;
     free(toks);
     if (s) return fail(cl, err);
+    if (g->o->teacher) return run_teacher(g, err);
     const uint64_t n_predict = g->o->n_predict < 0 ? 128 : (uint64_t)g->o->n_predict;
     bool eog;
     if ((s = generate(g, n_predict, &eog, err))) return fail(cl, err);
@@ -450,22 +536,24 @@ struct turns {
 };
 
 /* Slide the window: drop whole oldest turns after n_keep until `need` more
- * positions fit. */
-static enum mw_status chat_room(struct gen *g, struct turns *tu, uint32_t need, struct mw_err *err)
+ * positions fit; keep_last: the newest turn (being answered) stays. */
+static enum mw_status chat_room(struct gen *g, struct turns *tu, uint32_t need, bool keep_last,
+                                struct mw_err *err)
 {
     const uint32_t n_ctx = rt_ctx_n_ctx(g->c);
     if (rt_ctx_n_past(g->c) + need <= n_ctx) return MW_OK;
+    const uint32_t droppable = keep_last && tu->n > 0 ? tu->n - 1 : tu->n;
     uint32_t k = 0; /* turns to drop */
-    while (k < tu->n) {
+    while (k < droppable) {
         k++;
         const uint32_t cut = k < tu->n ? tu->start[k] : rt_ctx_n_past(g->c);
         if (rt_ctx_n_past(g->c) - (cut - g->n_keep) + need <= n_ctx) break;
     }
     const uint32_t cut = k < tu->n ? tu->start[k] : rt_ctx_n_past(g->c);
     if (rt_ctx_n_past(g->c) - (cut - g->n_keep) + need > n_ctx)
-        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
-                       "this turn (%u tokens) does not fit in --ctx %u with the system prompt "
-                       "(%u tokens)", need, n_ctx, g->n_keep);
+        return MW_FAIL(err, MW_E_NOSPACE, MW_ERR_OFF_NONE,
+                       "%s does not fit in --ctx %u with the system prompt (%u tokens)",
+                       keep_last ? "the reply" : "this turn", n_ctx, g->n_keep);
     const uint32_t drop = cut - g->n_keep;
     enum mw_status s = rt_ctx_shift(g->c, g->n_keep, drop, err);
     if (s) return s;
@@ -490,10 +578,10 @@ static enum mw_status feed_text(struct gen *g, struct turns *tu, const char *tex
     }
     if (n >= rt_ctx_n_ctx(g->c)) {
         free(toks);
-        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "%zu tokens do not fit in --ctx %u", n,
+        return MW_FAIL(err, MW_E_NOSPACE, MW_ERR_OFF_NONE, "%zu tokens do not fit in --ctx %u", n,
                        rt_ctx_n_ctx(g->c));
     }
-    if ((s = chat_room(g, tu, (uint32_t)n + (new_turn ? 16 : 0), err)) == MW_OK) {
+    if ((s = chat_room(g, tu, (uint32_t)n + (new_turn ? 8 : 0), !new_turn, err)) == MW_OK) {
         if (new_turn && tu->n < sizeof tu->start / sizeof tu->start[0])
             tu->start[tu->n++] = rt_ctx_n_past(g->c);
         s = rt_eval(g->c, toks, (uint32_t)n, 0, NULL, err);
@@ -512,6 +600,7 @@ static int run_chat(struct gen *g, struct mw_err *err)
         MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "chat state");
         return fail(cl, err);
     }
+    g->tu = tu;
     if (!g->o->quiet)
         fprintf(stderr, "%s: chat format %s; one line per turn, end with EOF (Ctrl-D)\n", cl->prog,
                 rt_chat_fmt_name(fmt));
@@ -519,7 +608,7 @@ static int run_chat(struct gen *g, struct mw_err *err)
     size_t cap = 0;
     /* BOS and the system prompt form the part the window always keeps */
     bool bos_pending = rt_tok_add_bos(g->t);
-    if (g->o->system && fmt != RT_CHAT_LLAMA2 && fmt != RT_CHAT_NONE) {
+    if (g->o->system && fmt != RT_CHAT_LLAMA2) {
         const size_t need = rt_chat_format(fmt, "system", g->o->system, true, NULL, NULL, 0) + 1;
         buf = malloc(need);
         if (!buf) {
@@ -559,17 +648,33 @@ static int run_chat(struct gen *g, struct mw_err *err)
         }
         rt_chat_format(fmt, "user", line, first, g->o->system, buf, cap);
         first = false;
-        if ((s = feed_text(g, tu, buf, false, true, err))) break;
+        if ((s = feed_text(g, tu, buf, false, true, err))) {
+            if (s != MW_E_NOSPACE) break;
+            char eb[600];
+            fprintf(stderr, "[%s: turn skipped]\n", mw_err_format(err, eb, sizeof eb));
+            mw_err_clear(err);
+            s = MW_OK;
+            continue;
+        }
         bool eog;
         if ((s = generate(g, n_predict, &eog, err))) break;
         /* the sampled end token was not fed: close the turn as the template does */
         putchar('\n');
         fflush(stdout);
-        if ((s = feed_text(g, tu, rt_chat_turn_end(fmt), false, false, err))) break;
+        if ((s = feed_text(g, tu, rt_chat_turn_end(fmt), false, false, err))) {
+            if (s != MW_E_NOSPACE) break;
+            /* a single turn filled the window: start over after the kept part */
+            mw_err_clear(err);
+            s = MW_OK;
+            rt_ctx_truncate(g->c, g->n_keep);
+            tu->n = 0;
+            if (!g->o->quiet) fprintf(stderr, "[context full: conversation restarted]\n");
+        }
     }
     free(line);
 out:
     free(buf);
+    g->tu = NULL;
     free(tu);
     if (s) return fail(cl, err);
     if (!g->o->quiet && g->n_gen > 0)
@@ -685,6 +790,10 @@ int run_cli_main(const char *prog, enum run_cli_mode mode, int argc, char **argv
     }
     if ((s = rt_tok_init(rt_model_gguf(m), hp->n_vocab, &t, &err))) {
         rc = fail(&cl, &err);
+        goto done;
+    }
+    if (o.tokenize_file) {
+        rc = run_tokenize(&cl, &o, t, &err);
         goto done;
     }
     const uint32_t chunk_ctx = o.ppl_file ? (o.n_ctx ? o.n_ctx : 256) : 0;

@@ -1,0 +1,363 @@
+/*
+ * runtime/rt.h — memwall's device runtime: runs a llama-family GGUF file
+ * (llama, mistral, qwen2 as memwall and llama.cpp's converters write them)
+ * on a CPU, the same code on an ARM phone and on the desktop.
+ *
+ * What it reads: one GGUF v3 file through gguf/ (mmap, read-only; weights
+ * are never copied). Before anything runs, rt_model_open() checks every key
+ * the graph needs (types and ranges), every tensor it will touch (present,
+ * exact shape, a type the kernels handle, data alignment), and every size
+ * derived from them (overflow-checked): a hostile file gives an error that
+ * names the key or tensor, never a crash.
+ *
+ * The graph (formats.md §6, llama.cpp's llm_build_llama / llm_build_qwen2):
+ *   x = token_embd[tok]
+ *   per layer: h = rmsnorm(x)·attn_norm; q,k,v = Wq h (+bq), Wk h (+bk), Wv h (+bv)
+ *              RoPE(q,k) at the token's position — "normal" mode (pairs 2i,2i+1;
+ *              the converters permute HF q/k rows for it) for llama, NEOX mode
+ *              (pairs i, i+n_rot/2) for qwen2; rope_freqs.weight divides the
+ *              angles (Llama-3.1 scaling), rope.scaling.type linear scales them
+ *              softmax(q·k/sqrt(hd)) over the cache, grouped-query (n_head/n_head_kv
+ *              query heads share a kv head); x += Wo attn (+bo)
+ *              h = rmsnorm(x)·ffn_norm; x += Wdown (silu(Wgate h) * Wup h)
+ *   logits = output · rmsnorm(x)·output_norm   (output = token_embd when absent)
+ *
+ * Memory: the model is the mapping plus a few owned float vectors (norms,
+ * biases); a context (rt_ctx) allocates its KV cache, activation scratch,
+ * per-thread attention rows and worker threads once in rt_ctx_init(). After
+ * that rt_eval() performs no allocation (a test counts malloc calls).
+ *
+ * Threads: work is split over independent outputs (matrix rows, heads,
+ * tokens); no reduction is ever split, so results are bitwise identical for
+ * every thread count.
+ *
+ * Nothing here prints; errors come back as enum mw_status + struct mw_err.
+ * Depends on libc, libm and pthreads only (plus core/, gguf/, quant/ and the
+ * kernels in rt_kernels.h).
+ */
+#ifndef MW_RT_H
+#define MW_RT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/mw.h"
+#include "../gguf/gguf.h"
+
+// --- model ---
+
+enum rt_arch { RT_ARCH_LLAMA = 0, RT_ARCH_QWEN2 = 1 };
+
+/* Hyper-parameters as read and checked from the file. */
+struct rt_hparams {
+    enum rt_arch arch;
+    char arch_name[16];   /* general.architecture */
+    char name[64];        /* general.name ("" if absent), truncated */
+    uint32_t n_vocab;     /* rows of token_embd (= tokenizer.ggml.tokens count) */
+    uint32_t n_embd;      /* <arch>.embedding_length */
+    uint32_t n_layer;     /* <arch>.block_count, 1..512 */
+    uint32_t n_head;      /* query heads */
+    uint32_t n_head_kv;   /* key/value heads; n_head % n_head_kv == 0 */
+    uint32_t head_dim;    /* key_length = value_length (default n_embd / n_head) */
+    uint32_t n_ff;        /* feed_forward_length */
+    uint32_t n_rot;       /* rope.dimension_count (default head_dim; even, <= head_dim) */
+    uint32_t n_ctx_train; /* context_length */
+    float rms_eps;        /* attention.layer_norm_rms_epsilon */
+    float rope_base;      /* rope.freq_base (default 10000) */
+    float rope_freq_scale;/* 1 / rope.scaling.factor for linear scaling, else 1 */
+    bool rope_neox;       /* qwen2: NEOX pairs */
+    bool has_rope_freqs;  /* rope_freqs.weight present */
+    bool tied_output;     /* no output.weight: token_embd is the output matrix */
+    uint32_t file_type;   /* general.file_type, UINT32_MAX if absent */
+};
+
+struct rt_model_opts {
+    bool mlock;  /* mlock() the whole mapping (fails with MW_E_IO on RLIMIT_MEMLOCK) */
+};
+
+struct rt_model;
+
+/* Open path (mmap, read-only), validate the container (gguf_open) and the
+ * llama graph. On success *out owns the mapping; release with
+ * rt_model_close(). o may be NULL. Errors: those of gguf_open, and
+ * MW_E_FORMAT / MW_E_UNSUPPORTED / MW_E_VALUE naming the key or tensor
+ * (missing, wrong type, wrong shape, unsupported ggml type, inconsistent
+ * head counts ...), MW_E_IO (mlock), MW_E_NOMEM. */
+enum mw_status rt_model_open(const char *path, const struct rt_model_opts *o,
+                             struct rt_model **out, struct mw_err *err);
+/* The same over an already open file (borrowed: f must outlive the model).
+ * The graph builder alone; what the fuzz target runs. */
+enum mw_status rt_model_from_gguf(const struct gguf_file *f, struct rt_model **out,
+                                  struct mw_err *err);
+void rt_model_close(struct rt_model *m); /* NULL-safe */
+
+const struct rt_hparams *rt_model_hparams(const struct rt_model *m);
+const struct gguf_file *rt_model_gguf(const struct rt_model *m);
+/* Bytes of tensor data the graph reads per token (all its weights; the
+ * embedding table counts when it is also the output matrix). */
+uint64_t rt_model_weight_bytes(const struct rt_model *m);
+/* Bytes of the whole mapping (the file). */
+uint64_t rt_model_mapped_bytes(const struct rt_model *m);
+/* Bytes the model owns besides the mapping (norm/bias vectors as f32). */
+uint64_t rt_model_owned_bytes(const struct rt_model *m);
+/* ggml type of the tensor most of the weight bytes use (for display). */
+uint32_t rt_model_main_type(const struct rt_model *m);
+
+/* Check the memwall checksums (gguf.h: memwall.checksum.*): the header hash
+ * and every tensor's xxh3 over its bytes in the mapping, tensor by tensor
+ * (streamed; nothing is copied). *n_checked gets the number of tensors
+ * hashed (0 and MW_OK when the file carries no memwall checksums, e.g. a
+ * llama.cpp file). Errors: MW_E_CHECKSUM naming the tensor and its offset,
+ * MW_E_FORMAT (checksum keys of the wrong type or length). */
+enum mw_status rt_model_verify(const struct rt_model *m, uint64_t *n_checked,
+                               struct mw_err *err);
+
+// --- context: KV cache, scratch, threads ---
+
+enum rt_kv_type { RT_KV_F16 = 0, RT_KV_Q8_0 = 1 };
+/* "f16" / "q8_0" -> type; false if unknown. */
+bool rt_kv_type_parse(const char *s, enum rt_kv_type *out);
+const char *rt_kv_type_name(enum rt_kv_type t);
+
+#define RT_MAX_CTX (1u << 20)
+#define RT_MAX_THREADS 256
+
+struct rt_ctx_opts {
+    uint32_t n_ctx;           /* positions in the KV cache; 0: min(n_ctx_train, 4096) */
+    enum rt_kv_type kv_type;  /* default RT_KV_F16 (llama.cpp's default) */
+    unsigned n_threads;       /* 0: 1; at most RT_MAX_THREADS */
+    uint32_t n_batch;         /* tokens per forward step; 0: 64 */
+};
+
+/* Memory a context uses, for the accounting printed at start. */
+struct rt_mem {
+    uint64_t mapped_bytes;   /* the file mapping (weights are never copied) */
+    uint64_t weight_bytes;   /* of which the graph's weights */
+    uint64_t owned_bytes;    /* model-owned f32 vectors */
+    uint64_t kv_bytes;       /* K and V caches at n_ctx */
+    uint64_t scratch_bytes;  /* activations, quantized activations, logits, attention rows */
+    uint32_t n_ctx;
+    unsigned n_threads;
+    enum rt_kv_type kv_type;
+};
+
+struct rt_ctx;
+
+/* Allocate everything a forward pass needs for m (borrowed: m must outlive
+ * the context) and start n_threads-1 worker threads. o may be NULL.
+ * Errors: MW_E_USAGE (n_ctx above RT_MAX_CTX, n_threads above
+ * RT_MAX_THREADS, q8_0 KV with a head size not a multiple of 32),
+ * MW_E_NOMEM, MW_E_IO (thread creation). */
+enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o,
+                           struct rt_ctx **out, struct mw_err *err);
+void rt_ctx_free(struct rt_ctx *c); /* NULL-safe; joins the workers */
+
+void rt_ctx_mem(const struct rt_ctx *c, struct rt_mem *out);
+uint32_t rt_ctx_n_ctx(const struct rt_ctx *c);
+/* Positions filled in the KV cache. */
+uint32_t rt_ctx_n_past(const struct rt_ctx *c);
+const struct rt_model *rt_ctx_model(const struct rt_ctx *c);
+/* Name of the kernel variant the context runs ("scalar", "neon", "neon+dotprod"). */
+const char *rt_ctx_kernels_name(const struct rt_ctx *c);
+
+/* Run n tokens at positions n_past .. n_past+n-1 and append them to the KV
+ * cache. As llama.cpp does for its ubatch, a call of 64 tokens or more
+ * takes the tiled f32 attention and a smaller one the f16-accumulating
+ * single-query attention (rt_forward.c), so logits depend on how tokens are
+ * grouped into calls; they never depend on the thread count or n_batch.
+ * Logits of the last token are kept in the context
+ * (rt_ctx_logits). If logits is not NULL, the rows of tokens
+ * logits_from .. n-1 (n_vocab floats each) are written there as well.
+ * No allocation. Errors: MW_E_USAGE (n == 0, n_past + n > n_ctx,
+ * logits_from >= n with logits given), MW_E_VALUE (a token id outside the
+ * vocabulary; nothing is evaluated). */
+enum mw_status rt_eval(struct rt_ctx *c, const int32_t *tokens, uint32_t n,
+                       uint32_t logits_from, float *logits, struct mw_err *err);
+/* Logits (n_vocab floats) of the last token rt_eval ran; valid until the
+ * next rt_eval. */
+const float *rt_ctx_logits(const struct rt_ctx *c);
+
+/* Forget everything (n_past = 0). */
+void rt_ctx_reset(struct rt_ctx *c);
+/* Forget positions >= n_past (rewind; n_past > current is a no-op). */
+void rt_ctx_truncate(struct rt_ctx *c, uint32_t n_past);
+/* Sliding window: drop the n_drop positions after the first n_keep (e.g.
+ * BOS + system prompt), move the rest down and re-rotate their cached keys
+ * to the new positions (llama.cpp's context shift). Afterwards n_past is
+ * n_past - n_drop. Errors: MW_E_USAGE if n_keep + n_drop > n_past. No
+ * allocation. */
+enum mw_status rt_ctx_shift(struct rt_ctx *c, uint32_t n_keep, uint32_t n_drop,
+                            struct mw_err *err);
+
+// --- tokenizer (from the GGUF metadata, formats.md §7) ---
+/*
+ * "llama": SentencePiece BPE as llama.cpp runs it (llm_tokenizer_spm):
+ *   escape spaces as U+2581, a dummy-prefix space at the start of each text
+ *   fragment that follows BOS/a special token (tokenizer.ggml.add_space_prefix,
+ *   default true), merge adjacent symbols by the highest score (ties: leftmost),
+ *   byte fallback to <0xNN> pieces. Same ids as llama.cpp.
+ * "gpt2": byte-level BPE. Decoding is complete. Encoding: the pre-tokenizer
+ *   regexes of "llama3"/"llama-bpe"/"llama-v3"/"falcon3"/"pixtral" (digits in
+ *   runs of 1-3), "qwen2"/"deepseek-r1-qwen" (single digits) and "default"/"gpt-2"
+ *   are implemented by hand (no regex library). \p{L}, \p{N} and \s follow the
+ *   Unicode classes for ASCII, Latin-1, Latin Extended-A/B, IPA, Greek,
+ *   Cyrillic, Armenian, Hebrew, Arabic, the CJK, kana and Hangul blocks and
+ *   the common space/number code points; characters outside these tables count
+ *   as "other" (punctuation), which can split words of other scripts
+ *   differently from llama.cpp. Then merges by rank (lowest first; ties:
+ *   leftmost), "ignore_merges" for the llama3 group.
+ * Special tokens: tokens of type user-defined (4) are always matched in the
+ * text as whole units; control tokens (3) only when parse_special is set
+ * (chat templates), as llama.cpp does.
+ */
+struct rt_tok;
+
+/* Build the tokenizer of f (borrowed: f must outlive it). n_vocab: the
+ * model's vocabulary (the token count must equal it). Errors: MW_E_FORMAT /
+ * MW_E_VALUE / MW_E_UNSUPPORTED naming the key (missing tokens, wrong array
+ * types or lengths, unknown tokenizer model or pre-tokenizer, special ids
+ * out of range are ignored as llama.cpp does), MW_E_NOMEM. */
+enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct rt_tok **out,
+                           struct mw_err *err);
+void rt_tok_free(struct rt_tok *t); /* NULL-safe */
+
+/* Tokenize len bytes of text. add_special: prepend BOS (and append EOS) if
+ * the vocabulary asks for it (add_bos_token / add_eos_token), as
+ * llama_tokenize(add_special) does. parse_special: recognise control tokens
+ * spelled in the text. Writes at most cap ids to out; *n_out gets the
+ * number of tokens the text needs (> cap: MW_E_NOSPACE, call again with a
+ * bigger buffer). Allocates temporary memory (not for use in a token loop).
+ * Errors: MW_E_NOSPACE, MW_E_NOMEM. Thread-safe (t is read only). */
+enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t len,
+                             bool add_special, bool parse_special, int32_t *out, size_t cap,
+                             size_t *n_out, struct mw_err *err);
+/* The text of token id: SPM "▁" as a space and <0xNN> as the byte; GPT-2
+ * byte characters as bytes. Control tokens give "" unless special. Writes
+ * at most cap bytes (no NUL) and returns the piece's full length (0 for an
+ * id out of range). No allocation. */
+size_t rt_tok_piece(const struct rt_tok *t, int32_t id, bool special, char *buf, size_t cap);
+/* The raw vocabulary string of id (as stored), or NULL if out of range. */
+const char *rt_tok_text(const struct rt_tok *t, int32_t id, size_t *len);
+/* Exact lookup of a vocabulary string; -1 if absent. */
+int32_t rt_tok_find(const struct rt_tok *t, const char *text, size_t len);
+
+uint32_t rt_tok_n_vocab(const struct rt_tok *t);
+int32_t rt_tok_bos(const struct rt_tok *t);   /* -1 if none */
+int32_t rt_tok_eos(const struct rt_tok *t);   /* -1 if none */
+bool rt_tok_add_bos(const struct rt_tok *t);
+bool rt_tok_add_space_prefix(const struct rt_tok *t);
+/* End of generation: eos, eot, eom, or a control token named like one
+ * (<|im_end|>, <|eot_id|>, <|end_of_text|>, <|endoftext|>, </s>). */
+bool rt_tok_is_eog(const struct rt_tok *t, int32_t id);
+/* "llama" or "gpt2". */
+const char *rt_tok_model_name(const struct rt_tok *t);
+/* The pre-tokenizer the encoder runs ("spm", "llama3", "qwen2", "gpt2"). */
+const char *rt_tok_pre_name(const struct rt_tok *t);
+
+// --- chat templates ---
+/*
+ * The GGUF's tokenizer.chat_template (Jinja) is not interpreted; it is
+ * recognised by marker substrings as one of a few simple formats, and the
+ * prompt is built by hand for it. Unrecognised or absent: "none" (plain text
+ * continuation, turns separated by newlines).
+ */
+enum rt_chat_fmt {
+    RT_CHAT_NONE = 0,
+    RT_CHAT_CHATML,  /* <|im_start|>role\n...<|im_end|>\n  (qwen2) */
+    RT_CHAT_LLAMA2,  /* [INST] ... [/INST] (llama-2, mistral) */
+    RT_CHAT_LLAMA3,  /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
+    RT_CHAT_ZEPHYR,  /* <|user|>\n...</s>\n<|assistant|>\n (TinyLlama chat) */
+};
+enum rt_chat_fmt rt_chat_detect(const struct gguf_file *f);
+const char *rt_chat_fmt_name(enum rt_chat_fmt fmt);
+/* Append the text of one turn (role "system", "user") followed by the
+ * assistant prefix when role is "user", into buf (cap bytes, NUL-terminated).
+ * first: no earlier turn in the conversation (llama2 puts the system prompt
+ * inside the first [INST]). Returns the length it needs (> cap - 1 means it
+ * was cut). The text is meant to be tokenized with parse_special. */
+size_t rt_chat_format(enum rt_chat_fmt fmt, const char *role, const char *text, bool first,
+                      const char *system, char *buf, size_t cap);
+/* The text that closes an assistant turn in the history (e.g. "<|im_end|>\n"). */
+const char *rt_chat_turn_end(enum rt_chat_fmt fmt);
+
+// --- sampling ---
+
+struct rt_sampler_opts {
+    float temp;      /* <= 0: greedy (the first maximum, as llama.cpp's greedy sampler) */
+    uint32_t top_k;  /* 0: off */
+    float top_p;     /* 0 or >= 1: off */
+    float min_p;     /* <= 0: off */
+    uint64_t seed;   /* the RNG seed; same seed + same logits -> same tokens */
+};
+struct rt_sampler;
+
+/* Order: top-k, top-p, min-p, temperature, then a draw from the softmax.
+ * All scratch (n_vocab entries) is allocated here. Errors: MW_E_USAGE (NaN
+ * or negative parameters, min_p > 1), MW_E_NOMEM. */
+enum mw_status rt_sampler_init(const struct rt_sampler_opts *o, uint32_t n_vocab,
+                               struct rt_sampler **out, struct mw_err *err);
+void rt_sampler_free(struct rt_sampler *s); /* NULL-safe */
+/* Pick the next token from n_vocab logits. No allocation. */
+int32_t rt_sample(struct rt_sampler *s, const float *logits);
+/* Index of the first maximum (greedy). */
+int32_t rt_argmax(const float *logits, uint32_t n);
+
+// --- perplexity (llama.cpp's llama-perplexity protocol) ---
+/*
+ * The text (one trailing '\n' dropped, as llama-perplexity's -f does) is
+ * tokenized once with add_special and without parse_special; cut into
+ * n_chunk = n_tokens / n_ctx chunks (a trailing partial chunk is dropped);
+ * each chunk's first token is replaced by BOS (when the vocab adds BOS), the
+ * chunk is evaluated from an empty cache, and the logits of positions
+ * n_ctx/2 .. n_ctx-2 score tokens n_ctx/2+1 .. n_ctx-1:
+ * nll = log(sum exp(l - max)) + max - l[tok] (float logits, double sum).
+ * ppl = exp(mean nll).
+ *
+ * Logit files (compatible with tests/peer's llama-peer):
+ *   save_logits writes "MWPEERL1", u32 n_ctx, u32 n_vocab, u32 n_chunk,
+ *   u32 first (= n_ctx/2), i32 tokens[n_chunk*n_ctx] (as tokenized, before
+ *   the BOS substitution), then per chunk (n_ctx-1-first) rows of n_vocab
+ *   float32 logits (positions first .. n_ctx-2). Little-endian.
+ *   kld_base reads that format, or llama-perplexity's --kl-divergence-base
+ *   file ("_logits_", u32 n_ctx, i32 n_vocab, i32 n_chunk, i32 tokens,
+ *   per chunk rows of 2*((n_vocab+1)/2)+4 uint16: float scale, float min,
+ *   quantized log-probs). As llama-perplexity does, the base file's tokens
+ *   are scored (the text is only used when no base is given).
+ */
+struct rt_ppl_opts {
+    uint32_t n_ctx;           /* chunk size (llama-perplexity -c); 0: 256 */
+    uint32_t max_chunks;      /* 0: all */
+    const char *save_logits;  /* NULL: none */
+    const char *kld_base;     /* NULL: plain perplexity */
+    /* Called after each chunk; may be NULL. */
+    void (*progress)(void *ud, uint32_t chunk, uint32_t n_chunk, double ppl_so_far);
+    void *progress_ud;
+};
+
+struct rt_ppl_result {
+    double ppl;            /* exp(mean nll) */
+    double ppl_unc;        /* llama.cpp's +/- estimate (ppl * stddev(nll)/sqrt(n)) */
+    uint32_t n_chunk;
+    uint64_t n_tokens;     /* tokens the text gave (BOS included), or of the base file */
+    uint64_t n_scored;
+    /* with kld_base: */
+    bool has_kld;
+    bool kld_exact;        /* base in float32 (exact KL) vs llama.cpp uint16 */
+    double kld, kld_unc, kld_max;
+    double ppl_base;       /* the base's perplexity on the same tokens */
+    double same_top;       /* fraction where argmax agrees */
+    double rms_dp;         /* RMS of p(tok) differences */
+    double seconds;        /* evaluation time */
+};
+
+/* Run the protocol on c (whose n_ctx must be >= o->n_ctx; its cache is
+ * cleared) with tokenizer t. Allocates its buffers once (n_ctx tokens,
+ * n_batch rows of logits). Errors: MW_E_VALUE (fewer than 2*n_ctx tokens,
+ * base file for another n_ctx/vocabulary), MW_E_FORMAT / MW_E_TRUNC (bad
+ * base file), MW_E_IO, MW_E_NOMEM, and those of rt_eval. */
+enum mw_status rt_perplexity(struct rt_ctx *c, const struct rt_tok *t, const char *text,
+                             size_t len, const struct rt_ppl_opts *o, struct rt_ppl_result *res,
+                             struct mw_err *err);
+
+#endif /* MW_RT_H */

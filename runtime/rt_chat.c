@@ -1,0 +1,94 @@
+/*
+ * runtime/rt_chat.c — the few chat formats the runtime builds by hand
+ * (rt.h). tokenizer.chat_template is Jinja; it is not interpreted, only
+ * recognised by the markers it contains.
+ */
+#include "rt_int.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static bool has(const uint8_t *s, uint64_t n, const char *needle)
+{
+    const size_t k = strlen(needle);
+    if (k > n) return false;
+    for (uint64_t i = 0; i + k <= n; i++)
+        if (s[i] == (uint8_t)needle[0] && memcmp(s + i, needle, k) == 0) return true;
+    return false;
+}
+
+enum rt_chat_fmt rt_chat_detect(const struct gguf_file *f)
+{
+    const int64_t i = gguf_kv_find(f, "tokenizer.chat_template");
+    if (i < 0) return RT_CHAT_NONE;
+    const struct gguf_value *v = gguf_kv_value(f, (uint64_t)i);
+    if (v->type != GGUF_VT_STRING) return RT_CHAT_NONE;
+    if (has(v->data, v->n, "<|im_start|>")) return RT_CHAT_CHATML;
+    if (has(v->data, v->n, "<|start_header_id|>")) return RT_CHAT_LLAMA3;
+    if (has(v->data, v->n, "<|user|>")) return RT_CHAT_ZEPHYR;
+    if (has(v->data, v->n, "[INST]")) return RT_CHAT_LLAMA2;
+    return RT_CHAT_NONE;
+}
+
+const char *rt_chat_fmt_name(enum rt_chat_fmt fmt)
+{
+    switch (fmt) {
+    case RT_CHAT_CHATML: return "chatml";
+    case RT_CHAT_LLAMA2: return "llama2";
+    case RT_CHAT_LLAMA3: return "llama3";
+    case RT_CHAT_ZEPHYR: return "zephyr";
+    default: return "none";
+    }
+}
+
+__attribute__((format(printf, 3, 4))) static size_t cat(char *buf, size_t cap, const char *fmt,
+                                                        ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(buf, cap, fmt, ap);
+    va_end(ap);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+size_t rt_chat_format(enum rt_chat_fmt fmt, const char *role, const char *text, bool first,
+                      const char *system, char *buf, size_t cap)
+{
+    const bool user = strcmp(role, "user") == 0;
+    const bool sys = strcmp(role, "system") == 0;
+    if (cap) buf[0] = '\0';
+    switch (fmt) {
+    case RT_CHAT_CHATML:
+        if (user)
+            return cat(buf, cap, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", text);
+        return cat(buf, cap, "<|im_start|>%s\n%s<|im_end|>\n", role, text);
+    case RT_CHAT_LLAMA3:
+        if (user)
+            return cat(buf, cap,
+                       "<|start_header_id|>user<|end_header_id|>\n\n%s<|eot_id|>"
+                       "<|start_header_id|>assistant<|end_header_id|>\n\n", text);
+        return cat(buf, cap, "<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>", role, text);
+    case RT_CHAT_ZEPHYR:
+        if (user) return cat(buf, cap, "<|user|>\n%s</s>\n<|assistant|>\n", text);
+        return cat(buf, cap, "<|%s|>\n%s</s>\n", role, text);
+    case RT_CHAT_LLAMA2:
+        if (sys) return 0; /* goes inside the first [INST] */
+        if (first && system && system[0])
+            return cat(buf, cap, "[INST] <<SYS>>\n%s\n<</SYS>>\n\n%s [/INST]", system, text);
+        return cat(buf, cap, "[INST] %s [/INST]", text);
+    default:
+        return cat(buf, cap, "%s\n", text);
+    }
+}
+
+const char *rt_chat_turn_end(enum rt_chat_fmt fmt)
+{
+    switch (fmt) {
+    case RT_CHAT_CHATML: return "<|im_end|>\n";
+    case RT_CHAT_LLAMA3: return "<|eot_id|>";
+    case RT_CHAT_ZEPHYR: return "</s>\n";
+    case RT_CHAT_LLAMA2: return "</s><s>";
+    default: return "\n";
+    }
+}

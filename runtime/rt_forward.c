@@ -1,0 +1,697 @@
+/*
+ * runtime/rt_forward.c — the llama / mistral / qwen2 forward pass (rt.h)
+ * and the context that holds its scratch.
+ *
+ * One step runs up to n_batch tokens through the graph. Every stage is a
+ * fork-join over the thread pool that splits independent outputs: tokens
+ * (norms, RoPE, activation quantization), matrix rows (mat-vec), or (token,
+ * kv head) pairs (attention). A matrix is read in tiles of RT_TILE rows and
+ * each tile is applied to all tokens of the step while it is in cache.
+ *
+ * Numerics follow ggml's CPU ops for these graphs: RMSNorm sums squares in
+ * double, scales in f32, then multiplies by the weight; RoPE angles by
+ * repeated f32 multiplication (ggml_rope_cache_init); mat-vecs quantize the
+ * activation to the weight type's partner format (rt_kernels.h); attention
+ * follows llama.cpp's CPU flash attention (attn_chunk / attn_tiled below);
+ * SiLU is x/(1+expf(-x)).
+ */
+#include "rt_int.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../quant/quant.h"
+
+#define RT_TILE 16
+#define RT_DEFAULT_BATCH 64
+#define RT_DEFAULT_CTX_CAP 4096
+
+// --- RoPE ---
+
+void rt__rope_cache(const struct rt_hparams *hp, const float *freq_factors, int32_t pos,
+                    float *cache)
+{
+    const float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->n_rot);
+    float theta = (float)pos;
+    for (uint32_t i0 = 0; i0 < hp->n_rot; i0 += 2) {
+        const float ff = freq_factors ? freq_factors[i0 / 2] : 1.0f;
+        const float t = hp->rope_freq_scale * (theta / ff);
+        cache[i0] = cosf(t);
+        cache[i0 + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+void rt__rope_apply(const struct rt_hparams *hp, const float *cache, float *x)
+{
+    const uint32_t n_rot = hp->n_rot;
+    if (hp->rope_neox) {
+        const uint32_t half = n_rot / 2;
+        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const float c = cache[i0], s = cache[i0 + 1];
+            const float x0 = x[i0 / 2], x1 = x[i0 / 2 + half];
+            x[i0 / 2] = x0 * c - x1 * s;
+            x[i0 / 2 + half] = x0 * s + x1 * c;
+        }
+    } else {
+        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const float c = cache[i0], s = cache[i0 + 1];
+            const float x0 = x[i0], x1 = x[i0 + 1];
+            x[i0] = x0 * c - x1 * s;
+            x[i0 + 1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+// --- small ops ---
+
+static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
+{
+    double sum = 0.0;
+    for (uint32_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (uint32_t i = 0; i < n; i++) out[i] = (x[i] * scale) * w[i];
+}
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+
+// --- activation slots ---
+
+/* The activation slots an input needs for weights ws[0..n): slot[i] gets
+ * the slot of ws[i]; returns the number of distinct formats (<= RT_ACT_SLOTS). */
+struct act_plan {
+    int n_slots;
+    const struct rt_act_format *fmt[RT_ACT_SLOTS];
+    int slot_of[RT_ACT_SLOTS];
+};
+
+static void plan_acts(const struct rt_ctx *c, const struct rt_weight *const *ws, int n,
+                      struct act_plan *p)
+{
+    p->n_slots = 0;
+    for (int i = 0; i < n; i++) {
+        const struct rt_act_format *af = rt_kernel_act(c->ks, ws[i]->k);
+        int s = 0;
+        while (s < p->n_slots && p->fmt[s]->type != af->type) s++;
+        if (s == p->n_slots) p->fmt[p->n_slots++] = af;
+        p->slot_of[i] = s;
+    }
+}
+
+static void quantize_row(const struct rt_ctx *c, const struct act_plan *p, const float *x,
+                         uint32_t n, uint32_t b)
+{
+    for (int s = 0; s < p->n_slots; s++)
+        p->fmt[s]->quantize(x, c->act[s] + (uint64_t)b * c->act_stride, n);
+}
+
+// --- stages ---
+
+enum tok_op {
+    OP_NORM_QUANT,   /* xb = rmsnorm(x) * w; quantize xb */
+    OP_QUANT,        /* quantize src rows */
+    OP_ROPE_STORE,   /* rope q and k, store k and v into the cache */
+    OP_SWIGLU_QUANT, /* hb = silu(hb) * hb2; quantize hb */
+};
+
+struct tok_stage {
+    struct rt_ctx *c;
+    enum tok_op op;
+    uint32_t n_tok;
+    uint32_t pos0;
+    uint32_t il;
+    const float *norm_w;
+    const float *src;
+    uint64_t ld_src;
+    uint32_t n;          /* elements per row */
+    const struct act_plan *plan;
+    /* OP_NORM_QUANT for the logits: rows rows_from .. of x, packed into xb */
+    uint32_t row_from;
+};
+
+static void tok_task(void *arg, unsigned ith, unsigned nth)
+{
+    const struct tok_stage *st = arg;
+    struct rt_ctx *c = st->c;
+    const struct rt_model *m = c->m;
+    const struct rt_hparams *hp = &m->hp;
+    uint64_t lo, hi;
+    rt__split(st->n_tok, ith, nth, &lo, &hi);
+    const uint64_t E = hp->n_embd, qdim = (uint64_t)hp->n_head * hp->head_dim;
+    const uint64_t kvdim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    for (uint64_t j = lo; j < hi; j++) {
+        const uint32_t b = (uint32_t)j;
+        switch (st->op) {
+        case OP_NORM_QUANT: {
+            float *xb = c->xb + (uint64_t)b * c->xb_ld;
+            const float *x = c->x + (uint64_t)(st->row_from + b) * E;
+            rmsnorm(xb, x, st->norm_w, (uint32_t)E, hp->rms_eps);
+            quantize_row(c, st->plan, xb, (uint32_t)E, b);
+            break;
+        }
+        case OP_QUANT:
+            quantize_row(c, st->plan, st->src + (uint64_t)b * st->ld_src, st->n, b);
+            break;
+        case OP_ROPE_STORE: {
+            const float *rc = c->rope + (uint64_t)b * hp->n_rot;
+            float *q = c->q + (uint64_t)b * qdim;
+            float *k = c->k + (uint64_t)b * kvdim;
+            for (uint32_t h = 0; h < hp->n_head; h++)
+                rt__rope_apply(hp, rc, q + (uint64_t)h * hp->head_dim);
+            for (uint32_t h = 0; h < hp->n_head_kv; h++)
+                rt__rope_apply(hp, rc, k + (uint64_t)h * hp->head_dim);
+            rt__kv_store(&c->kv, rt__kv_k(&c->kv, st->il, st->pos0 + b), k);
+            rt__kv_store(&c->kv, rt__kv_v(&c->kv, st->il, st->pos0 + b),
+                         c->v + (uint64_t)b * kvdim);
+            break;
+        }
+        case OP_SWIGLU_QUANT: {
+            float *g = c->hb + (uint64_t)b * hp->n_ff;
+            const float *u = c->hb2 + (uint64_t)b * hp->n_ff;
+            for (uint32_t i = 0; i < hp->n_ff; i++) g[i] = silu(g[i]) * u[i];
+            quantize_row(c, st->plan, g, hp->n_ff, b);
+            break;
+        }
+        }
+    }
+}
+
+static void run_tok(struct rt_ctx *c, struct tok_stage *st)
+{
+    st->c = c;
+    rt__pool_run(c->pool, tok_task, st);
+}
+
+/* y[b*ldy + r] (=|+=) W[r] . act[b] (+ bias[r]) for r < n_out, b < n_tok */
+struct mm_job {
+    const struct rt_weight *w;
+    const uint8_t *act;
+    float *y;
+    uint64_t ldy;
+    const float *bias;
+    bool add;
+};
+
+struct mm_stage {
+    struct rt_ctx *c;
+    uint32_t n_tok;
+    int n_job;
+    struct mm_job job[3];
+};
+
+static void mm_task(void *arg, unsigned ith, unsigned nth)
+{
+    const struct mm_stage *st = arg;
+    const struct rt_ctx *c = st->c;
+    uint64_t total = 0;
+    for (int j = 0; j < st->n_job; j++) total += st->job[j].w->n_out;
+    /* split in whole tiles so that no tile is shared */
+    const uint64_t n_tiles = (total + RT_TILE - 1) / RT_TILE;
+    uint64_t tlo, thi;
+    rt__split(n_tiles, ith, nth, &tlo, &thi);
+    const uint64_t lo = tlo * RT_TILE, hi = thi * RT_TILE < total ? thi * RT_TILE : total;
+    float *tile = c->ts[ith].tile;
+    uint64_t base = 0;
+    for (int j = 0; j < st->n_job; j++) {
+        const struct mm_job *J = &st->job[j];
+        const uint64_t n_out = J->w->n_out;
+        const uint64_t r0 = lo > base ? lo - base : 0;
+        const uint64_t r1 = hi < base + n_out ? hi - base : n_out;
+        for (uint64_t t0 = r0; t0 < r1; t0 += RT_TILE) {
+            const uint64_t nt = r1 - t0 < RT_TILE ? r1 - t0 : RT_TILE;
+            const uint8_t *W = J->w->data + t0 * J->w->row_bytes;
+            for (uint32_t b = 0; b < st->n_tok; b++) {
+                float *y = J->y + (uint64_t)b * J->ldy + t0;
+                rt_matvec(J->w->k, W, nt, J->w->n_in, J->act + (uint64_t)b * c->act_stride, tile);
+                if (J->bias)
+                    for (uint64_t i = 0; i < nt; i++) tile[i] += J->bias[t0 + i];
+                if (J->add)
+                    for (uint64_t i = 0; i < nt; i++) y[i] += tile[i];
+                else
+                    memcpy(y, tile, nt * sizeof *y);
+            }
+        }
+        base += n_out;
+        if (base >= hi) break;
+    }
+}
+
+static void run_mm(struct rt_ctx *c, struct mm_stage *st)
+{
+    st->c = c;
+    rt__pool_run(c->pool, mm_task, st);
+}
+
+struct attn_stage {
+    struct rt_ctx *c;
+    uint32_t n_tok;
+    uint32_t pos0;
+    uint32_t il;
+    bool tiled; /* the rt_eval call has >= RT_FA_TILE tokens (llama.cpp's ubatch) */
+};
+
+/* Attention of the n_rep query heads q (n_rep x hd floats) that share kv
+ * head g, over cache positions 0 .. n_kv-1 of layer il, into out.
+ *
+ * llama.cpp's CPU flash attention (ggml-cpu/ops.cpp) has two paths and the
+ * runtime follows the same split, so that greedy decoding reproduces its
+ * tokens: steps of fewer than RT_FA_TILE tokens (decoding, short prompts) or
+ * a q8_0 cache take "one_chunk": the query in the K cache's dot format
+ * (f16 / q8_0), an online softmax over positions, and for an f16 cache an
+ * f16 accumulator (VKQ16); larger steps with an f16 cache take "tiled": f32
+ * query and keys, tiles of RT_FA_TILE positions, f32 accumulator. As in
+ * llama.cpp the choice follows the size of the whole batch handed to
+ * rt_eval (llama.cpp's ubatch), not of our internal steps; the result then
+ * depends on how tokens are grouped into rt_eval calls (one call of >= 64
+ * tokens vs. smaller calls), never on the thread count or --batch. */
+static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
+                       uint32_t g, const float *q, uint32_t n_kv, float scale, float *out)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const struct rt_kv *kv = &c->kv;
+    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+    const bool f16 = kv->type == RT_KV_F16;
+    const uint64_t koff = rt_row_bytes(f16 ? GGUF_TYPE_F16 : GGUF_TYPE_Q8_0, (uint64_t)g * hd);
+    float *M = ts->ms, *S = ts->ms + n_rep;
+    for (uint32_t r = 0; r < n_rep; r++) {
+        c->kact->quantize(q + (uint64_t)r * hd, ts->qact + r * ts->qact_stride, hd);
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+    }
+    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+    memset(ts->acc, 0, (uint64_t)n_rep * hd * sizeof *ts->acc);
+    float *v = ts->vt;
+    for (uint32_t t = 0; t < n_kv; t++) {
+        const uint8_t *krow = rt__kv_k(kv, il, t) + koff;
+        rt__kv_load(kv, rt__kv_v(kv, il, t), g * hd, hd, v);
+        for (uint32_t r = 0; r < n_rep; r++) {
+            float s;
+            c->kdot->dot(hd, &s, krow, ts->qact + r * ts->qact_stride);
+            s = s * scale;
+            const float Mold = M[r];
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M[r]) {
+                M[r] = s;
+                ms = expf(Mold - M[r]);
+            } else {
+                vs = expf(s - M[r]);
+            }
+            if (f16) {
+                uint16_t *a = ts->acc16 + (uint64_t)r * hd;
+                if (ms != 1.0f)
+                    for (uint32_t i = 0; i < hd; i++) a[i] = rt__f2h(rt__h2f(a[i]) * ms);
+                for (uint32_t i = 0; i < hd; i++) a[i] = rt__f2h(rt__h2f(a[i]) + v[i] * vs);
+            } else {
+                float *a = ts->acc + (uint64_t)r * hd;
+                if (ms != 1.0f)
+                    for (uint32_t i = 0; i < hd; i++) a[i] *= ms;
+                for (uint32_t i = 0; i < hd; i++) a[i] += v[i] * vs;
+            }
+            S[r] = S[r] * ms + vs;
+        }
+    }
+    for (uint32_t r = 0; r < n_rep; r++) {
+        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+        float *o = out + (uint64_t)r * hd;
+        if (f16) {
+            const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
+            for (uint32_t i = 0; i < hd; i++) o[i] = rt__h2f(a[i]) * iv;
+        } else {
+            const float *a = ts->acc + (uint64_t)r * hd;
+            for (uint32_t i = 0; i < hd; i++) o[i] = a[i] * iv;
+        }
+    }
+}
+
+static void attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
+                       uint32_t g, const float *q, uint32_t n_kv, float scale, float *out)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const struct rt_kv *kv = &c->kv;
+    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+    float *M = ts->ms, *S = ts->ms + n_rep;
+    for (uint32_t r = 0; r < n_rep; r++) M[r] = -INFINITY, S[r] = 0.0f;
+    memset(ts->acc, 0, (uint64_t)n_rep * hd * sizeof *ts->acc);
+    for (uint32_t ic = 0; ic < n_kv; ic += RT_FA_TILE) {
+        const uint32_t kvt = n_kv - ic < RT_FA_TILE ? n_kv - ic : RT_FA_TILE;
+        for (uint32_t tk = 0; tk < kvt; tk++) {
+            rt__kv_load(kv, rt__kv_k(kv, il, ic + tk), g * hd, hd, ts->krow);
+            rt__kv_load(kv, rt__kv_v(kv, il, ic + tk), g * hd, hd, ts->vt + (uint64_t)tk * hd);
+            for (uint32_t r = 0; r < n_rep; r++) {
+                const float *qr = q + (uint64_t)r * hd;
+                float s = 0.0f;
+                for (uint32_t i = 0; i < hd; i++) s += qr[i] * ts->krow[i];
+                ts->kq[r * RT_FA_TILE + tk] = s * scale;
+            }
+        }
+        for (uint32_t r = 0; r < n_rep; r++) {
+            float *kq = ts->kq + r * RT_FA_TILE;
+            float tmax = -INFINITY;
+            for (uint32_t tk = 0; tk < kvt; tk++) tmax = kq[tk] > tmax ? kq[tk] : tmax;
+            const float Mnew = fmaxf(M[r], tmax);
+            float *a = ts->acc + (uint64_t)r * hd;
+            if (Mnew > M[r]) {
+                const float ms = expf(M[r] - Mnew);
+                for (uint32_t i = 0; i < hd; i++) a[i] *= ms;
+                S[r] *= ms;
+            }
+            M[r] = Mnew;
+            double sum = 0.0;
+            for (uint32_t tk = 0; tk < kvt; tk++) {
+                kq[tk] = expf(kq[tk] - Mnew);
+                sum += (double)kq[tk];
+            }
+            S[r] += (float)sum;
+            for (uint32_t tk = 0; tk < kvt; tk++) {
+                const float p = kq[tk];
+                const float *vr = ts->vt + (uint64_t)tk * hd;
+                for (uint32_t i = 0; i < hd; i++) a[i] += p * vr[i];
+            }
+        }
+    }
+    for (uint32_t r = 0; r < n_rep; r++) {
+        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = ts->acc[(uint64_t)r * hd + i] * iv;
+    }
+}
+
+static void attn_task(void *arg, unsigned ith, unsigned nth)
+{
+    const struct attn_stage *st = arg;
+    const struct rt_ctx *c = st->c;
+    const struct rt_hparams *hp = &c->m->hp;
+    struct rt_thread_scratch *ts = &c->ts[ith];
+    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+    const uint64_t qdim = (uint64_t)hp->n_head * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const bool tiled = st->tiled && c->kv.type == RT_KV_F16 && hd % 16 == 0;
+    uint64_t lo, hi;
+    rt__split((uint64_t)st->n_tok * hp->n_head_kv, ith, nth, &lo, &hi);
+    for (uint64_t item = lo; item < hi; item++) {
+        const uint32_t b = (uint32_t)(item / hp->n_head_kv);
+        const uint32_t g = (uint32_t)(item % hp->n_head_kv);
+        const uint32_t n_kv = st->pos0 + b + 1; /* causal: positions 0 .. pos */
+        const float *q = c->q + (uint64_t)b * qdim + (uint64_t)g * n_rep * hd;
+        float *out = c->xb + (uint64_t)b * c->xb_ld + (uint64_t)g * n_rep * hd;
+        if (tiled) attn_tiled(c, ts, st->il, g, q, n_kv, scale, out);
+        else attn_chunk(c, ts, st->il, g, q, n_kv, scale, out);
+    }
+}
+
+// --- one step ---
+
+/* Run n_tok (<= n_batch) tokens at positions n_past..; logits of tokens
+ * lfrom..n_tok-1 into lout (when lout), and of the last token into
+ * logits_last (when want_last). */
+static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t lfrom, float *lout,
+                 bool want_last, bool tiled)
+{
+    const struct rt_model *m = c->m;
+    const struct rt_hparams *hp = &m->hp;
+    const uint64_t E = hp->n_embd, qdim = (uint64_t)hp->n_head * hp->head_dim;
+    const uint64_t kvdim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    const uint32_t pos0 = c->n_past;
+    const struct quant_traits *emb = quant_traits_get(m->tok_embd.type);
+
+    for (uint32_t b = 0; b < n_tok; b++) {
+        emb->to_float(m->tok_embd.data + (uint64_t)tok[b] * m->tok_embd.row_bytes,
+                      c->x + (uint64_t)b * E, E);
+        rt__rope_cache(hp, m->rope_freqs, (int32_t)(pos0 + b), c->rope + (uint64_t)b * hp->n_rot);
+    }
+
+    struct act_plan plan;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const struct rt_layer *ly = &m->layers[il];
+        /* attention */
+        const struct rt_weight *qkv[3] = {&ly->wq, &ly->wk, &ly->wv};
+        plan_acts(c, qkv, 3, &plan);
+        struct tok_stage ts = {.op = OP_NORM_QUANT, .n_tok = n_tok, .norm_w = ly->attn_norm,
+                               .plan = &plan};
+        run_tok(c, &ts);
+        struct mm_stage mm = {.n_tok = n_tok, .n_job = 3};
+        mm.job[0] = (struct mm_job){&ly->wq, c->act[plan.slot_of[0]], c->q, qdim, ly->bq, false};
+        mm.job[1] = (struct mm_job){&ly->wk, c->act[plan.slot_of[1]], c->k, kvdim, ly->bk, false};
+        mm.job[2] = (struct mm_job){&ly->wv, c->act[plan.slot_of[2]], c->v, kvdim, ly->bv, false};
+        run_mm(c, &mm);
+        ts = (struct tok_stage){.op = OP_ROPE_STORE, .n_tok = n_tok, .pos0 = pos0, .il = il};
+        run_tok(c, &ts);
+        struct attn_stage as = {.c = c, .n_tok = n_tok, .pos0 = pos0, .il = il, .tiled = tiled};
+        rt__pool_run(c->pool, attn_task, &as);
+        const struct rt_weight *wo[1] = {&ly->wo};
+        plan_acts(c, wo, 1, &plan);
+        ts = (struct tok_stage){.op = OP_QUANT, .n_tok = n_tok, .src = c->xb, .ld_src = c->xb_ld,
+                                .n = (uint32_t)qdim, .plan = &plan};
+        run_tok(c, &ts);
+        mm = (struct mm_stage){.n_tok = n_tok, .n_job = 1};
+        mm.job[0] = (struct mm_job){&ly->wo, c->act[0], c->x, E, ly->bo, true};
+        run_mm(c, &mm);
+
+        /* feed-forward */
+        const struct rt_weight *gu[2] = {&ly->wgate, &ly->wup};
+        plan_acts(c, gu, 2, &plan);
+        ts = (struct tok_stage){.op = OP_NORM_QUANT, .n_tok = n_tok, .norm_w = ly->ffn_norm,
+                                .plan = &plan};
+        run_tok(c, &ts);
+        mm = (struct mm_stage){.n_tok = n_tok, .n_job = 2};
+        mm.job[0] = (struct mm_job){&ly->wgate, c->act[plan.slot_of[0]], c->hb, hp->n_ff,
+                                    ly->bgate, false};
+        mm.job[1] = (struct mm_job){&ly->wup, c->act[plan.slot_of[1]], c->hb2, hp->n_ff, ly->bup,
+                                    false};
+        run_mm(c, &mm);
+        const struct rt_weight *dn[1] = {&ly->wdown};
+        plan_acts(c, dn, 1, &plan);
+        ts = (struct tok_stage){.op = OP_SWIGLU_QUANT, .n_tok = n_tok, .plan = &plan};
+        run_tok(c, &ts);
+        mm = (struct mm_stage){.n_tok = n_tok, .n_job = 1};
+        mm.job[0] = (struct mm_job){&ly->wdown, c->act[0], c->x, E, ly->bdown, true};
+        run_mm(c, &mm);
+    }
+
+    /* logits: only for the rows asked for */
+    uint32_t from = lout ? lfrom : n_tok - 1;
+    if (!lout && !want_last) return;
+    const uint32_t n_out = n_tok - from;
+    const struct rt_weight *ow[1] = {&m->output};
+    plan_acts(c, ow, 1, &plan);
+    struct tok_stage ts = {.op = OP_NORM_QUANT, .n_tok = n_out, .norm_w = m->output_norm,
+                           .plan = &plan, .row_from = from};
+    run_tok(c, &ts);
+    struct mm_stage mm = {.n_tok = n_out, .n_job = 1};
+    mm.job[0] = (struct mm_job){&m->output, c->act[0], lout ? lout : c->logits_last,
+                                hp->n_vocab, NULL, false};
+    run_mm(c, &mm);
+    if (lout && want_last)
+        memcpy(c->logits_last, lout + (uint64_t)(n_out - 1) * hp->n_vocab,
+               (uint64_t)hp->n_vocab * sizeof(float));
+}
+
+enum mw_status rt_eval(struct rt_ctx *c, const int32_t *tokens, uint32_t n, uint32_t logits_from,
+                       float *logits, struct mw_err *err)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    if (n == 0) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "no tokens to evaluate");
+    if ((uint64_t)c->n_past + n > c->n_ctx)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "context full: %u positions used + %u new > --ctx %u", c->n_past, n,
+                       c->n_ctx);
+    if (logits && logits_from >= n)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "logits_from %u >= %u tokens",
+                       logits_from, n);
+    for (uint32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || (uint32_t)tokens[i] >= hp->n_vocab)
+            return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
+                           "token %d at index %u is outside the vocabulary (%u)", tokens[i], i,
+                           hp->n_vocab);
+    for (uint32_t i0 = 0; i0 < n; i0 += c->n_batch) {
+        const uint32_t nb = n - i0 < c->n_batch ? n - i0 : c->n_batch;
+        const bool last = i0 + nb == n;
+        float *lout = NULL;
+        uint32_t lfrom = 0;
+        if (logits && i0 + nb > logits_from) {
+            lfrom = logits_from > i0 ? logits_from - i0 : 0;
+            lout = logits + (uint64_t)(i0 + lfrom - logits_from) * hp->n_vocab;
+        }
+        step(c, tokens + i0, nb, lfrom, lout, last, n >= RT_FA_TILE);
+        c->n_past += nb;
+    }
+    return MW_OK;
+}
+
+const float *rt_ctx_logits(const struct rt_ctx *c) { return c->logits_last; }
+
+// --- context ---
+
+static void *xcalloc(struct rt_ctx *c, uint64_t n, uint64_t size, bool *ok)
+{
+    uint64_t bytes;
+    size_t sz;
+    if (!*ok || !mw_mul_u64(n, size, &bytes) || !mw_u64_to_size(bytes, &sz)) {
+        *ok = false;
+        return NULL;
+    }
+    void *p = calloc(1, sz ? sz : 1);
+    if (!p) *ok = false;
+    c->scratch_bytes += bytes;
+    return p;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o,
+                           struct rt_ctx **out, struct mw_err *err)
+{
+    *out = NULL;
+    const struct rt_hparams *hp = &m->hp;
+    struct rt_ctx_opts opt = {0};
+    if (o) opt = *o;
+    if (opt.n_ctx == 0)
+        opt.n_ctx = hp->n_ctx_train < RT_DEFAULT_CTX_CAP ? hp->n_ctx_train : RT_DEFAULT_CTX_CAP;
+    if (opt.n_ctx > RT_MAX_CTX)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "--ctx %u exceeds the limit %u",
+                       opt.n_ctx, RT_MAX_CTX);
+    if (opt.n_threads == 0) opt.n_threads = 1;
+    if (opt.n_threads > RT_MAX_THREADS)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "--threads %u exceeds the limit %u",
+                       opt.n_threads, RT_MAX_THREADS);
+    if (opt.n_batch == 0) opt.n_batch = RT_DEFAULT_BATCH;
+    if (opt.n_batch > opt.n_ctx) opt.n_batch = opt.n_ctx;
+    if (opt.kv_type == RT_KV_Q8_0 && hp->head_dim % 32 != 0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "--kv-type q8_0 needs a head size that is a multiple of 32 (this model: %u)",
+                       hp->head_dim);
+
+    struct rt_ctx *c = calloc(1, sizeof *c);
+    if (!c) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "context");
+    c->m = m;
+    struct rt_cpu cpu = rt_cpu_detect();
+    c->ks = rt_kernels_select(&cpu);
+    c->n_ctx = opt.n_ctx;
+    c->n_batch = opt.n_batch;
+    c->n_threads = opt.n_threads;
+    enum mw_status s;
+    const uint64_t kvdim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    if ((s = rt__kv_init(&c->kv, opt.kv_type, hp->n_layer, c->n_ctx, (uint32_t)kvdim, err)))
+        goto fail;
+    const uint32_t kt = opt.kv_type == RT_KV_Q8_0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F16;
+    c->kdot = rt_kernel_get(c->ks, kt);
+    c->kact = c->kdot ? rt_kernel_act(c->ks, c->kdot) : NULL;
+    if (!c->kdot || !c->kact || !c->kact->quantize || hp->head_dim % c->kact->blck != 0) {
+        s = MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "no %s kernel for the KV cache",
+                    rt_kv_type_name(opt.kv_type));
+        goto fail;
+    }
+
+    const uint64_t B = c->n_batch, E = hp->n_embd, F = hp->n_ff;
+    const uint64_t qdim = (uint64_t)hp->n_head * hp->head_dim;
+    bool ok = true;
+    c->x = xcalloc(c, B * E, sizeof(float), &ok);
+    c->xb_ld = max_u64(E, qdim);
+    c->xb = xcalloc(c, B * c->xb_ld, sizeof(float), &ok);
+    c->q = xcalloc(c, B * qdim, sizeof(float), &ok);
+    c->k = xcalloc(c, B * kvdim, sizeof(float), &ok);
+    c->v = xcalloc(c, B * kvdim, sizeof(float), &ok);
+    c->hb = xcalloc(c, B * F, sizeof(float), &ok);
+    c->hb2 = xcalloc(c, B * F, sizeof(float), &ok);
+    c->rope = xcalloc(c, B * hp->n_rot, sizeof(float), &ok);
+    c->logits_last = xcalloc(c, hp->n_vocab, sizeof(float), &ok);
+    c->shift_row = xcalloc(c, kvdim, sizeof(float), &ok);
+    c->shift_rope = xcalloc(c, hp->n_rot, sizeof(float), &ok);
+    /* activation rows: the largest any weight needs, rounded to 16 bytes so
+     * every row stays aligned for its block struct */
+    uint64_t act = 0;
+    {
+        const struct rt_weight *all[8];
+        for (uint32_t il = 0; il < hp->n_layer; il++) {
+            const struct rt_layer *ly = &m->layers[il];
+            all[0] = &ly->wq, all[1] = &ly->wk, all[2] = &ly->wv, all[3] = &ly->wo;
+            all[4] = &ly->wgate, all[5] = &ly->wup, all[6] = &ly->wdown, all[7] = &m->output;
+            for (int j = 0; j < 8; j++) {
+                const struct rt_act_format *af = rt_kernel_act(c->ks, all[j]->k);
+                act = max_u64(act, rt_row_bytes(af->type, all[j]->n_in));
+            }
+        }
+    }
+    c->act_stride = (act + 15) & ~(uint64_t)15;
+    for (int i = 0; i < RT_ACT_SLOTS; i++) c->act[i] = xcalloc(c, B, c->act_stride, &ok);
+    const uint32_t n_rep = hp->n_head / hp->n_head_kv;
+    c->ts = xcalloc(c, c->n_threads, sizeof *c->ts, &ok);
+    const uint64_t qact = (rt_row_bytes(c->kact->type, hp->head_dim) + 15) & ~(uint64_t)15;
+    for (unsigned t = 0; ok && t < c->n_threads; t++) {
+        struct rt_thread_scratch *ts = &c->ts[t];
+        ts->kq = xcalloc(c, (uint64_t)n_rep * RT_FA_TILE, sizeof(float), &ok);
+        ts->vt = xcalloc(c, (uint64_t)RT_FA_TILE * hp->head_dim, sizeof(float), &ok);
+        ts->krow = xcalloc(c, hp->head_dim, sizeof(float), &ok);
+        ts->acc = xcalloc(c, (uint64_t)n_rep * hp->head_dim, sizeof(float), &ok);
+        ts->acc16 = xcalloc(c, (uint64_t)n_rep * hp->head_dim, sizeof(uint16_t), &ok);
+        ts->ms = xcalloc(c, 2 * (uint64_t)n_rep, sizeof(float), &ok);
+        ts->qact = xcalloc(c, n_rep, qact, &ok);
+        ts->qact_stride = qact;
+        ts->tile = xcalloc(c, RT_TILE, sizeof(float), &ok);
+    }
+    if (!ok) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                    "scratch for --ctx %u, batch %u, %u threads", c->n_ctx, c->n_batch,
+                    c->n_threads);
+        goto fail;
+    }
+    if ((s = rt__pool_init(c->n_threads, &c->pool, err))) goto fail;
+    *out = c;
+    return MW_OK;
+fail:
+    rt_ctx_free(c);
+    return s;
+}
+
+void rt_ctx_free(struct rt_ctx *c)
+{
+    if (!c) return;
+    rt__pool_free(c->pool);
+    rt__kv_free(&c->kv);
+    free(c->x);
+    free(c->xb);
+    free(c->q);
+    free(c->k);
+    free(c->v);
+    free(c->hb);
+    free(c->hb2);
+    free(c->rope);
+    free(c->logits_last);
+    free(c->shift_row);
+    free(c->shift_rope);
+    for (int i = 0; i < RT_ACT_SLOTS; i++) free(c->act[i]);
+    if (c->ts) {
+        for (unsigned t = 0; t < c->n_threads; t++) {
+            free(c->ts[t].kq);
+            free(c->ts[t].vt);
+            free(c->ts[t].krow);
+            free(c->ts[t].acc);
+            free(c->ts[t].acc16);
+            free(c->ts[t].ms);
+            free(c->ts[t].qact);
+            free(c->ts[t].tile);
+        }
+        free(c->ts);
+    }
+    free(c);
+}
+
+void rt_ctx_mem(const struct rt_ctx *c, struct rt_mem *out)
+{
+    memset(out, 0, sizeof *out);
+    out->mapped_bytes = rt_model_mapped_bytes(c->m);
+    out->weight_bytes = rt_model_weight_bytes(c->m);
+    out->owned_bytes = rt_model_owned_bytes(c->m);
+    bool ok;
+    out->kv_bytes = rt__kv_bytes(c->kv.type, c->kv.n_layer, c->kv.n_ctx, c->kv.kv_dim, &ok);
+    out->scratch_bytes = c->scratch_bytes;
+    out->n_ctx = c->n_ctx;
+    out->n_threads = c->n_threads;
+    out->kv_type = c->kv.type;
+}
+
+uint32_t rt_ctx_n_ctx(const struct rt_ctx *c) { return c->n_ctx; }
+uint32_t rt_ctx_n_past(const struct rt_ctx *c) { return c->n_past; }
+const struct rt_model *rt_ctx_model(const struct rt_ctx *c) { return c->m; }
+const char *rt_ctx_kernels_name(const struct rt_ctx *c) { return c->ks->name; }

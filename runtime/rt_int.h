@@ -1,0 +1,247 @@
+/*
+ * runtime/rt_int.h — internals shared by the runtime's files (model,
+ * forward, KV cache, thread pool). Not for use outside runtime/ and its
+ * tests.
+ */
+#ifndef MW_RT_INT_H
+#define MW_RT_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "rt.h"
+#include "rt_kernels.h"
+
+// --- model ---
+
+/* A 2-D weight: n_out rows of n_in elements of type `type`, row-major,
+ * borrowed from the mapping. */
+struct rt_weight {
+    const uint8_t *data;
+    uint32_t type;
+    uint64_t n_in;      /* ne[0] */
+    uint64_t n_out;     /* ne[1] */
+    uint64_t row_bytes;
+    const struct rt_kernel *k;  /* dot kernel for this type */
+    const char *name;   /* the tensor's name (owned by the gguf file) */
+};
+
+struct rt_layer {
+    const float *attn_norm; /* (n_embd) */
+    const float *ffn_norm;  /* (n_embd) */
+    /* optional biases (NULL when absent) */
+    const float *bq;        /* (n_head*hd) */
+    const float *bk, *bv;   /* (n_head_kv*hd) */
+    const float *bo;        /* (n_embd) */
+    const float *bgate, *bup; /* (n_ff) */
+    const float *bdown;     /* (n_embd) */
+    struct rt_weight wq;    /* (n_head*hd rows, n_embd) */
+    struct rt_weight wk;    /* (n_head_kv*hd rows, n_embd) */
+    struct rt_weight wv;    /* (n_head_kv*hd rows, n_embd) */
+    struct rt_weight wo;    /* (n_embd rows, n_head*hd) */
+    struct rt_weight wgate; /* (n_ff rows, n_embd) */
+    struct rt_weight wup;   /* (n_ff rows, n_embd) */
+    struct rt_weight wdown; /* (n_embd rows, n_ff) */
+};
+
+struct rt_model {
+    struct gguf_file *own;     /* opened by rt_model_open, else NULL */
+    const struct gguf_file *f;
+    struct rt_hparams hp;
+    const struct rt_kernels *ks;
+    struct rt_weight tok_embd; /* (n_vocab rows, n_embd); rows decoded with quant's to_float */
+    struct rt_weight output;   /* (n_vocab rows, n_embd); == tok_embd when tied */
+    const float *output_norm;  /* (n_embd) */
+    const float *rope_freqs;   /* (n_rot/2) or NULL */
+    struct rt_layer *layers;   /* (n_layer) */
+    float *fbuf;               /* every owned f32 vector, one allocation */
+    uint64_t fbuf_floats;
+    uint64_t weight_bytes;
+    uint32_t main_type;
+    bool locked;
+};
+
+// --- thread pool (rt_pool.c) ---
+
+/* fn(arg, ith, nth) runs once on every thread, ith = 0 .. nth-1 (0 is the
+ * calling thread). */
+typedef void (*rt_task_fn)(void *arg, unsigned ith, unsigned nth);
+
+struct rt_pool;
+enum mw_status rt__pool_init(unsigned n_threads, struct rt_pool **out, struct mw_err *err);
+void rt__pool_free(struct rt_pool *p); /* NULL-safe; joins the workers */
+unsigned rt__pool_size(const struct rt_pool *p);
+/* Run fn on all threads and wait for all of them. No allocation. */
+void rt__pool_run(struct rt_pool *p, rt_task_fn fn, void *arg);
+
+/* [lo, hi) of n items for thread ith of nth (contiguous, balanced). */
+static inline void rt__split(uint64_t n, unsigned ith, unsigned nth, uint64_t *lo, uint64_t *hi)
+{
+    *lo = n * ith / nth;
+    *hi = n * (ith + 1) / nth;
+}
+
+// --- KV cache (rt_kv.c) ---
+
+struct rt_kv {
+    enum rt_kv_type type;
+    uint32_t n_ctx;
+    uint32_t n_layer;
+    uint32_t kv_dim;         /* n_head_kv * head_dim elements per position */
+    uint64_t row_bytes;      /* bytes of one position's K (or V) row of one layer */
+    uint8_t *k;              /* (n_layer, n_ctx, kv_dim) in `type` */
+    uint8_t *v;              /* (n_layer, n_ctx, kv_dim) */
+    const struct quant_traits *q8; /* Q8_0 traits (for q8_0 caches) */
+};
+
+uint64_t rt__kv_bytes(enum rt_kv_type t, uint32_t n_layer, uint32_t n_ctx, uint32_t kv_dim,
+                      bool *ok);
+enum mw_status rt__kv_init(struct rt_kv *kv, enum rt_kv_type t, uint32_t n_layer, uint32_t n_ctx,
+                           uint32_t kv_dim, struct mw_err *err);
+void rt__kv_free(struct rt_kv *kv);
+/* Row of layer il at position pos. */
+static inline uint8_t *rt__kv_k(const struct rt_kv *kv, uint32_t il, uint32_t pos)
+{
+    return kv->k + ((uint64_t)il * kv->n_ctx + pos) * kv->row_bytes;
+}
+static inline uint8_t *rt__kv_v(const struct rt_kv *kv, uint32_t il, uint32_t pos)
+{
+    return kv->v + ((uint64_t)il * kv->n_ctx + pos) * kv->row_bytes;
+}
+/* Store kv_dim floats as a cache row. */
+void rt__kv_store(const struct rt_kv *kv, uint8_t *row, const float *x);
+/* Decode a cache row (elements [off, off+n), off and n multiples of 32 for
+ * q8_0) to floats. */
+void rt__kv_load(const struct rt_kv *kv, const uint8_t *row, uint32_t off, uint32_t n,
+                 float *out);
+
+
+// --- context (rt_forward.c; the shift lives in rt_kv.c) ---
+
+#define RT_ACT_SLOTS 3 /* distinct activation formats one input may need */
+
+#define RT_FA_TILE 64 /* llama.cpp's GGML_FA_TILE_Q and GGML_FA_TILE_KV */
+
+struct rt_thread_scratch {
+    float *kq;      /* (n_rep, RT_FA_TILE) attention scores of one KV tile */
+    float *vt;      /* (RT_FA_TILE, head_dim) decoded V rows of one KV tile */
+    float *krow;    /* (head_dim) one decoded K row */
+    float *acc;     /* (n_rep, head_dim) f32 attention output accumulators */
+    uint16_t *acc16;/* (n_rep, head_dim) f16 accumulators (llama.cpp's VKQ16) */
+    float *ms;      /* (2, n_rep) running max and sum per query head */
+    uint8_t *qact;  /* (n_rep) query heads in the K cache's activation format */
+    uint64_t qact_stride;
+    float *tile;    /* (RT_TILE) mat-vec outputs before they are added */
+};
+
+struct rt_ctx {
+    const struct rt_model *m;
+    const struct rt_kernels *ks;
+    struct rt_pool *pool;
+    struct rt_kv kv;
+    uint32_t n_ctx, n_batch, n_past;
+    unsigned n_threads;
+    /* activations of one step, B = n_batch rows each */
+    float *x;      /* (B, n_embd) residual stream */
+    float *xb;     /* (B, xb_ld) normed input / attention output */
+    uint64_t xb_ld;/* max(n_embd, n_head*hd) */
+    float *q;      /* (B, n_head*hd) */
+    float *k, *v;  /* (B, n_head_kv*hd) */
+    float *hb;     /* (B, n_ff) gate, then silu(gate)*up */
+    float *hb2;    /* (B, n_ff) up */
+    float *rope;   /* (B, n_rot) cos/sin table per token */
+    float *logits_last; /* (n_vocab) */
+    uint8_t *act[RT_ACT_SLOTS]; /* (B, act_stride) quantized activations */
+    uint32_t act_type[RT_ACT_SLOTS];
+    uint64_t act_stride;
+    struct rt_thread_scratch *ts; /* (n_threads) */
+    /* K rows are dotted with the query through the kernels: the K cache's
+     * type has a kernel (F16: query rounded to f16; Q8_0: query quantized
+     * to Q8_0, as llama.cpp's flash attention does) */
+    const struct rt_kernel *kdot;
+    const struct rt_act_format *kact;
+    /* context shift */
+    float *shift_row;  /* (kv_dim) */
+    float *shift_rope; /* (n_rot) */
+    uint64_t scratch_bytes;
+};
+
+
+// --- f16 <-> f32 for hot loops (inline; bit-identical to mw_f16_to_f32 /
+// mw_f32_to_f16 — round to nearest even — except that aarch64's FCVT keeps
+// NaN payloads where core makes every NaN sign|0x7e00; tested) ---
+
+#include <string.h>
+
+static inline float rt__h2f(uint16_t h)
+{
+#if defined(__aarch64__)
+    __fp16 v;
+    memcpy(&v, &h, sizeof v);
+    return (float)v; /* FCVT */
+#else
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    const uint32_t em = h & 0x7fff;
+    uint32_t u;
+    if (em >= 0x7c00) {
+        u = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
+    } else if (em >= 0x0400) {
+        u = sign | ((em + 0x1c000u) << 13);
+    } else {
+        const float v = (float)em * 5.9604644775390625e-08f; /* em * 2^-24, exact */
+        memcpy(&u, &v, sizeof u);
+        u |= sign;
+    }
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+#endif
+}
+
+static inline uint16_t rt__f2h(float f)
+{
+#if defined(__aarch64__)
+    const __fp16 v = (__fp16)f; /* FCVT, round to nearest even */
+    uint16_t h;
+    memcpy(&h, &v, sizeof h);
+    return h;
+#else
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    const uint32_t sign = x & 0x80000000u;
+    x ^= sign;
+    uint16_t o;
+    if (x >= 0x47800000u) { /* >= 65536: Inf, or NaN made quiet */
+        o = x > 0x7f800000u ? 0x7e00 : 0x7c00;
+    } else if (x < 0x38800000u) { /* below 2^-14: the f32 adder rounds the subnormal */
+        const uint32_t magic_u = (uint32_t)((127 - 15) + (23 - 10) + 1) << 23;
+        float fx, magic;
+        memcpy(&fx, &x, sizeof fx);
+        memcpy(&magic, &magic_u, sizeof magic);
+        fx += magic;
+        uint32_t r;
+        memcpy(&r, &fx, sizeof r);
+        o = (uint16_t)(r - magic_u);
+    } else { /* normal: rebias, round the 13 dropped bits to nearest even */
+        const uint32_t odd = (x >> 13) & 1;
+        x += ((uint32_t)(15 - 127) << 23) + 0xfff + odd;
+        o = (uint16_t)(x >> 13);
+    }
+    return (uint16_t)(o | (sign >> 16));
+#endif
+}
+
+// --- RoPE (rt_forward.c; also used by the context shift) ---
+
+/* cos/sin table for position pos: cache[2i] = cos(theta_i), cache[2i+1] =
+ * sin(theta_i), i < n_rot/2, computed exactly as ggml_rope_cache_init does
+ * (theta_i = pos * base^(-2i/n_rot) by repeated f32 multiplication, divided
+ * by freq_factors[i], times the linear freq_scale). */
+void rt__rope_cache(const struct rt_hparams *hp, const float *freq_factors, int32_t pos,
+                    float *cache);
+/* Rotate one head vector x (head_dim floats; the first n_rot take part) with
+ * a table from rt__rope_cache: normal mode pairs (2i, 2i+1), NEOX mode pairs
+ * (i, i + n_rot/2). */
+void rt__rope_apply(const struct rt_hparams *hp, const float *cache, float *x);
+
+#endif /* MW_RT_INT_H */

@@ -1,0 +1,135 @@
+/*
+ * runtime/rt_kv.c — the KV cache: one K and one V row per layer and
+ * position, stored as F16 (llama.cpp's default) or Q8_0 blocks (34 bytes
+ * per 32 values: half the memory at a small accuracy cost), and the
+ * sliding-window shift that makes room in a full context.
+ *
+ * Layout: k[layer][pos][kv_dim], v[layer][pos][kv_dim], kv_dim =
+ * n_head_kv * head_dim; head h's part of a row starts at element h*head_dim
+ * (for Q8_0 head_dim is a multiple of 32, so heads never share a block).
+ * K rows hold keys after RoPE, at the position they were computed for.
+ */
+#include "rt_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../quant/quant.h"
+
+bool rt_kv_type_parse(const char *s, enum rt_kv_type *out)
+{
+    if (strcmp(s, "f16") == 0 || strcmp(s, "F16") == 0) {
+        *out = RT_KV_F16;
+        return true;
+    }
+    if (strcmp(s, "q8_0") == 0 || strcmp(s, "Q8_0") == 0) {
+        *out = RT_KV_Q8_0;
+        return true;
+    }
+    return false;
+}
+
+const char *rt_kv_type_name(enum rt_kv_type t) { return t == RT_KV_Q8_0 ? "q8_0" : "f16"; }
+
+static uint32_t kv_ggml_type(enum rt_kv_type t)
+{
+    return t == RT_KV_Q8_0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F16;
+}
+
+uint64_t rt__kv_bytes(enum rt_kv_type t, uint32_t n_layer, uint32_t n_ctx, uint32_t kv_dim, bool *ok)
+{
+    const uint64_t rb = rt_row_bytes(kv_ggml_type(t), kv_dim);
+    uint64_t a, b;
+    *ok = rb != 0 && mw_mul_u64(rb, n_ctx, &a) && mw_mul_u64(a, n_layer, &b) &&
+          mw_mul_u64(b, 2, &a);
+    return *ok ? a : 0;
+}
+
+enum mw_status rt__kv_init(struct rt_kv *kv, enum rt_kv_type t, uint32_t n_layer, uint32_t n_ctx,
+                           uint32_t kv_dim, struct mw_err *err)
+{
+    memset(kv, 0, sizeof *kv);
+    bool ok;
+    const uint64_t total = rt__kv_bytes(t, n_layer, n_ctx, kv_dim, &ok);
+    size_t half;
+    if (!ok || !mw_u64_to_size(total / 2, &half))
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "KV cache size overflows");
+    kv->type = t;
+    kv->n_ctx = n_ctx;
+    kv->n_layer = n_layer;
+    kv->kv_dim = kv_dim;
+    kv->row_bytes = rt_row_bytes(kv_ggml_type(t), kv_dim);
+    kv->q8 = quant_traits_get(GGUF_TYPE_Q8_0);
+    if (t == RT_KV_Q8_0 && (!kv->q8 || !kv->q8->from_float))
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "q8_0 KV cache: no q8_0 codec");
+    /* calloc: a fresh cache reads as zeros, never as uninitialised memory */
+    kv->k = calloc(1, half);
+    kv->v = calloc(1, half);
+    if (!kv->k || !kv->v) {
+        rt__kv_free(kv);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                       "KV cache of %llu bytes (%s, %u positions): lower --ctx or use --kv-type q8_0",
+                       (unsigned long long)total, rt_kv_type_name(t), n_ctx);
+    }
+    return MW_OK;
+}
+
+void rt__kv_free(struct rt_kv *kv)
+{
+    free(kv->k);
+    free(kv->v);
+    kv->k = kv->v = NULL;
+}
+
+void rt__kv_store(const struct rt_kv *kv, uint8_t *row, const float *x)
+{
+    if (kv->type == RT_KV_Q8_0) {
+        kv->q8->from_float(x, row, kv->kv_dim, NULL);
+    } else {
+        for (uint32_t i = 0; i < kv->kv_dim; i++) mw_put_le16(row + 2 * i, rt__f2h(x[i]));
+    }
+}
+
+void rt__kv_load(const struct rt_kv *kv, const uint8_t *row, uint32_t off, uint32_t n, float *out)
+{
+    if (kv->type == RT_KV_Q8_0) {
+        kv->q8->to_float(row + (uint64_t)off / 32 * 34, out, n);
+    } else {
+        const uint8_t *p = row + 2 * (uint64_t)off;
+        for (uint32_t i = 0; i < n; i++) out[i] = rt__h2f(mw_le16(p + 2 * i));
+    }
+}
+
+// --- sliding window ---
+
+enum mw_status rt_ctx_shift(struct rt_ctx *c, uint32_t n_keep, uint32_t n_drop, struct mw_err *err)
+{
+    if ((uint64_t)n_keep + n_drop > c->n_past)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "shift: keep %u + drop %u exceeds the %u positions in the cache", n_keep,
+                       n_drop, c->n_past);
+    if (n_drop == 0) return MW_OK;
+    const struct rt_hparams *hp = &c->m->hp;
+    const struct rt_kv *kv = &c->kv;
+    /* Rotating by theta(p) then by theta(-n_drop) is a rotation by
+     * theta(p - n_drop): the key as if computed at its new position. */
+    rt__rope_cache(hp, c->m->rope_freqs, -(int32_t)n_drop, c->shift_rope);
+    for (uint32_t il = 0; il < kv->n_layer; il++) {
+        for (uint32_t p = n_keep + n_drop; p < c->n_past; p++) {
+            rt__kv_load(kv, rt__kv_k(kv, il, p), 0, kv->kv_dim, c->shift_row);
+            for (uint32_t h = 0; h < hp->n_head_kv; h++)
+                rt__rope_apply(hp, c->shift_rope, c->shift_row + (uint64_t)h * hp->head_dim);
+            rt__kv_store(kv, rt__kv_k(kv, il, p - n_drop), c->shift_row);
+            memmove(rt__kv_v(kv, il, p - n_drop), rt__kv_v(kv, il, p), kv->row_bytes);
+        }
+    }
+    c->n_past -= n_drop;
+    return MW_OK;
+}
+
+void rt_ctx_reset(struct rt_ctx *c) { c->n_past = 0; }
+
+void rt_ctx_truncate(struct rt_ctx *c, uint32_t n_past)
+{
+    if (n_past < c->n_past) c->n_past = n_past;
+}

@@ -1,0 +1,694 @@
+/*
+ * runtime/rt_model.c — the llama graph's view of a GGUF file: keys and
+ * tensors read and checked before anything runs (rt.h).
+ *
+ * The file is untrusted. gguf_open() has already checked the container
+ * (counts, strings, types, offsets, sizes inside the file); here every key
+ * the graph uses is checked for its exact value type and range, every tensor
+ * for presence, exact shape and a type the kernels handle, and every size
+ * derived from them with checked arithmetic. Errors name the key or tensor.
+ */
+#define _GNU_SOURCE
+#include "rt_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../quant/quant.h"
+
+#define MAX_LAYERS 512
+#define MAX_HEAD_DIM 1024   /* attention scratch and the rope table are sized by it */
+#define MAX_DIM (1u << 24)  /* any one dimension (embedding, ffn, vocab) */
+
+struct ld {
+    const struct gguf_file *f;
+    struct rt_model *m;
+    struct mw_err *err;
+    const char *arch; /* key prefix */
+};
+
+static enum mw_status fail_key(struct ld *L, const char *key, enum mw_status code, uint64_t off,
+                               const char *msg)
+{
+    mw_err_set_path(L->err, gguf_path(L->f));
+    mw_err_set_where(L->err, "key '%.120s'", key);
+    return MW_FAIL(L->err, code, off, "%s", msg);
+}
+
+#define FAIL_KEY(L, key, code, off, ...)                         \
+    do {                                                         \
+        char msg_[256];                                          \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                \
+        return fail_key((L), (key), (code), (off), msg_);        \
+    } while (0)
+
+#define FAIL_T(L, name, code, off, ...)                                  \
+    do {                                                                 \
+        mw_err_set_path((L)->err, gguf_path((L)->f));                    \
+        mw_err_set_where((L)->err, "tensor '%.64s'", (name));            \
+        return MW_FAIL((L)->err, (code), (off), __VA_ARGS__);            \
+    } while (0)
+
+// --- keys ---
+
+static const struct gguf_value *kv_find(const struct ld *L, const char *key, uint64_t *off)
+{
+    const int64_t i = gguf_kv_find(L->f, key);
+    if (i < 0) return NULL;
+    *off = gguf_kv_off(L->f, (uint64_t)i);
+    return gguf_kv_value(L->f, (uint64_t)i);
+}
+
+/* A u32 key, or (per-layer form) an array of u32/i32 whose elements are all
+ * equal. Absent: *out = def and *present = false, or an error if required. */
+static enum mw_status get_u32(struct ld *L, const char *key, bool required, uint32_t def,
+                              uint32_t *out, bool *present)
+{
+    uint64_t off = 0;
+    const struct gguf_value *v = kv_find(L, key, &off);
+    if (present) *present = v != NULL;
+    if (!v) {
+        if (required) FAIL_KEY(L, key, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (required, u32)");
+        *out = def;
+        return MW_OK;
+    }
+    if (v->type == GGUF_VT_U32) {
+        *out = mw_le32(v->data);
+        return MW_OK;
+    }
+    if (v->type == GGUF_VT_ARRAY && (v->elem_type == GGUF_VT_U32 || v->elem_type == GGUF_VT_I32)) {
+        if (v->n == 0) FAIL_KEY(L, key, MW_E_FORMAT, off, "empty per-layer array");
+        uint32_t first = 0;
+        for (uint64_t j = 0; j < v->n; j++) {
+            const uint32_t x = mw_le32(v->data + 4 * j);
+            if (v->elem_type == GGUF_VT_I32 && (int32_t)x < 0)
+                FAIL_KEY(L, key, MW_E_VALUE, off, "element %llu is negative (%d)",
+                         (unsigned long long)j, (int32_t)x);
+            if (j == 0) first = x;
+            else if (x != first)
+                FAIL_KEY(L, key, MW_E_UNSUPPORTED, off,
+                         "per-layer values differ (element %llu: %u, element 0: %u); "
+                         "only uniform layers are supported", (unsigned long long)j, x, first);
+        }
+        *out = first;
+        return MW_OK;
+    }
+    FAIL_KEY(L, key, MW_E_FORMAT, off, "has type %s, expected u32", gguf_vtype_name(v->type));
+}
+
+static enum mw_status get_f32(struct ld *L, const char *key, bool required, float def, float *out)
+{
+    uint64_t off = 0;
+    const struct gguf_value *v = kv_find(L, key, &off);
+    if (!v) {
+        if (required) FAIL_KEY(L, key, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (required, f32)");
+        *out = def;
+        return MW_OK;
+    }
+    if (v->type != GGUF_VT_F32)
+        FAIL_KEY(L, key, MW_E_FORMAT, off, "has type %s, expected f32", gguf_vtype_name(v->type));
+    const uint32_t u = mw_le32(v->data);
+    memcpy(out, &u, sizeof u);
+    if (!isfinite(*out)) FAIL_KEY(L, key, MW_E_VALUE, off, "value is not finite");
+    return MW_OK;
+}
+
+/* A string key into buf (NUL-terminated); "" when absent. */
+static enum mw_status get_str(struct ld *L, const char *key, bool required, char *buf, size_t cap,
+                              bool *present)
+{
+    uint64_t off = 0;
+    const struct gguf_value *v = kv_find(L, key, &off);
+    buf[0] = '\0';
+    if (present) *present = v != NULL;
+    if (!v) {
+        if (required) FAIL_KEY(L, key, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (required, string)");
+        return MW_OK;
+    }
+    if (v->type != GGUF_VT_STRING)
+        FAIL_KEY(L, key, MW_E_FORMAT, off, "has type %s, expected string", gguf_vtype_name(v->type));
+    const size_t n = v->n < cap - 1 ? (size_t)v->n : cap - 1;
+    memcpy(buf, v->data, n);
+    buf[n] = '\0';
+    /* an embedded NUL would make the copy lie about the value */
+    if (memchr(v->data, 0, (size_t)(v->n < cap ? v->n : cap)) != NULL)
+        FAIL_KEY(L, key, MW_E_VALUE, off, "string contains a NUL byte");
+    return MW_OK;
+}
+
+static enum mw_status archkey_u32(struct ld *L, const char *suffix, bool required, uint32_t def,
+                                  uint32_t *out, bool *present)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+    return get_u32(L, key, required, def, out, present);
+}
+
+static enum mw_status archkey_f32(struct ld *L, const char *suffix, bool required, float def,
+                                  float *out)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+    return get_f32(L, key, required, def, out);
+}
+
+static enum mw_status range_u32(struct ld *L, const char *suffix, uint32_t v, uint32_t lo,
+                                uint32_t hi)
+{
+    if (v >= lo && v <= hi) return MW_OK;
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
+    FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "value %u out of range [%u, %u]", v, lo, hi);
+}
+
+// --- hyper-parameters ---
+
+static enum mw_status read_hparams(struct ld *L)
+{
+    struct rt_hparams *hp = &L->m->hp;
+    enum mw_status s;
+    char arch[64];
+    if ((s = get_str(L, "general.architecture", true, arch, sizeof arch, NULL))) return s;
+    if (strcmp(arch, "llama") == 0) {
+        hp->arch = RT_ARCH_LLAMA;
+    } else if (strcmp(arch, "qwen2") == 0) {
+        hp->arch = RT_ARCH_QWEN2;
+        hp->rope_neox = true;
+    } else {
+        FAIL_KEY(L, "general.architecture", MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                 "architecture '%.40s' (the runtime runs llama, mistral (as llama) and qwen2)",
+                 arch);
+    }
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%.15s", arch);
+    L->arch = hp->arch_name;
+    if ((s = get_str(L, "general.name", false, hp->name, sizeof hp->name, NULL))) {
+        /* a display name is not worth refusing the file for */
+        hp->name[0] = '\0';
+        mw_err_clear(L->err);
+    }
+    hp->file_type = UINT32_MAX;
+    if ((s = get_u32(L, "general.file_type", false, UINT32_MAX, &hp->file_type, NULL))) return s;
+
+    uint32_t n_expert = 0;
+    if ((s = archkey_u32(L, "expert_count", false, 0, &n_expert, NULL))) return s;
+    if (n_expert > 0) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.expert_count", L->arch);
+        FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                 "mixture-of-experts models (%u experts) are not supported", n_expert);
+    }
+
+    if ((s = archkey_u32(L, "context_length", true, 0, &hp->n_ctx_train, NULL))) return s;
+    if ((s = archkey_u32(L, "embedding_length", true, 0, &hp->n_embd, NULL))) return s;
+    if ((s = archkey_u32(L, "block_count", true, 0, &hp->n_layer, NULL))) return s;
+    if ((s = archkey_u32(L, "feed_forward_length", true, 0, &hp->n_ff, NULL))) return s;
+    if ((s = archkey_u32(L, "attention.head_count", true, 0, &hp->n_head, NULL))) return s;
+    if ((s = range_u32(L, "context_length", hp->n_ctx_train, 1, 1u << 24))) return s;
+    if ((s = range_u32(L, "embedding_length", hp->n_embd, 1, MAX_DIM))) return s;
+    if ((s = range_u32(L, "block_count", hp->n_layer, 1, MAX_LAYERS))) return s;
+    if ((s = range_u32(L, "feed_forward_length", hp->n_ff, 1, MAX_DIM))) return s;
+    if ((s = range_u32(L, "attention.head_count", hp->n_head, 1, 65536))) return s;
+    if ((s = archkey_u32(L, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, NULL)))
+        return s;
+    if ((s = range_u32(L, "attention.head_count_kv", hp->n_head_kv, 1, hp->n_head))) return s;
+    if (hp->n_head % hp->n_head_kv != 0) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.attention.head_count_kv", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
+                 "%u does not divide head_count %u (grouped-query attention)", hp->n_head_kv,
+                 hp->n_head);
+    }
+    bool has_kl = false, has_vl = false;
+    uint32_t kl = 0, vl = 0;
+    if ((s = archkey_u32(L, "attention.key_length", false, 0, &kl, &has_kl))) return s;
+    if ((s = archkey_u32(L, "attention.value_length", false, 0, &vl, &has_vl))) return s;
+    if (!has_kl) {
+        if (hp->n_embd % hp->n_head != 0) {
+            char key[128];
+            snprintf(key, sizeof key, "%s.attention.head_count", L->arch);
+            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
+                     "%u does not divide embedding_length %u and no key_length is given",
+                     hp->n_head, hp->n_embd);
+        }
+        kl = hp->n_embd / hp->n_head;
+    }
+    if (!has_vl) vl = kl;
+    if (kl != vl) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.attention.value_length", L->arch);
+        FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                 "value_length %u differs from key_length %u", vl, kl);
+    }
+    hp->head_dim = kl;
+    if ((s = range_u32(L, "attention.key_length", hp->head_dim, 2, MAX_HEAD_DIM))) return s;
+    if (hp->head_dim % 2 != 0) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.attention.key_length", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "head size %u is odd", hp->head_dim);
+    }
+    /* q rows = n_head * head_dim must stay a sane dimension */
+    if ((uint64_t)hp->n_head * hp->head_dim > MAX_DIM) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.attention.head_count", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%u heads x %u is too large", hp->n_head,
+                 hp->head_dim);
+    }
+    if ((s = archkey_u32(L, "rope.dimension_count", false, hp->head_dim, &hp->n_rot, NULL)))
+        return s;
+    if (hp->arch == RT_ARCH_LLAMA && hp->n_rot != hp->head_dim) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.dimension_count", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
+                 "%u differs from the head size %u (llama.cpp: invalid n_rot)", hp->n_rot,
+                 hp->head_dim);
+    }
+    if (hp->n_rot == 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.dimension_count", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
+                 "%u (expected an even number in 2..%u)", hp->n_rot, hp->head_dim);
+    }
+
+    if ((s = archkey_f32(L, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps))) return s;
+    if (!(hp->rms_eps >= 0.0f && hp->rms_eps < 1.0f)) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected 0 <= eps < 1)",
+                 (double)hp->rms_eps);
+    }
+    if ((s = archkey_f32(L, "rope.freq_base", false, 10000.0f, &hp->rope_base))) return s;
+    if (!(hp->rope_base > 1.0f)) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.rope.freq_base", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 1)", (double)hp->rope_base);
+    }
+
+    /* RoPE scaling: none or linear (rope.scaling.type, or the older
+     * rope.scale_linear). YaRN/LongRoPE change the attention itself: refuse. */
+    char key[128], stype[32];
+    bool has_type = false;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", L->arch);
+    if ((s = get_str(L, key, false, stype, sizeof stype, &has_type))) return s;
+    float factor = 0.0f;
+    if ((s = archkey_f32(L, "rope.scaling.factor", false, 0.0f, &factor))) return s;
+    float lin = 0.0f;
+    if ((s = archkey_f32(L, "rope.scale_linear", false, 0.0f, &lin))) return s;
+    hp->rope_freq_scale = 1.0f;
+    if (has_type && strcmp(stype, "none") != 0 && strcmp(stype, "linear") != 0)
+        FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                 "rope scaling '%.20s' (supported: none, linear)", stype);
+    if (lin != 0.0f) factor = lin;
+    if ((!has_type || strcmp(stype, "linear") == 0) && factor != 0.0f) {
+        if (!(factor > 0.0f)) {
+            snprintf(key, sizeof key, "%s.rope.scaling.factor", L->arch);
+            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 0)", (double)factor);
+        }
+        hp->rope_freq_scale = 1.0f / factor;
+    }
+    return MW_OK;
+}
+
+// --- tensors ---
+
+static const char *type_name(uint32_t t)
+{
+    const struct gguf_type_info *ti = gguf_type_get(t);
+    return ti && ti->name ? ti->name : "?";
+}
+
+static void shape_str(char *buf, size_t n, const uint64_t ne[GGUF_MAX_DIMS], uint32_t n_dims)
+{
+    size_t o = 0;
+    buf[0] = '\0';
+    for (uint32_t d = 0; d < n_dims && o < n; d++)
+        o += (size_t)snprintf(buf + o, n - o, d ? "x%llu" : "%llu", (unsigned long long)ne[d]);
+}
+
+/* Find tensor name with shape [ne0] (ne1 == 0) or [ne0, ne1]; -1 if absent
+ * and optional. */
+static enum mw_status find_tensor(struct ld *L, const char *name, bool required, uint64_t ne0,
+                                  uint64_t ne1, const struct gguf_tensor **out)
+{
+    *out = NULL;
+    const int64_t i = gguf_tensor_find(L->f, name);
+    if (i < 0) {
+        if (required) FAIL_T(L, name, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (the %s graph needs it)",
+                             L->arch);
+        return MW_OK;
+    }
+    const struct gguf_tensor *t = gguf_tensor_get(L->f, (uint64_t)i);
+    const uint64_t want[GGUF_MAX_DIMS] = {ne0, ne1 ? ne1 : 1, 1, 1};
+    for (int d = 0; d < GGUF_MAX_DIMS; d++) {
+        if (t->ne[d] != want[d]) {
+            char got[96], exp[64];
+            shape_str(got, sizeof got, t->ne, t->n_dims);
+            shape_str(exp, sizeof exp, want, ne1 ? 2 : 1);
+            FAIL_T(L, name, MW_E_FORMAT, t->info_off, "shape %s, expected %s", got, exp);
+        }
+    }
+    if (gguf_tensor_data(L->f, (uint64_t)i) == NULL)
+        FAIL_T(L, name, MW_E_TRUNC, t->file_off, "data is not in the file");
+    *out = t;
+    return MW_OK;
+}
+
+/* A weight matrix of n_out rows of n_in: present, shaped, with a kernel. */
+static enum mw_status get_matrix(struct ld *L, const char *name, bool required, uint64_t n_in,
+                                 uint64_t n_out, struct rt_weight *w)
+{
+    const struct gguf_tensor *t;
+    enum mw_status s = find_tensor(L, name, required, n_in, n_out, &t);
+    if (s || !t) return s;
+    const struct rt_kernel *k = rt_kernel_get(L->m->ks, t->type);
+    if (!k || !k->dot) {
+        FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off,
+               "type %s has no mat-vec kernel (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+               "q2_K..q6_K, iq4_nl)", type_name(t->type));
+    }
+    const struct rt_act_format *af = rt_kernel_act(L->m->ks, k);
+    if (!af || !af->quantize || af->blck == 0 || n_in % af->blck != 0)
+        FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off,
+               "row length %llu does not fit the %s activation blocks of type %s",
+               (unsigned long long)n_in, af ? type_name(af->type) : "?", type_name(t->type));
+    const uint64_t rb = rt_row_bytes(t->type, n_in);
+    uint64_t total;
+    if (rb == 0 || !mw_mul_u64(rb, n_out, &total) || total != t->nbytes)
+        FAIL_T(L, name, MW_E_FORMAT, t->info_off, "size %llu does not match %llu rows of %llu bytes",
+               (unsigned long long)t->nbytes, (unsigned long long)n_out, (unsigned long long)rb);
+    w->data = gguf_tensor_data(L->f, (uint64_t)gguf_tensor_find(L->f, name));
+    w->type = t->type;
+    w->n_in = n_in;
+    w->n_out = n_out;
+    w->row_bytes = rb;
+    w->k = k;
+    w->name = t->name;
+    L->m->weight_bytes += t->nbytes;
+    return MW_OK;
+}
+
+/* A vector [n]: present (if required), f32/f16/bf16; converted into the
+ * model's float buffer at *pos (advanced), or counted when fbuf is NULL. */
+static enum mw_status get_vector(struct ld *L, const char *name, bool required, uint64_t n,
+                                 const float **out, uint64_t *pos)
+{
+    *out = NULL;
+    const struct gguf_tensor *t;
+    enum mw_status s = find_tensor(L, name, required, n, 0, &t);
+    if (s || !t) return s;
+    if (t->type != GGUF_TYPE_F32 && t->type != GGUF_TYPE_F16 && t->type != GGUF_TYPE_BF16)
+        FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s (expected f32, f16 or bf16)",
+               type_name(t->type));
+    const struct quant_traits *qt = quant_traits_get(t->type);
+    if (!qt) FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s cannot be decoded",
+                    type_name(t->type));
+    if (L->m->fbuf) {
+        float *dst = L->m->fbuf + *pos;
+        qt->to_float(gguf_tensor_data(L->f, (uint64_t)gguf_tensor_find(L->f, name)), dst, n);
+        *out = dst;
+    }
+    *pos += n;
+    L->m->weight_bytes += t->nbytes;
+    return MW_OK;
+}
+
+static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
+{
+    struct rt_model *m = L->m;
+    struct rt_hparams *hp = &m->hp;
+    const uint64_t E = hp->n_embd, hd = hp->head_dim;
+    const uint64_t qdim = (uint64_t)hp->n_head * hd, kvdim = (uint64_t)hp->n_head_kv * hd;
+    const uint64_t F = hp->n_ff;
+    uint64_t pos = 0;
+    enum mw_status s;
+    char nm[96];
+
+    m->weight_bytes = 0;
+    /* token_embd decides n_vocab; the tokenizer's count must agree */
+    const int64_t ie = gguf_tensor_find(L->f, "token_embd.weight");
+    if (ie < 0)
+        FAIL_T(L, "token_embd.weight", MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (the %s graph needs it)",
+               L->arch);
+    const struct gguf_tensor *te = gguf_tensor_get(L->f, (uint64_t)ie);
+    if (te->n_dims != 2 || te->ne[0] != E || te->ne[1] < 1 || te->ne[1] > MAX_DIM) {
+        char got[96];
+        shape_str(got, sizeof got, te->ne, te->n_dims);
+        FAIL_T(L, "token_embd.weight", MW_E_FORMAT, te->info_off,
+               "shape %s, expected %llux<n_vocab> (n_vocab 1..%u)", got, (unsigned long long)E,
+               MAX_DIM);
+    }
+    hp->n_vocab = (uint32_t)te->ne[1];
+    uint64_t koff = 0;
+    const struct gguf_value *toks = kv_find(L, "tokenizer.ggml.tokens", &koff);
+    if (toks && toks->type == GGUF_VT_ARRAY && toks->n != hp->n_vocab)
+        FAIL_T(L, "token_embd.weight", MW_E_FORMAT, te->info_off,
+               "%u rows, but tokenizer.ggml.tokens has %llu tokens", hp->n_vocab,
+               (unsigned long long)toks->n);
+    uint32_t vs = 0;
+    bool has_vs = false;
+    if ((s = archkey_u32(L, "vocab_size", false, 0, &vs, &has_vs))) return s;
+    if (has_vs && vs != hp->n_vocab)
+        FAIL_T(L, "token_embd.weight", MW_E_FORMAT, te->info_off,
+               "%u rows, but %s.vocab_size is %u", hp->n_vocab, L->arch, vs);
+    /* rows are decoded with quant's to_float (get_rows) */
+    if (!quant_traits_get(te->type))
+        FAIL_T(L, "token_embd.weight", MW_E_UNSUPPORTED, te->info_off,
+               "type %s cannot be decoded", type_name(te->type));
+    {
+        const uint64_t rb = rt_row_bytes(te->type, E);
+        uint64_t total;
+        if (rb == 0 || !mw_mul_u64(rb, hp->n_vocab, &total) || total != te->nbytes)
+            FAIL_T(L, "token_embd.weight", MW_E_FORMAT, te->info_off, "unexpected size %llu",
+                   (unsigned long long)te->nbytes);
+        m->tok_embd = (struct rt_weight){.data = gguf_tensor_data(L->f, (uint64_t)ie),
+                                         .type = te->type, .n_in = E, .n_out = hp->n_vocab,
+                                         .row_bytes = rb, .k = rt_kernel_get(m->ks, te->type),
+                                         .name = te->name};
+        if (!m->tok_embd.data)
+            FAIL_T(L, "token_embd.weight", MW_E_TRUNC, te->file_off, "data is not in the file");
+    }
+
+    if ((s = get_matrix(L, "output.weight", false, E, hp->n_vocab, &m->output))) return s;
+    hp->tied_output = m->output.data == NULL;
+    if (hp->tied_output) {
+        /* the embedding doubles as the output matrix: it needs a kernel too */
+        if ((s = get_matrix(L, "token_embd.weight", true, E, hp->n_vocab, &m->output))) return s;
+    } else {
+        m->weight_bytes += te->nbytes; /* the embedding rows are read as well */
+    }
+    if ((s = get_vector(L, "output_norm.weight", true, E, &m->output_norm, &pos))) return s;
+    if ((s = get_vector(L, "rope_freqs.weight", false, hp->n_rot / 2, &m->rope_freqs, &pos)))
+        return s;
+    hp->has_rope_freqs = gguf_tensor_find(L->f, "rope_freqs.weight") >= 0;
+
+    const bool qwen = hp->arch == RT_ARCH_QWEN2;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        struct rt_layer *ly = m->layers ? &m->layers[il] : NULL;
+        struct rt_layer dummy;
+        if (!ly) {
+            memset(&dummy, 0, sizeof dummy);
+            ly = &dummy;
+        }
+#define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)
+        if ((s = get_vector(L, NAME("attn_norm.weight"), true, E, &ly->attn_norm, &pos))) return s;
+        if ((s = get_vector(L, NAME("ffn_norm.weight"), true, E, &ly->ffn_norm, &pos))) return s;
+        if ((s = get_matrix(L, NAME("attn_q.weight"), true, E, qdim, &ly->wq))) return s;
+        if ((s = get_matrix(L, NAME("attn_k.weight"), true, E, kvdim, &ly->wk))) return s;
+        if ((s = get_matrix(L, NAME("attn_v.weight"), true, E, kvdim, &ly->wv))) return s;
+        if ((s = get_matrix(L, NAME("attn_output.weight"), true, qdim, E, &ly->wo))) return s;
+        if ((s = get_matrix(L, NAME("ffn_gate.weight"), true, E, F, &ly->wgate))) return s;
+        if ((s = get_matrix(L, NAME("ffn_up.weight"), true, E, F, &ly->wup))) return s;
+        if ((s = get_matrix(L, NAME("ffn_down.weight"), true, F, E, &ly->wdown))) return s;
+        if ((s = get_vector(L, NAME("attn_q.bias"), qwen, qdim, &ly->bq, &pos))) return s;
+        if ((s = get_vector(L, NAME("attn_k.bias"), qwen, kvdim, &ly->bk, &pos))) return s;
+        if ((s = get_vector(L, NAME("attn_v.bias"), qwen, kvdim, &ly->bv, &pos))) return s;
+        if ((s = get_vector(L, NAME("attn_output.bias"), false, E, &ly->bo, &pos))) return s;
+        if ((s = get_vector(L, NAME("ffn_gate.bias"), false, F, &ly->bgate, &pos))) return s;
+        if ((s = get_vector(L, NAME("ffn_up.bias"), false, F, &ly->bup, &pos))) return s;
+        if ((s = get_vector(L, NAME("ffn_down.bias"), false, E, &ly->bdown, &pos))) return s;
+#undef NAME
+    }
+    *n_floats = pos;
+    return MW_OK;
+}
+
+static void pick_main_type(struct rt_model *m)
+{
+    uint64_t bytes[GGUF_TYPE_COUNT] = {0};
+    const struct rt_weight *all[8];
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const struct rt_layer *ly = &m->layers[il];
+        all[0] = &ly->wq, all[1] = &ly->wk, all[2] = &ly->wv, all[3] = &ly->wo;
+        all[4] = &ly->wgate, all[5] = &ly->wup, all[6] = &ly->wdown;
+        for (int j = 0; j < 7; j++) bytes[all[j]->type] += all[j]->row_bytes * all[j]->n_out;
+    }
+    uint32_t best = m->output.type;
+    for (uint32_t t = 0; t < GGUF_TYPE_COUNT; t++)
+        if (bytes[t] > bytes[best]) best = t;
+    m->main_type = best;
+}
+
+// --- public ---
+
+enum mw_status rt_model_from_gguf(const struct gguf_file *f, struct rt_model **out,
+                                  struct mw_err *err)
+{
+    *out = NULL;
+    struct rt_model *m = calloc(1, sizeof *m);
+    if (!m) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "model struct");
+    m->f = f;
+    /* the kernel table only decides which types have a kernel here; every
+     * variant supports the same types */
+    struct rt_cpu cpu = rt_cpu_detect();
+    m->ks = rt_kernels_select(&cpu);
+    struct ld L = {.f = f, .m = m, .err = err, .arch = ""};
+    enum mw_status s = read_hparams(&L);
+    if (s) goto fail;
+    /* pass 1: validate everything and count the owned floats */
+    uint64_t n_floats = 0;
+    if ((s = load_tensors(&L, &n_floats))) goto fail;
+    uint64_t fb;
+    size_t nb;
+    if (!mw_mul_u64(n_floats, sizeof(float), &fb) || !mw_u64_to_size(fb, &nb)) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "norm/bias vectors too large");
+        goto fail;
+    }
+    m->layers = calloc(m->hp.n_layer, sizeof *m->layers);
+    m->fbuf = malloc(nb ? nb : 1);
+    if (!m->layers || !m->fbuf) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "%llu bytes of norm/bias vectors",
+                    (unsigned long long)nb);
+        goto fail;
+    }
+    m->fbuf_floats = n_floats;
+    /* pass 2: the same walk fills the views (cannot fail differently) */
+    uint64_t again = 0;
+    if ((s = load_tensors(&L, &again))) goto fail;
+    if (again != n_floats) {
+        s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "internal: tensor walk changed");
+        goto fail;
+    }
+    pick_main_type(m);
+    *out = m;
+    return MW_OK;
+fail:
+    rt_model_close(m);
+    return s;
+}
+
+enum mw_status rt_model_open(const char *path, const struct rt_model_opts *o,
+                             struct rt_model **out, struct mw_err *err)
+{
+    *out = NULL;
+    struct gguf_file *f = NULL;
+    enum mw_status s = gguf_open(path, GGUF_OPEN_DEFAULT, &f, err);
+    if (s) return s;
+    struct rt_model *m = NULL;
+    if ((s = rt_model_from_gguf(f, &m, err))) {
+        gguf_close(f);
+        return s;
+    }
+    m->own = f;
+    if (o && o->mlock) {
+        const uint64_t size = gguf_file_size(f);
+        if (size > 0 && mlock(gguf_base(f), (size_t)size) != 0) {
+            const int e = errno;
+            mw_err_set_path(err, path);
+            s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE,
+                        "mlock of %llu bytes failed: %s (raise RLIMIT_MEMLOCK: ulimit -l)",
+                        (unsigned long long)size, strerror(e));
+            rt_model_close(m);
+            return s;
+        }
+        m->locked = true;
+    }
+    *out = m;
+    return MW_OK;
+}
+
+void rt_model_close(struct rt_model *m)
+{
+    if (!m) return;
+    if (m->locked && m->own) munlock(gguf_base(m->own), (size_t)gguf_file_size(m->own));
+    free(m->layers);
+    free(m->fbuf);
+    gguf_close(m->own);
+    free(m);
+}
+
+const struct rt_hparams *rt_model_hparams(const struct rt_model *m) { return &m->hp; }
+const struct gguf_file *rt_model_gguf(const struct rt_model *m) { return m->f; }
+uint64_t rt_model_weight_bytes(const struct rt_model *m) { return m->weight_bytes; }
+uint64_t rt_model_mapped_bytes(const struct rt_model *m) { return gguf_file_size(m->f); }
+uint64_t rt_model_owned_bytes(const struct rt_model *m)
+{
+    return m->fbuf_floats * sizeof(float) + (uint64_t)m->hp.n_layer * sizeof(struct rt_layer) +
+           sizeof *m;
+}
+uint32_t rt_model_main_type(const struct rt_model *m) { return m->main_type; }
+
+enum mw_status rt_model_verify(const struct rt_model *m, uint64_t *n_checked, struct mw_err *err)
+{
+    const struct gguf_file *f = m->f;
+    *n_checked = 0;
+    const int64_t ia = gguf_kv_find(f, GGUF_KEY_CK_ALGO);
+    const int64_t it = gguf_kv_find(f, GGUF_KEY_CK_TENSORS);
+    const int64_t ih = gguf_kv_find(f, GGUF_KEY_CK_HEADER);
+    if (ia < 0 && it < 0 && ih < 0) return MW_OK;
+    mw_err_set_path(err, gguf_path(f));
+    if (ia < 0 || it < 0 || ih < 0) {
+        mw_err_set_where(err, "key 'memwall.checksum.*'");
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                       "incomplete checksum keys (algorithm, tensors and header are all needed)");
+    }
+    const struct gguf_value *va = gguf_kv_value(f, (uint64_t)ia);
+    if (va->type != GGUF_VT_STRING || va->n != strlen(GGUF_CK_ALGO_NAME) ||
+        memcmp(va->data, GGUF_CK_ALGO_NAME, va->n) != 0) {
+        mw_err_set_where(err, "key '%s'", GGUF_KEY_CK_ALGO);
+        return MW_FAIL(err, MW_E_UNSUPPORTED, gguf_kv_off(f, (uint64_t)ia),
+                       "checksum algorithm is not \"%s\"", GGUF_CK_ALGO_NAME);
+    }
+    const struct gguf_value *vt = gguf_kv_value(f, (uint64_t)it);
+    if (vt->type != GGUF_VT_ARRAY || vt->elem_type != GGUF_VT_U64 ||
+        vt->n != gguf_tensor_count(f)) {
+        mw_err_set_where(err, "key '%s'", GGUF_KEY_CK_TENSORS);
+        return MW_FAIL(err, MW_E_FORMAT, gguf_kv_off(f, (uint64_t)it),
+                       "expected u64[%llu] (one per tensor)",
+                       (unsigned long long)gguf_tensor_count(f));
+    }
+    const struct gguf_value *vh = gguf_kv_value(f, (uint64_t)ih);
+    uint64_t h;
+    if (vh->type != GGUF_VT_U64 || !gguf_hash_header(f, &h)) {
+        mw_err_set_where(err, "key '%s'", GGUF_KEY_CK_HEADER);
+        return MW_FAIL(err, MW_E_FORMAT, gguf_kv_off(f, (uint64_t)ih), "expected u64");
+    }
+    if (h != mw_le64(vh->data)) {
+        mw_err_set_where(err, "header");
+        return MW_FAIL(err, MW_E_CHECKSUM, 0,
+                       "header checksum %016llx, stored %016llx (metadata or tensor table changed)",
+                       (unsigned long long)h, (unsigned long long)mw_le64(vh->data));
+    }
+    for (uint64_t i = 0; i < gguf_tensor_count(f); i++) {
+        const struct gguf_tensor *t = gguf_tensor_get(f, i);
+        const uint8_t *p = gguf_tensor_data(f, i);
+        size_t n;
+        if (!p || !mw_u64_to_size(t->nbytes, &n)) {
+            mw_err_set_where(err, "tensor '%.64s'", t->name);
+            return MW_FAIL(err, MW_E_TRUNC, t->file_off, "data is not in the file");
+        }
+        const uint64_t got = gguf_hash_tensor(p, n);
+        const uint64_t want = mw_le64(vt->data + 8 * i);
+        if (got != want) {
+            mw_err_set_where(err, "tensor '%.64s'", t->name);
+            return MW_FAIL(err, MW_E_CHECKSUM, t->file_off,
+                           "checksum mismatch: xxh3 %016llx, stored %016llx (data changed)",
+                           (unsigned long long)got,
+                           (unsigned long long)want);
+        }
+        (*n_checked)++;
+    }
+    return MW_OK;
+}

@@ -1,0 +1,882 @@
+/*
+ * runtime/rt_tok.c — the tokenizer from GGUF metadata (rt.h, formats.md §7):
+ * SentencePiece BPE ("llama") and byte-level BPE ("gpt2"), written to give
+ * llama.cpp's ids (llama-vocab.cpp: llm_tokenizer_spm_session,
+ * llm_tokenizer_bpe_session, tokenizer_st_partition).
+ *
+ * Vocabulary strings are views into the mapped file. Lookups go through two
+ * open-addressing hash tables built at init: text -> id (a later duplicate
+ * wins, as in llama.cpp's token_to_id) and, for BPE, "left right" -> merge
+ * rank (the first duplicate wins, as std::map::emplace).
+ */
+#include "rt_tok_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../gguf/gguf.h"
+
+enum tok_kind { TOK_SPM, TOK_BPE };
+
+/* token types (formats.md §7.1) */
+enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
+
+struct str {
+    const uint8_t *p;
+    uint32_t n;
+};
+
+struct rt_tok {
+    enum tok_kind kind;
+    enum rt_pre pre;
+    char pre_name[32];
+    uint32_t n;           /* tokens */
+    struct str *text;     /* (n) views into the file */
+    float *score;         /* (n) */
+    int32_t *type;        /* (n) */
+    uint32_t *ht;         /* text -> id + 1 (0 = empty slot) */
+    uint64_t ht_mask;
+    uint32_t n_merges;
+    struct str *merges;   /* (n_merges) "left right" */
+    uint32_t *mt;         /* merge -> index + 1 */
+    uint64_t mt_mask;
+    uint32_t *special;    /* ids of control/user/unknown tokens, longest text first */
+    uint32_t n_special;
+    int32_t byte_tok[256];/* SPM: id of <0xNN>, -1 if absent */
+    uint32_t b2cp[256];   /* GPT-2 byte -> code point */
+    int16_t cp2b[512];    /* GPT-2 code point -> byte, -1 if none */
+    int32_t bos, eos, unk, eot, eom;
+    bool add_bos, add_eos, add_space_prefix, ignore_merges;
+    int32_t eog[16];
+    int n_eog;
+};
+
+// --- hashing ---
+
+static uint64_t fnv(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ULL;
+    return h;
+}
+#define FNV0 0xcbf29ce484222325ULL
+
+static int32_t find_text(const struct rt_tok *t, const uint8_t *p, size_t n)
+{
+    if (n == 0) return -1;
+    uint64_t i = fnv(FNV0, p, n) & t->ht_mask;
+    for (;;) {
+        const uint32_t v = t->ht[i];
+        if (v == 0) return -1;
+        const struct str *s = &t->text[v - 1];
+        if (s->n == n && memcmp(s->p, p, n) == 0) return (int32_t)(v - 1);
+        i = (i + 1) & t->ht_mask;
+    }
+}
+
+static void insert_text(struct rt_tok *t, uint32_t id)
+{
+    const struct str *s = &t->text[id];
+    if (s->n == 0) return; /* llama.cpp renames empty tokens; they never match text */
+    uint64_t i = fnv(FNV0, s->p, s->n) & t->ht_mask;
+    for (;;) {
+        const uint32_t v = t->ht[i];
+        if (v == 0 || (t->text[v - 1].n == s->n && memcmp(t->text[v - 1].p, s->p, s->n) == 0)) {
+            t->ht[i] = id + 1; /* a later duplicate wins */
+            return;
+        }
+        i = (i + 1) & t->ht_mask;
+    }
+}
+
+static uint64_t merge_hash(const uint8_t *l, size_t ln, const uint8_t *r, size_t rn)
+{
+    const uint8_t sp = ' ';
+    return fnv(fnv(fnv(FNV0, l, ln), &sp, 1), r, rn);
+}
+
+/* rank of merge (l, r), or -1 */
+static int64_t find_merge(const struct rt_tok *t, const uint8_t *l, size_t ln, const uint8_t *r,
+                          size_t rn)
+{
+    if (!t->mt) return -1;
+    uint64_t i = merge_hash(l, ln, r, rn) & t->mt_mask;
+    for (;;) {
+        const uint32_t v = t->mt[i];
+        if (v == 0) return -1;
+        const struct str *m = &t->merges[v - 1];
+        if (m->n == ln + 1 + rn && memcmp(m->p, l, ln) == 0 && m->p[ln] == ' ' &&
+            memcmp(m->p + ln + 1, r, rn) == 0)
+            return (int64_t)(v - 1);
+        i = (i + 1) & t->mt_mask;
+    }
+}
+
+static void insert_merge(struct rt_tok *t, uint32_t idx)
+{
+    const struct str *m = &t->merges[idx];
+    /* split at the first space after position 0 (llama.cpp) */
+    const uint8_t *sp = m->n > 1 ? memchr(m->p + 1, ' ', m->n - 1) : NULL;
+    if (!sp) return; /* not a pair: can never match */
+    const size_t ln = (size_t)(sp - m->p);
+    uint64_t i = merge_hash(m->p, ln, sp + 1, m->n - ln - 1) & t->mt_mask;
+    for (;;) {
+        const uint32_t v = t->mt[i];
+        if (v == 0) {
+            t->mt[i] = idx + 1;
+            return;
+        }
+        const struct str *o = &t->merges[v - 1];
+        if (o->n == m->n && memcmp(o->p, m->p, m->n) == 0) return; /* first one wins */
+        i = (i + 1) & t->mt_mask;
+    }
+}
+
+// --- init ---
+
+static enum mw_status fail_key(const struct gguf_file *f, struct mw_err *err, const char *key,
+                               enum mw_status code, uint64_t off, const char *msg)
+{
+    mw_err_set_path(err, gguf_path(f));
+    mw_err_set_where(err, "key '%s'", key);
+    return MW_FAIL(err, code, off, "%s", msg);
+}
+
+static const struct gguf_value *kv(const struct gguf_file *f, const char *key, uint64_t *off)
+{
+    const int64_t i = gguf_kv_find(f, key);
+    if (i < 0) return NULL;
+    *off = gguf_kv_off(f, (uint64_t)i);
+    return gguf_kv_value(f, (uint64_t)i);
+}
+
+/* An optional u32 special id; ids >= n are ignored as llama.cpp does. */
+static enum mw_status special_id(const struct gguf_file *f, const char *key, uint32_t n,
+                                 int32_t *id, struct mw_err *err)
+{
+    uint64_t off = 0;
+    const struct gguf_value *v = kv(f, key, &off);
+    if (!v) return MW_OK;
+    if (v->type != GGUF_VT_U32) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "has type %s, expected u32", gguf_vtype_name(v->type));
+        return fail_key(f, err, key, MW_E_FORMAT, off, msg);
+    }
+    const uint32_t x = mw_le32(v->data);
+    if (x < n) *id = (int32_t)x;
+    return MW_OK;
+}
+
+static enum mw_status opt_bool(const struct gguf_file *f, const char *key, bool *out,
+                               struct mw_err *err)
+{
+    uint64_t off = 0;
+    const struct gguf_value *v = kv(f, key, &off);
+    if (!v) return MW_OK;
+    if (v->type != GGUF_VT_BOOL)
+        return fail_key(f, err, key, MW_E_FORMAT, off, "expected bool");
+    *out = v->data[0] != 0;
+    return MW_OK;
+}
+
+static int cmp_special(const void *a, const void *b, void *ud)
+{
+    const struct rt_tok *t = ud;
+    const uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    if (t->text[x].n != t->text[y].n) return t->text[x].n > t->text[y].n ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+/* insertion sort (no qsort_r in C11); the special lists are short */
+static void sort_special(struct rt_tok *t)
+{
+    for (uint32_t i = 1; i < t->n_special; i++) {
+        const uint32_t v = t->special[i];
+        uint32_t j = i;
+        while (j > 0 && cmp_special(&t->special[j - 1], &v, t) > 0) {
+            t->special[j] = t->special[j - 1];
+            j--;
+        }
+        t->special[j] = v;
+    }
+}
+
+static uint64_t table_size(uint64_t n)
+{
+    uint64_t s = 16;
+    while (s < 2 * n) s <<= 1;
+    return s;
+}
+
+static enum rt_pre pre_from_name(const char *s)
+{
+    static const char *const llama3[] = {"llama3", "llama-v3", "llama-bpe", "falcon3",
+                                         "falcon-h1", "pixtral", "midm-2.0", "lfm2"};
+    static const char *const qwen2[] = {"qwen2", "deepseek-r1-qwen", "megrez"};
+    static const char *const gpt2[] = {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat",
+                                       "jina-v2-es", "jina-v2-de"};
+    for (size_t i = 0; i < sizeof llama3 / sizeof llama3[0]; i++)
+        if (strcmp(s, llama3[i]) == 0) return RT_PRE_LLAMA3;
+    for (size_t i = 0; i < sizeof qwen2 / sizeof qwen2[0]; i++)
+        if (strcmp(s, qwen2[i]) == 0) return RT_PRE_QWEN2;
+    for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++)
+        if (strcmp(s, gpt2[i]) == 0) return RT_PRE_GPT2;
+    return RT_PRE_UNSUPPORTED;
+}
+
+enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct rt_tok **out,
+                           struct mw_err *err)
+{
+    *out = NULL;
+    enum mw_status s;
+    uint64_t off = 0;
+    const struct gguf_value *vm = kv(f, "tokenizer.ggml.model", &off);
+    if (!vm) return fail_key(f, err, "tokenizer.ggml.model", MW_E_FORMAT, MW_ERR_OFF_NONE,
+                             "missing (no tokenizer in this file)");
+    if (vm->type != GGUF_VT_STRING)
+        return fail_key(f, err, "tokenizer.ggml.model", MW_E_FORMAT, off, "expected string");
+    enum tok_kind kind;
+    if (vm->n == 5 && memcmp(vm->data, "llama", 5) == 0) {
+        kind = TOK_SPM;
+    } else if (vm->n == 4 && memcmp(vm->data, "gpt2", 4) == 0) {
+        kind = TOK_BPE;
+    } else {
+        char msg[128];
+        snprintf(msg, sizeof msg, "tokenizer '%.*s' (supported: llama, gpt2)",
+                 (int)(vm->n < 40 ? vm->n : 40), (const char *)vm->data);
+        return fail_key(f, err, "tokenizer.ggml.model", MW_E_UNSUPPORTED, off, msg);
+    }
+    const struct gguf_value *vt = kv(f, "tokenizer.ggml.tokens", &off);
+    if (!vt) return fail_key(f, err, "tokenizer.ggml.tokens", MW_E_FORMAT, MW_ERR_OFF_NONE,
+                             "missing (cannot find tokenizer vocab)");
+    if (vt->type != GGUF_VT_ARRAY || vt->elem_type != GGUF_VT_STRING)
+        return fail_key(f, err, "tokenizer.ggml.tokens", MW_E_FORMAT, off,
+                        "expected an array of strings");
+    if (vt->n != n_vocab || n_vocab == 0) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%llu tokens, the model has %u rows",
+                 (unsigned long long)vt->n, n_vocab);
+        return fail_key(f, err, "tokenizer.ggml.tokens", MW_E_FORMAT, off, msg);
+    }
+    const struct gguf_value *vs = kv(f, "tokenizer.ggml.scores", &off);
+    if (vs && (vs->type != GGUF_VT_ARRAY || vs->elem_type != GGUF_VT_F32 || vs->n != n_vocab))
+        return fail_key(f, err, "tokenizer.ggml.scores", MW_E_FORMAT, off,
+                        "expected f32[n_tokens]");
+    const struct gguf_value *vty = kv(f, "tokenizer.ggml.token_type", &off);
+    if (vty && (vty->type != GGUF_VT_ARRAY || vty->elem_type != GGUF_VT_I32 || vty->n != n_vocab))
+        return fail_key(f, err, "tokenizer.ggml.token_type", MW_E_FORMAT, off,
+                        "expected i32[n_tokens]");
+    const struct gguf_value *vmg = kv(f, "tokenizer.ggml.merges", &off);
+    if (kind == TOK_BPE && !vmg)
+        return fail_key(f, err, "tokenizer.ggml.merges", MW_E_FORMAT, MW_ERR_OFF_NONE,
+                        "missing (required for gpt2 tokenizers)");
+    if (vmg && (vmg->type != GGUF_VT_ARRAY || vmg->elem_type != GGUF_VT_STRING ||
+                vmg->n >= UINT32_MAX))
+        return fail_key(f, err, "tokenizer.ggml.merges", MW_E_FORMAT, off,
+                        "expected an array of strings");
+
+    struct rt_tok *t = calloc(1, sizeof *t);
+    if (!t) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tokenizer");
+    t->kind = kind;
+    t->n = n_vocab;
+    t->ht_mask = table_size(n_vocab) - 1;
+    t->text = calloc(n_vocab, sizeof *t->text);
+    t->score = calloc(n_vocab, sizeof *t->score);
+    t->type = calloc(n_vocab, sizeof *t->type);
+    t->ht = calloc(t->ht_mask + 1, sizeof *t->ht);
+    if (!t->text || !t->score || !t->type || !t->ht) goto nomem;
+    for (uint32_t i = 0; i < n_vocab; i++) {
+        struct gguf_value e;
+        if (!gguf_value_elem(vt, i, &e) || e.n > UINT32_MAX) {
+            rt_tok_free(t);
+            return fail_key(f, err, "tokenizer.ggml.tokens", MW_E_FORMAT, off, "bad element");
+        }
+        t->text[i] = (struct str){e.data, (uint32_t)e.n};
+        if (vs) {
+            const uint32_t u = mw_le32(vs->data + 4 * (uint64_t)i);
+            memcpy(&t->score[i], &u, sizeof u);
+        }
+        t->type[i] = vty ? (int32_t)mw_le32(vty->data + 4 * (uint64_t)i) : TT_NORMAL;
+        insert_text(t, i);
+    }
+    if (vmg && vmg->n > 0) {
+        t->n_merges = (uint32_t)vmg->n;
+        t->merges = calloc(t->n_merges, sizeof *t->merges);
+        t->mt_mask = table_size(t->n_merges) - 1;
+        t->mt = calloc(t->mt_mask + 1, sizeof *t->mt);
+        if (!t->merges || !t->mt) goto nomem;
+        for (uint32_t i = 0; i < t->n_merges; i++) {
+            struct gguf_value e;
+            if (!gguf_value_elem(vmg, i, &e) || e.n > UINT32_MAX) {
+                rt_tok_free(t);
+                return fail_key(f, err, "tokenizer.ggml.merges", MW_E_FORMAT, off, "bad element");
+            }
+            t->merges[i] = (struct str){e.data, (uint32_t)e.n};
+            insert_merge(t, i);
+        }
+    }
+
+    /* pre-tokenizer */
+    const struct gguf_value *vp = kv(f, "tokenizer.ggml.pre", &off);
+    if (vp && vp->type != GGUF_VT_STRING) {
+        rt_tok_free(t);
+        return fail_key(f, err, "tokenizer.ggml.pre", MW_E_FORMAT, off, "expected string");
+    }
+    snprintf(t->pre_name, sizeof t->pre_name, "%.*s",
+             vp ? (int)(vp->n < 31 ? vp->n : 31) : 7, vp ? (const char *)vp->data : "default");
+    if (kind == TOK_SPM) {
+        t->pre = RT_PRE_SPM;
+        t->bos = 1, t->eos = 2, t->unk = 0;
+        t->add_bos = true;
+        t->add_space_prefix = true;
+    } else {
+        t->pre = pre_from_name(t->pre_name);
+        t->bos = 11, t->eos = 11, t->unk = -1; /* llama.cpp's BPE defaults */
+        t->add_bos = t->pre == RT_PRE_LLAMA3;
+        t->ignore_merges = t->pre == RT_PRE_LLAMA3;
+        t->add_space_prefix = false;
+    }
+    if (t->bos >= (int32_t)n_vocab) t->bos = -1;
+    if (t->eos >= (int32_t)n_vocab) t->eos = -1;
+    if (t->unk >= (int32_t)n_vocab) t->unk = -1;
+    t->eot = t->eom = -1;
+    if ((s = special_id(f, "tokenizer.ggml.bos_token_id", n_vocab, &t->bos, err)) ||
+        (s = special_id(f, "tokenizer.ggml.eos_token_id", n_vocab, &t->eos, err)) ||
+        (s = special_id(f, "tokenizer.ggml.unknown_token_id", n_vocab, &t->unk, err)) ||
+        (s = special_id(f, "tokenizer.ggml.eot_token_id", n_vocab, &t->eot, err)) ||
+        (s = special_id(f, "tokenizer.ggml.eom_token_id", n_vocab, &t->eom, err)) ||
+        (s = opt_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err)) ||
+        (s = opt_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err)) ||
+        (s = opt_bool(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err))) {
+        rt_tok_free(t);
+        return s;
+    }
+
+    /* byte pieces and the GPT-2 alphabet */
+    for (int b = 0; b < 256; b++) {
+        char nm[8];
+        snprintf(nm, sizeof nm, "<0x%02X>", b);
+        t->byte_tok[b] = kind == TOK_SPM ? find_text(t, (const uint8_t *)nm, 6) : -1;
+        t->b2cp[b] = rt__byte_to_cp((uint8_t)b);
+    }
+    for (int i = 0; i < 512; i++) t->cp2b[i] = (int16_t)rt__cp_to_byte((uint32_t)i);
+
+    /* special tokens, longest first (tokenizer_st_partition's order) */
+    for (uint32_t i = 0; i < n_vocab; i++)
+        if (t->type[i] == TT_CONTROL || t->type[i] == TT_USER || t->type[i] == TT_UNKNOWN)
+            t->n_special++;
+    t->special = calloc(t->n_special ? t->n_special : 1, sizeof *t->special);
+    if (!t->special) goto nomem;
+    t->n_special = 0;
+    for (uint32_t i = 0; i < n_vocab; i++)
+        if ((t->type[i] == TT_CONTROL || t->type[i] == TT_USER || t->type[i] == TT_UNKNOWN) &&
+            t->text[i].n > 0)
+            t->special[t->n_special++] = i;
+    sort_special(t);
+
+    /* end-of-generation ids */
+    const int32_t base[3] = {t->eos, t->eot, t->eom};
+    for (int i = 0; i < 3; i++)
+        if (base[i] >= 0) t->eog[t->n_eog++] = base[i];
+    static const char *const eog_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>",
+                                            "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+                                            "<EOT>", "<|end_of_text|>"};
+    for (size_t j = 0; j < sizeof eog_names / sizeof eog_names[0] && t->n_eog < 16; j++) {
+        const int32_t id = find_text(t, (const uint8_t *)eog_names[j], strlen(eog_names[j]));
+        if (id >= 0 && t->type[id] == TT_CONTROL) {
+            bool dup = false;
+            for (int k = 0; k < t->n_eog; k++) dup |= t->eog[k] == id;
+            if (!dup) t->eog[t->n_eog++] = id;
+        }
+    }
+    *out = t;
+    return MW_OK;
+nomem:
+    rt_tok_free(t);
+    return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tokenizer tables");
+}
+
+void rt_tok_free(struct rt_tok *t)
+{
+    if (!t) return;
+    free(t->text);
+    free(t->score);
+    free(t->type);
+    free(t->ht);
+    free(t->merges);
+    free(t->mt);
+    free(t->special);
+    free(t);
+}
+
+// --- growable buffers ---
+
+struct ivec {
+    int32_t *v;
+    size_t n, cap;
+    bool oom;
+};
+
+static void ipush(struct ivec *a, int32_t x)
+{
+    if (a->oom) return;
+    if (a->n == a->cap) {
+        const size_t cap = a->cap ? 2 * a->cap : 256;
+        int32_t *v = realloc(a->v, cap * sizeof *v);
+        if (!v) {
+            a->oom = true;
+            return;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+}
+
+// --- merge queue (a binary heap) ---
+
+struct sym {
+    size_t off, n; /* bytes of the work string */
+    int64_t prev, next;
+};
+
+struct bigram {
+    float score;   /* SPM: higher first */
+    int64_t rank;  /* BPE: lower first */
+    int64_t left, right;
+    size_t size;
+};
+
+struct heap {
+    struct bigram *v;
+    size_t n, cap;
+    bool spm;
+    bool oom;
+};
+
+/* does a come out before b? */
+static bool before(const struct heap *h, const struct bigram *a, const struct bigram *b)
+{
+    if (h->spm) {
+        if (a->score != b->score) return a->score > b->score;
+    } else if (a->rank != b->rank) {
+        return a->rank < b->rank;
+    }
+    return a->left < b->left;
+}
+
+static void hpush(struct heap *h, struct bigram x)
+{
+    if (h->oom) return;
+    if (h->n == h->cap) {
+        const size_t cap = h->cap ? 2 * h->cap : 64;
+        struct bigram *v = realloc(h->v, cap * sizeof *v);
+        if (!v) {
+            h->oom = true;
+            return;
+        }
+        h->v = v;
+        h->cap = cap;
+    }
+    size_t i = h->n++;
+    while (i > 0) {
+        const size_t p = (i - 1) / 2;
+        if (!before(h, &x, &h->v[p])) break;
+        h->v[i] = h->v[p];
+        i = p;
+    }
+    h->v[i] = x;
+}
+
+static struct bigram hpop(struct heap *h)
+{
+    const struct bigram top = h->v[0];
+    const struct bigram last = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && before(h, &h->v[c + 1], &h->v[c])) c++;
+        if (!before(h, &h->v[c], &last)) break;
+        h->v[i] = h->v[c];
+        i = c;
+    }
+    if (h->n > 0) h->v[i] = last;
+    return top;
+}
+
+struct work {
+    const struct rt_tok *t;
+    const uint8_t *s;  /* the work string */
+    struct sym *sym;
+    size_t n_sym;
+    struct heap heap;
+};
+
+static void try_bigram(struct work *w, int64_t left, int64_t right)
+{
+    if (left < 0 || right < 0) return;
+    const struct sym *l = &w->sym[left], *r = &w->sym[right];
+    struct bigram b = {.left = left, .right = right, .size = l->n + r->n};
+    if (w->heap.spm) {
+        const int32_t id = find_text(w->t, w->s + l->off, l->n + r->n);
+        if (id < 0) return;
+        b.score = w->t->score[id];
+    } else {
+        b.rank = find_merge(w->t, w->s + l->off, l->n, w->s + r->off, r->n);
+        if (b.rank < 0) return;
+    }
+    hpush(&w->heap, b);
+}
+
+/* Merge the symbols of w->s[0..n) (one per UTF-8 character) by the queue's
+ * rule; afterwards the live symbols are chained from index 0. */
+static bool merge_all(struct work *w, size_t n, bool one_symbol)
+{
+    w->n_sym = 0;
+    if (one_symbol) {
+        w->sym[w->n_sym++] = (struct sym){0, n, -1, -1};
+    } else {
+        for (size_t off = 0; off < n;) {
+            size_t len = rt__utf8_len(w->s[off]);
+            if (len > n - off) len = n - off;
+            const int64_t idx = (int64_t)w->n_sym;
+            w->sym[w->n_sym++] = (struct sym){off, len, idx - 1, off + len == n ? -1 : idx + 1};
+            off += len;
+        }
+    }
+    w->heap.n = 0;
+    for (size_t i = 1; i < w->n_sym; i++) try_bigram(w, (int64_t)i - 1, (int64_t)i);
+    while (w->heap.n > 0 && !w->heap.oom) {
+        const struct bigram b = hpop(&w->heap);
+        struct sym *l = &w->sym[b.left], *r = &w->sym[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* outdated */
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) w->sym[r->next].prev = b.left;
+        try_bigram(w, l->prev, b.left);
+        try_bigram(w, b.left, l->next);
+    }
+    return !w->heap.oom;
+}
+
+// --- SentencePiece ---
+
+static void spm_fragment(struct work *w, const uint8_t *txt, size_t len, bool prefix,
+                         struct ivec *out, uint8_t *buf)
+{
+    const struct rt_tok *t = w->t;
+    /* " " + text with every space as U+2581 (E2 96 81) */
+    size_t n = 0;
+    if (prefix) buf[n++] = 0xE2, buf[n++] = 0x96, buf[n++] = 0x81;
+    for (size_t i = 0; i < len; i++) {
+        if (txt[i] == ' ') buf[n++] = 0xE2, buf[n++] = 0x96, buf[n++] = 0x81;
+        else buf[n++] = txt[i];
+    }
+    w->s = buf;
+    if (!merge_all(w, n, false)) {
+        out->oom = true;
+        return;
+    }
+    for (int64_t i = w->n_sym ? 0 : -1; i != -1; i = w->sym[i].next) {
+        const struct sym *sy = &w->sym[i];
+        const int32_t id = find_text(t, buf + sy->off, sy->n);
+        if (id >= 0) {
+            ipush(out, id);
+            continue;
+        }
+        /* resegment: no merge ever produces a non-token, so what is left is
+         * a single character outside the vocabulary: byte fallback */
+        for (size_t j = 0; j < sy->n; j++) {
+            const int32_t b = t->byte_tok[buf[sy->off + j]];
+            ipush(out, b >= 0 ? b : t->unk);
+        }
+    }
+}
+
+// --- byte-level BPE ---
+
+static void bpe_fragment(struct work *w, const uint8_t *txt, size_t len, struct ivec *out,
+                         uint32_t *cps, size_t *lens, uint8_t *word)
+{
+    const struct rt_tok *t = w->t;
+    size_t ncp = 0;
+    for (size_t i = 0; i < len;) cps[ncp++] = rt__utf8_decode(txt, len, &i);
+    const size_t n_words = rt__pre_split(t->pre, cps, ncp, lens);
+    size_t c0 = 0;
+    for (size_t wi = 0; wi < n_words; wi++) {
+        /* the word's UTF-8, each byte spelled as its GPT-2 character */
+        size_t n = 0;
+        for (size_t k = c0; k < c0 + lens[wi]; k++) {
+            uint8_t u[4];
+            const size_t ul = rt__utf8_encode(cps[k], u);
+            for (size_t j = 0; j < ul; j++) n += rt__utf8_encode(t->b2cp[u[j]], word + n);
+        }
+        c0 += lens[wi];
+        w->s = word;
+        const bool whole = t->ignore_merges && find_text(t, word, n) >= 0;
+        if (!merge_all(w, n, whole)) {
+            out->oom = true;
+            return;
+        }
+        for (int64_t i = w->n_sym ? 0 : -1; i != -1; i = w->sym[i].next) {
+            const struct sym *sy = &w->sym[i];
+            const int32_t id = find_text(t, word + sy->off, sy->n);
+            if (id >= 0) {
+                ipush(out, id);
+                continue;
+            }
+            for (size_t j = 0; j < sy->n; j++) { /* llama.cpp: single bytes that are tokens */
+                const int32_t b = find_text(t, word + sy->off + j, 1);
+                if (b >= 0) ipush(out, b);
+            }
+        }
+    }
+}
+
+// --- special-token partition ---
+
+struct frag {
+    int32_t tok; /* >= 0: a special token; -1: raw text [off, off+len) */
+    size_t off, len;
+};
+
+struct fvec {
+    struct frag *v;
+    size_t n, cap;
+    bool oom;
+};
+
+static void fpush(struct fvec *a, struct frag x)
+{
+    if (a->oom) return;
+    if (a->n == a->cap) {
+        const size_t cap = a->cap ? 2 * a->cap : 16;
+        struct frag *v = realloc(a->v, cap * sizeof *v);
+        if (!v) {
+            a->oom = true;
+            return;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+}
+
+static const uint8_t *find_bytes(const uint8_t *h, size_t hn, const uint8_t *nd, size_t nn)
+{
+    if (nn == 0 || nn > hn) return NULL;
+    for (size_t i = 0; i + nn <= hn; i++) {
+        const uint8_t *p = memchr(h + i, nd[0], hn - nn - i + 1);
+        if (!p) return NULL;
+        i = (size_t)(p - h);
+        if (memcmp(p, nd, nn) == 0) return p;
+    }
+    return NULL;
+}
+
+static bool partition(const struct rt_tok *t, const uint8_t *text, size_t len, bool parse_special,
+                      struct fvec *out)
+{
+    struct fvec cur = {0}, nxt = {0};
+    if (len > 0) fpush(&cur, (struct frag){-1, 0, len});
+    for (uint32_t si = 0; si < t->n_special && !cur.oom; si++) {
+        const uint32_t id = t->special[si];
+        if (!parse_special && (t->type[id] == TT_CONTROL || t->type[id] == TT_UNKNOWN)) continue;
+        const struct str *sp = &t->text[id];
+        nxt.n = 0;
+        for (size_t i = 0; i < cur.n; i++) {
+            const struct frag fr = cur.v[i];
+            if (fr.tok >= 0) {
+                fpush(&nxt, fr);
+                continue;
+            }
+            size_t off = fr.off, rem = fr.len;
+            for (;;) {
+                const uint8_t *p = find_bytes(text + off, rem, sp->p, sp->n);
+                if (!p) {
+                    if (rem > 0) fpush(&nxt, (struct frag){-1, off, rem});
+                    break;
+                }
+                const size_t at = (size_t)(p - text);
+                if (at > off) fpush(&nxt, (struct frag){-1, off, at - off});
+                fpush(&nxt, (struct frag){(int32_t)id, at, sp->n});
+                rem -= at + sp->n - off;
+                off = at + sp->n;
+            }
+        }
+        struct fvec tmp = cur;
+        cur = nxt;
+        nxt = tmp;
+        cur.oom |= nxt.oom;
+    }
+    free(nxt.v);
+    *out = cur;
+    return !cur.oom;
+}
+
+enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t len, bool add_special,
+                             bool parse_special, int32_t *out, size_t cap, size_t *n_out,
+                             struct mw_err *err)
+{
+    *n_out = 0;
+    if (t->kind == TOK_BPE && t->pre == RT_PRE_UNSUPPORTED)
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "cannot encode with pre-tokenizer '%s' (supported: llama3, qwen2, gpt-2 "
+                       "groups); decoding works", t->pre_name);
+    const uint8_t *s = (const uint8_t *)text;
+    struct ivec v = {0};
+    struct fvec fr = {0};
+    struct work w = {.t = t, .heap = {.spm = t->kind == TOK_SPM}};
+    uint8_t *buf = NULL;
+    uint32_t *cps = NULL;
+    size_t *lens = NULL;
+    enum mw_status st = MW_OK;
+    if (!partition(t, s, len, parse_special, &fr)) goto nomem;
+    /* work buffers sized for the longest fragment */
+    size_t maxf = 1;
+    for (size_t i = 0; i < fr.n; i++)
+        if (fr.v[i].tok < 0 && fr.v[i].len > maxf) maxf = fr.v[i].len;
+    if (maxf > (SIZE_MAX / 16) - 8) goto nomem;
+    /* SPM: 3 bytes per space + prefix; BPE: a byte becomes at most 2 UTF-8 bytes */
+    buf = malloc(3 * maxf + 8);
+    w.sym = malloc((3 * maxf + 8) * sizeof *w.sym);
+    if (!buf || !w.sym) goto nomem;
+    if (t->kind == TOK_BPE) {
+        cps = malloc(maxf * sizeof *cps);
+        lens = malloc(maxf * sizeof *lens);
+        free(buf);
+        buf = malloc(8 * maxf + 8);
+        if (!cps || !lens || !buf) goto nomem;
+    }
+    if (add_special && t->add_bos && t->bos >= 0) ipush(&v, t->bos);
+    bool prev_special = true; /* the text start counts as following a special token */
+    for (size_t i = 0; i < fr.n; i++) {
+        const struct frag *f = &fr.v[i];
+        if (f->tok >= 0) {
+            ipush(&v, f->tok);
+            prev_special = true;
+            continue;
+        }
+        if (t->kind == TOK_SPM)
+            spm_fragment(&w, s + f->off, f->len, t->add_space_prefix && prev_special, &v, buf);
+        else
+            bpe_fragment(&w, s + f->off, f->len, &v, cps, lens, buf);
+        prev_special = false;
+    }
+    if (add_special && t->add_eos && t->eos >= 0) ipush(&v, t->eos);
+    if (v.oom) goto nomem;
+    *n_out = v.n;
+    if (v.n > cap) {
+        st = MW_FAIL(err, MW_E_NOSPACE, MW_ERR_OFF_NONE, "%zu tokens do not fit in %zu", v.n, cap);
+    } else if (v.n) {
+        memcpy(out, v.v, v.n * sizeof *out);
+    }
+    goto done;
+nomem:
+    st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tokenizing %zu bytes", len);
+done:
+    free(v.v);
+    free(fr.v);
+    free(w.sym);
+    free(w.heap.v);
+    free(buf);
+    free(cps);
+    free(lens);
+    return st;
+}
+
+// --- decoding ---
+
+static size_t put(char *buf, size_t cap, size_t at, const void *p, size_t n)
+{
+    if (at < cap) memcpy(buf + at, p, n < cap - at ? n : cap - at);
+    return at + n;
+}
+
+size_t rt_tok_piece(const struct rt_tok *t, int32_t id, bool special, char *buf, size_t cap)
+{
+    if (id < 0 || (uint32_t)id >= t->n) return 0;
+    const struct str *s = &t->text[id];
+    const int32_t ty = t->type[id];
+    if (ty == TT_CONTROL) return special ? put(buf, cap, 0, s->p, s->n) : 0;
+    /* user-defined: as written (SPM still turns U+2581 into spaces below) */
+    if (ty == TT_USER && t->kind == TOK_BPE) return put(buf, cap, 0, s->p, s->n);
+    size_t n = 0;
+    if (t->kind == TOK_SPM) {
+        if (ty == TT_UNKNOWN) return put(buf, cap, 0, "\xe2\x96\x85", 3);
+        if (ty == TT_BYTE && s->n == 6 && s->p[0] == '<' && s->p[1] == '0' && s->p[2] == 'x' &&
+            s->p[5] == '>') {
+            unsigned v = 0;
+            for (int k = 3; k < 5; k++) {
+                const uint8_t c = s->p[k];
+                v = v * 16 + (c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                              : c >= 'a' && c <= 'f' ? c - 'a' + 10 : 0);
+            }
+            const uint8_t b = (uint8_t)v;
+            return put(buf, cap, 0, &b, 1);
+        }
+        for (uint32_t i = 0; i < s->n;) {
+            if (i + 2 < s->n && s->p[i] == 0xE2 && s->p[i + 1] == 0x96 && s->p[i + 2] == 0x81) {
+                n = put(buf, cap, n, " ", 1);
+                i += 3;
+            } else {
+                n = put(buf, cap, n, s->p + i, 1);
+                i++;
+            }
+        }
+        return n;
+    }
+    /* byte-level: every character is one byte */
+    for (size_t i = 0; i < s->n;) {
+        const uint32_t cp = rt__utf8_decode(s->p, s->n, &i);
+        const int b = cp < 512 ? t->cp2b[cp] : -1;
+        if (b >= 0) {
+            const uint8_t c = (uint8_t)b;
+            n = put(buf, cap, n, &c, 1);
+        } else { /* not a byte character: keep it as written */
+            uint8_t u[4];
+            n = put(buf, cap, n, u, rt__utf8_encode(cp, u));
+        }
+    }
+    return n;
+}
+
+const char *rt_tok_text(const struct rt_tok *t, int32_t id, size_t *len)
+{
+    if (id < 0 || (uint32_t)id >= t->n) return NULL;
+    *len = t->text[id].n;
+    return (const char *)t->text[id].p;
+}
+
+int32_t rt_tok_find(const struct rt_tok *t, const char *text, size_t len)
+{
+    return find_text(t, (const uint8_t *)text, len);
+}
+
+uint32_t rt_tok_n_vocab(const struct rt_tok *t) { return t->n; }
+int32_t rt_tok_bos(const struct rt_tok *t) { return t->bos; }
+int32_t rt_tok_eos(const struct rt_tok *t) { return t->eos; }
+bool rt_tok_add_bos(const struct rt_tok *t) { return t->add_bos; }
+bool rt_tok_add_space_prefix(const struct rt_tok *t) { return t->add_space_prefix; }
+
+bool rt_tok_is_eog(const struct rt_tok *t, int32_t id)
+{
+    for (int i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) return true;
+    return false;
+}
+
+const char *rt_tok_model_name(const struct rt_tok *t) { return t->kind == TOK_SPM ? "llama" : "gpt2"; }
+
+const char *rt_tok_pre_name(const struct rt_tok *t)
+{
+    switch (t->pre) {
+    case RT_PRE_SPM: return "spm";
+    case RT_PRE_LLAMA3: return "llama3";
+    case RT_PRE_QWEN2: return "qwen2";
+    case RT_PRE_GPT2: return "gpt2";
+    default: return "unsupported";
+    }
+}

@@ -1,0 +1,90 @@
+/*
+ * tests/tools/rt_fixture.h — tiny llama/qwen2 GGUF models for the runtime's
+ * tests, written with memwall's gguf writer, deterministic (same spec, same
+ * bytes): a valid model with random weights and a small tokenizer, and a
+ * catalogue of hostile variants — one defect each — that the runtime must
+ * reject with an error naming the key or tensor.
+ *
+ * The default model (rt_fx_default): llama, n_embd 64, n_ff 128, 2 layers,
+ * 2 heads / 1 kv head (head size 32), F16 weights, untied output, context
+ * 128, SentencePiece vocabulary of 3 control + 256 byte + 64 pieces.
+ */
+#ifndef MW_TEST_RT_FIXTURE_H
+#define MW_TEST_RT_FIXTURE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/mw.h"
+
+#define RT_FX_DEFECTS(X)                                                                        \
+    X(OK, MW_OK, "")                                                                            \
+    X(MISSING_TENSOR, MW_E_FORMAT, "tensor 'blk.1.ffn_up.weight'")                              \
+    X(WRONG_SHAPE, MW_E_FORMAT, "tensor 'blk.0.attn_q.weight'")                                 \
+    X(THREE_DIMS, MW_E_FORMAT, "tensor 'blk.0.ffn_gate.weight'")                                \
+    X(HEADS_ZERO, MW_E_VALUE, "key 'llama.attention.head_count'")                               \
+    X(HEADS_WRONG, MW_E_FORMAT, "tensor 'blk.0.attn_k.weight'")                                 \
+    X(HEADS_KV_NOT_DIVISOR, MW_E_VALUE, "key 'llama.attention.head_count_kv'")                  \
+    X(HEADS_KV_ABOVE, MW_E_VALUE, "key 'llama.attention.head_count_kv'")                        \
+    X(HEADS_PER_LAYER, MW_E_UNSUPPORTED, "key 'llama.attention.head_count'")                    \
+    X(KEY_TYPE, MW_E_FORMAT, "key 'llama.attention.head_count'")                                \
+    X(UNSUPPORTED_TYPE, MW_E_UNSUPPORTED, "tensor 'blk.0.attn_v.weight'")                       \
+    X(NORM_QUANTIZED, MW_E_UNSUPPORTED, "tensor 'blk.0.attn_norm.weight'")                      \
+    X(EMBD_TYPE, MW_E_UNSUPPORTED, "tensor 'token_embd.weight'")                                \
+    X(HUGE_CTX, MW_E_VALUE, "key 'llama.context_length'")                                       \
+    X(EMBD_MISMATCH, MW_E_FORMAT, "tensor 'token_embd.weight'")                                 \
+    X(LAYERS_MORE, MW_E_FORMAT, "tensor 'blk.2.attn_norm.weight'")                              \
+    X(LAYERS_HUGE, MW_E_VALUE, "key 'llama.block_count'")                                       \
+    X(EPS_MISSING, MW_E_FORMAT, "key 'llama.attention.layer_norm_rms_epsilon'")                 \
+    X(EPS_NAN, MW_E_VALUE, "key 'llama.attention.layer_norm_rms_epsilon'")                      \
+    X(ARCH_UNKNOWN, MW_E_UNSUPPORTED, "key 'general.architecture'")                             \
+    X(ARCH_MISSING, MW_E_FORMAT, "key 'general.architecture'")                                  \
+    X(ROT_ODD, MW_E_VALUE, "key 'llama.rope.dimension_count'")                                  \
+    X(ROPE_YARN, MW_E_UNSUPPORTED, "key 'llama.rope.scaling.type'")                             \
+    X(KV_LENGTHS, MW_E_UNSUPPORTED, "key 'llama.attention.value_length'")                       \
+    X(MOE, MW_E_UNSUPPORTED, "key 'llama.expert_count'")                                        \
+    X(ROPE_FREQS_LEN, MW_E_FORMAT, "tensor 'rope_freqs.weight'")                                \
+    X(OUTPUT_SHAPE, MW_E_FORMAT, "tensor 'output.weight'")                                      \
+    X(QWEN2_NO_BIAS, MW_E_FORMAT, "tensor 'blk.0.attn_q.bias'")                                 \
+    X(VOCAB_MISMATCH, MW_E_FORMAT, "tensor 'token_embd.weight'")                                \
+    X(NO_TOKENIZER, MW_E_FORMAT, "key 'tokenizer.ggml.model'")                                  \
+    X(TOKENIZER_UNKNOWN, MW_E_UNSUPPORTED, "key 'tokenizer.ggml.model'")                        \
+    X(SCORES_TYPE, MW_E_FORMAT, "key 'tokenizer.ggml.scores'")                                  \
+    X(BOS_TYPE, MW_E_FORMAT, "key 'tokenizer.ggml.bos_token_id'")                               \
+    X(MERGES_MISSING, MW_E_FORMAT, "key 'tokenizer.ggml.merges'")
+
+enum rt_fx_defect {
+#define RT_FX__ENUM(name, code, where) RT_FX_##name,
+    RT_FX_DEFECTS(RT_FX__ENUM)
+#undef RT_FX__ENUM
+    RT_FX_DEFECT_COUNT
+};
+
+struct rt_fx_defect_info {
+    const char *name;      /* "MISSING_TENSOR" */
+    enum mw_status code;   /* what rt_model_open + rt_tok_init return */
+    const char *where;     /* what err.where must contain */
+};
+const struct rt_fx_defect_info *rt_fx_defect_get(enum rt_fx_defect d);
+
+struct rt_fx_spec {
+    const char *arch;      /* "llama" or "qwen2" (q/k/v biases, NEOX rope) */
+    uint32_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx_train;
+    uint32_t wtype;        /* ggml type of the 2-D weights (F32, F16, BF16, Q8_0, Q4_0 ...) */
+    bool tied;             /* no output.weight */
+    bool rope_freqs;       /* write rope_freqs.weight (all 1.0 except a few) */
+    bool gpt2;             /* byte-level BPE vocabulary instead of SentencePiece */
+    bool checksums;        /* memwall.checksum.* (default true) */
+    uint64_t seed;
+    enum rt_fx_defect defect;
+};
+
+void rt_fx_default(struct rt_fx_spec *s);
+/* Write the model described by s to path. */
+enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *s, struct mw_err *err);
+/* Copy the GGUF file in to out with every 2-D tensor whose source type is
+ * F32/F16/BF16 re-encoded as type (round-to-nearest, no imatrix; tensors
+ * whose rows do not fit type's blocks are copied unchanged). */
+enum mw_status rt_fx_requant(const char *in, const char *out, uint32_t type, struct mw_err *err);
+
+#endif /* MW_TEST_RT_FIXTURE_H */
