@@ -287,8 +287,8 @@ struct quant_stats {
  * general.quantization_version, general.file_type and split.*, which are
  * re-added at the end (then quantize.imatrix.* with an imatrix), then the
  * memwall.* provenance keys (version, quant.preset, quant.method,
- * quant.imatrix_xxh3, quant.type_overrides, quant.tensor_types: "name=type"
- * for every tensor whose type was chosen, in tensor order) and checksums.
+ * quant.imatrix_xxh3, quant.type_overrides; the type chosen for each tensor
+ * is in its tensor info, so it is not repeated) and checksums.
  * Tensors one slab of rows at a time over o->n_threads threads; the bytes
  * do not depend on the thread count. st may be NULL. */
 enum mw_status quant_plan_write(const struct quant_plan *p, const char *out_path,

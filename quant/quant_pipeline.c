@@ -314,6 +314,7 @@ enum mw_status quant_plan_build(const struct quant_source *src, const struct qua
                       t->name, (unsigned long long)nv, (unsigned long long)want);
                 continue;
             }
+            if (opts->imatrix_file) mw_err_set_path(err, opts->imatrix_file);
             s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
                         "imatrix entry has %llu values, expected %llu (row length %llu x %llu "
                         "experts)",
@@ -684,8 +685,6 @@ static enum mw_status write_kvs(const struct quant_plan *p, struct gguf_writer *
 {
     enum mw_status s = MW_OK;
     const struct gguf_file *kv = p->src->kv;
-    char **strs = NULL;
-    char *pool = NULL;
     for (uint64_t i = 0; i < gguf_kv_count(kv); i++) {
         const char *k = gguf_kv_key(kv, i);
         if (key_is_ours(p, k)) continue;
@@ -734,36 +733,7 @@ static enum mw_status write_kvs(const struct quant_plan *p, struct gguf_writer *
         free(v);
         if (s != MW_OK) goto out;
     }
-    /* "name=type" for each tensor whose type was chosen */
-    uint64_t nch = 0, bytes = 0;
-    for (uint64_t i = 0; i < p->n; i++) {
-        if (p->e[i].choice.reason == QUANT_KEEP) continue;
-        nch++;
-        bytes += strlen(p->e[i].src->name) + 1 + strlen(type_name(p->e[i].choice.type)) + 1;
-    }
-    if (nch) {
-        strs = calloc((size_t)nch, sizeof *strs);
-        pool = malloc((size_t)bytes);
-        if (!strs || !pool) {
-            s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-            goto out;
-        }
-        char *q = pool;
-        uint64_t k = 0;
-        for (uint64_t i = 0; i < p->n; i++) {
-            if (p->e[i].choice.reason == QUANT_KEEP) continue;
-            const size_t room = (size_t)(bytes - (uint64_t)(q - pool));
-            const int m = snprintf(q, room, "%s=%s", p->e[i].src->name,
-                                   type_name(p->e[i].choice.type));
-            strs[k++] = q;
-            q += m + 1;
-        }
-        TRY(gguf_writer_set_arr_str(w, "memwall.quant.tensor_types", (const char *const *)strs,
-                                    NULL, nch, err));
-    }
 out:
-    free(strs);
-    free(pool);
     return s;
 }
 

@@ -78,7 +78,10 @@ int main(int argc, char **argv)
     }
     llama_log_set(NULL, NULL);
     struct llama_model_quantize_params qp = llama_model_quantize_default_params();
-    qp.ftype = (enum llama_ftype)atoi(argv[2]);
+    char *end;
+    const long ft = strtol(argv[2], &end, 10);
+    if (*end || ft < 0 || ft > 1000) return 2;
+    qp.ftype = (enum llama_ftype)ft;
     struct llama_model_tensor_override tt[16];
     int ntt = 0;
     for (int i = 3; i < argc; i++) {

@@ -1,0 +1,12 @@
+# `memwall quant` (quant/quant_preset.c, quant_imatrix.c, quant_pipeline.c,
+# tools/cmd_quant.c): the Check unit tests, the command end to end, and the
+# comparison with llama.cpp's own quantizer (label peer: skipped with 77 when
+# tests/peer/setup.sh cannot build llama-peer here).
+mw_check_test(check_quant_preset SOURCES check_quant_preset.c LIBS mw_quant mw_gguf mw_core)
+set_tests_properties(check_quant_preset PROPERTIES TIMEOUT 300)
+mw_shell_test(quant_cli e2e/quant_cli.sh)
+set_tests_properties(quant_cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+if(NOT MW_MINIMAL)
+  mw_shell_test(quant_peer e2e/quant_peer.sh)
+  set_tests_properties(quant_peer PROPERTIES SKIP_RETURN_CODE 77 LABELS peer TIMEOUT 900)
+endif()
