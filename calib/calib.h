@@ -1,0 +1,518 @@
+/*
+ * calib/calib.h — calibration: read a text corpus, cut it into token
+ * samples, run the model over them ONE DECODER LAYER AT A TIME in FP32
+ * (OpenBLAS GEMM), collect per-linear-layer activation statistics, write
+ * them as a llama.cpp importance matrix, and (for AWQ / GPTQ / mixed
+ * precision in quant/) hand each layer's inputs, statistics and mutable
+ * weights to a callback so that quantization error propagates to the next
+ * layer. Also the memory-budget formula of `memwall plan` (and of quant's
+ * --fit-ram).
+ *
+ * Data flow of calib_run():
+ *
+ *   samples (n_samples x n_pos token ids, BOS first)
+ *     -> hs = token_embd rows                    (T x n_embd floats, T = n_samples*n_pos)
+ *     for each layer il (only its weights are in memory, as f32):
+ *       X_attn = rmsnorm(hs)*attn_norm           group ATTN_IN  (q, k, v read it)
+ *       X_o    = attention(X_attn Wq/Wk/Wv^T)    group ATTN_OUT (o reads it)
+ *       hs    += X_o Wo^T
+ *       X_ffn  = rmsnorm(hs)*ffn_norm            group FFN_IN   (gate, up read it)
+ *       X_down = silu(X_ffn Wgate^T)*(X_ffn Wup^T)  group FFN_DOWN (down reads it;
+ *                                                streamed in row batches, never all T rows)
+ *       hs    += X_down Wdown^T
+ *   Peak memory: hs, X_attn/X_ffn (one buffer), X_o (T x n_head*head_dim),
+ *   one layer's f32 weights, the batch scratch (batch_rows x (qdim + 2 kvdim
+ *   + 2 n_ff) floats, n_pos^2 attention scores) and the statistics.
+ *   The embedding and output matrices are never loaded whole (embedding
+ *   rows are picked while the tensor is streamed); the output head and the
+ *   final norm are not evaluated (llama.cpp's imatrix skips output.weight).
+ *
+ * Graph (same as runtime/rt.h): llama/mistral/qwen2, GGUF tensor layout:
+ * q/k rows permuted for "normal" RoPE (pairs 2i, 2i+1) on llama, NEOX pairs
+ * on qwen2; RoPE tables as ggml_rope_cache_init computes them (theta by
+ * repeated f32 multiplication, rope_freqs.weight divides, linear scaling);
+ * RMSNorm sums squares in double; softmax(q.k/sqrt(hd)) causal within a
+ * sample, grouped-query; SiLU x/(1+exp(-x)). No KV cache: every sample is
+ * one full causal sequence.
+ *
+ * Statistics (llama.cpp imatrix semantics, formats.md §9.1): per group and
+ * input channel j, over every row (every position of every sample, BOS
+ * included): sum_sq[j] = Σ x_j², sum_abs[j] = Σ |x_j| (AWQ's mean |x| =
+ * sum_abs / count), count = rows. Sums are in double, row by row in sample
+ * order; threads split channels, never rows, so results are bitwise
+ * identical for every thread count. q/k/v share ATTN_IN, gate/up share
+ * FFN_IN. H = Σ x xᵀ (GPTQ) on request, see calib_layer_hessian().
+ *
+ * Determinism: the same model, samples and batch_rows give bitwise
+ * identical statistics and callbacks for every n_threads (our threads split
+ * independent outputs; OpenBLAS is set to n_threads with
+ * openblas_set_num_threads and splits GEMM outputs, never the inner sums —
+ * tests check 1 vs 2 threads bit for bit). Across CPUs, OpenBLAS kernels
+ * (AVX2 / AVX-512) may round differently.
+ *
+ * Library rules: nothing here prints, exits or reads argv; errors come back
+ * as enum mw_status + struct mw_err (naming file, byte offset / line,
+ * tensor). No global mutable state (OpenBLAS's thread count is process
+ * state: calib_run sets it on entry; do not run two calib_runs with
+ * different n_threads concurrently in one process). Handles may be used
+ * from one thread at a time.
+ */
+#ifndef MW_CALIB_H
+#define MW_CALIB_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/mw.h"
+#include "../runtime/rt.h"
+
+// --- corpus ---------------------------------------------------------------------
+/*
+ * Formats:
+ *   TEXT   the whole file is ONE document (tokenized at once, as
+ *          llama-imatrix and the reference protocol of models/README.md do).
+ *   JSONL  one JSON object per line with a string field "text"; every
+ *          non-blank line is one document (blank lines are skipped). A line
+ *          that is not a JSON object, lacks "text" or has a non-string
+ *          "text" is MW_E_FORMAT naming the line. Parsed with cJSON.
+ *   Either may be gzip'd (detected by the magic 1f 8b, not the name;
+ *   concatenated members are read; zlib).
+ *   AUTO   JSONL when the name (without ".gz") ends in ".jsonl", else TEXT.
+ * Every document must be valid UTF-8 (no overlongs, no surrogates, <=
+ * U+10FFFF): else MW_E_FORMAT with err->off = byte offset of the bad byte
+ * in the (decompressed) input and err->where = "line L" (JSONL whose
+ * decoded "text" is not valid UTF-8: the offset of the line and "line L:
+ * text byte B"; an escaped NUL, \u0000, ends the text). A corpus with no non-empty
+ * document is MW_E_VALUE ("empty corpus"). Decompressed size is capped at
+ * CALIB_MAX_CORPUS_BYTES (MW_E_UNSUPPORTED beyond).
+ */
+#define CALIB_MAX_CORPUS_BYTES ((uint64_t)4 << 30)
+
+enum calib_corpus_fmt { CALIB_CORPUS_AUTO = 0, CALIB_CORPUS_TEXT = 1, CALIB_CORPUS_JSONL = 2 };
+
+struct calib_corpus;
+
+/* Read path (MW_E_IO if it cannot be read). *out owns the documents;
+ * release with calib_corpus_free. */
+enum mw_status calib_corpus_load(const char *path, enum calib_corpus_fmt fmt,
+                                 struct calib_corpus **out, struct mw_err *err);
+/* The same over n bytes of memory (copied; buf may be freed after). name is
+ * used in messages and for AUTO. The fuzzing entry point. */
+enum mw_status calib_corpus_parse(const void *buf, uint64_t n, const char *name,
+                                  enum calib_corpus_fmt fmt, struct calib_corpus **out,
+                                  struct mw_err *err);
+void calib_corpus_free(struct calib_corpus *c); /* NULL-safe */
+
+enum calib_corpus_fmt calib_corpus_format(const struct calib_corpus *c); /* TEXT or JSONL */
+bool calib_corpus_gzip(const struct calib_corpus *c);
+/* Documents in input order; views valid until calib_corpus_free. */
+uint64_t calib_corpus_doc_count(const struct calib_corpus *c);
+const char *calib_corpus_doc(const struct calib_corpus *c, uint64_t i, size_t *len);
+uint64_t calib_corpus_doc_line(const struct calib_corpus *c, uint64_t i); /* 1-based */
+uint64_t calib_corpus_text_bytes(const struct calib_corpus *c); /* sum of document bytes */
+/* XXH3-64 of the bytes as given (before decompression), for provenance. */
+uint64_t calib_corpus_hash(const struct calib_corpus *c);
+
+// --- samples --------------------------------------------------------------------
+/*
+ * Documents are tokenized one by one (no BOS, parse_special off; the
+ * runtime's tokenizer over the model's vocabulary) and their tokens
+ * concatenated into one stream, which is cut into non-overlapping samples;
+ * a trailing partial sample is dropped. The FIRST n_samples samples are
+ * used (llama-imatrix --chunks semantics); documents past what they need
+ * are not tokenized.
+ *
+ *   CALIB_CHUNK_BOS_PREPEND (default): sample k = [BOS] + stream[k*L ..
+ *     k*L+L-1]; n_pos = L + 1. With L = 256 on calib.txt this is the
+ *     protocol of models/README.md (345 samples, 257 positions each).
+ *   CALIB_CHUNK_LLAMACPP: llama-imatrix -c L: the stream with a BOS in
+ *     front, cut into L-token chunks whose first token is replaced by BOS;
+ *     n_pos = L (chunk k = [BOS] + stream[k*L .. k*L+L-2]).
+ *
+ * seq_len L: 0 -> CALIB_DEFAULT_SEQ_LEN; clamped so n_pos <= n_ctx_max
+ * (the model's training context) when n_ctx_max > 0. n_samples 0 -> all
+ * the corpus gives. A corpus too short for one sample is MW_E_VALUE
+ * saying how many tokens it gave and how many one sample needs. A
+ * vocabulary without BOS is MW_E_UNSUPPORTED.
+ */
+#define CALIB_DEFAULT_SAMPLES 128
+#define CALIB_DEFAULT_SEQ_LEN 512
+
+enum calib_chunking { CALIB_CHUNK_BOS_PREPEND = 0, CALIB_CHUNK_LLAMACPP = 1 };
+
+struct calib_sample_opts {
+    uint32_t n_samples;           /* 0: all */
+    uint32_t seq_len;             /* 0: CALIB_DEFAULT_SEQ_LEN */
+    uint32_t n_ctx_max;           /* 0: no clamp */
+    enum calib_chunking chunking;
+};
+
+struct calib_samples;
+
+enum mw_status calib_samples_build(const struct calib_corpus *c, const struct rt_tok *tok,
+                                   const struct calib_sample_opts *o,
+                                   struct calib_samples **out, struct mw_err *err);
+/* Samples from given tokens: n_samples rows of n_pos ids (copied). Ids are
+ * checked against the vocabulary by calib_run. */
+enum mw_status calib_samples_from_tokens(const int32_t *tokens, uint32_t n_samples,
+                                         uint32_t n_pos, struct calib_samples **out,
+                                         struct mw_err *err);
+void calib_samples_free(struct calib_samples *s); /* NULL-safe */
+
+uint32_t calib_samples_count(const struct calib_samples *s);
+uint32_t calib_samples_n_pos(const struct calib_samples *s);   /* positions per sample */
+uint32_t calib_samples_seq_len(const struct calib_samples *s); /* L after clamping */
+/* Sample i's n_pos token ids; valid until calib_samples_free. */
+const int32_t *calib_samples_tokens(const struct calib_samples *s, uint32_t i);
+/* Tokens the tokenized documents gave, and whether every document was
+ * tokenized (false: tokenization stopped once n_samples were covered). */
+uint64_t calib_samples_stream_tokens(const struct calib_samples *s);
+bool calib_samples_exhausted(const struct calib_samples *s);
+
+// --- model ----------------------------------------------------------------------
+
+struct calib_model;
+
+/* Open a model for calibration: a Hugging Face checkpoint directory
+ * (hf_model_open; weights mapped to GGUF names, Q/K permuted, converted
+ * to f32 one tensor at a time; tokenizer from tokenizer.model /
+ * tokenizer.json through hf_tok, loaded into the runtime's tokenizer) or a
+ * GGUF file (any tensor type quant/ can decode; graph checked and
+ * hyper-parameters read by the runtime's rt_model_from_gguf; tokenizer
+ * from its metadata). Nothing large is read here. Errors: those of
+ * hf_model_open / hf_plan_build / hf_tok_load / gguf_open /
+ * rt_model_from_gguf / rt_tok_init; MW_E_IO if the temporary file the
+ * tokenizer passes through (under $TMPDIR or /tmp, removed at once)
+ * cannot be written. */
+enum mw_status calib_model_open(const char *path, struct calib_model **out, struct mw_err *err);
+void calib_model_close(struct calib_model *m); /* NULL-safe */
+
+const char *calib_model_path(const struct calib_model *m);
+bool calib_model_is_gguf(const struct calib_model *m);
+/* Hyper-parameters in the runtime's struct (arch, n_embd, n_layer, heads,
+ * head_dim, n_ff, n_rot, n_ctx_train, rms_eps, rope_*, n_vocab). */
+const struct rt_hparams *calib_model_hparams(const struct calib_model *m);
+/* The runtime tokenizer over the model's vocabulary (owned by m). */
+const struct rt_tok *calib_model_tok(const struct calib_model *m);
+
+// --- groups, weights, statistics --------------------------------------------------
+
+enum calib_group {
+    CALIB_G_ATTN_IN = 0,  /* rmsnorm(hs)*attn_norm: input of q, k, v   (n_embd) */
+    CALIB_G_ATTN_OUT = 1, /* attention output: input of o              (n_head*head_dim) */
+    CALIB_G_FFN_IN = 2,   /* rmsnorm(hs)*ffn_norm: input of gate, up    (n_embd) */
+    CALIB_G_FFN_DOWN = 3, /* silu(gate)*up: input of down               (n_ff) */
+    CALIB_G_COUNT = 4
+};
+
+enum calib_wkind {
+    CALIB_W_Q = 0, CALIB_W_K, CALIB_W_V, CALIB_W_O, CALIB_W_GATE, CALIB_W_UP, CALIB_W_DOWN,
+    CALIB_W_COUNT
+};
+
+enum calib_norm { CALIB_NORM_ATTN = 0, CALIB_NORM_FFN = 1 };
+
+/* "attn_in", "attn_out", "ffn_in", "ffn_down" */
+const char *calib_group_name(enum calib_group g);
+/* GGUF short name: "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate",
+ * "ffn_up", "ffn_down" (tensor "blk.N.<short>.weight"). */
+const char *calib_wkind_name(enum calib_wkind w);
+/* The group whose rows weight w reads. */
+enum calib_group calib_wkind_group(enum calib_wkind w);
+
+struct calib_group_stats {
+    uint64_t n_in;          /* input channels */
+    uint64_t count;         /* rows accumulated (every position of every sample) */
+    const double *sum_sq;   /* (n_in) Σ x_j² — llama.cpp's in_sum2 */
+    const double *sum_abs;  /* (n_in) Σ |x_j| — AWQ: mean |x_j| = sum_abs[j] / count */
+};
+
+/* Statistics of a whole run: per layer and group. */
+struct calib_stats;
+
+uint32_t calib_stats_n_layer(const struct calib_stats *st);
+/* NULL if layer >= n_layer or g is invalid. Views valid until
+ * calib_stats_free. */
+const struct calib_group_stats *calib_stats_group(const struct calib_stats *st, uint32_t layer,
+                                                  enum calib_group g);
+uint32_t calib_stats_n_samples(const struct calib_stats *st);
+uint32_t calib_stats_n_pos(const struct calib_stats *st);
+void calib_stats_free(struct calib_stats *st); /* NULL-safe */
+
+// --- the per-layer callback API (for AWQ / GPTQ / mixed precision) ---------------
+/*
+ * calib_run calls on_group(ud, ly, g) once per layer and group, in the
+ * order ATTN_IN, ATTN_OUT, FFN_IN, FFN_DOWN, after the group's statistics
+ * over all samples are complete and before anything downstream of the
+ * group is computed. Inside the callback the consumer may:
+ *   - read the statistics (calib_layer_stats), the group's input rows
+ *     (calib_layer_input), H = XᵀX (calib_layer_hessian);
+ *   - evaluate the group's block with the current weights
+ *     (calib_layer_forward), e.g. the reference output before quantizing;
+ *   - change weights in place (calib_layer_weight / calib_layer_norm):
+ *     quantize, then store the DEQUANTIZED values back so that everything
+ *     computed afterwards — the rest of this layer and all later layers —
+ *     sees the quantized layer (sequential error propagation); fold AWQ
+ *     scales into the norm (ATTN_IN: attn_norm, FFN_IN: ffn_norm) or the
+ *     producer (ATTN_OUT: v rows, FFN_DOWN: up rows).
+ * Which weights a callback may change (else MW_E_USAGE from
+ * calib_layer_weight / calib_layer_norm with mutable access):
+ *   ATTN_IN:  q, k, v, attn_norm          ATTN_OUT: q, k, v, o, attn_norm
+ *   FFN_IN:   gate, up, ffn_norm          FFN_DOWN: gate, up, down, ffn_norm
+ * Consistency: inputs and forward results are always computed from the
+ * weights as they are at the time of the call; whatever the engine keeps
+ * (X_o) is recomputed when a weight it depends on was handed out mutable
+ * since. The callback runs on the calling thread of calib_run; it may use
+ * OpenBLAS (set to n_threads) but must not call calib_run.
+ * on_layer(ud, ly) runs after the layer's output is computed (all seven
+ * weights final), before its weights are freed: the place to write the
+ * layer's tensors. Returning an error from either aborts the run with it.
+ *
+ * Sketch of a GPTQ-style consumer (error handling elided):
+ *
+ *   static enum mw_status on_group(void *ud, struct calib_layer *ly,
+ *                                  enum calib_group g, struct mw_err *err) {
+ *       const float *H;
+ *       calib_layer_hessian(ly, g, &H, err);          // (n_in, n_in)
+ *       for (int w = 0; w < CALIB_W_COUNT; w++) {
+ *           if (calib_wkind_group(w) != g) continue;
+ *           struct calib_weight cw;
+ *           calib_layer_weight(ly, w, true, &cw, err);
+ *           quantize_with_H(cw.w, cw.n_out, cw.n_in, H, blocks_out);  // yours
+ *           dequantize_into(blocks_out, cw.w);         // later layers see it
+ *       }
+ *       return MW_OK;
+ *   }
+ *   struct calib_run_opts o = {.n_threads = 16, .on_group = on_group,
+ *                              .on_layer = write_layer_tensors};
+ *   calib_run(model, samples, &o, &stats, &err);
+ *
+ * AWQ: in ATTN_IN read calib_layer_stats(ly, g)->sum_abs / count (mean
+ * |x|), evaluate candidate scales with calib_layer_input +
+ * calib_layer_forward (reference output first, then with scaled and
+ * quantized weights restored after each try), then fold: norm /= s
+ * (calib_layer_norm), q/k/v columns *= s — the kind of fold
+ * tests/check_calib.c forward_fold_invariance checks is output-preserving.
+ *
+ * Rows: row r is position r % n_pos of sample r / n_pos; T = n_samples *
+ * n_pos rows in all. Weights are f32 in GGUF layout: (n_out rows, n_in)
+ * row-major, q/k rows permuted as in the GGUF file; biases (qwen2 q/k/v,
+ * llama attention_bias / mlp_bias) (n_out) or NULL.
+ */
+struct calib_layer;
+
+struct calib_weight {
+    const char *name; /* GGUF tensor name, "blk.3.attn_q.weight" */
+    uint64_t n_out;   /* rows (ne[1]) */
+    uint64_t n_in;    /* columns (ne[0]) */
+    float *w;         /* (n_out, n_in) row-major; NULL-free; valid until the layer ends */
+    float *bias;      /* (n_out) or NULL */
+};
+
+typedef enum mw_status (*calib_group_fn)(void *ud, struct calib_layer *ly, enum calib_group g,
+                                         struct mw_err *err);
+typedef enum mw_status (*calib_layer_fn)(void *ud, struct calib_layer *ly, struct mw_err *err);
+/* After each layer: layers done so far and in all, seconds since the start. */
+typedef void (*calib_progress_fn)(void *ud, uint32_t layers_done, uint32_t n_layer,
+                                  double seconds);
+
+uint32_t calib_layer_index(const struct calib_layer *ly);
+uint32_t calib_layer_n_samples(const struct calib_layer *ly);
+uint32_t calib_layer_n_pos(const struct calib_layer *ly);
+uint64_t calib_layer_n_rows(const struct calib_layer *ly); /* T */
+/* Input channels of group g (n_embd, n_head*head_dim, n_embd, n_ff). */
+uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g);
+/* Statistics of group g of this layer (complete for g and the groups
+ * before it; zero counts for later groups). */
+const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
+                                                  enum calib_group g);
+
+/* Weight w of this layer. mutable_ true: a writable view (and permission
+ * is checked as above; later reads recompute what depends on it). false:
+ * the same view, to be treated as read-only. MW_E_USAGE on a weight the
+ * current stage may not change. */
+enum mw_status calib_layer_weight(struct calib_layer *ly, enum calib_wkind w, bool mutable_,
+                                  struct calib_weight *out, struct mw_err *err);
+/* Norm weight (n_embd floats), same rules; *out gets the pointer. */
+enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, bool mutable_,
+                                float **out, struct mw_err *err);
+
+/* Rows [row0, row0 + n_rows) of group g's input (n_rows x n_in floats,
+ * row-major) under the current weights, into *x: a view valid until the
+ * next calib_layer_* call. n_rows must not exceed calib_layer_max_rows()
+ * (any row0: ranges need not align with samples). Available groups: the
+ * current one and earlier ones of the same block (in ATTN_OUT: ATTN_IN and
+ * ATTN_OUT; in FFN_DOWN: FFN_IN and FFN_DOWN); others, and any group in
+ * on_layer, are MW_E_USAGE. Cost: ATTN_IN / FFN_IN recompute the norm,
+ * FFN_DOWN recomputes gate/up, ATTN_OUT is the stored X_o (recomputed per
+ * sample while q/k/v/attn_norm are handed out mutable). Errors: MW_E_USAGE
+ * (range, group). */
+enum mw_status calib_layer_input(struct calib_layer *ly, enum calib_group g, uint64_t row0,
+                                 uint64_t n_rows, const float **x, struct mw_err *err);
+/* Most rows calib_layer_input / calib_layer_forward handle per call (the
+ * run's batch_rows rounded to whole samples; >= n_pos). */
+uint64_t calib_layer_max_rows(const struct calib_layer *ly);
+
+/* The output of group g's block for samples [sample0, sample0 + n) under the
+ * current weights, computed from the group's current input, into out
+ * (n * n_pos rows, row-major, caller-allocated):
+ *   ATTN_IN  -> attention output (n_head*head_dim per row; = ATTN_OUT input)
+ *   ATTN_OUT -> X_o Wo^T (+bo)   (n_embd; without the residual)
+ *   FFN_IN   -> silu(X Wgate^T)*(X Wup^T) (n_ff; = FFN_DOWN input)
+ *   FFN_DOWN -> X_down Wdown^T (+bdown) (n_embd; without the residual)
+ * n * n_pos must not exceed calib_layer_max_rows(). Errors: MW_E_USAGE,
+ * MW_E_NOMEM. */
+enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, uint32_t sample0,
+                                   uint32_t n, float *out, struct mw_err *err);
+
+/* Rows [row0, row0 + n_rows) of the residual stream (n_embd floats per row,
+ * a read-only view into the engine's hidden states, valid until the layer
+ * ends): in the ATTN_IN / ATTN_OUT callbacks the layer's input, in FFN_IN /
+ * FFN_DOWN the input plus the attention block's output, in on_layer the
+ * layer's output (after the last layer: the model's final hidden states,
+ * before output_norm). Errors: MW_E_USAGE (range). */
+enum mw_status calib_layer_hidden(const struct calib_layer *ly, uint64_t row0, uint64_t n_rows,
+                                  const float **x, struct mw_err *err);
+
+/* H = Σ_rows x xᵀ over all T rows of group g's current input: (n_in, n_in)
+ * row-major floats, both triangles filled, summed batch by batch in row
+ * order (bitwise independent of n_threads). Computed on the first call
+ * for (g, current weights) and cached until the weights it depends on
+ * change or the layer ends; *H is valid until then. n_in² floats: 1 GiB
+ * for n_in = 16384 — the caller decides whether it can afford it. Errors:
+ * MW_E_USAGE (later group), MW_E_NOMEM. */
+enum mw_status calib_layer_hessian(struct calib_layer *ly, enum calib_group g, const float **H,
+                                   struct mw_err *err);
+
+// --- the run ------------------------------------------------------------------------
+
+#define CALIB_DEFAULT_BATCH_ROWS 4096
+#define CALIB_MAX_THREADS 256
+
+struct calib_run_opts {
+    unsigned n_threads;        /* 0: 1; our pool and OpenBLAS */
+    uint32_t batch_rows;       /* rows per GEMM batch, rounded down to whole samples
+                                * (at least one); 0: CALIB_DEFAULT_BATCH_ROWS. Part of the
+                                * result's identity (not n_threads). */
+    calib_group_fn on_group;   /* may be NULL: statistics only (one pass per layer) */
+    void *on_group_ud;
+    calib_layer_fn on_layer;   /* may be NULL */
+    void *on_layer_ud;
+    calib_progress_fn progress; /* may be NULL */
+    void *progress_ud;
+};
+
+/* Run the model over the samples, layer by layer (see the top of this
+ * file). *out gets the statistics (release with calib_stats_free). Token
+ * ids outside the vocabulary: MW_E_VALUE naming sample and position.
+ * Errors: MW_E_USAGE (n_threads above CALIB_MAX_THREADS), MW_E_NOMEM
+ * (with the bytes asked for), those of weight loading (MW_E_IO,
+ * MW_E_FORMAT naming the tensor), of the callbacks. */
+enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
+                         const struct calib_run_opts *o, struct calib_stats **out,
+                         struct mw_err *err);
+/* Bytes calib_run will hold at its peak for these samples, excluding the
+ * callbacks' own memory and the mapped model pages (an estimate for
+ * messages; --samples/--seq-len advice). */
+uint64_t calib_run_peak_bytes(const struct calib_model *m, const struct calib_samples *s,
+                              const struct calib_run_opts *o);
+
+// --- importance-matrix files (formats.md §9.2, §9.3) --------------------------------
+/*
+ * GGUF (llama-imatrix's default): KVs general.type = "imatrix",
+ * imatrix.datasets (string array), imatrix.chunk_count (u32),
+ * imatrix.chunk_size (u32); for each of the 7 weights of every layer,
+ * sorted by name (bytewise), "<w>.in_sum2" F32 [n_in] (Σx², rounded once
+ * from double) and "<w>.counts" F32 [1]; written by the gguf writer (temp
+ * file + fsync + rename; memwall.checksum.* keys included, which llama.cpp
+ * ignores).
+ * LEGACY (.dat): i32 n_entries; per entry (sorted): i32 name_len, name, i32
+ * ncall = ceil(count / chunk_size), i32 nval, f32 values (sum_sq/count *
+ * ncall); trailer i32 chunk_count, i32 len + first dataset name. Also
+ * atomic (temp file beside path, fsync, rename).
+ * chunk_size is n_pos (positions per sample; llama-imatrix's n_ctx),
+ * chunk_count the number of samples.
+ */
+enum calib_imatrix_fmt { CALIB_IMATRIX_GGUF = 0, CALIB_IMATRIX_LEGACY = 1 };
+
+struct calib_imatrix_meta {
+    const char *const *datasets; /* dataset (corpus) names, usually basenames */
+    uint64_t n_datasets;
+    uint32_t chunk_count;        /* 0: calib_stats_n_samples */
+    uint32_t chunk_size;         /* 0: calib_stats_n_pos */
+};
+
+/* Errors: MW_E_IO / MW_E_NOSPACE (nothing appears at path), MW_E_VALUE
+ * (no rows accumulated, counts beyond i32 for LEGACY), MW_E_NOMEM. */
+enum mw_status calib_imatrix_write(const struct calib_stats *st,
+                                   const struct calib_imatrix_meta *meta,
+                                   enum calib_imatrix_fmt fmt, const char *path,
+                                   struct mw_err *err);
+
+// --- memory budget (memwall plan; quant --fit-ram uses the same) ---------------------
+/*
+ * What the device runtime (runtime/rt_forward.c rt_ctx_init, rt_model.c)
+ * allocates for a model, as rt_ctx_mem() reports it at start:
+ *   weights   the tensor data the graph reads (mmap'd; input)
+ *   kv        2 * n_layer * n_ctx * row_bytes(kv_type, n_head_kv*head_dim)
+ *             (F16: 2 bytes per element; Q8_0: 34 bytes per 32)
+ *   scratch   B = n_batch rows (64), E = n_embd, F = n_ff, Q = n_head*hd,
+ *             KV = n_head_kv*hd, R = n_head/n_head_kv, 4-byte floats:
+ *               B*(E + max(E,Q) + Q + 2*KV + 2*F + n_rot) + n_vocab + KV + n_rot
+ *             + 3 * B * act_row   (act_row = round16(row_bytes(partner, max(E, F, Q))),
+ *               partner = the activation format of weight_type: F32/F16/BF16 as is,
+ *               Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K for k-quants)
+ *             + n_threads * (4*(64*R + 64*hd + hd + R*hd + 2*R + 16) + 2*R*hd
+ *                            + R*round16(row_bytes(kvact, hd)) + 72)
+ *             (flash-attention tiles of 64 positions; kvact: F16 for an F16
+ *             cache, Q8_0 for Q8_0) — independent of n_ctx
+ *   owned     f32 norms and biases: (2*n_layer + 1)*E (+ biases) floats
+ *   base      CALIB_MEM_BASE_BYTES: code, libc, thread stacks in use, page
+ *             tables, allocator slack (a fixed allowance, not measured)
+ * overhead = scratch + owned + base. A device of R bytes gives an app
+ * R * CALIB_MEM_APP_PERCENT / 100 (design.md: a 16 GB phone leaves an app
+ * 9–12 GB); the weights may take app - kv - overhead.
+ */
+#define CALIB_MEM_BASE_BYTES ((uint64_t)64 << 20)
+#define CALIB_MEM_APP_PERCENT 65
+#define CALIB_MEM_DEFAULT_THREADS 4
+#define CALIB_MEM_DEFAULT_BATCH 64
+
+struct calib_mem_arch {
+    uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab;
+    uint64_t n_bias_floats; /* f32 bias elements over all layers (qwen2: q/k/v) */
+};
+
+struct calib_mem_opts {
+    uint32_t n_ctx;           /* required (> 0) */
+    enum rt_kv_type kv_type;
+    unsigned n_threads;       /* 0: CALIB_MEM_DEFAULT_THREADS */
+    uint32_t n_batch;         /* 0: CALIB_MEM_DEFAULT_BATCH (clamped to n_ctx, as the runtime) */
+    uint32_t weight_type;     /* ggml type most weights use (for the activation rows) */
+};
+
+struct calib_mem {
+    uint64_t kv_bytes, scratch_bytes, owned_bytes, base_bytes;
+    uint64_t overhead_bytes;  /* scratch + owned + base */
+};
+
+/* Architecture from runtime hyper-parameters (n_bias_floats from the
+ * caller: 0 for llama; qwen2: n_layer * (Q + 2*KV)). */
+void calib_mem_arch_from_hparams(const struct rt_hparams *hp, uint64_t n_bias_floats,
+                                 struct calib_mem_arch *out);
+/* The formula above. Errors: MW_E_USAGE (n_ctx 0, q8_0 cache with a head
+ * size not a multiple of 32, n_head not a multiple of n_head_kv),
+ * MW_E_VALUE (overflow). */
+enum mw_status calib_mem_estimate(const struct calib_mem_arch *a, const struct calib_mem_opts *o,
+                                  struct calib_mem *out, struct mw_err *err);
+/* Device RAM -> what an app may use (CALIB_MEM_APP_PERCENT). */
+uint64_t calib_mem_app_budget(uint64_t ram_bytes);
+/* Bytes left for weights on a device with ram_bytes: app budget - kv -
+ * overhead, or 0 when nothing is left. */
+uint64_t calib_mem_weight_budget(uint64_t ram_bytes, const struct calib_mem *m);
+/* Parse "16G", "12GB", "8GiB", "512M", "1.5G", "17179869184" (binary units:
+ * G = 2^30). false on junk, zero or overflow. */
+bool calib_parse_bytes(const char *s, uint64_t *out);
+
+#endif /* MW_CALIB_H */

@@ -1,0 +1,1045 @@
+/*
+ * calib/calib_forward.c — the layer-by-layer FP32 forward over all samples
+ * (OpenBLAS GEMM), the statistics, and the per-layer callback API
+ * (calib.h). The calibrate -> quantize loop lives here and only here.
+ *
+ * Without an on_group callback each layer is ONE pass over row batches
+ * (norm, stats, q/k/v, attention, stats, o, residual, norm, stats,
+ * gate/up, SwiGLU, stats, down, residual): only the hidden states of all
+ * samples and one batch of scratch are alive. With a callback the same
+ * steps run as stages (A: attn-in stats | B: attention -> X_o, stats | C:
+ * o + residual | D: ffn-in stats | E: SwiGLU stats | F: down + residual)
+ * with a callback after A, B, D and E. Both paths perform the same float
+ * operations on the same batches, so a callback that changes nothing gives
+ * bitwise the same statistics as no callback.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "calib_int.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+// --- statistics ---------------------------------------------------------------------
+
+struct calib_stats {
+    uint32_t n_layer, n_samples, n_pos;
+    struct calib_group_stats *g; /* (n_layer, CALIB_G_COUNT) */
+    double *buf;
+};
+
+void calib_stats_free(struct calib_stats *st)
+{
+    if (!st) return;
+    free(st->g);
+    free(st->buf);
+    free(st);
+}
+
+uint32_t calib_stats_n_layer(const struct calib_stats *st) { return st->n_layer; }
+uint32_t calib_stats_n_samples(const struct calib_stats *st) { return st->n_samples; }
+uint32_t calib_stats_n_pos(const struct calib_stats *st) { return st->n_pos; }
+
+const struct calib_group_stats *calib_stats_group(const struct calib_stats *st, uint32_t layer,
+                                                  enum calib_group g)
+{
+    if (layer >= st->n_layer || (unsigned)g >= CALIB_G_COUNT) return NULL;
+    return &st->g[(uint64_t)layer * CALIB_G_COUNT + g];
+}
+
+static const char *const group_names[CALIB_G_COUNT] = {"attn_in", "attn_out", "ffn_in",
+                                                       "ffn_down"};
+static const char *const wkind_names[CALIB_W_COUNT] = {
+    "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+static const enum calib_group wkind_group[CALIB_W_COUNT] = {
+    CALIB_G_ATTN_IN, CALIB_G_ATTN_IN, CALIB_G_ATTN_IN, CALIB_G_ATTN_OUT,
+    CALIB_G_FFN_IN,  CALIB_G_FFN_IN,  CALIB_G_FFN_DOWN};
+static const enum calib_tslot wkind_slot[CALIB_W_COUNT] = {
+    CALIB_T_WQ, CALIB_T_WK, CALIB_T_WV, CALIB_T_WO, CALIB_T_WGATE, CALIB_T_WUP, CALIB_T_WDOWN};
+static const enum calib_tslot wkind_bias[CALIB_W_COUNT] = {
+    CALIB_T_BQ, CALIB_T_BK, CALIB_T_BV, CALIB_T_BO, CALIB_T_BGATE, CALIB_T_BUP, CALIB_T_BDOWN};
+
+const char *calib_group_name(enum calib_group g)
+{
+    return (unsigned)g < CALIB_G_COUNT ? group_names[g] : "?";
+}
+const char *calib_wkind_name(enum calib_wkind w)
+{
+    return (unsigned)w < CALIB_W_COUNT ? wkind_names[w] : "?";
+}
+enum calib_group calib_wkind_group(enum calib_wkind w)
+{
+    return (unsigned)w < CALIB_W_COUNT ? wkind_group[w] : CALIB_G_COUNT;
+}
+
+// --- the engine ---------------------------------------------------------------------
+
+#define SLOT_BIT(t) (1u << (t))
+/* what each stage's callback may change */
+static const unsigned stage_mutable[CALIB_G_COUNT] = {
+    [CALIB_G_ATTN_IN] = SLOT_BIT(CALIB_T_WQ) | SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV) |
+                        SLOT_BIT(CALIB_T_ATTN_NORM),
+    [CALIB_G_ATTN_OUT] = SLOT_BIT(CALIB_T_WQ) | SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV) |
+                         SLOT_BIT(CALIB_T_WO) | SLOT_BIT(CALIB_T_ATTN_NORM),
+    [CALIB_G_FFN_IN] = SLOT_BIT(CALIB_T_WGATE) | SLOT_BIT(CALIB_T_WUP) |
+                       SLOT_BIT(CALIB_T_FFN_NORM),
+    [CALIB_G_FFN_DOWN] = SLOT_BIT(CALIB_T_WGATE) | SLOT_BIT(CALIB_T_WUP) |
+                         SLOT_BIT(CALIB_T_WDOWN) | SLOT_BIT(CALIB_T_FFN_NORM),
+};
+/* what each group's input depends on (a bias moves with its weight) */
+static const unsigned group_deps[CALIB_G_COUNT] = {
+    [CALIB_G_ATTN_IN] = SLOT_BIT(CALIB_T_ATTN_NORM),
+    [CALIB_G_ATTN_OUT] = SLOT_BIT(CALIB_T_ATTN_NORM) | SLOT_BIT(CALIB_T_WQ) |
+                         SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV),
+    [CALIB_G_FFN_IN] = SLOT_BIT(CALIB_T_FFN_NORM),
+    [CALIB_G_FFN_DOWN] = SLOT_BIT(CALIB_T_FFN_NORM) | SLOT_BIT(CALIB_T_WGATE) |
+                         SLOT_BIT(CALIB_T_WUP),
+};
+
+#define STAGE_NONE (-1)  /* outside callbacks (engine work, on_layer) */
+
+struct engine;
+
+struct calib_layer {
+    struct engine *e;
+    uint32_t il;
+    int stage;            /* group whose callback runs, or STAGE_NONE */
+    bool ffn_phase;       /* hs already holds the attention output */
+    unsigned live;        /* slots handed out mutable in this callback */
+    bool xo_stale;
+    float *H[CALIB_G_COUNT];
+    bool H_valid[CALIB_G_COUNT];
+    char names[CALIB_W_COUNT][GGUF_MAX_NAME + 1];
+};
+
+struct engine {
+    const struct calib_model *m;
+    const struct rt_hparams *hp;
+    const struct calib_samples *s;
+    struct calib_pool *pool;
+    unsigned n_threads;
+    uint32_t n_samples, n_pos, spb;
+    uint64_t T, rows_b;
+    uint64_t E, Q, KV, F, hd;
+    uint32_t n_rep;
+    float kq_scale;
+    float *hs;    /* (T, E) hidden states */
+    float *xo;    /* (T, Q) attention output, staged mode only */
+    float *rope;  /* (n_pos, n_rot) cos/sin */
+    /* batch scratch (rows_b rows) */
+    float *xin, *q, *k, *v, *att, *g, *u, *y, *ubuf, *S;
+    float *one;   /* (n_pos, Q): one sample's attention output */
+    float *w[CALIB_T_COUNT];
+    struct calib_stats *st;
+    struct calib_layer ly;
+};
+
+/* floats for a * b (* c) elements, the product checked */
+static float *alloc_f(uint64_t n, bool *ok);
+static float *alloc_f2(uint64_t a, uint64_t b, bool *ok)
+{
+    uint64_t n;
+    if (!mw_mul_u64(a, b, &n)) *ok = false;
+    return *ok ? alloc_f(n, ok) : NULL;
+}
+static float *alloc_f3(uint64_t a, uint64_t b, uint64_t c, bool *ok)
+{
+    uint64_t n;
+    if (!mw_mul_u64(a, b, &n)) *ok = false;
+    return *ok ? alloc_f2(n, c, ok) : NULL;
+}
+
+static float *alloc_f(uint64_t n, bool *ok)
+{
+    uint64_t bytes;
+    size_t sz;
+    if (!*ok || !mw_mul_u64(n ? n : 1, sizeof(float), &bytes) || !mw_u64_to_size(bytes, &sz)) {
+        *ok = false;
+        return NULL;
+    }
+    float *p = malloc(sz);
+    if (!p) *ok = false;
+    return p;
+}
+
+// --- RoPE (the runtime's rt__rope_cache / rt__rope_apply, runtime/rt_forward.c) ---
+/* Kept identical to the runtime's, which are internal (rt_int.h): ggml's
+ * ggml_rope_cache_init (theta by repeated f32 multiplication, frequency
+ * factors divide, linear scaling) and normal / NEOX pairing. */
+
+static void rope_cache(const struct rt_hparams *hp, const float *freq_factors, int32_t pos,
+                       float *cache)
+{
+    const float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->n_rot);
+    float theta = (float)pos;
+    for (uint32_t i0 = 0; i0 < hp->n_rot; i0 += 2) {
+        const float ff = freq_factors ? freq_factors[i0 / 2] : 1.0f;
+        const float t = hp->rope_freq_scale * (theta / ff);
+        cache[i0] = cosf(t);
+        cache[i0 + 1] = sinf(t);
+        theta *= theta_scale;
+    }
+}
+
+static void rope_apply(const struct rt_hparams *hp, const float *cache, float *x)
+{
+    const uint32_t n_rot = hp->n_rot;
+    if (hp->rope_neox) {
+        const uint32_t half = n_rot / 2;
+        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const float c = cache[i0], s = cache[i0 + 1];
+            const float x0 = x[i0 / 2], x1 = x[i0 / 2 + half];
+            x[i0 / 2] = x0 * c - x1 * s;
+            x[i0 / 2 + half] = x0 * s + x1 * c;
+        }
+    } else {
+        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const float c = cache[i0], s = cache[i0 + 1];
+            const float x0 = x[i0], x1 = x[i0 + 1];
+            x[i0] = x0 * c - x1 * s;
+            x[i0 + 1] = x0 * s + x1 * c;
+        }
+    }
+}
+
+// --- row-parallel small ops -------------------------------------------------------------
+
+enum row_op {
+    OP_NORM,      /* dst = rmsnorm(src) * w        (E) */
+    OP_ADD,       /* dst += src                     (n) */
+    OP_BIAS,      /* dst += w                       (n per row) */
+    OP_ROPE,      /* rope q and k rows (pos = row0 + r mod n_pos) */
+    OP_SWIGLU,    /* dst = silu(dst) * src          (F) */
+};
+
+struct row_job {
+    struct engine *e;
+    enum row_op op;
+    uint64_t n_rows, n;   /* rows, elements per row */
+    uint64_t row0;        /* first row's index within its sample sequence (ROPE) */
+    float *dst;
+    const float *src;
+    const float *w;
+};
+
+static void row_task(void *arg, unsigned ith, unsigned nth)
+{
+    const struct row_job *J = arg;
+    const struct engine *e = J->e;
+    const struct rt_hparams *hp = e->hp;
+    uint64_t lo, hi;
+    calib__split(J->n_rows, ith, nth, &lo, &hi);
+    for (uint64_t r = lo; r < hi; r++) {
+        switch (J->op) {
+        case OP_NORM: {
+            const float *x = J->src + r * J->n;
+            float *o = J->dst + r * J->n;
+            double sum = 0.0;
+            for (uint64_t i = 0; i < J->n; i++) sum += (double)(x[i] * x[i]);
+            const float mean = (float)(sum / (double)J->n);
+            const float scale = 1.0f / sqrtf(mean + hp->rms_eps);
+            for (uint64_t i = 0; i < J->n; i++) o[i] = (x[i] * scale) * J->w[i];
+            break;
+        }
+        case OP_ADD: {
+            float *o = J->dst + r * J->n;
+            const float *x = J->src + r * J->n;
+            for (uint64_t i = 0; i < J->n; i++) o[i] += x[i];
+            break;
+        }
+        case OP_BIAS: {
+            float *o = J->dst + r * J->n;
+            for (uint64_t i = 0; i < J->n; i++) o[i] += J->w[i];
+            break;
+        }
+        case OP_ROPE: {
+            const uint64_t pos = (J->row0 + r) % e->n_pos;
+            const float *rc = e->rope + pos * hp->n_rot;
+            float *q = e->q + r * e->Q, *k = e->k + r * e->KV;
+            for (uint32_t h = 0; h < hp->n_head; h++) rope_apply(hp, rc, q + h * e->hd);
+            for (uint32_t h = 0; h < hp->n_head_kv; h++) rope_apply(hp, rc, k + h * e->hd);
+            break;
+        }
+        case OP_SWIGLU: {
+            float *gx = J->dst + r * J->n;
+            const float *ux = J->src + r * J->n;
+            for (uint64_t i = 0; i < J->n; i++) gx[i] = gx[i] / (1.0f + expf(-gx[i])) * ux[i];
+            break;
+        }
+        }
+    }
+}
+
+static void run_rows(struct engine *e, enum row_op op, uint64_t n_rows, uint64_t n, float *dst,
+                     const float *src, const float *w, uint64_t row0)
+{
+    struct row_job J = {.e = e, .op = op, .n_rows = n_rows, .n = n, .row0 = row0,
+                        .dst = dst, .src = src, .w = w};
+    calib__pool_run(e->pool, row_task, &J);
+}
+
+/* Y (nr, n_out) = X (nr, n_in) W^T (+ bias) */
+static void linear(struct engine *e, const float *X, uint64_t nr, uint64_t n_in, const float *W,
+                   const float *bias, uint64_t n_out, float *Y, uint64_t ldy)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)n_out, (int)n_in, 1.0f,
+                X, (int)n_in, W, (int)n_in, 0.0f, Y, (int)ldy);
+    if (bias) {
+        if (ldy == n_out) {
+            run_rows(e, OP_BIAS, nr, n_out, Y, NULL, bias, 0);
+        } else {
+            for (uint64_t r = 0; r < nr; r++)
+                for (uint64_t i = 0; i < n_out; i++) Y[r * ldy + i] += bias[i];
+        }
+    }
+}
+
+// --- statistics accumulation (threads split channels, never rows) ---
+
+struct stat_job {
+    const float *X;
+    uint64_t nr, n_in;
+    double *sq, *ab;
+};
+
+static void stat_task(void *arg, unsigned ith, unsigned nth)
+{
+    const struct stat_job *J = arg;
+    uint64_t lo, hi;
+    calib__split(J->n_in, ith, nth, &lo, &hi);
+    for (uint64_t r = 0; r < J->nr; r++) {
+        const float *x = J->X + r * J->n_in;
+        for (uint64_t j = lo; j < hi; j++) {
+            const double v = (double)x[j];
+            J->sq[j] += v * v;
+            J->ab[j] += fabs(v);
+        }
+    }
+}
+
+static void accum(struct engine *e, enum calib_group g, const float *X, uint64_t nr)
+{
+    struct calib_group_stats *gs = &e->st->g[(uint64_t)e->ly.il * CALIB_G_COUNT + g];
+    struct stat_job J = {.X = X, .nr = nr, .n_in = gs->n_in, .sq = (double *)gs->sum_sq,
+                         .ab = (double *)gs->sum_abs};
+    calib__pool_run(e->pool, stat_task, &J);
+    gs->count += nr;
+}
+
+// --- blocks -------------------------------------------------------------------------
+
+/* X (nr rows of hs from row r0) -> normed into dst */
+static void norm_rows(struct engine *e, uint64_t r0, uint64_t nr, enum calib_tslot norm, float *dst)
+{
+    run_rows(e, OP_NORM, nr, e->E, dst, e->hs + r0 * e->E, e->w[norm], 0);
+}
+
+/* causal softmax of the P x P scores in place (row i keeps columns 0..i) */
+static void softmax_causal(float *S, uint64_t P)
+{
+    for (uint64_t r = 0; r < P; r++) {
+        float *srow = S + r * P;
+        float mx = -INFINITY;
+        for (uint64_t j = 0; j <= r; j++) mx = srow[j] > mx ? srow[j] : mx;
+        float sum = 0.0f;
+        for (uint64_t j = 0; j <= r; j++) {
+            srow[j] = expf(srow[j] - mx);
+            sum += srow[j];
+        }
+        const float inv = 1.0f / sum;
+        for (uint64_t j = 0; j <= r; j++) srow[j] *= inv;
+        for (uint64_t j = r + 1; j < P; j++) srow[j] = 0.0f;
+    }
+}
+
+struct attn_job {
+    struct engine *e;
+    uint32_t ns;
+    float *out;
+    uint64_t ldo;
+};
+
+/* (sample, head) pairs split over the pool; each pair is computed by one
+ * thread with single-threaded BLAS calls of fixed shape, so the result does
+ * not depend on which thread or how many */
+static void attn_task(void *arg, unsigned ith, unsigned nth)
+{
+    const struct attn_job *J = arg;
+    struct engine *e = J->e;
+    const uint64_t P = e->n_pos, n_head = e->hp->n_head;
+    float *S = e->S + (uint64_t)ith * P * P;
+    uint64_t lo, hi;
+    calib__split((uint64_t)J->ns * n_head, ith, nth, &lo, &hi);
+    for (uint64_t pi = lo; pi < hi; pi++) {
+        const uint64_t sI = pi / n_head, h = pi % n_head, gi = h / e->n_rep;
+        const float *qs = e->q + sI * P * e->Q;
+        const float *ks = e->k + sI * P * e->KV, *vs = e->v + sI * P * e->KV;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P, (int)P, (int)e->hd,
+                    e->kq_scale, qs + h * e->hd, (int)e->Q, ks + gi * e->hd, (int)e->KV, 0.0f, S,
+                    (int)P);
+        softmax_causal(S, P);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)P, (int)e->hd, (int)P, 1.0f,
+                    S, (int)P, vs + gi * e->hd, (int)e->KV, 0.0f,
+                    J->out + sI * P * J->ldo + h * e->hd, (int)J->ldo);
+    }
+}
+
+/* attention of ns whole samples whose normed input is X (ns*n_pos, E) ->
+ * out (ns*n_pos rows, Q, row stride ldo) */
+static void attention(struct engine *e, const float *X, uint32_t ns, float *out, uint64_t ldo)
+{
+    const uint64_t nr = (uint64_t)ns * e->n_pos;
+    linear(e, X, nr, e->E, e->w[CALIB_T_WQ], e->w[CALIB_T_BQ], e->Q, e->q, e->Q);
+    linear(e, X, nr, e->E, e->w[CALIB_T_WK], e->w[CALIB_T_BK], e->KV, e->k, e->KV);
+    linear(e, X, nr, e->E, e->w[CALIB_T_WV], e->w[CALIB_T_BV], e->KV, e->v, e->KV);
+    run_rows(e, OP_ROPE, nr, 0, NULL, NULL, NULL, 0);
+    struct attn_job J = {.e = e, .ns = ns, .out = out, .ldo = ldo};
+    if (e->n_threads > 1) openblas_set_num_threads(1);
+    calib__pool_run(e->pool, attn_task, &J);
+    if (e->n_threads > 1) openblas_set_num_threads((int)e->n_threads);
+}
+
+/* SwiGLU of nr rows of normed input X -> e->g (nr, F) */
+static void swiglu(struct engine *e, const float *X, uint64_t nr)
+{
+    linear(e, X, nr, e->E, e->w[CALIB_T_WGATE], e->w[CALIB_T_BGATE], e->F, e->g, e->F);
+    linear(e, X, nr, e->E, e->w[CALIB_T_WUP], e->w[CALIB_T_BUP], e->F, e->u, e->F);
+    run_rows(e, OP_SWIGLU, nr, e->F, e->g, e->u, NULL, 0);
+}
+
+/* hs rows [r0, r0+nr) += X W^T (+ b) */
+static void residual(struct engine *e, uint64_t r0, uint64_t nr, const float *X, uint64_t n_in,
+                     enum calib_tslot w, enum calib_tslot b)
+{
+    linear(e, X, nr, n_in, e->w[w], e->w[b], e->E, e->y, e->E);
+    run_rows(e, OP_ADD, nr, e->E, e->hs + r0 * e->E, e->y, NULL, 0);
+}
+
+// --- batches ---
+
+static uint32_t batch_samples(const struct engine *e, uint32_t s0)
+{
+    return e->n_samples - s0 < e->spb ? e->n_samples - s0 : e->spb;
+}
+
+static void pass_fused(struct engine *e)
+{
+    for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
+        const uint32_t ns = batch_samples(e, s0);
+        const uint64_t r0 = (uint64_t)s0 * e->n_pos, nr = (uint64_t)ns * e->n_pos;
+        norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
+        accum(e, CALIB_G_ATTN_IN, e->xin, nr);
+        attention(e, e->xin, ns, e->att, e->Q);
+        accum(e, CALIB_G_ATTN_OUT, e->att, nr);
+        residual(e, r0, nr, e->att, e->Q, CALIB_T_WO, CALIB_T_BO);
+        norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
+        accum(e, CALIB_G_FFN_IN, e->xin, nr);
+        swiglu(e, e->xin, nr);
+        accum(e, CALIB_G_FFN_DOWN, e->g, nr);
+        residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN);
+    }
+}
+
+enum stage_pass { P_A, P_B, P_B_AGAIN, P_C, P_D, P_E, P_F };
+
+static void pass_stage(struct engine *e, enum stage_pass p)
+{
+    for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
+        const uint32_t ns = batch_samples(e, s0);
+        const uint64_t r0 = (uint64_t)s0 * e->n_pos, nr = (uint64_t)ns * e->n_pos;
+        switch (p) {
+        case P_A:
+            norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
+            accum(e, CALIB_G_ATTN_IN, e->xin, nr);
+            break;
+        case P_B:
+        case P_B_AGAIN:
+            norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
+            attention(e, e->xin, ns, e->xo + r0 * e->Q, e->Q);
+            if (p == P_B) accum(e, CALIB_G_ATTN_OUT, e->xo + r0 * e->Q, nr);
+            break;
+        case P_C:
+            residual(e, r0, nr, e->xo + r0 * e->Q, e->Q, CALIB_T_WO, CALIB_T_BO);
+            break;
+        case P_D:
+            norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
+            accum(e, CALIB_G_FFN_IN, e->xin, nr);
+            break;
+        case P_E:
+        case P_F:
+            norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
+            swiglu(e, e->xin, nr);
+            if (p == P_E)
+                accum(e, CALIB_G_FFN_DOWN, e->g, nr);
+            else
+                residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN);
+            break;
+        }
+    }
+}
+
+// --- the layer API ----------------------------------------------------------------------
+
+uint32_t calib_layer_index(const struct calib_layer *ly) { return ly->il; }
+uint32_t calib_layer_n_samples(const struct calib_layer *ly) { return ly->e->n_samples; }
+uint32_t calib_layer_n_pos(const struct calib_layer *ly) { return ly->e->n_pos; }
+uint64_t calib_layer_n_rows(const struct calib_layer *ly) { return ly->e->T; }
+uint64_t calib_layer_max_rows(const struct calib_layer *ly) { return ly->e->rows_b; }
+
+uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g)
+{
+    const struct engine *e = ly->e;
+    switch (g) {
+    case CALIB_G_ATTN_IN:
+    case CALIB_G_FFN_IN: return e->E;
+    case CALIB_G_ATTN_OUT: return e->Q;
+    case CALIB_G_FFN_DOWN: return e->F;
+    case CALIB_G_COUNT: break;
+    }
+    return 0;
+}
+
+const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
+                                                  enum calib_group g)
+{
+    return calib_stats_group(ly->e->st, ly->il, g);
+}
+
+static void invalidate(struct calib_layer *ly, unsigned bits)
+{
+    for (int g = 0; g < CALIB_G_COUNT; g++)
+        if (group_deps[g] & bits) ly->H_valid[g] = false;
+    if (bits & group_deps[CALIB_G_ATTN_OUT]) ly->xo_stale = true;
+}
+
+static enum mw_status hand_out(struct calib_layer *ly, enum calib_tslot t, bool mutable_,
+                               const char *what, struct mw_err *err)
+{
+    if (!mutable_) return MW_OK;
+    if (ly->stage == STAGE_NONE || !(stage_mutable[ly->stage] & SLOT_BIT(t)))
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "layer %u: %s may not be changed %s%s", ly->il, what,
+                       ly->stage == STAGE_NONE ? "outside an on_group callback" : "in stage ",
+                       ly->stage == STAGE_NONE ? "" : group_names[ly->stage]);
+    ly->live |= SLOT_BIT(t);
+    invalidate(ly, SLOT_BIT(t));
+    return MW_OK;
+}
+
+enum mw_status calib_layer_weight(struct calib_layer *ly, enum calib_wkind w, bool mutable_,
+                                  struct calib_weight *out, struct mw_err *err)
+{
+    if ((unsigned)w >= CALIB_W_COUNT)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "weight kind %d", (int)w);
+    const enum calib_tslot t = wkind_slot[w];
+    enum mw_status s = hand_out(ly, t, mutable_, wkind_names[w], err);
+    if (s) return s;
+    const struct engine *e = ly->e;
+    const enum calib_group g = wkind_group[w];
+    out->name = ly->names[w];
+    out->n_in = calib_layer_group_n_in(ly, g);
+    out->n_out = calib__slot_elems(e->hp, t) / out->n_in;
+    out->w = e->w[t];
+    out->bias = e->w[wkind_bias[w]];
+    return MW_OK;
+}
+
+enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, bool mutable_,
+                                float **out, struct mw_err *err)
+{
+    if (which != CALIB_NORM_ATTN && which != CALIB_NORM_FFN)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "norm kind %d", (int)which);
+    const enum calib_tslot t = which == CALIB_NORM_ATTN ? CALIB_T_ATTN_NORM : CALIB_T_FFN_NORM;
+    enum mw_status s =
+        hand_out(ly, t, mutable_, which == CALIB_NORM_ATTN ? "attn_norm" : "ffn_norm", err);
+    if (s) return s;
+    *out = ly->e->w[t];
+    return MW_OK;
+}
+
+static enum mw_status check_group(const struct calib_layer *ly, enum calib_group g,
+                                  struct mw_err *err)
+{
+    if ((unsigned)g >= CALIB_G_COUNT)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "group %d", (int)g);
+    const bool attn = g == CALIB_G_ATTN_IN || g == CALIB_G_ATTN_OUT;
+    if (ly->stage == STAGE_NONE || (int)g > ly->stage || attn == ly->ffn_phase)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "layer %u: the %s input is not available %s%s", ly->il, group_names[g],
+                       ly->stage == STAGE_NONE ? "outside an on_group callback" : "in stage ",
+                       ly->stage == STAGE_NONE ? "" : group_names[ly->stage]);
+    return MW_OK;
+}
+
+/* Rows [row0, row0+nr) of group g's current input into dst (nr, n_in);
+ * nr <= rows_b. May use xin/q/k/v/S/g/u/one scratch. */
+static void group_rows(struct engine *e, enum calib_group g, uint64_t row0, uint64_t nr,
+                       float *dst)
+{
+    struct calib_layer *ly = &e->ly;
+    switch (g) {
+    case CALIB_G_ATTN_IN:
+        norm_rows(e, row0, nr, CALIB_T_ATTN_NORM, dst);
+        break;
+    case CALIB_G_FFN_IN:
+        norm_rows(e, row0, nr, CALIB_T_FFN_NORM, dst);
+        break;
+    case CALIB_G_ATTN_OUT:
+        if (!ly->xo_stale && !(ly->live & group_deps[CALIB_G_ATTN_OUT])) {
+            memcpy(dst, e->xo + row0 * e->Q, (size_t)(nr * e->Q) * sizeof(float));
+            break;
+        }
+        /* sample by sample with the current weights */
+        for (uint64_t r = row0; r < row0 + nr;) {
+            const uint64_t sI = r / e->n_pos, a = sI * e->n_pos;
+            const uint64_t b = a + e->n_pos < row0 + nr ? a + e->n_pos : row0 + nr;
+            norm_rows(e, a, e->n_pos, CALIB_T_ATTN_NORM, e->xin);
+            attention(e, e->xin, 1, e->one, e->Q);
+            memcpy(dst + (r - row0) * e->Q, e->one + (r - a) * e->Q,
+                   (size_t)((b - r) * e->Q) * sizeof(float));
+            r = b;
+        }
+        break;
+    case CALIB_G_FFN_DOWN:
+        norm_rows(e, row0, nr, CALIB_T_FFN_NORM, e->xin);
+        swiglu(e, e->xin, nr);
+        memcpy(dst, e->g, (size_t)(nr * e->F) * sizeof(float));
+        break;
+    case CALIB_G_COUNT:
+        break;
+    }
+}
+
+enum mw_status calib_layer_input(struct calib_layer *ly, enum calib_group g, uint64_t row0,
+                                 uint64_t n_rows, const float **x, struct mw_err *err)
+{
+    *x = NULL;
+    enum mw_status s = check_group(ly, g, err);
+    if (s) return s;
+    struct engine *e = ly->e;
+    if (n_rows == 0 || n_rows > e->rows_b || row0 > e->T || n_rows > e->T - row0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "rows [%llu, +%llu) outside [0, %llu) or above %llu per call",
+                       (unsigned long long)row0, (unsigned long long)n_rows,
+                       (unsigned long long)e->T, (unsigned long long)e->rows_b);
+    if (g == CALIB_G_ATTN_OUT && !ly->xo_stale && !(ly->live & group_deps[g])) {
+        *x = e->xo + row0 * e->Q; /* the stored rows, no copy */
+        return MW_OK;
+    }
+    group_rows(e, g, row0, n_rows, e->ubuf);
+    *x = e->ubuf;
+    return MW_OK;
+}
+
+enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, uint32_t sample0,
+                                   uint32_t n, float *out, struct mw_err *err)
+{
+    enum mw_status s = check_group(ly, g, err);
+    if (s) return s;
+    struct engine *e = ly->e;
+    if (n == 0 || n > e->spb || sample0 > e->n_samples || n > e->n_samples - sample0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "samples [%u, +%u) outside [0, %u) or above %u per call", sample0, n,
+                       e->n_samples, e->spb);
+    const uint64_t r0 = (uint64_t)sample0 * e->n_pos, nr = (uint64_t)n * e->n_pos;
+    switch (g) {
+    case CALIB_G_ATTN_IN:
+        norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
+        attention(e, e->xin, n, out, e->Q);
+        break;
+    case CALIB_G_ATTN_OUT:
+        group_rows(e, g, r0, nr, e->ubuf);
+        linear(e, e->ubuf, nr, e->Q, e->w[CALIB_T_WO], e->w[CALIB_T_BO], e->E, out, e->E);
+        break;
+    case CALIB_G_FFN_IN:
+        norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
+        swiglu(e, e->xin, nr);
+        memcpy(out, e->g, (size_t)(nr * e->F) * sizeof(float));
+        break;
+    case CALIB_G_FFN_DOWN:
+        norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
+        swiglu(e, e->xin, nr);
+        linear(e, e->g, nr, e->F, e->w[CALIB_T_WDOWN], e->w[CALIB_T_BDOWN], e->E, out, e->E);
+        break;
+    case CALIB_G_COUNT:
+        break;
+    }
+    return MW_OK;
+}
+
+enum mw_status calib_layer_hidden(const struct calib_layer *ly, uint64_t row0, uint64_t n_rows,
+                                  const float **x, struct mw_err *err)
+{
+    const struct engine *e = ly->e;
+    *x = NULL;
+    if (row0 > e->T || n_rows > e->T - row0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "rows [%llu, +%llu) outside [0, %llu)",
+                       (unsigned long long)row0, (unsigned long long)n_rows,
+                       (unsigned long long)e->T);
+    *x = e->hs + row0 * e->E;
+    return MW_OK;
+}
+
+enum mw_status calib_layer_hessian(struct calib_layer *ly, enum calib_group g, const float **H,
+                                   struct mw_err *err)
+{
+    *H = NULL;
+    enum mw_status s = check_group(ly, g, err);
+    if (s) return s;
+    struct engine *e = ly->e;
+    const uint64_t n = calib_layer_group_n_in(ly, g);
+    if (ly->H_valid[g] && !(ly->live & group_deps[g])) {
+        *H = ly->H[g];
+        return MW_OK;
+    }
+    if (!ly->H[g]) {
+        bool ok = true;
+        uint64_t nn;
+        if (!mw_mul_u64(n, n, &nn)) ok = false;
+        ly->H[g] = alloc_f(nn, &ok);
+        if (!ok)
+            return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                           "%llu x %llu Hessian of layer %u %s", (unsigned long long)n,
+                           (unsigned long long)n, ly->il, group_names[g]);
+    }
+    float *Hm = ly->H[g];
+    for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
+        const uint32_t ns = batch_samples(e, s0);
+        const uint64_t r0 = (uint64_t)s0 * e->n_pos, nr = (uint64_t)ns * e->n_pos;
+        const float *X;
+        if (g == CALIB_G_ATTN_OUT && !ly->xo_stale && !(ly->live & group_deps[g])) {
+            X = e->xo + r0 * e->Q;
+        } else {
+            group_rows(e, g, r0, nr, e->ubuf);
+            X = e->ubuf;
+        }
+        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)nr, 1.0f, X, (int)n,
+                    s0 == 0 ? 0.0f : 1.0f, Hm, (int)n);
+    }
+    for (uint64_t i = 0; i < n; i++)
+        for (uint64_t j = 0; j < i; j++) Hm[i * n + j] = Hm[j * n + i];
+    ly->H_valid[g] = !(ly->live & group_deps[g]);
+    *H = Hm;
+    return MW_OK;
+}
+
+// --- run --------------------------------------------------------------------------------
+
+static enum mw_status call_group(struct engine *e, const struct calib_run_opts *o,
+                                 enum calib_group g, struct mw_err *err)
+{
+    struct calib_layer *ly = &e->ly;
+    ly->stage = (int)g;
+    ly->live = 0;
+    enum mw_status s = o->on_group(o->on_group_ud, ly, g, err);
+    ly->stage = STAGE_NONE;
+    ly->live = 0;
+    return s;
+}
+
+static void free_layer(struct engine *e)
+{
+    for (int t = 0; t < CALIB_T_COUNT; t++) {
+        free(e->w[t]);
+        e->w[t] = NULL;
+    }
+    for (int g = 0; g < CALIB_G_COUNT; g++) {
+        free(e->ly.H[g]);
+        e->ly.H[g] = NULL;
+        e->ly.H_valid[g] = false;
+    }
+    free(e->xo);
+    e->xo = NULL;
+}
+
+static enum mw_status run_layer(struct engine *e, uint32_t il, const struct calib_run_opts *o,
+                                struct mw_err *err)
+{
+    enum mw_status s = MW_OK;
+    struct calib_layer *ly = &e->ly;
+    memset(ly, 0, sizeof *ly);
+    ly->e = e;
+    ly->il = il;
+    ly->stage = STAGE_NONE;
+    for (int w = 0; w < CALIB_W_COUNT; w++)
+        snprintf(ly->names[w], sizeof ly->names[w], "blk.%u.%s.weight", il, wkind_names[w]);
+    for (int t = 0; t < CALIB_T_COUNT; t++) {
+        if (!calib__model_has(e->m, il, (enum calib_tslot)t)) continue;
+        const uint64_t n = calib__slot_elems(e->hp, (enum calib_tslot)t);
+        bool ok = true;
+        e->w[t] = alloc_f(n, &ok);
+        if (!ok) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "layer %u weights", il);
+        if ((s = calib__model_load(e->m, il, (enum calib_tslot)t, e->w[t], n, err))) return s;
+    }
+    if (!o->on_group) {
+        pass_fused(e);
+    } else {
+        pass_stage(e, P_A);
+        if ((s = call_group(e, o, CALIB_G_ATTN_IN, err))) return s;
+        bool ok = true;
+        e->xo = alloc_f2(e->T, e->Q, &ok);
+        if (!ok)
+            return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                           "%llu x %llu attention outputs of layer %u",
+                           (unsigned long long)e->T, (unsigned long long)e->Q, il);
+        pass_stage(e, P_B);
+        ly->xo_stale = false;
+        if ((s = call_group(e, o, CALIB_G_ATTN_OUT, err))) return s;
+        if (ly->xo_stale) pass_stage(e, P_B_AGAIN);
+        ly->xo_stale = false;
+        pass_stage(e, P_C);
+        free(e->xo);
+        e->xo = NULL;
+        ly->ffn_phase = true;
+        pass_stage(e, P_D);
+        if ((s = call_group(e, o, CALIB_G_FFN_IN, err))) return s;
+        pass_stage(e, P_E);
+        if ((s = call_group(e, o, CALIB_G_FFN_DOWN, err))) return s;
+        pass_stage(e, P_F);
+    }
+    if (o->on_layer) {
+        ly->stage = STAGE_NONE;
+        if ((s = o->on_layer(o->on_layer_ud, ly, err))) return s;
+    }
+    return MW_OK;
+}
+
+static enum mw_status alloc_stats(struct engine *e, struct mw_err *err)
+{
+    struct calib_stats *st = calloc(1, sizeof *st);
+    if (!st) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "statistics");
+    e->st = st;
+    st->n_layer = e->hp->n_layer;
+    st->n_samples = e->n_samples;
+    st->n_pos = e->n_pos;
+    const uint64_t n_in[CALIB_G_COUNT] = {e->E, e->Q, e->E, e->F};
+    uint64_t per_layer = 0;
+    for (int g = 0; g < CALIB_G_COUNT; g++) per_layer += 2 * n_in[g];
+    uint64_t total, bytes;
+    size_t sz;
+    st->g = calloc((size_t)st->n_layer * CALIB_G_COUNT, sizeof *st->g);
+    if (!st->g || !mw_mul_u64(per_layer, st->n_layer, &total) ||
+        !mw_mul_u64(total, sizeof(double), &bytes) || !mw_u64_to_size(bytes, &sz) ||
+        !(st->buf = calloc(1, sz ? sz : 1)))
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "statistics");
+    double *p = st->buf;
+    for (uint32_t il = 0; il < st->n_layer; il++)
+        for (int g = 0; g < CALIB_G_COUNT; g++) {
+            struct calib_group_stats *gs = &st->g[(uint64_t)il * CALIB_G_COUNT + g];
+            gs->n_in = n_in[g];
+            gs->sum_sq = p;
+            p += n_in[g];
+            gs->sum_abs = p;
+            p += n_in[g];
+        }
+    return MW_OK;
+}
+
+/* hs = token_embd[tokens]; the embedding is streamed once, only the rows
+ * that occur are kept. */
+static enum mw_status embed(struct engine *e, struct mw_err *err)
+{
+    const uint32_t n_vocab = e->hp->n_vocab;
+    int32_t *slot = malloc((size_t)n_vocab * sizeof *slot);
+    if (!slot) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "vocabulary map");
+    for (uint32_t i = 0; i < n_vocab; i++) slot[i] = -1;
+    for (uint32_t sI = 0; sI < e->n_samples; sI++) {
+        const int32_t *t = calib_samples_tokens(e->s, sI);
+        for (uint32_t p = 0; p < e->n_pos; p++) {
+            if (t[p] < 0 || (uint32_t)t[p] >= n_vocab) {
+                free(slot);
+                mw_err_set_where(err, "sample %u position %u", sI, p);
+                return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
+                               "token id %d outside the vocabulary (%u)", t[p], n_vocab);
+            }
+            slot[t[p]] = 0;
+        }
+    }
+    uint64_t n_ids = 0;
+    for (uint32_t i = 0; i < n_vocab; i++) n_ids += slot[i] == 0;
+    int32_t *ids = malloc((size_t)n_ids * sizeof *ids + 1);
+    bool ok = ids != NULL;
+    float *rows = alloc_f2(n_ids, e->E, &ok);
+    enum mw_status s = MW_OK;
+    if (!ok) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "%llu embedding rows",
+                    (unsigned long long)n_ids);
+        goto done;
+    }
+    n_ids = 0;
+    for (uint32_t i = 0; i < n_vocab; i++)
+        if (slot[i] == 0) {
+            slot[i] = (int32_t)n_ids;
+            ids[n_ids++] = (int32_t)i;
+        }
+    if ((s = calib__model_embd_rows(e->m, ids, n_ids, rows, err))) goto done;
+    for (uint32_t sI = 0; sI < e->n_samples; sI++) {
+        const int32_t *t = calib_samples_tokens(e->s, sI);
+        for (uint32_t p = 0; p < e->n_pos; p++)
+            memcpy(e->hs + ((uint64_t)sI * e->n_pos + p) * e->E, rows + (uint64_t)slot[t[p]] * e->E,
+                   (size_t)e->E * sizeof(float));
+    }
+done:
+    free(rows);
+    free(ids);
+    free(slot);
+    return s;
+}
+
+static void engine_free(struct engine *e)
+{
+    free_layer(e);
+    calib__pool_free(e->pool);
+    free(e->hs);
+    free(e->rope);
+    free(e->xin);
+    free(e->q);
+    free(e->k);
+    free(e->v);
+    free(e->att);
+    free(e->g);
+    free(e->u);
+    free(e->y);
+    free(e->ubuf);
+    free(e->S);
+    free(e->one);
+    calib_stats_free(e->st);
+}
+
+static void engine_dims(struct engine *e, const struct calib_model *m,
+                        const struct calib_samples *s, const struct calib_run_opts *o)
+{
+    const struct rt_hparams *hp = calib_model_hparams(m);
+    e->m = m;
+    e->hp = hp;
+    e->s = s;
+    e->n_samples = calib_samples_count(s);
+    e->n_pos = calib_samples_n_pos(s);
+    e->T = (uint64_t)e->n_samples * e->n_pos;
+    const uint32_t br = o->batch_rows ? o->batch_rows : CALIB_DEFAULT_BATCH_ROWS;
+    e->spb = br / e->n_pos ? br / e->n_pos : 1;
+    if (e->spb > e->n_samples) e->spb = e->n_samples;
+    e->rows_b = (uint64_t)e->spb * e->n_pos;
+    e->E = hp->n_embd;
+    e->hd = hp->head_dim;
+    e->Q = (uint64_t)hp->n_head * hp->head_dim;
+    e->KV = (uint64_t)hp->n_head_kv * hp->head_dim;
+    e->F = hp->n_ff;
+    e->n_rep = hp->n_head / hp->n_head_kv;
+    e->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
+}
+
+static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
+{
+    const uint64_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+uint64_t calib_run_peak_bytes(const struct calib_model *m, const struct calib_samples *s,
+                              const struct calib_run_opts *o)
+{
+    struct engine e = {0};
+    struct calib_run_opts opt = {0};
+    if (o) opt = *o;
+    engine_dims(&e, m, s, &opt);
+    const double rb = (double)e.rows_b, P = e.n_pos;
+    double fl = (double)e.T * (double)e.E;                      /* hs */
+    if (opt.on_group) fl += (double)e.T * (double)e.Q;          /* X_o */
+    fl += rb * (double)(e.E + 2 * e.Q + 2 * e.KV + 2 * e.F + e.E);
+    fl += rb * (double)max3(e.E, e.Q, e.F) + P * P * (opt.n_threads ? opt.n_threads : 1) +
+          P * (double)e.Q;
+    fl += (double)(2 * e.Q * e.E + 2 * e.KV * e.E + 3 * e.F * e.E); /* one layer's weights */
+    double by = fl * 4.0;
+    /* statistics */
+    by += 16.0 * (double)calib_model_hparams(m)->n_layer * (double)(2 * e.E + e.Q + e.F);
+    return by > 1.8e19 ? UINT64_MAX : (uint64_t)by;
+}
+
+enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
+                         const struct calib_run_opts *o, struct calib_stats **out,
+                         struct mw_err *err)
+{
+    *out = NULL;
+    struct calib_run_opts opt = {0};
+    if (o) opt = *o;
+    if (opt.n_threads == 0) opt.n_threads = 1;
+    if (opt.n_threads > CALIB_MAX_THREADS)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "--threads %u exceeds the limit %u",
+                       opt.n_threads, CALIB_MAX_THREADS);
+    struct engine e = {0};
+    engine_dims(&e, m, s, &opt);
+    const struct rt_hparams *hp = e.hp;
+    /* BLAS takes int sizes */
+    if (e.rows_b > INT32_MAX || e.E > INT32_MAX || e.Q > INT32_MAX || e.F > INT32_MAX ||
+        e.n_pos > INT32_MAX / 2)
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "dimensions too large for BLAS");
+    openblas_set_num_threads((int)opt.n_threads);
+    e.n_threads = opt.n_threads;
+    enum mw_status st = calib__pool_init(opt.n_threads, &e.pool, err);
+    if (st) return st;
+    if ((st = alloc_stats(&e, err))) goto fail;
+
+    bool ok = true;
+    const uint64_t rb = e.rows_b;
+    e.hs = alloc_f2(e.T, e.E, &ok);
+    e.rope = alloc_f2(e.n_pos, hp->n_rot, &ok);
+    e.xin = alloc_f2(rb, e.E, &ok);
+    e.q = alloc_f2(rb, e.Q, &ok);
+    e.k = alloc_f2(rb, e.KV, &ok);
+    e.v = alloc_f2(rb, e.KV, &ok);
+    e.att = alloc_f2(rb, e.Q, &ok);
+    e.g = alloc_f2(rb, e.F, &ok);
+    e.u = alloc_f2(rb, e.F, &ok);
+    e.y = alloc_f2(rb, e.E, &ok);
+    e.ubuf = alloc_f2(rb, max3(e.E, e.Q, e.F), &ok);
+    e.S = alloc_f3(opt.n_threads, e.n_pos, e.n_pos, &ok);
+    e.one = alloc_f2(e.n_pos, e.Q, &ok);
+    if (!ok) {
+        st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                     "activations for %u samples x %u positions (hidden %llu): about %llu MiB",
+                     e.n_samples, e.n_pos, (unsigned long long)e.E,
+                     (unsigned long long)(calib_run_peak_bytes(m, s, &opt) >> 20));
+        goto fail;
+    }
+    {
+        float *ff = NULL;
+        if (calib__model_has_rope_freqs(m)) {
+            ff = alloc_f(hp->n_rot / 2, &ok);
+            if (!ok) {
+                st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "rope_freqs");
+                goto fail;
+            }
+            if ((st = calib__model_rope_freqs(m, ff, err))) {
+                free(ff);
+                goto fail;
+            }
+        }
+        for (uint32_t p = 0; p < e.n_pos; p++)
+            rope_cache(hp, ff, (int32_t)p, e.rope + (uint64_t)p * hp->n_rot);
+        free(ff);
+    }
+    if ((st = embed(&e, err))) goto fail;
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        st = run_layer(&e, il, &opt, err);
+        free_layer(&e);
+        if (st) goto fail;
+        if (opt.progress) {
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            opt.progress(opt.progress_ud, il + 1, hp->n_layer,
+                         (double)(t1.tv_sec - t0.tv_sec) +
+                             1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
+        }
+    }
+    *out = e.st;
+    e.st = NULL;
+    engine_free(&e);
+    return MW_OK;
+fail:
+    engine_free(&e);
+    return st;
+}

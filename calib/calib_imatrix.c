@@ -1,0 +1,255 @@
+/*
+ * calib/calib_imatrix.c — write calibration statistics as llama.cpp
+ * importance matrices (formats.md §9.2 GGUF, §9.3 legacy .dat; calib.h).
+ * Reading them back is quant/'s quant_imatrix_load.
+ */
+#define _XOPEN_SOURCE 700
+#include "calib_int.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct entry {
+    char name[GGUF_MAX_NAME + 1];
+    const struct calib_group_stats *gs;
+};
+
+static int entry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct entry *)a)->name, ((const struct entry *)b)->name);
+}
+
+/* Every weight of every layer, sorted by name. */
+static enum mw_status entries(const struct calib_stats *st, struct entry **out, uint64_t *n,
+                              struct mw_err *err)
+{
+    const uint64_t cnt = (uint64_t)calib_stats_n_layer(st) * CALIB_W_COUNT;
+    struct entry *e = calloc(cnt ? (size_t)cnt : 1, sizeof *e);
+    if (!e) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "imatrix entries");
+    uint64_t k = 0;
+    for (uint32_t il = 0; il < calib_stats_n_layer(st); il++)
+        for (int w = 0; w < CALIB_W_COUNT; w++, k++) {
+            snprintf(e[k].name, sizeof e[k].name, "blk.%u.%s.weight", il,
+                     calib_wkind_name((enum calib_wkind)w));
+            e[k].gs = calib_stats_group(st, il, calib_wkind_group((enum calib_wkind)w));
+            if (e[k].gs->count == 0) {
+                const enum mw_status s = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
+                                                 "no rows accumulated for %s", e[k].name);
+                free(e);
+                return s;
+            }
+        }
+    qsort(e, (size_t)cnt, sizeof *e, entry_cmp);
+    *out = e;
+    *n = cnt;
+    return MW_OK;
+}
+
+static enum mw_status write_gguf(const struct calib_stats *st, const struct calib_imatrix_meta *mt,
+                                 const struct entry *e, uint64_t n, const char *path,
+                                 struct mw_err *err)
+{
+    struct gguf_writer *w = NULL;
+    float *buf = NULL;
+    enum mw_status s = gguf_writer_init(&w, err);
+    if (s) return s;
+#define TRY(x)                  \
+    do {                        \
+        if ((s = (x))) goto out; \
+    } while (0)
+    TRY(gguf_writer_set_str(w, "general.type", "imatrix", err));
+    TRY(gguf_writer_set_arr_str(w, "imatrix.datasets", mt->datasets, NULL, mt->n_datasets, err));
+    TRY(gguf_writer_set_u32(w, "imatrix.chunk_count",
+                            mt->chunk_count ? mt->chunk_count : calib_stats_n_samples(st), err));
+    TRY(gguf_writer_set_u32(w, "imatrix.chunk_size",
+                            mt->chunk_size ? mt->chunk_size : calib_stats_n_pos(st), err));
+    uint64_t max_in = 1;
+    for (uint64_t i = 0; i < n; i++) {
+        char nm[GGUF_MAX_NAME + 32];
+        const uint64_t ne_sum[1] = {e[i].gs->n_in}, ne_cnt[1] = {1};
+        snprintf(nm, sizeof nm, "%s.in_sum2", e[i].name);
+        TRY(gguf_writer_add_tensor(w, nm, GGUF_TYPE_F32, 1, ne_sum, err));
+        snprintf(nm, sizeof nm, "%s.counts", e[i].name);
+        TRY(gguf_writer_add_tensor(w, nm, GGUF_TYPE_F32, 1, ne_cnt, err));
+        if (e[i].gs->n_in > max_in) max_in = e[i].gs->n_in;
+    }
+    buf = malloc((size_t)max_in * sizeof *buf);
+    if (!buf) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "imatrix row");
+        goto out;
+    }
+    TRY(gguf_writer_open(w, path, err));
+    for (uint64_t i = 0; i < n; i++) {
+        const struct calib_group_stats *gs = e[i].gs;
+        for (uint64_t j = 0; j < gs->n_in; j++) buf[j] = (float)gs->sum_sq[j];
+        TRY(gguf_writer_write(w, buf, (size_t)gs->n_in * sizeof *buf, err));
+        const float c = (float)gs->count;
+        TRY(gguf_writer_write(w, &c, sizeof c, err));
+    }
+    TRY(gguf_writer_finish(w, err));
+#undef TRY
+out:
+    free(buf);
+    gguf_writer_free(w);
+    return s;
+}
+
+// --- legacy .dat: buffered, then temp file + fsync + rename ---
+
+struct obuf {
+    uint8_t *p;
+    size_t n, cap;
+    bool fail;
+};
+
+static void put(struct obuf *b, const void *d, size_t n)
+{
+    if (b->fail) return;
+    if (n > b->cap - b->n) {
+        size_t nc = b->cap ? b->cap : 4096;
+        while (nc - b->n < n) nc *= 2;
+        uint8_t *np = realloc(b->p, nc);
+        if (!np) {
+            b->fail = true;
+            return;
+        }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, d, n);
+    b->n += n;
+}
+
+static void put_i32(struct obuf *b, int32_t v)
+{
+    uint8_t t[4];
+    mw_put_le32(t, (uint32_t)v);
+    put(b, t, 4);
+}
+
+static void put_f32(struct obuf *b, float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint8_t t[4];
+    mw_put_le32(t, u);
+    put(b, t, 4);
+}
+
+static enum mw_status write_atomic(const char *path, const uint8_t *d, size_t n, struct mw_err *err)
+{
+    mw_err_set_path(err, path);
+    const size_t plen = strlen(path);
+    char *tmp = malloc(plen + 16);
+    if (!tmp) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    memcpy(tmp, path, plen);
+    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
+    const int fd = mkstemp(tmp);
+    if (fd < 0) {
+        const int e = errno;
+        free(tmp);
+        return MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "cannot create temporary file: %s",
+                       strerror(e));
+    }
+    enum mw_status s = MW_OK;
+    mode_t um = umask(0);
+    umask(um);
+    (void)fchmod(fd, 0666 & ~um);
+    size_t done = 0;
+    while (done < n) {
+        const ssize_t k = write(fd, d + done, n - done);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            const int e = k < 0 ? errno : EIO;
+            s = MW_FAIL(err, e == ENOSPC || e == EFBIG ? MW_E_NOSPACE : MW_E_IO, done, "write: %s",
+                        strerror(e));
+            break;
+        }
+        done += (size_t)k;
+    }
+    if (!s && fsync(fd) != 0)
+        s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "fsync: %s", strerror(errno));
+    if (close(fd) != 0 && !s)
+        s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "close: %s", strerror(errno));
+    if (!s && rename(tmp, path) != 0)
+        s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "rename: %s", strerror(errno));
+    if (s) {
+        unlink(tmp);
+    } else {
+        char *copy = strdup(path);
+        if (copy) {
+            const int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            if (dfd >= 0) {
+                fsync(dfd);
+                close(dfd);
+            }
+            free(copy);
+        }
+    }
+    free(tmp);
+    return s;
+}
+
+static enum mw_status write_legacy(const struct calib_stats *st,
+                                   const struct calib_imatrix_meta *mt, const struct entry *e,
+                                   uint64_t n, const char *path, struct mw_err *err)
+{
+    const uint64_t chunk = mt->chunk_size ? mt->chunk_size : calib_stats_n_pos(st);
+    const uint64_t n_chunks = mt->chunk_count ? mt->chunk_count : calib_stats_n_samples(st);
+    if (n > INT32_MAX || n_chunks > INT32_MAX || chunk == 0)
+        return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "too many entries or chunks for .dat");
+    struct obuf b = {0};
+    put_i32(&b, (int32_t)n);
+    for (uint64_t i = 0; i < n; i++) {
+        const struct calib_group_stats *gs = e[i].gs;
+        const uint64_t ncall = (gs->count + chunk - 1) / chunk;
+        if (ncall > INT32_MAX || gs->n_in > INT32_MAX) {
+            free(b.p);
+            return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "%s: counts beyond i32", e[i].name);
+        }
+        const size_t len = strlen(e[i].name);
+        put_i32(&b, (int32_t)len);
+        put(&b, e[i].name, len);
+        put_i32(&b, (int32_t)ncall);
+        put_i32(&b, (int32_t)gs->n_in);
+        for (uint64_t j = 0; j < gs->n_in; j++)
+            put_f32(&b, (float)(gs->sum_sq[j] / (double)gs->count * (double)ncall));
+    }
+    put_i32(&b, (int32_t)n_chunks);
+    const char *ds = mt->n_datasets ? mt->datasets[0] : "";
+    const size_t dl = strlen(ds);
+    put_i32(&b, (int32_t)(dl > INT32_MAX ? 0 : dl));
+    put(&b, ds, dl > INT32_MAX ? 0 : dl);
+    enum mw_status s = b.fail ? MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "imatrix buffer")
+                              : write_atomic(path, b.p, b.n, err);
+    free(b.p);
+    return s;
+}
+
+enum mw_status calib_imatrix_write(const struct calib_stats *st,
+                                   const struct calib_imatrix_meta *meta,
+                                   enum calib_imatrix_fmt fmt, const char *path,
+                                   struct mw_err *err)
+{
+    static const char *const none[1] = {""};
+    struct calib_imatrix_meta mt = {.datasets = none, .n_datasets = 0};
+    if (meta) mt = *meta;
+    if (mt.n_datasets == 0) mt.datasets = none;
+    struct entry *e = NULL;
+    uint64_t n = 0;
+    enum mw_status s = entries(st, &e, &n, err);
+    if (s) return s;
+    if (fmt == CALIB_IMATRIX_LEGACY)
+        s = write_legacy(st, &mt, e, n, path, err);
+    else
+        s = write_gguf(st, &mt, e, n, path, err);
+    free(e);
+    return s;
+}

@@ -1,0 +1,427 @@
+/*
+ * calib/calib_model.c — where calibration gets the model from: a Hugging
+ * Face directory (through hf/: tensors mapped to GGUF names, Q/K permuted,
+ * converted to f32 one at a time) or a GGUF file (through gguf/ and the
+ * runtime's graph checks; any type quant/ can decode). The tokenizer is the
+ * runtime's (rt_tok) in both cases: for an HF directory, hf_tok writes the
+ * tokenizer.* KVs the converted GGUF would carry into a small temporary GGUF
+ * file (mapped, then unlinked at once), which rt_tok_init reads.
+ */
+#define _XOPEN_SOURCE 700
+#include "calib_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../hf/hf.h"
+#include "../hf/hf_tok.h"
+#include "../quant/quant.h"
+
+struct calib_model {
+    char *path;
+    bool is_gguf;
+    struct rt_hparams hp;
+    /* HF */
+    struct hf_model *hf;
+    struct hf_plan *plan;
+    /* GGUF */
+    struct gguf_file *gf;
+    struct rt_model *rm;
+    /* tokenizer (both): tok_gguf is the temporary tokenizer file (HF) */
+    struct gguf_file *tok_gguf;
+    struct rt_tok *tok;
+    /* plan / file index of every slot of every layer, -1 if absent */
+    int64_t (*idx)[CALIB_T_COUNT];
+    int64_t idx_embd, idx_rope_freqs;
+};
+
+static const char *const slot_names[CALIB_T_COUNT] = {
+    [CALIB_T_ATTN_NORM] = "attn_norm.weight", [CALIB_T_FFN_NORM] = "ffn_norm.weight",
+    [CALIB_T_WQ] = "attn_q.weight",           [CALIB_T_WK] = "attn_k.weight",
+    [CALIB_T_WV] = "attn_v.weight",           [CALIB_T_WO] = "attn_output.weight",
+    [CALIB_T_WGATE] = "ffn_gate.weight",      [CALIB_T_WUP] = "ffn_up.weight",
+    [CALIB_T_WDOWN] = "ffn_down.weight",      [CALIB_T_BQ] = "attn_q.bias",
+    [CALIB_T_BK] = "attn_k.bias",             [CALIB_T_BV] = "attn_v.bias",
+    [CALIB_T_BO] = "attn_output.bias",        [CALIB_T_BGATE] = "ffn_gate.bias",
+    [CALIB_T_BUP] = "ffn_up.bias",            [CALIB_T_BDOWN] = "ffn_down.bias",
+};
+
+void calib__tensor_name(uint32_t il, enum calib_tslot t, char *buf, size_t n)
+{
+    snprintf(buf, n, "blk.%u.%s", il, slot_names[t]);
+}
+
+uint64_t calib__slot_elems(const struct rt_hparams *hp, enum calib_tslot t)
+{
+    const uint64_t E = hp->n_embd, F = hp->n_ff, Q = (uint64_t)hp->n_head * hp->head_dim;
+    const uint64_t KV = (uint64_t)hp->n_head_kv * hp->head_dim;
+    switch (t) {
+    case CALIB_T_ATTN_NORM:
+    case CALIB_T_FFN_NORM: return E;
+    case CALIB_T_WQ: return Q * E;
+    case CALIB_T_WK:
+    case CALIB_T_WV: return KV * E;
+    case CALIB_T_WO: return E * Q;
+    case CALIB_T_WGATE:
+    case CALIB_T_WUP: return F * E;
+    case CALIB_T_WDOWN: return E * F;
+    case CALIB_T_BQ: return Q;
+    case CALIB_T_BK:
+    case CALIB_T_BV: return KV;
+    case CALIB_T_BO: return E;
+    case CALIB_T_BGATE:
+    case CALIB_T_BUP: return F;
+    case CALIB_T_BDOWN: return E;
+    case CALIB_T_COUNT: break;
+    }
+    return 0;
+}
+
+const char *calib_model_path(const struct calib_model *m) { return m->path; }
+bool calib_model_is_gguf(const struct calib_model *m) { return m->is_gguf; }
+const struct rt_hparams *calib_model_hparams(const struct calib_model *m) { return &m->hp; }
+const struct rt_tok *calib_model_tok(const struct calib_model *m) { return m->tok; }
+
+void calib_model_close(struct calib_model *m)
+{
+    if (!m) return;
+    rt_tok_free(m->tok);
+    gguf_close(m->tok_gguf);
+    rt_model_close(m->rm);
+    gguf_close(m->gf);
+    hf_plan_free(m->plan);
+    hf_model_close(m->hf);
+    free(m->idx);
+    free(m->path);
+    free(m);
+}
+
+bool calib__model_has(const struct calib_model *m, uint32_t il, enum calib_tslot t)
+{
+    return il < m->hp.n_layer && m->idx[il][t] >= 0;
+}
+
+bool calib__model_has_rope_freqs(const struct calib_model *m) { return m->idx_rope_freqs >= 0; }
+
+/* Index a tensor name into the slot table. */
+static void index_name(struct calib_model *m, const char *name, int64_t i)
+{
+    if (strcmp(name, "token_embd.weight") == 0) {
+        m->idx_embd = i;
+        return;
+    }
+    if (strcmp(name, "rope_freqs.weight") == 0) {
+        m->idx_rope_freqs = i;
+        return;
+    }
+    if (strncmp(name, "blk.", 4) != 0) return;
+    char *end = NULL;
+    errno = 0;
+    const unsigned long il = strtoul(name + 4, &end, 10);
+    if (errno || end == name + 4 || *end != '.' || il >= m->hp.n_layer) return;
+    for (int t = 0; t < CALIB_T_COUNT; t++)
+        if (strcmp(end + 1, slot_names[t]) == 0) m->idx[il][t] = i;
+}
+
+static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
+{
+    m->idx = malloc((size_t)m->hp.n_layer * sizeof *m->idx);
+    if (!m->idx) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor index");
+    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+        for (int t = 0; t < CALIB_T_COUNT; t++) m->idx[il][t] = -1;
+    m->idx_embd = m->idx_rope_freqs = -1;
+    if (m->is_gguf) {
+        for (uint64_t i = 0; i < gguf_tensor_count(m->gf); i++)
+            index_name(m, gguf_tensor_get(m->gf, i)->name, (int64_t)i);
+    } else {
+        for (uint64_t i = 0; i < hf_plan_count(m->plan); i++)
+            index_name(m, hf_plan_get(m->plan, i)->name, (int64_t)i);
+    }
+    mw_err_set_path(err, m->path);
+    if (m->idx_embd < 0)
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "no token_embd.weight tensor");
+    for (uint32_t il = 0; il < m->hp.n_layer; il++)
+        for (int t = 0; t <= CALIB_T_WDOWN; t++)
+            if (m->idx[il][t] < 0) {
+                char nm[96];
+                calib__tensor_name(il, (enum calib_tslot)t, nm, sizeof nm);
+                mw_err_set_where(err, "tensor '%s'", nm);
+                return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
+            }
+    mw_err_set_path(err, "");
+    return MW_OK;
+}
+
+// --- tokenizer through a temporary GGUF (HF directories) ---
+
+static enum mw_status tok_from_hf(struct calib_model *m, const struct hf_config *cfg,
+                                  struct mw_err *err)
+{
+    struct hf_tok *ht = NULL;
+    struct gguf_writer *w = NULL;
+    enum mw_status s = hf_tok_load(m->path, &ht, err);
+    if (s) return s;
+    if (hf_tok_n_vocab(ht) != m->hp.n_vocab) {
+        mw_err_set_path(err, m->path);
+        s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                    "the tokenizer has %u tokens, the embedding %u rows", hf_tok_n_vocab(ht),
+                    m->hp.n_vocab);
+        goto done;
+    }
+    if ((s = gguf_writer_init(&w, err))) goto done;
+    if ((s = gguf_writer_set_checksums(w, false, err))) goto done;
+    if ((s = gguf_writer_set_str(w, "general.architecture", cfg->gguf_arch, err))) goto done;
+    if ((s = hf_tok_write_gguf(ht, w, hf_arch_name(cfg->arch), err))) goto done;
+
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || !*tmp) tmp = "/tmp";
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s/memwall-calib-XXXXXX", tmp) >= (int)sizeof dir) {
+        s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "TMPDIR path too long");
+        goto done;
+    }
+    if (!mkdtemp(dir)) {
+        mw_err_set_path(err, dir);
+        s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE,
+                    "cannot create a temporary directory for the tokenizer: %s", strerror(errno));
+        goto done;
+    }
+    char file[4200];
+    snprintf(file, sizeof file, "%s/tokenizer.gguf", dir);
+    s = gguf_writer_open(w, file, err);
+    if (!s) s = gguf_writer_finish(w, err);
+    gguf_writer_free(w);
+    w = NULL;
+    if (!s) s = gguf_open(file, GGUF_OPEN_DEFAULT, &m->tok_gguf, err);
+    unlink(file); /* the mapping stays valid */
+    rmdir(dir);
+    if (s) goto done;
+    s = rt_tok_init(m->tok_gguf, m->hp.n_vocab, &m->tok, err);
+done:
+    gguf_writer_free(w);
+    hf_tok_free(ht);
+    return s;
+}
+
+// --- open ---
+
+static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)
+{
+    enum mw_status s = hf_model_open(m->path, &m->hf, err);
+    if (s) return s;
+    if ((s = hf_plan_build(m->hf, HF_OUT_F32, &m->plan, err))) return s;
+    const struct hf_config *c = hf_model_config(m->hf);
+    struct rt_hparams *hp = &m->hp;
+    memset(hp, 0, sizeof *hp);
+    hp->arch = c->arch == HF_ARCH_QWEN2 ? RT_ARCH_QWEN2 : RT_ARCH_LLAMA;
+    snprintf(hp->arch_name, sizeof hp->arch_name, "%s", c->gguf_arch);
+    const char *base = strrchr(m->path, '/');
+    snprintf(hp->name, sizeof hp->name, "%s", base && base[1] ? base + 1 : m->path);
+    hp->n_embd = c->n_embd;
+    hp->n_layer = c->n_layer;
+    hp->n_head = c->n_head;
+    hp->n_head_kv = c->n_head_kv;
+    hp->head_dim = c->head_dim;
+    hp->n_ff = c->n_ff;
+    hp->n_rot = c->head_dim;
+    hp->n_ctx_train = c->n_ctx;
+    hp->rms_eps = c->rms_eps;
+    hp->rope_base = c->has_rope_theta ? c->rope_theta : 10000.0f;
+    hp->rope_freq_scale = c->rope_scaling == HF_ROPE_LINEAR && c->rope_factor > 0
+                              ? (float)(1.0 / c->rope_factor)
+                              : 1.0f;
+    hp->rope_neox = hp->arch == RT_ARCH_QWEN2;
+    hp->tied_output = c->tie_embeddings;
+    hp->file_type = UINT32_MAX;
+    mw_err_set_path(err, m->path);
+    if (hp->n_layer == 0 || hp->n_embd == 0 || hp->n_head == 0 || hp->n_head_kv == 0 ||
+        hp->head_dim == 0 || hp->n_ff == 0 || hp->n_head % hp->n_head_kv != 0 ||
+        hp->head_dim % 2 != 0)
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                       "config.json: inconsistent sizes (layers %u, hidden %u, heads %u/%u, "
+                       "head_dim %u, intermediate %u)",
+                       hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_ff);
+    if ((s = build_index(m, err))) return s;
+    const struct hf_plan_tensor *te = hf_plan_get(m->plan, (uint64_t)m->idx_embd);
+    if (te->ne[0] != hp->n_embd || te->ne[1] > UINT32_MAX)
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "token_embd.weight: bad shape");
+    hp->n_vocab = (uint32_t)te->ne[1];
+    hp->has_rope_freqs = m->idx_rope_freqs >= 0;
+    /* the plan checked every shape against config.json; biases too */
+    return tok_from_hf(m, c, err);
+}
+
+static enum mw_status open_gguf(struct calib_model *m, struct mw_err *err)
+{
+    enum mw_status s = gguf_open(m->path, GGUF_OPEN_DEFAULT, &m->gf, err);
+    if (s) return s;
+    if ((s = rt_model_from_gguf(m->gf, &m->rm, err))) return s;
+    m->hp = *rt_model_hparams(m->rm);
+    if ((s = build_index(m, err))) return s;
+    /* the runtime checked shapes; make sure every tensor we read decodes */
+    mw_err_set_path(err, m->path);
+    for (uint64_t i = 0; i < gguf_tensor_count(m->gf); i++) {
+        const struct gguf_tensor *t = gguf_tensor_get(m->gf, i);
+        const struct quant_traits *qt = quant_traits_get(t->type);
+        if (!qt || !qt->to_float) {
+            bool used = (int64_t)i == m->idx_embd || (int64_t)i == m->idx_rope_freqs;
+            for (uint32_t il = 0; il < m->hp.n_layer && !used; il++)
+                for (int k = 0; k < CALIB_T_COUNT; k++) used = used || m->idx[il][k] == (int64_t)i;
+            if (used) {
+                mw_err_set_where(err, "tensor '%s'", t->name);
+                return MW_FAIL(err, MW_E_UNSUPPORTED, t->file_off,
+                               "type %u cannot be decoded for calibration", t->type);
+            }
+        }
+    }
+    mw_err_set_path(err, "");
+    return rt_tok_init(m->gf, m->hp.n_vocab, &m->tok, err);
+}
+
+enum mw_status calib_model_open(const char *path, struct calib_model **out, struct mw_err *err)
+{
+    *out = NULL;
+    struct calib_model *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(path))) {
+        free(m);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "model");
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        mw_err_set_path(err, path);
+        const int e = errno;
+        calib_model_close(m);
+        return MW_FAIL(err, e == ENOENT ? MW_E_FORMAT : MW_E_IO, MW_ERR_OFF_NONE, "%s",
+                       e == ENOENT ? "does not exist" : strerror(e));
+    }
+    m->is_gguf = !S_ISDIR(st.st_mode);
+    const enum mw_status s = m->is_gguf ? open_gguf(m, err) : open_hf(m, err);
+    if (s) {
+        calib_model_close(m);
+        return s;
+    }
+    *out = m;
+    return MW_OK;
+}
+
+// --- weights as f32 ---
+
+struct f32_sink {
+    float *dst;
+    uint64_t n_bytes, pos;
+};
+
+static enum mw_status copy_sink(void *ud, const void *data, size_t n, struct mw_err *err)
+{
+    struct f32_sink *k = ud;
+    if (n > k->n_bytes - k->pos)
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "tensor larger than expected");
+    memcpy((uint8_t *)k->dst + k->pos, data, n);
+    k->pos += n;
+    return MW_OK;
+}
+
+static enum mw_status load_index(const struct calib_model *m, int64_t i, float *dst, uint64_t n,
+                                 struct mw_err *err)
+{
+    if (m->is_gguf) {
+        const struct gguf_tensor *t = gguf_tensor_get(m->gf, (uint64_t)i);
+        const uint64_t ne = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+        const struct quant_traits *qt = quant_traits_get(t->type);
+        if (ne != n || !qt || !qt->to_float) {
+            mw_err_set_path(err, m->path);
+            mw_err_set_where(err, "tensor '%s'", t->name);
+            return MW_FAIL(err, MW_E_FORMAT, t->file_off, "%llu elements, expected %llu",
+                           (unsigned long long)ne, (unsigned long long)n);
+        }
+        /* row by row keeps the to_float calls within one row's blocks */
+        const uint64_t rows = ne / t->ne[0], rb = t->nbytes / rows;
+        const uint8_t *p = gguf_tensor_data(m->gf, (uint64_t)i);
+        for (uint64_t r = 0; r < rows; r++) qt->to_float(p + r * rb, dst + r * t->ne[0], t->ne[0]);
+        return MW_OK;
+    }
+    const struct hf_plan_tensor *pt = hf_plan_get(m->plan, (uint64_t)i);
+    uint64_t ne = 1;
+    for (uint32_t d = 0; d < pt->n_dims; d++) ne *= pt->ne[d];
+    if (ne != n || pt->type != GGUF_TYPE_F32 || pt->nbytes != n * sizeof(float)) {
+        mw_err_set_path(err, m->path);
+        mw_err_set_where(err, "tensor '%s'", pt->name);
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "%llu elements, expected %llu",
+                       (unsigned long long)ne, (unsigned long long)n);
+    }
+    struct f32_sink k = {.dst = dst, .n_bytes = n * sizeof(float), .pos = 0};
+    enum mw_status s = hf_plan_stream_tensor(m->plan, (uint64_t)i, 0, copy_sink, &k, err);
+    if (!s && k.pos != k.n_bytes)
+        s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "tensor '%s' shorter than expected",
+                    pt->name);
+    return s;
+}
+
+enum mw_status calib__model_load(const struct calib_model *m, uint32_t il, enum calib_tslot t,
+                                 float *dst, uint64_t n, struct mw_err *err)
+{
+    if (!calib__model_has(m, il, t)) {
+        char nm[96];
+        calib__tensor_name(il, t, nm, sizeof nm);
+        mw_err_set_path(err, m->path);
+        mw_err_set_where(err, "tensor '%s'", nm);
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
+    }
+    return load_index(m, m->idx[il][t], dst, n, err);
+}
+
+enum mw_status calib__model_rope_freqs(const struct calib_model *m, float *dst,
+                                       struct mw_err *err)
+{
+    return load_index(m, m->idx_rope_freqs, dst, m->hp.n_rot / 2, err);
+}
+
+/* The embedding streamed once; rows whose id is wanted are copied out. */
+struct embd_sink {
+    const int32_t *ids;
+    uint64_t n_ids, next;  /* next wanted id index */
+    float *dst;
+    uint64_t row_bytes, pos;
+};
+
+static enum mw_status embd_sink_fn(void *ud, const void *data, size_t n, struct mw_err *err)
+{
+    struct embd_sink *k = ud;
+    const uint8_t *p = data;
+    (void)err;
+    while (n > 0 && k->next < k->n_ids) {
+        const uint64_t row = k->pos / k->row_bytes, in_row = k->pos % k->row_bytes;
+        const uint64_t take_max = k->row_bytes - in_row;
+        const size_t take = n < take_max ? n : (size_t)take_max;
+        if ((uint64_t)k->ids[k->next] == row) {
+            memcpy((uint8_t *)(k->dst + k->next * (k->row_bytes / sizeof(float))) + in_row, p,
+                   take);
+            if (in_row + take == k->row_bytes) k->next++;
+        }
+        k->pos += take;
+        p += take;
+        n -= take;
+    }
+    return MW_OK;
+}
+
+enum mw_status calib__model_embd_rows(const struct calib_model *m, const int32_t *ids,
+                                      uint64_t n_rows, float *dst, struct mw_err *err)
+{
+    const uint64_t E = m->hp.n_embd;
+    if (m->is_gguf) {
+        const struct gguf_tensor *t = gguf_tensor_get(m->gf, (uint64_t)m->idx_embd);
+        const struct quant_traits *qt = quant_traits_get(t->type);
+        const uint64_t rb = t->nbytes / t->ne[1];
+        const uint8_t *p = gguf_tensor_data(m->gf, (uint64_t)m->idx_embd);
+        for (uint64_t i = 0; i < n_rows; i++)
+            qt->to_float(p + (uint64_t)ids[i] * rb, dst + i * E, E);
+        return MW_OK;
+    }
+    struct embd_sink k = {.ids = ids, .n_ids = n_rows, .dst = dst, .row_bytes = E * sizeof(float)};
+    return hf_plan_stream_tensor(m->plan, (uint64_t)m->idx_embd, 0, embd_sink_fn, &k, err);
+}

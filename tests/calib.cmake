@@ -1,0 +1,19 @@
+# calib/ tests: the Check unit tests, the memwall calib / plan CLI end to end
+# (exit codes, agreement with the reference imatrix and with llama.cpp's, the
+# file accepted by llama.cpp's quantizer through tests/peer), and the corpus
+# fuzz target's replay.
+if(NOT MW_MINIMAL)
+  mw_check_test(check_calib SOURCES check_calib.c LIBS mw_calib mw_hf mw_runtime mw_quant mw_gguf mw_core ZLIB::ZLIB)
+  mw_shell_test(calib_cli e2e/calib_cli.sh)
+  mw_shell_test(calib_plan e2e/calib_plan.sh)
+  set_tests_properties(calib_cli calib_plan PROPERTIES SKIP_RETURN_CODE 77)
+  # all 345 reference chunks: ~1 min of CPU in a release build; far longer
+  # under the sanitizers, where the unit tests cover the same code on a few samples
+  if(NOT MW_SANITIZE)
+    mw_shell_test(calib_reference e2e/calib_reference.sh)
+    mw_shell_test(calib_peer e2e/calib_reference.sh peer)
+    set_tests_properties(calib_reference calib_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+    set_tests_properties(calib_peer PROPERTIES LABELS peer)
+  endif()
+  mw_fuzz_target(corpus LIBS mw_calib)
+endif()

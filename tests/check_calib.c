@@ -1,0 +1,1000 @@
+/* Unit tests for calib/:
+ *  - corpus: text / JSONL / gzip (several members), UTF-8 validation with
+ *    byte offset and line, empty corpora, malformed JSONL (line named), the
+ *    decompressed-size cap;
+ *  - samples on tinyllama-8m + calib.txt: the reference protocol (345
+ *    samples x 257 positions, BOS first), llama-imatrix chunking, first-N
+ *    selection, clamping, too-short corpora; the prompt of reference.json
+ *    tokenizes to its ids;
+ *  - the forward: statistics bitwise identical for 1 and 2 threads, with
+ *    and without a (no-op) callback, from the HF dir and from llama.cpp's
+ *    F16 GGUF; the callback API: inputs re-summed equal the statistics,
+ *    the Hessian, group forwards, AWQ-style scale folding leaves everything
+ *    downstream unchanged, a changed weight is seen downstream, permission
+ *    and stage errors, errors from callbacks abort the run; the final
+ *    hidden states give the runtime's logits (F32 GGUF) closely;
+ *  - imatrix files: GGUF and legacy written, read back through quant's
+ *    reader, layout as llama.cpp's, atomic on failure;
+ *  - the memory formula equals the runtime's own accounting (rt_ctx_mem). */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "calib/calib.h"
+#include "calib/calib_int.h"
+#include "hf/hf.h"
+#include "quant/quant.h"
+
+#define TINY_DIR MW_DATASETS_DIR "/tinyllama-8m"
+#define TINY_GGUF MW_DATASETS_DIR "/reference/tinyllama-8m.llamacpp-f16.gguf"
+#define CALIB_TXT MW_DATASETS_DIR "/corpora/calib.txt"
+
+// --- helpers ---
+
+static struct calib_corpus *parse_ok(const char *s, size_t n, const char *name,
+                                     enum calib_corpus_fmt f)
+{
+    struct calib_corpus *c = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    const enum mw_status st = calib_corpus_parse(s, n, name, f, &c, &err);
+    ck_assert_msg(st == MW_OK, "parse failed: %s / %s", err.msg, err.where);
+    return c;
+}
+
+static enum mw_status parse_err(const char *s, size_t n, const char *name, enum calib_corpus_fmt f,
+                                struct mw_err *err)
+{
+    struct calib_corpus *c = NULL;
+    mw_err_clear(err);
+    const enum mw_status st = calib_corpus_parse(s, n, name, f, &c, err);
+    ck_assert_ptr_null(c);
+    return st;
+}
+
+static uint8_t *gzip_mem(const void *d, size_t n, size_t *out_n)
+{
+    z_stream zs;
+    memset(&zs, 0, sizeof zs);
+    ck_assert_int_eq(deflateInit2(&zs, 6, Z_DEFLATED, 31, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    const size_t cap = deflateBound(&zs, (uLong)n) + 64;
+    uint8_t *o = malloc(cap);
+    zs.next_in = (Bytef *)(uintptr_t)d;
+    zs.avail_in = (uInt)n;
+    zs.next_out = o;
+    zs.avail_out = (uInt)cap;
+    ck_assert_int_eq(deflate(&zs, Z_FINISH), Z_STREAM_END);
+    *out_n = cap - zs.avail_out;
+    deflateEnd(&zs);
+    return o;
+}
+
+static struct calib_model *open_model(const char *path)
+{
+    struct calib_model *m = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    const enum mw_status s = calib_model_open(path, &m, &err);
+    ck_assert_msg(s == MW_OK, "open %s: %s %s", path, err.msg, err.where);
+    return m;
+}
+
+/* n samples of L text tokens from calib.txt */
+static struct calib_samples *samples_of(const struct calib_model *m, uint32_t n, uint32_t L,
+                                        enum calib_chunking ch)
+{
+    struct calib_corpus *c = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(calib_corpus_load(CALIB_TXT, CALIB_CORPUS_AUTO, &c, &err), MW_OK);
+    struct calib_samples *s = NULL;
+    const struct calib_sample_opts o = {.n_samples = n, .seq_len = L, .chunking = ch,
+                                        .n_ctx_max = calib_model_hparams(m)->n_ctx_train};
+    ck_assert_int_eq(calib_samples_build(c, calib_model_tok(m), &o, &s, &err), MW_OK);
+    calib_corpus_free(c);
+    return s;
+}
+
+static struct calib_stats *run(struct calib_model *m, const struct calib_samples *s,
+                               const struct calib_run_opts *o)
+{
+    struct calib_stats *st = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    const enum mw_status r = calib_run(m, s, o, &st, &err);
+    ck_assert_msg(r == MW_OK, "calib_run: %s %s", err.msg, err.where);
+    return st;
+}
+
+static void assert_stats_equal(const struct calib_stats *a, const struct calib_stats *b)
+{
+    ck_assert_uint_eq(calib_stats_n_layer(a), calib_stats_n_layer(b));
+    for (uint32_t il = 0; il < calib_stats_n_layer(a); il++)
+        for (int g = 0; g < CALIB_G_COUNT; g++) {
+            const struct calib_group_stats *x = calib_stats_group(a, il, (enum calib_group)g);
+            const struct calib_group_stats *y = calib_stats_group(b, il, (enum calib_group)g);
+            ck_assert_uint_eq(x->count, y->count);
+            ck_assert_uint_eq(x->n_in, y->n_in);
+            ck_assert_msg(memcmp(x->sum_sq, y->sum_sq, x->n_in * sizeof(double)) == 0,
+                          "layer %u group %d sum_sq differ", il, g);
+            ck_assert_msg(memcmp(x->sum_abs, y->sum_abs, x->n_in * sizeof(double)) == 0,
+                          "layer %u group %d sum_abs differ", il, g);
+        }
+}
+
+// --- corpus ---
+
+START_TEST(corpus_text)
+{
+    const char t[] = "Hello world.\nSecond line.\n";
+    struct calib_corpus *c = parse_ok(t, sizeof t - 1, "a.txt", CALIB_CORPUS_AUTO);
+    ck_assert_int_eq(calib_corpus_format(c), CALIB_CORPUS_TEXT);
+    ck_assert(!calib_corpus_gzip(c));
+    ck_assert_uint_eq(calib_corpus_doc_count(c), 1);
+    size_t n;
+    const char *d = calib_corpus_doc(c, 0, &n);
+    ck_assert_uint_eq(n, sizeof t - 1);
+    ck_assert(memcmp(d, t, n) == 0);
+    calib_corpus_free(c);
+}
+END_TEST
+
+START_TEST(corpus_empty)
+{
+    struct mw_err err;
+    ck_assert_int_eq(parse_err("", 0, "e.txt", CALIB_CORPUS_AUTO, &err), MW_E_VALUE);
+    ck_assert_ptr_nonnull(strstr(err.msg, "empty corpus"));
+    ck_assert_int_eq(parse_err(" \n\t\r\n", 5, "e.txt", CALIB_CORPUS_TEXT, &err), MW_E_VALUE);
+    ck_assert_int_eq(parse_err("\n  \n", 4, "e.jsonl", CALIB_CORPUS_AUTO, &err), MW_E_VALUE);
+    ck_assert_int_eq(parse_err("{\"text\":\"\"}\n", 12, "e.jsonl", CALIB_CORPUS_AUTO, &err),
+                     MW_E_VALUE);
+    ck_assert_str_eq(err.path, "e.jsonl");
+}
+END_TEST
+
+/* invalid UTF-8 sequences: each must be found at its offset */
+static const struct {
+    const char *s;
+    size_t n, bad;
+} utf8_cases[] = {
+    {"ok", 2, 2},
+    {"a\x80", 2, 1},                 /* stray continuation */
+    {"ab\xC0\xAF", 4, 2},            /* overlong '/' */
+    {"\xE0\x80\xAF", 3, 0},          /* overlong 3-byte */
+    {"x\xED\xA0\x80", 4, 1},         /* surrogate U+D800 */
+    {"\xF4\x90\x80\x80", 4, 0},      /* above U+10FFFF */
+    {"\xF0\x9F\x98\x80!", 5, 5},     /* emoji: valid */
+    {"\xE4\xB8\xAD\xE6\x96", 5, 3},  /* truncated at the end */
+    {"\xC3\xA9\xFF", 3, 2},          /* 0xFF never valid */
+};
+
+START_TEST(corpus_utf8)
+{
+    const size_t r =
+        calib__utf8_check((const uint8_t *)utf8_cases[_i].s, utf8_cases[_i].n);
+    ck_assert_uint_eq(r, utf8_cases[_i].bad);
+}
+END_TEST
+
+START_TEST(corpus_bad_utf8_text)
+{
+    const char t[] = "line one\nline two\nbad \xC3( here\n";
+    struct mw_err err;
+    ck_assert_int_eq(parse_err(t, sizeof t - 1, "b.txt", CALIB_CORPUS_AUTO, &err), MW_E_FORMAT);
+    ck_assert_uint_eq(err.off, 22);
+    ck_assert_str_eq(err.where, "line 3");
+    ck_assert_str_eq(err.path, "b.txt");
+    ck_assert_ptr_nonnull(strstr(err.msg, "UTF-8"));
+}
+END_TEST
+
+START_TEST(corpus_jsonl)
+{
+    const char t[] = "{\"text\": \"first doc\", \"id\": 1}\n"
+                     "\n"
+                     "   \r\n"
+                     "{\"id\": 2, \"text\": \"caf\\u00e9 \\ud83d\\ude00 tab\\tnl\\n\"}\r\n"
+                     "{\"text\": \"last, no newline\"}";
+    struct calib_corpus *c = parse_ok(t, sizeof t - 1, "d.jsonl", CALIB_CORPUS_AUTO);
+    ck_assert_int_eq(calib_corpus_format(c), CALIB_CORPUS_JSONL);
+    ck_assert_uint_eq(calib_corpus_doc_count(c), 3);
+    size_t n;
+    const char *d = calib_corpus_doc(c, 1, &n);
+    const char want[] = "caf\xC3\xA9 \xF0\x9F\x98\x80 tab\tnl\n";
+    ck_assert_uint_eq(n, sizeof want - 1);
+    ck_assert(memcmp(d, want, n) == 0);
+    ck_assert_uint_eq(calib_corpus_doc_line(c, 0), 1);
+    ck_assert_uint_eq(calib_corpus_doc_line(c, 1), 4);
+    ck_assert_uint_eq(calib_corpus_doc_line(c, 2), 5);
+    d = calib_corpus_doc(c, 2, &n);
+    ck_assert(n == 16 && memcmp(d, "last, no newline", 16) == 0);
+    calib_corpus_free(c);
+}
+END_TEST
+
+static const struct {
+    const char *s;
+    const char *where;
+    const char *msg;
+} jsonl_bad[] = {
+    {"{\"text\":\"a\"}\n{\"txt\":\"b\"}\n", "line 2", "no \"text\""},
+    {"{\"text\":\"a\"}\n[1,2]\n", "line 2", "JSON object"},
+    {"{\"text\": 5}\n", "line 1", "not a string"},
+    {"{\"text\":\"a\"} x\n", "line 1", "trailing"},
+    {"\n\n{\"text\":\"a\"\n", "line 3", "not valid JSON"},
+    {"{\"text\":\"a\\ud800\"}\n", "line 1", ""},
+    {"{\"text\":\"\xC3\"}\n", "line 1", "UTF-8"},
+};
+
+START_TEST(corpus_jsonl_bad)
+{
+    struct mw_err err;
+    const char *s = jsonl_bad[_i].s;
+    ck_assert_int_eq(parse_err(s, strlen(s), "x.jsonl", CALIB_CORPUS_AUTO, &err), MW_E_FORMAT);
+    ck_assert_msg(strncmp(err.where, jsonl_bad[_i].where, strlen(jsonl_bad[_i].where)) == 0,
+                  "where '%s', want '%s'", err.where, jsonl_bad[_i].where);
+    ck_assert_msg(strstr(err.msg, jsonl_bad[_i].msg), "msg '%s'", err.msg);
+    ck_assert(err.off != MW_ERR_OFF_NONE);
+}
+END_TEST
+
+START_TEST(corpus_gzip)
+{
+    const char t[] = "{\"text\":\"one\"}\n{\"text\":\"two\"}\n";
+    size_t gz_n;
+    uint8_t *gz = gzip_mem(t, sizeof t - 1, &gz_n);
+    /* two members back to back = the concatenation */
+    uint8_t *two = malloc(2 * gz_n);
+    memcpy(two, gz, gz_n);
+    memcpy(two + gz_n, gz, gz_n);
+    struct calib_corpus *c = parse_ok((const char *)two, 2 * gz_n, "d.jsonl.gz", CALIB_CORPUS_AUTO);
+    ck_assert(calib_corpus_gzip(c));
+    ck_assert_int_eq(calib_corpus_format(c), CALIB_CORPUS_JSONL);
+    ck_assert_uint_eq(calib_corpus_doc_count(c), 4);
+    ck_assert_uint_eq(calib_corpus_doc_line(c, 3), 4);
+    calib_corpus_free(c);
+    struct mw_err err;
+    /* truncated */
+    ck_assert_int_eq(parse_err((const char *)gz, gz_n - 5, "t.gz", CALIB_CORPUS_TEXT, &err),
+                     MW_E_TRUNC);
+    /* trailing garbage */
+    uint8_t *tg = malloc(gz_n + 3);
+    memcpy(tg, gz, gz_n);
+    memcpy(tg + gz_n, "abc", 3);
+    ck_assert_int_eq(parse_err((const char *)tg, gz_n + 3, "t.gz", CALIB_CORPUS_TEXT, &err),
+                     MW_E_FORMAT);
+    ck_assert_uint_eq(err.off, gz_n);
+    /* corrupt deflate data */
+    gz[gz_n / 2] ^= 0x55;
+    const enum mw_status st = parse_err((const char *)gz, gz_n, "t.gz", CALIB_CORPUS_TEXT, &err);
+    ck_assert(st == MW_E_FORMAT || st == MW_E_TRUNC);
+    /* the cap */
+    struct calib_corpus *cc = NULL;
+    gz[gz_n / 2] ^= 0x55;
+    ck_assert_int_eq(calib__corpus_parse_capped(gz, gz_n, "t.gz", CALIB_CORPUS_TEXT, 10, &cc, &err),
+                     MW_E_UNSUPPORTED);
+    ck_assert_ptr_null(cc);
+    free(tg);
+    free(two);
+    free(gz);
+}
+END_TEST
+
+START_TEST(corpus_load_missing)
+{
+    struct calib_corpus *c = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(calib_corpus_load("/nonexistent/corpus.txt", CALIB_CORPUS_AUTO, &c, &err),
+                     MW_E_IO);
+    ck_assert_str_eq(err.path, "/nonexistent/corpus.txt");
+}
+END_TEST
+
+// --- samples ---
+
+START_TEST(samples_reference_protocol)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 0, 256, CALIB_CHUNK_BOS_PREPEND);
+    ck_assert_uint_eq(calib_samples_count(s), 345);
+    ck_assert_uint_eq(calib_samples_n_pos(s), 257);
+    ck_assert_uint_eq(calib_samples_stream_tokens(s), 88548); /* reference.json text_tokens */
+    ck_assert(calib_samples_exhausted(s));
+    struct calib_samples *l = samples_of(m, 0, 256, CALIB_CHUNK_LLAMACPP);
+    ck_assert_uint_eq(calib_samples_count(l), 345);
+    ck_assert_uint_eq(calib_samples_n_pos(l), 256);
+    for (uint32_t k = 0; k < 345; k++) {
+        const int32_t *a = calib_samples_tokens(s, k), *b = calib_samples_tokens(l, k);
+        ck_assert_int_eq(a[0], 1);
+        ck_assert_int_eq(b[0], 1);
+        /* llama-imatrix's chunk k is our sample k without its last token */
+        ck_assert(memcmp(a, b, 256 * sizeof(int32_t)) == 0);
+    }
+    /* the first N only, and tokenization stops early */
+    struct calib_samples *f = samples_of(m, 3, 256, CALIB_CHUNK_BOS_PREPEND);
+    ck_assert_uint_eq(calib_samples_count(f), 3);
+    ck_assert(memcmp(calib_samples_tokens(f, 2), calib_samples_tokens(s, 2), 257 * 4) == 0);
+    /* clamped to the context (512): BOS + 511 */
+    struct calib_samples *c = samples_of(m, 2, 5000, CALIB_CHUNK_BOS_PREPEND);
+    ck_assert_uint_eq(calib_samples_seq_len(c), 511);
+    ck_assert_uint_eq(calib_samples_n_pos(c), 512);
+    calib_samples_free(c);
+    calib_samples_free(f);
+    calib_samples_free(l);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+START_TEST(samples_prompt_tokens)
+{
+    /* reference.json: "It was a dark and stormy night, and" with BOS */
+    static const int32_t want[] = {1, 582, 317, 261, 1177, 278, 3811, 4032, 827, 4034, 278};
+    struct calib_model *m = open_model(TINY_DIR);
+    const char p[] = "It was a dark and stormy night, and";
+    struct calib_corpus *c = parse_ok(p, sizeof p - 1, "p.txt", CALIB_CORPUS_TEXT);
+    struct calib_samples *s = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    const struct calib_sample_opts o = {.n_samples = 1, .seq_len = 10};
+    ck_assert_int_eq(calib_samples_build(c, calib_model_tok(m), &o, &s, &err), MW_OK);
+    ck_assert_uint_eq(calib_samples_n_pos(s), 11);
+    ck_assert(memcmp(calib_samples_tokens(s, 0), want, sizeof want) == 0);
+    calib_samples_free(s);
+    /* one token too few for a sample */
+    const struct calib_sample_opts o2 = {.n_samples = 1, .seq_len = 11};
+    ck_assert_int_eq(calib_samples_build(c, calib_model_tok(m), &o2, &s, &err), MW_E_VALUE);
+    ck_assert_ptr_nonnull(strstr(err.msg, "10 tokens"));
+    ck_assert_ptr_null(s);
+    calib_corpus_free(c);
+    calib_model_close(m);
+}
+END_TEST
+
+// --- forward ---
+
+START_TEST(forward_threads_and_callback_deterministic)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 5, 63, CALIB_CHUNK_BOS_PREPEND);
+    /* 2 samples per batch: three batches, the last one short */
+    struct calib_run_opts o = {.n_threads = 1, .batch_rows = 128};
+    struct calib_stats *a = run(m, s, &o);
+    o.n_threads = 2;
+    struct calib_stats *b = run(m, s, &o);
+    o.n_threads = 3;
+    struct calib_stats *c = run(m, s, &o);
+    assert_stats_equal(a, b);
+    assert_stats_equal(a, c);
+    ck_assert_uint_eq(calib_stats_group(a, 7, CALIB_G_FFN_DOWN)->count, 5 * 64);
+    ck_assert_uint_eq(calib_stats_group(a, 0, CALIB_G_FFN_DOWN)->n_in, 768);
+    calib_stats_free(c);
+    calib_stats_free(b);
+    calib_stats_free(a);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+static enum mw_status noop_group(void *ud, struct calib_layer *ly, enum calib_group g,
+                                 struct mw_err *err)
+{
+    (void)ly, (void)g, (void)err;
+    (*(int *)ud)++;
+    return MW_OK;
+}
+
+static enum mw_status count_layer(void *ud, struct calib_layer *ly, struct mw_err *err)
+{
+    (void)err;
+    ck_assert_uint_eq(calib_layer_index(ly), (uint32_t)*(int *)ud);
+    (*(int *)ud)++;
+    return MW_OK;
+}
+
+START_TEST(forward_noop_callback_and_gguf_source)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_model *g = open_model(TINY_GGUF);
+    ck_assert(calib_model_is_gguf(g));
+    ck_assert_uint_eq(calib_model_hparams(g)->n_vocab, calib_model_hparams(m)->n_vocab);
+    struct calib_samples *s = samples_of(m, 3, 40, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_run_opts o = {.n_threads = 2, .batch_rows = 100};
+    struct calib_stats *a = run(m, s, &o);
+    int n_groups = 0, n_layers = 0;
+    o.on_group = noop_group;
+    o.on_group_ud = &n_groups;
+    o.on_layer = count_layer;
+    o.on_layer_ud = &n_layers;
+    struct calib_stats *b = run(m, s, &o);
+    ck_assert_int_eq(n_groups, 8 * 4);
+    ck_assert_int_eq(n_layers, 8);
+    struct calib_run_opts o2 = {.n_threads = 1, .batch_rows = 100};
+    struct calib_stats *c = run(g, s, &o2);
+    assert_stats_equal(a, b);
+    assert_stats_equal(a, c); /* llama.cpp's F16 GGUF = the HF dir, bit for bit */
+    calib_stats_free(c);
+    calib_stats_free(b);
+    calib_stats_free(a);
+    calib_samples_free(s);
+    calib_model_close(g);
+    calib_model_close(m);
+}
+END_TEST
+
+/* --- the callback API under test --- */
+
+struct probe {
+    int fails;
+    bool checked_hessian;
+};
+
+static enum mw_status probe_group(void *ud, struct calib_layer *ly, enum calib_group g,
+                                  struct mw_err *err)
+{
+    struct probe *p = ud;
+    const uint64_t T = calib_layer_n_rows(ly), n_in = calib_layer_group_n_in(ly, g);
+    const uint64_t step = calib_layer_max_rows(ly) - 7; /* unaligned to samples on purpose */
+    const struct calib_group_stats *gs = calib_layer_stats(ly, g);
+    ck_assert_uint_eq(gs->count, T);
+    double *sq = calloc(n_in, sizeof *sq);
+    for (uint64_t r0 = 0; r0 < T; r0 += step) {
+        const uint64_t n = T - r0 < step ? T - r0 : step;
+        const float *x;
+        ck_assert_int_eq(calib_layer_input(ly, g, r0, n, &x, err), MW_OK);
+        for (uint64_t r = 0; r < n; r++)
+            for (uint64_t j = 0; j < n_in; j++) sq[j] += (double)x[r * n_in + j] * x[r * n_in + j];
+    }
+    /* same rows, same order, same double sums: identical */
+    for (uint64_t j = 0; j < n_in; j++)
+        if (sq[j] != gs->sum_sq[j]) p->fails++;
+    if (calib_layer_index(ly) == 1 && g == CALIB_G_ATTN_OUT) {
+        const float *H;
+        ck_assert_int_eq(calib_layer_hessian(ly, g, &H, err), MW_OK);
+        for (uint64_t j = 0; j < n_in; j++) {
+            ck_assert_msg(fabs(H[j * n_in + j] - sq[j]) <= 1e-4 * sq[j], "H diag %llu",
+                          (unsigned long long)j);
+            ck_assert_float_eq(H[j * n_in + (j + 5) % n_in], H[((j + 5) % n_in) * n_in + j]);
+        }
+        const float *H2;
+        ck_assert_int_eq(calib_layer_hessian(ly, g, &H2, err), MW_OK);
+        ck_assert_ptr_eq(H, H2); /* cached */
+        p->checked_hessian = true;
+        /* forward(ATTN_IN) of samples 1..2 = the ATTN_OUT input rows */
+        const uint32_t P = calib_layer_n_pos(ly);
+        float *out = malloc(2 * P * n_in * sizeof *out);
+        ck_assert_int_eq(calib_layer_forward(ly, CALIB_G_ATTN_IN, 1, 2, out, err), MW_OK);
+        const float *x;
+        ck_assert_int_eq(calib_layer_input(ly, g, P, 2 * P, &x, err), MW_OK);
+        for (uint64_t i = 0; i < 2 * P * n_in; i++)
+            ck_assert_msg(fabsf(out[i] - x[i]) <= 1e-5f * (1.0f + fabsf(x[i])), "fwd %llu",
+                          (unsigned long long)i);
+        free(out);
+        /* stage rules */
+        struct calib_weight w;
+        ck_assert_int_eq(calib_layer_weight(ly, CALIB_W_GATE, true, &w, err), MW_E_USAGE);
+        ck_assert_int_eq(calib_layer_input(ly, CALIB_G_FFN_IN, 0, 1, &x, err), MW_E_USAGE);
+        ck_assert_int_eq(calib_layer_input(ly, g, T - 1, 2, &x, err), MW_E_USAGE);
+        ck_assert_int_eq(calib_layer_weight(ly, CALIB_W_GATE, false, &w, err), MW_OK);
+        ck_assert_str_eq(w.name, "blk.1.ffn_gate.weight");
+        ck_assert_uint_eq(w.n_out, 768);
+        ck_assert_uint_eq(w.n_in, 256);
+        ck_assert_ptr_null(w.bias);
+    }
+    free(sq);
+    return MW_OK;
+}
+
+START_TEST(forward_layer_api)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 4, 47, CALIB_CHUNK_BOS_PREPEND);
+    struct probe p = {0};
+    struct calib_run_opts o = {.n_threads = 2, .batch_rows = 96, .on_group = probe_group,
+                               .on_group_ud = &p};
+    struct calib_stats *a = run(m, s, &o);
+    ck_assert_int_eq(p.fails, 0);
+    ck_assert(p.checked_hessian);
+    calib_stats_free(a);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+/* AWQ-style folds that leave the function unchanged: attn_norm *= s with
+ * q/k/v columns / s (ATTN_IN), v rows / s with o columns * s (ATTN_OUT),
+ * up rows * s with down columns / s (FFN_DOWN). */
+static enum mw_status fold_group(void *ud, struct calib_layer *ly, enum calib_group g,
+                                 struct mw_err *err)
+{
+    (void)ud;
+    const uint64_t E = calib_layer_group_n_in(ly, CALIB_G_ATTN_IN);
+    struct calib_weight w[3];
+    enum mw_status s = MW_OK;
+    if (g == CALIB_G_ATTN_IN) {
+        float *nw;
+        if ((s = calib_layer_norm(ly, CALIB_NORM_ATTN, true, &nw, err))) return s;
+        for (int k = 0; k < 3; k++)
+            if ((s = calib_layer_weight(ly, (enum calib_wkind)(CALIB_W_Q + k), true, &w[k], err)))
+                return s;
+        for (uint64_t j = 0; j < E; j++) {
+            const float sc = 0.5f + (float)(j % 7) * 0.25f; /* powers of two and not */
+            nw[j] *= sc;
+            for (int k = 0; k < 3; k++)
+                for (uint64_t r = 0; r < w[k].n_out; r++) w[k].w[r * E + j] /= sc;
+        }
+    } else if (g == CALIB_G_ATTN_OUT) {
+        if ((s = calib_layer_weight(ly, CALIB_W_V, true, &w[0], err))) return s;
+        if ((s = calib_layer_weight(ly, CALIB_W_O, true, &w[1], err))) return s;
+        /* v row r feeds o column (h*hd + r % hd) of every query head h of its kv group */
+        const uint64_t hd = 32, n_rep = 2, KV = w[0].n_out;
+        for (uint64_t r = 0; r < KV; r++) {
+            const float sc = 2.0f;
+            for (uint64_t j = 0; j < w[0].n_in; j++) w[0].w[r * w[0].n_in + j] /= sc;
+            const uint64_t kvh = r / hd, d = r % hd;
+            for (uint64_t q = 0; q < n_rep; q++) {
+                const uint64_t col = (kvh * n_rep + q) * hd + d;
+                for (uint64_t o = 0; o < w[1].n_out; o++) w[1].w[o * w[1].n_in + col] *= sc;
+            }
+        }
+    } else if (g == CALIB_G_FFN_DOWN) {
+        if ((s = calib_layer_weight(ly, CALIB_W_UP, true, &w[0], err))) return s;
+        if ((s = calib_layer_weight(ly, CALIB_W_DOWN, true, &w[1], err))) return s;
+        for (uint64_t r = 0; r < w[0].n_out; r++) {
+            const float sc = (r % 3) ? 4.0f : 0.25f;
+            for (uint64_t j = 0; j < w[0].n_in; j++) w[0].w[r * w[0].n_in + j] *= sc;
+            for (uint64_t o = 0; o < w[1].n_out; o++) w[1].w[o * w[1].n_in + r] /= sc;
+        }
+    }
+    return MW_OK;
+}
+
+START_TEST(forward_fold_invariance)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 3, 50, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_run_opts o = {.n_threads = 2};
+    struct calib_stats *a = run(m, s, &o);
+    o.on_group = fold_group;
+    struct calib_stats *b = run(m, s, &o);
+    /* statistics are taken before each callback, and every fold leaves the
+     * layer's function unchanged: nothing may move beyond float rounding */
+    double worst = 0;
+    for (uint32_t il = 0; il < 8; il++)
+        for (int g = 0; g < CALIB_G_COUNT; g++) {
+            const struct calib_group_stats *x = calib_stats_group(a, il, (enum calib_group)g);
+            const struct calib_group_stats *y = calib_stats_group(b, il, (enum calib_group)g);
+            for (uint64_t j = 0; j < x->n_in; j++) {
+                const double r = fabs(x->sum_sq[j] - y->sum_sq[j]) / (x->sum_sq[j] + 1e-12);
+                worst = r > worst ? r : worst;
+            }
+        }
+    ck_assert_msg(worst < 2e-4, "max rel change %g", worst);
+    ck_assert_msg(worst > 0, "folds had no effect at all?");
+    calib_stats_free(b);
+    calib_stats_free(a);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+/* Zeroing o in layer 0's ATTN_OUT callback: layer 0's FFN input is then
+ * rmsnorm(embedding) * ffn_norm, so per channel its Σx² is ATTN_IN's Σx²
+ * times (ffn_norm / attn_norm)². */
+struct zero_ud {
+    float ratio[256];
+};
+
+static enum mw_status zero_o(void *ud, struct calib_layer *ly, enum calib_group g,
+                             struct mw_err *err)
+{
+    struct zero_ud *z = ud;
+    if (calib_layer_index(ly) != 0 || g != CALIB_G_ATTN_OUT) return MW_OK;
+    struct calib_weight w;
+    enum mw_status s = calib_layer_weight(ly, CALIB_W_O, true, &w, err);
+    if (s) return s;
+    memset(w.w, 0, w.n_out * w.n_in * sizeof(float));
+    float *an, *fn;
+    if ((s = calib_layer_norm(ly, CALIB_NORM_ATTN, false, &an, err))) return s;
+    if ((s = calib_layer_norm(ly, CALIB_NORM_FFN, false, &fn, err))) return s;
+    for (int j = 0; j < 256; j++) z->ratio[j] = (fn[j] / an[j]) * (fn[j] / an[j]);
+    ck_assert_int_eq(calib_layer_norm(ly, CALIB_NORM_FFN, true, &fn, err), MW_E_USAGE);
+    return MW_OK;
+}
+
+START_TEST(forward_change_propagates)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 2, 30, CALIB_CHUNK_BOS_PREPEND);
+    struct zero_ud z;
+    struct calib_run_opts o = {.n_threads = 1, .on_group = zero_o, .on_group_ud = &z};
+    struct calib_stats *a = run(m, s, &o);
+    const struct calib_group_stats *ai = calib_stats_group(a, 0, CALIB_G_ATTN_IN);
+    const struct calib_group_stats *fi = calib_stats_group(a, 0, CALIB_G_FFN_IN);
+    for (int j = 0; j < 256; j++) {
+        const double want = ai->sum_sq[j] * z.ratio[j];
+        ck_assert_msg(fabs(fi->sum_sq[j] - want) <= 1e-5 * want, "channel %d: %g vs %g", j,
+                      fi->sum_sq[j], want);
+    }
+    calib_stats_free(a);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+static enum mw_status fail_at_2(void *ud, struct calib_layer *ly, enum calib_group g,
+                                struct mw_err *err)
+{
+    (void)ud;
+    if (calib_layer_index(ly) == 2 && g == CALIB_G_FFN_IN)
+        return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "stop here");
+    return MW_OK;
+}
+
+START_TEST(forward_errors)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 2, 20, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_stats *st = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct calib_run_opts o = {.on_group = fail_at_2};
+    ck_assert_int_eq(calib_run(m, s, &o, &st, &err), MW_E_VALUE);
+    ck_assert_str_eq(err.msg, "stop here");
+    ck_assert_ptr_null(st);
+    o = (struct calib_run_opts){.n_threads = CALIB_MAX_THREADS + 1};
+    ck_assert_int_eq(calib_run(m, s, &o, &st, &err), MW_E_USAGE);
+    /* token ids outside the vocabulary */
+    const int32_t bad[6] = {1, 5, 6, 4096, 7, 8};
+    struct calib_samples *b = NULL;
+    ck_assert_int_eq(calib_samples_from_tokens(bad, 2, 3, &b, &err), MW_OK);
+    mw_err_clear(&err);
+    o = (struct calib_run_opts){0};
+    ck_assert_int_eq(calib_run(m, b, &o, &st, &err), MW_E_VALUE);
+    ck_assert_str_eq(err.where, "sample 1 position 0");
+    calib_samples_free(b);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+/* The model's final hidden states (on_layer after the last layer), through
+ * output_norm and output, against the runtime's logits on a GGUF of the
+ * same weights: one definition of the model, two back ends. */
+struct last_ud {
+    float *h; /* (n_pos, E) of sample 0 */
+};
+
+static enum mw_status grab_last(void *ud, struct calib_layer *ly, struct mw_err *err)
+{
+    struct last_ud *L = ud;
+    const uint64_t E = calib_layer_group_n_in(ly, CALIB_G_ATTN_IN);
+    const float *x;
+    const uint32_t P = calib_layer_n_pos(ly);
+    enum mw_status s = calib_layer_hidden(ly, 0, P, &x, err);
+    if (s) return s;
+    free(L->h);
+    L->h = malloc((size_t)P * E * sizeof(float));
+    memcpy(L->h, x, (size_t)P * E * sizeof(float));
+    return MW_OK;
+}
+
+static float *tensor_f32(const struct gguf_file *f, const char *name)
+{
+    const int64_t i = gguf_tensor_find(f, name);
+    if (i < 0) return NULL;
+    const struct gguf_tensor *t = gguf_tensor_get(f, (uint64_t)i);
+    const uint64_t n = t->ne[0] * t->ne[1];
+    float *o = malloc(n * sizeof *o);
+    quant_traits_get(t->type)->to_float(gguf_tensor_data(f, (uint64_t)i), o, n);
+    return o;
+}
+
+/* max |our logit - runtime logit| / (1 + max |runtime logit|) over all
+ * positions of sample 0 */
+static double logits_vs_runtime(struct calib_model *m, const char *gguf, uint32_t n_pos)
+{
+    struct calib_samples *s = samples_of(m, 1, n_pos, CALIB_CHUNK_BOS_PREPEND);
+    struct last_ud L = {0};
+    struct calib_run_opts o = {.n_threads = 2, .on_layer = grab_last, .on_layer_ud = &L};
+    struct calib_stats *st = run(m, s, &o);
+    ck_assert_ptr_nonnull(L.h);
+    struct rt_model *rm = NULL;
+    struct rt_ctx *ctx = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(rt_model_open(gguf, NULL, &rm, &err), MW_OK);
+    const struct rt_hparams *hp = rt_model_hparams(rm);
+    const uint64_t E = hp->n_embd, V = hp->n_vocab;
+    const struct rt_ctx_opts co = {.n_ctx = 128, .n_threads = 1};
+    ck_assert_int_eq(rt_ctx_init(rm, &co, &ctx, &err), MW_OK);
+    const uint32_t P = calib_samples_n_pos(s);
+    float *logits = malloc((size_t)P * V * sizeof(float));
+    ck_assert_int_eq(rt_eval(ctx, calib_samples_tokens(s, 0), P, 0, logits, &err), MW_OK);
+    float *onorm = tensor_f32(rt_model_gguf(rm), "output_norm.weight");
+    float *out = tensor_f32(rt_model_gguf(rm), "output.weight");
+    if (!out) out = tensor_f32(rt_model_gguf(rm), "token_embd.weight"); /* tied */
+    ck_assert_ptr_nonnull(onorm);
+    ck_assert_ptr_nonnull(out);
+    double worst = 0, scale = 0;
+    float *xn = malloc(E * sizeof *xn);
+    for (uint32_t p = 0; p < P; p++) {
+        const float *x = L.h + (uint64_t)p * E;
+        double ss = 0;
+        for (uint64_t i = 0; i < E; i++) ss += (double)(x[i] * x[i]);
+        const float sc = 1.0f / sqrtf((float)(ss / (double)E) + hp->rms_eps);
+        for (uint64_t i = 0; i < E; i++) xn[i] = x[i] * sc * onorm[i];
+        for (uint64_t v = 0; v < V; v++) {
+            double d = 0;
+            for (uint64_t i = 0; i < E; i++) d += (double)out[v * E + i] * xn[i];
+            const double ref = logits[(uint64_t)p * V + v];
+            worst = fabs(d - ref) > worst ? fabs(d - ref) : worst;
+            scale = fabs(ref) > scale ? fabs(ref) : scale;
+        }
+    }
+    free(xn);
+    free(out);
+    free(onorm);
+    free(logits);
+    rt_ctx_free(ctx);
+    rt_model_close(rm);
+    free(L.h);
+    calib_stats_free(st);
+    calib_samples_free(s);
+    return worst / (1.0 + scale);
+}
+
+START_TEST(forward_matches_runtime_logits)
+{
+    /* the runtime rounds activations to f16 for F16 weights and keeps an
+     * f16 KV cache (as llama.cpp): agreement to f16 precision */
+    struct calib_model *m = open_model(TINY_GGUF);
+    const double r = logits_vs_runtime(m, TINY_GGUF, 40);
+    ck_assert_msg(r < 5e-3, "tinyllama: logits differ by %g of their scale", r);
+    calib_model_close(m);
+}
+END_TEST
+
+/* qwen2 (biases, NEOX RoPE, tied output), llama3 (rope_freqs), odd (head
+ * dim 12, linear RoPE scaling): the HF directory through calib against the
+ * runtime on its F32 conversion. */
+static const char *const fixture_kinds[3] = {"qwen2", "llama3", "odd"};
+
+START_TEST(forward_fixtures_match_runtime)
+{
+    const char *kind = fixture_kinds[_i];
+    char dir[512], gguf[600], cmd[1536];
+    snprintf(dir, sizeof dir, MW_TEST_TMPDIR "/calib-fix-%s", kind);
+    snprintf(gguf, sizeof gguf, "%s.gguf", dir);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && python3 '" MW_DATASETS_DIR
+             "/../tests/fixtures/mk_hf_fixture.py' %s '%s' > /dev/null 2>&1",
+             dir, kind, dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "forward_fixtures_match_runtime: python3 fixture unavailable; skipped\n");
+        return;
+    }
+    struct mw_err err;
+    mw_err_clear(&err);
+    const struct hf_convert_opts co = {.type = HF_OUT_F32};
+    ck_assert_msg(hf_convert(dir, gguf, &co, &err) == MW_OK, "convert: %s", err.msg);
+    struct calib_model *m = open_model(dir);
+    ck_assert(!calib_model_is_gguf(m));
+    const double r = logits_vs_runtime(m, gguf, 24);
+    ck_assert_msg(r < 2e-3, "%s: logits differ by %g of their scale", kind, r);
+    calib_model_close(m);
+    unlink(gguf);
+}
+END_TEST
+
+// --- imatrix files ---
+
+START_TEST(imatrix_write_read)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 2, 32, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_run_opts o = {.n_threads = 2};
+    struct calib_stats *st = run(m, s, &o);
+    const char *ds[1] = {"calib.txt"};
+    const struct calib_imatrix_meta meta = {.datasets = ds, .n_datasets = 1};
+    struct mw_err err;
+    mw_err_clear(&err);
+    const char *paths[2] = {MW_TEST_TMPDIR "/calib-test.imatrix", MW_TEST_TMPDIR "/calib-test.dat"};
+    for (int f = 0; f < 2; f++) {
+        unlink(paths[f]);
+        ck_assert_int_eq(calib_imatrix_write(st, &meta, (enum calib_imatrix_fmt)f, paths[f], &err),
+                         MW_OK);
+        struct quant_imatrix *im = NULL;
+        ck_assert_int_eq(quant_imatrix_load(paths[f], &im, &err), MW_OK);
+        ck_assert(quant_imatrix_is_legacy(im) == (f == 1));
+        ck_assert_uint_eq(quant_imatrix_count(im), 56);
+        ck_assert_uint_eq(quant_imatrix_chunk_count(im), 2);
+        ck_assert_uint_eq(quant_imatrix_dataset_count(im), 1);
+        ck_assert_str_eq(quant_imatrix_dataset(im, 0), "calib.txt");
+        for (uint32_t il = 0; il < 8; il++)
+            for (int w = 0; w < CALIB_W_COUNT; w++) {
+                char nm[64];
+                snprintf(nm, sizeof nm, "blk.%u.%s.weight", il,
+                         calib_wkind_name((enum calib_wkind)w));
+                const int64_t i = quant_imatrix_find(im, nm);
+                ck_assert_int_ge(i, 0);
+                uint64_t n;
+                const float *v = quant_imatrix_values(im, (uint64_t)i, &n);
+                const struct calib_group_stats *gs =
+                    calib_stats_group(st, il, calib_wkind_group((enum calib_wkind)w));
+                ck_assert_uint_eq(n, gs->n_in);
+                for (uint64_t j = 0; j < n; j++) {
+                    const double want = gs->sum_sq[j] / (double)gs->count;
+                    ck_assert_msg(fabs(v[j] - want) <= 2e-7 * want, "%s[%llu]", nm,
+                                  (unsigned long long)j);
+                }
+            }
+        quant_imatrix_free(im);
+    }
+    /* GGUF layout as llama-imatrix writes it */
+    struct gguf_file *g = NULL;
+    ck_assert_int_eq(gguf_open(paths[0], GGUF_OPEN_DEFAULT, &g, &err), MW_OK);
+    ck_assert_uint_eq(gguf_tensor_count(g), 112);
+    const char *type;
+    uint64_t len;
+    ck_assert_int_eq(gguf_get_str(g, "general.type", &type, &len, &err), MW_OK);
+    ck_assert(len == 7 && memcmp(type, "imatrix", 7) == 0);
+    uint32_t v;
+    ck_assert_int_eq(gguf_get_u32(g, "imatrix.chunk_size", &v, &err), MW_OK);
+    ck_assert_uint_eq(v, 33);
+    for (uint64_t i = 0; i + 1 < gguf_tensor_count(g); i++) {
+        const struct gguf_tensor *a = gguf_tensor_get(g, i), *b = gguf_tensor_get(g, i + 1);
+        ck_assert_uint_eq(a->n_dims, 1);
+        ck_assert_uint_eq(a->type, GGUF_TYPE_F32);
+        if (i % 2 == 0) {
+            ck_assert_ptr_nonnull(strstr(a->name, ".in_sum2"));
+            ck_assert_ptr_nonnull(strstr(b->name, ".counts"));
+            ck_assert_float_eq(*(const float *)gguf_tensor_data(g, i + 1), 66.0f);
+        } else {
+            ck_assert_int_lt(strcmp(a->name, b->name), 0);
+        }
+    }
+    gguf_close(g);
+    /* a directory that does not exist: an I/O error, nothing written */
+    ck_assert_int_eq(calib_imatrix_write(st, &meta, CALIB_IMATRIX_GGUF,
+                                         MW_TEST_TMPDIR "/no/such/dir/x.imatrix", &err),
+                     MW_E_IO);
+    ck_assert_int_eq(calib_imatrix_write(st, &meta, CALIB_IMATRIX_LEGACY,
+                                         MW_TEST_TMPDIR "/no/such/dir/x.dat", &err),
+                     MW_E_IO);
+    unlink(paths[0]);
+    unlink(paths[1]);
+    calib_stats_free(st);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+// --- memory formula ---
+
+START_TEST(mem_matches_runtime)
+{
+    struct rt_model *rm = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(rt_model_open(TINY_GGUF, NULL, &rm, &err), MW_OK);
+    struct calib_mem_arch a;
+    calib_mem_arch_from_hparams(rt_model_hparams(rm), 0, &a);
+    const uint32_t ctxs[3] = {64, 512, 1000};
+    for (int k = 0; k < 3; k++)
+        for (int kv = 0; kv < 2; kv++)
+            for (unsigned th = 1; th <= 3; th++) {
+                struct rt_ctx *c = NULL;
+                const struct rt_ctx_opts co = {.n_ctx = ctxs[k], .kv_type = (enum rt_kv_type)kv,
+                                               .n_threads = th};
+                ck_assert_int_eq(rt_ctx_init(rm, &co, &c, &err), MW_OK);
+                struct rt_mem rmem;
+                rt_ctx_mem(c, &rmem);
+                struct calib_mem cm;
+                const struct calib_mem_opts mo = {.n_ctx = ctxs[k], .kv_type = (enum rt_kv_type)kv,
+                                                  .n_threads = th,
+                                                  .weight_type = rt_model_main_type(rm)};
+                ck_assert_int_eq(calib_mem_estimate(&a, &mo, &cm, &err), MW_OK);
+                ck_assert_uint_eq(cm.kv_bytes, rmem.kv_bytes);
+                ck_assert_uint_eq(cm.scratch_bytes, rmem.scratch_bytes);
+                const int64_t d = (int64_t)cm.owned_bytes - (int64_t)rmem.owned_bytes;
+                ck_assert_msg(d >= 0 && d < 8192, "owned %llu vs %llu",
+                              (unsigned long long)cm.owned_bytes,
+                              (unsigned long long)rmem.owned_bytes);
+                rt_ctx_free(c);
+            }
+    /* 2 * n_layer * n_ctx * n_head_kv * head_dim * 2 bytes */
+    struct calib_mem cm;
+    const struct calib_mem_opts mo = {.n_ctx = 4096};
+    ck_assert_int_eq(calib_mem_estimate(&a, &mo, &cm, &err), MW_OK);
+    ck_assert_uint_eq(cm.kv_bytes, 2ull * 8 * 4096 * 4 * 32 * 2);
+    ck_assert_uint_eq(cm.overhead_bytes, cm.scratch_bytes + cm.owned_bytes + CALIB_MEM_BASE_BYTES);
+    ck_assert_uint_eq(calib_mem_weight_budget(1000, &cm), 0);
+    const uint64_t r16 = (uint64_t)16 << 30;
+    ck_assert_uint_eq(calib_mem_weight_budget(r16, &cm),
+                      calib_mem_app_budget(r16) - cm.kv_bytes - cm.overhead_bytes);
+    /* q8_0 needs head_dim % 32 */
+    a.head_dim = 12;
+    const struct calib_mem_opts mq = {.n_ctx = 64, .kv_type = RT_KV_Q8_0};
+    ck_assert_int_eq(calib_mem_estimate(&a, &mq, &cm, &err), MW_E_USAGE);
+    rt_model_close(rm);
+}
+END_TEST
+
+static const struct {
+    const char *s;
+    uint64_t v;
+    bool ok;
+} bytes_cases[] = {
+    {"16G", 16ull << 30, true},  {"12GiB", 12ull << 30, true}, {"8gb", 8ull << 30, true},
+    {"512M", 512ull << 20, true}, {"1.5G", 3ull << 29, true},  {"4096", 4096, true},
+    {"100B", 100, true},          {"", 0, false},               {"G", 0, false},
+    {"-1G", 0, false},            {"16X", 0, false},            {"16Gx", 0, false},
+    {"1e30", 0, false},           {"0", 0, false},              {"nan", 0, false},
+};
+
+START_TEST(parse_bytes)
+{
+    uint64_t v = 0;
+    const bool ok = calib_parse_bytes(bytes_cases[_i].s, &v);
+    ck_assert_msg(ok == bytes_cases[_i].ok, "'%s'", bytes_cases[_i].s);
+    if (ok) ck_assert_uint_eq(v, bytes_cases[_i].v);
+}
+END_TEST
+
+static Suite *calib_suite(void)
+{
+    Suite *s = suite_create("calib");
+    TCase *tc = tcase_create("corpus");
+    tcase_add_test(tc, corpus_text);
+    tcase_add_test(tc, corpus_empty);
+    tcase_add_loop_test(tc, corpus_utf8, 0, sizeof utf8_cases / sizeof utf8_cases[0]);
+    tcase_add_test(tc, corpus_bad_utf8_text);
+    tcase_add_test(tc, corpus_jsonl);
+    tcase_add_loop_test(tc, corpus_jsonl_bad, 0, sizeof jsonl_bad / sizeof jsonl_bad[0]);
+    tcase_add_test(tc, corpus_gzip);
+    tcase_add_test(tc, corpus_load_missing);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("samples");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, samples_reference_protocol);
+    tcase_add_test(tc, samples_prompt_tokens);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("forward");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, forward_threads_and_callback_deterministic);
+    tcase_add_test(tc, forward_noop_callback_and_gguf_source);
+    tcase_add_test(tc, forward_layer_api);
+    tcase_add_test(tc, forward_fold_invariance);
+    tcase_add_test(tc, forward_change_propagates);
+    tcase_add_test(tc, forward_errors);
+    tcase_add_test(tc, forward_matches_runtime_logits);
+    tcase_add_loop_test(tc, forward_fixtures_match_runtime, 0, 3);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("files");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, imatrix_write_read);
+    tcase_add_test(tc, mem_matches_runtime);
+    tcase_add_loop_test(tc, parse_bytes, 0, sizeof bytes_cases / sizeof bytes_cases[0]);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(calib_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# memwall calib against the references, on tinyllama-8m over calib.txt:
+#  - the models/README.md protocol (345 samples of BOS + 256 tokens, every
+#    position counted) vs the independent numpy FP32 reference
+#    (models/reference/tinyllama-8m.calib-imatrix.npz): max relative error
+#    of in_sum2/counts per channel below 1e-5;
+#  - llama-imatrix's chunking (--llamacpp-chunks, 345 chunks of 256) vs
+#    llama.cpp's own imatrix (datasets/reference), which runs with F16
+#    weights in mixed f16/f32: max relative error below 2e-3, mean below 1e-4.
+# With "peer": llama.cpp's quantizer (tests/peer llama-peer) accepts our file.
+. "$(dirname "$0")/calib_common.sh"
+NPZ="$MW_SHARED/models/reference/tinyllama-8m.calib-imatrix.npz"
+have_python || { echo "SKIP: python3 not available"; exit $SKIP; }
+[ -d "$TINY" ] && [ -f "$LC_IMATRIX" ] || { echo "SKIP: no tinyllama-8m data"; exit $SKIP; }
+
+if [ "${1:-}" = peer ]; then
+    peer=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log"); prc=$?
+    [ $prc -eq 77 ] && { echo "SKIP: llama.cpp peer not available"; exit $SKIP; }
+    [ $prc -eq 0 ] && [ -x "$peer" ] || { cat "$T/peer-setup.log"; fail "peer setup exit $prc"; finish; }
+    run 0 calib "$TINY" --corpus "$CALIB" -o "$T/p.imatrix" --samples 16 --seq-len 256 -t 2 -q
+    for preset in Q4_K_M IQ4_NL Q2_K; do
+        if "$peer" quantize "$TINY_GGUF" "$T/q-$preset.gguf" "$preset" --imatrix "$T/p.imatrix" \
+            > "$T/peer.out" 2>&1; then
+            run 0 inspect "$T/q-$preset.gguf" && has "$out" "quantize.imatrix.entries_count" "$preset"
+        else
+            cat "$T/peer.out"; fail "llama-quantize refused our imatrix ($preset)"
+        fi
+    done
+    finish
+fi
+
+run 0 calib "$TINY" --corpus "$CALIB" -o "$T/ref.imatrix" --samples all --seq-len 256 -t 2 &&
+    has "$err" "345 samples x 257 positions" "reference protocol"
+echo "$err"
+if [ -f "$NPZ" ]; then
+    r=$(python3 "$CMP" "$T/ref.imatrix" "$NPZ" --max-rel 1e-5 --mean-rel 1e-7) ||
+        fail "numpy reference: $r"
+    echo "vs numpy FP32 reference (npz): $r"
+else
+    echo "note: $NPZ missing; numpy comparison skipped"
+fi
+run 0 calib "$TINY" --corpus "$CALIB" -o "$T/lc.imatrix" --samples all --seq-len 256 \
+    --llamacpp-chunks -t 2 -q
+r=$(python3 "$CMP" "$T/lc.imatrix" "$LC_IMATRIX" --max-rel 2e-3 --mean-rel 1e-4) ||
+    fail "llama.cpp imatrix: $r"
+echo "vs llama.cpp's imatrix (llama.cpp chunking): $r"
+r=$(python3 "$CMP" "$T/ref.imatrix" "$LC_IMATRIX") || true
+echo "vs llama.cpp's imatrix (reference protocol, 257 vs 256 positions per chunk): $r"
+finish

@@ -1,0 +1,275 @@
+/*
+ * tools/cmd_calib.c — `memwall calib MODEL --corpus F -o OUT.imatrix`: run
+ * the model over a calibration corpus one decoder layer at a time and write
+ * llama.cpp's importance matrix (GGUF, or legacy .dat with --legacy), then
+ * read it back with quant's imatrix reader. The work is calib/ (calib.h).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../calib/calib.h"
+#include "../quant/quant.h"
+#include "cmd.h"
+
+static const char usage_text[] =
+    "usage: memwall calib MODEL --corpus FILE -o OUT.imatrix [options]\n"
+    "  Run MODEL (a Hugging Face checkpoint dir, or a GGUF file) over a calibration\n"
+    "  corpus, one decoder layer at a time in FP32, and write the per-input-channel\n"
+    "  activation statistics as a llama.cpp importance matrix (llama-quantize --imatrix).\n"
+    "  --corpus FILE       plain text (one document) or .jsonl with a \"text\" field per\n"
+    "                      line; either may be gzip'd\n"
+    "  --format F          auto (default: .jsonl[.gz] -> jsonl), text, jsonl\n"
+    "  -o, --output FILE   output (temp file + rename: complete or absent)\n"
+    "  --legacy            write llama.cpp's legacy .dat format instead of GGUF\n"
+    "  --samples N|all     samples to use (default 128; the first N of the corpus)\n"
+    "  --seq-len L         tokens per sample after BOS (default 512; clamped to the\n"
+    "                      model's context)\n"
+    "  --llamacpp-chunks   cut samples as llama-imatrix -c L does (L positions, first\n"
+    "                      token replaced by BOS) instead of BOS + L tokens\n"
+    "  -t, --threads N     threads (default 1; results do not depend on it)\n"
+    "  --batch-rows N      rows per GEMM batch (default 4096; part of the result)\n"
+    "  -q, --quiet         no progress and no summary\n"
+    "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O or resource error\n";
+
+struct progress {
+    bool on, drawn;
+};
+
+static void on_progress(void *ud, uint32_t done, uint32_t n, double el)
+{
+    struct progress *p = ud;
+    if (!p->on) return;
+    char eta[32] = "";
+    if (done < n && done > 0) snprintf(eta, sizeof eta, " ETA %.0fs", el / done * (n - done));
+    fprintf(stderr, "\r\033[Kcalib: layer %u/%u  %.1fs%s", done, n, el, eta);
+    fflush(stderr);
+    p->drawn = true;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static bool parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    errno = 0;
+    char *end = NULL;
+    const unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+/* Read the file back with quant's reader: every weight present with the
+ * values we meant (in_sum2 / count, in f32). */
+static enum mw_status read_back(const char *path, const struct calib_stats *st,
+                                uint64_t *n_entries, struct mw_err *err)
+{
+    struct quant_imatrix *im = NULL;
+    enum mw_status s = quant_imatrix_load(path, &im, err);
+    if (s) return s;
+    const uint64_t want = (uint64_t)calib_stats_n_layer(st) * CALIB_W_COUNT;
+    *n_entries = quant_imatrix_count(im);
+    if (*n_entries != want)
+        s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "read back %llu entries, wrote %llu",
+                    (unsigned long long)*n_entries, (unsigned long long)want);
+    for (uint32_t il = 0; !s && il < calib_stats_n_layer(st); il++)
+        for (int w = 0; !s && w < CALIB_W_COUNT; w++) {
+            char name[96];
+            snprintf(name, sizeof name, "blk.%u.%s.weight", il,
+                     calib_wkind_name((enum calib_wkind)w));
+            const int64_t i = quant_imatrix_find(im, name);
+            const struct calib_group_stats *gs =
+                calib_stats_group(st, il, calib_wkind_group((enum calib_wkind)w));
+            uint64_t n = 0;
+            const float *v = i >= 0 ? quant_imatrix_values(im, (uint64_t)i, &n) : NULL;
+            if (!v || n != gs->n_in) {
+                s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "read back: %s missing or short",
+                            name);
+                break;
+            }
+            for (uint64_t j = 0; j < n; j++) {
+                const double want_v = gs->sum_sq[j] / (double)gs->count;
+                if (!(fabs((double)v[j] - want_v) <= 1e-5 * fabs(want_v) + 1e-30)) {
+                    s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                                "read back: %s[%llu] = %g, wrote %g", name,
+                                (unsigned long long)j, (double)v[j], want_v);
+                    break;
+                }
+            }
+        }
+    quant_imatrix_free(im);
+    return s;
+}
+
+int cmd_calib(int argc, char **argv)
+{
+    const char *cmd = "calib";
+    const char *model = NULL, *corpus = NULL, *out = NULL, *fmt = "auto";
+    const char *samples_s = NULL, *seq_s = NULL, *threads_s = NULL, *batch_s = NULL;
+    bool quiet = false, legacy = false, llamacpp = false, end_of_opts = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!end_of_opts && a[0] == '-' && a[1] != 0) {
+            if (strcmp(a, "--") == 0) {
+                end_of_opts = true;
+                continue;
+            }
+            if (cmd_is_help(a)) {
+                fputs(usage_text, stdout);
+                return cmd_finish_output(cmd, 0);
+            }
+            if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
+                quiet = true;
+                continue;
+            }
+            if (strcmp(a, "--legacy") == 0) {
+                legacy = true;
+                continue;
+            }
+            if (strcmp(a, "--llamacpp-chunks") == 0) {
+                llamacpp = true;
+                continue;
+            }
+            const char *const valued[] = {"-o",        "--output",  "--corpus", "--format",
+                                          "--samples", "--seq-len", "-t",       "--threads",
+                                          "--batch-rows"};
+            const char **slot[] = {&out,       &out,    &corpus,    &fmt,    &samples_s,
+                                   &seq_s,     &threads_s, &threads_s, &batch_s};
+            bool known = false;
+            for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
+                const size_t l = strlen(valued[k]);
+                const char *val;
+                if (strcmp(a, valued[k]) == 0) {
+                    if (i + 1 >= argc)
+                        return cmd_usage_error(cmd, usage_text, "%s needs a value", a);
+                    val = argv[++i];
+                } else if (valued[k][1] == '-' && strncmp(a, valued[k], l) == 0 && a[l] == '=') {
+                    val = a + l + 1;
+                } else {
+                    continue;
+                }
+                *slot[k] = val;
+                known = true;
+                break;
+            }
+            if (!known) return cmd_usage_error(cmd, usage_text, "unknown option '%s'", a);
+        } else if (model) {
+            return cmd_usage_error(cmd, usage_text, "one MODEL at a time (got '%s' and '%s')",
+                                   model, a);
+        } else {
+            model = a;
+        }
+    }
+    if (!model) return cmd_usage_error(cmd, usage_text, "missing MODEL (HF dir or GGUF file)");
+    if (!corpus) return cmd_usage_error(cmd, usage_text, "missing --corpus FILE");
+    if (!out || !out[0]) return cmd_usage_error(cmd, usage_text, "missing -o OUT.imatrix");
+    enum calib_corpus_fmt cf;
+    if (strcmp(fmt, "auto") == 0) cf = CALIB_CORPUS_AUTO;
+    else if (strcmp(fmt, "text") == 0) cf = CALIB_CORPUS_TEXT;
+    else if (strcmp(fmt, "jsonl") == 0) cf = CALIB_CORPUS_JSONL;
+    else return cmd_usage_error(cmd, usage_text, "unknown --format '%s' (auto, text, jsonl)", fmt);
+    struct calib_sample_opts so = {.n_samples = CALIB_DEFAULT_SAMPLES,
+                                   .seq_len = CALIB_DEFAULT_SEQ_LEN,
+                                   .chunking = llamacpp ? CALIB_CHUNK_LLAMACPP
+                                                        : CALIB_CHUNK_BOS_PREPEND};
+    if (samples_s && strcmp(samples_s, "all") == 0) so.n_samples = 0;
+    else if (samples_s && !parse_u32(samples_s, 1, UINT32_MAX, &so.n_samples))
+        return cmd_usage_error(cmd, usage_text, "--samples: expected a positive number or 'all'");
+    if (seq_s && !parse_u32(seq_s, 1, 1u << 20, &so.seq_len))
+        return cmd_usage_error(cmd, usage_text, "--seq-len: expected 1..1048576");
+    struct calib_run_opts ro = {.n_threads = 1};
+    if (threads_s && !parse_u32(threads_s, 1, CALIB_MAX_THREADS, &ro.n_threads))
+        return cmd_usage_error(cmd, usage_text, "--threads: expected 1..%d", CALIB_MAX_THREADS);
+    if (batch_s && !parse_u32(batch_s, 1, 1u << 24, &ro.batch_rows))
+        return cmd_usage_error(cmd, usage_text, "--batch-rows: expected 1..16777216");
+    struct stat sb;
+    if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return cmd_usage_error(cmd, usage_text, "-o '%s' is a directory", out);
+
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct calib_model *m = NULL;
+    struct calib_corpus *c = NULL;
+    struct calib_samples *smp = NULL;
+    struct calib_stats *st = NULL;
+    int rc = 0;
+    const double t0 = now_s();
+    enum mw_status s = calib_corpus_load(corpus, cf, &c, &err);
+    if (!s) s = calib_model_open(model, &m, &err);
+    if (s) goto fail;
+    const struct rt_hparams *hp = calib_model_hparams(m);
+    so.n_ctx_max = hp->n_ctx_train;
+    if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, &err))) goto fail;
+    const double t_tok = now_s();
+    const uint32_t ns = calib_samples_count(smp), np = calib_samples_n_pos(smp);
+    if (!quiet) {
+        fprintf(stderr,
+                "memwall calib: %s (%s, %u layers, hidden %u); corpus %s (%s%s, %llu documents, "
+                "%llu bytes)\n",
+                model, hp->arch_name, hp->n_layer, hp->n_embd, corpus,
+                calib_corpus_format(c) == CALIB_CORPUS_JSONL ? "jsonl" : "text",
+                calib_corpus_gzip(c) ? ", gzip" : "",
+                (unsigned long long)calib_corpus_doc_count(c),
+                (unsigned long long)calib_corpus_text_bytes(c));
+        fprintf(stderr, "memwall calib: %u samples x %u positions (BOS + %u%s) from %llu tokens",
+                ns, np, llamacpp ? np - 1 : calib_samples_seq_len(smp),
+                llamacpp ? ", llama.cpp chunks" : "",
+                (unsigned long long)calib_samples_stream_tokens(smp));
+        if (so.seq_len && calib_samples_seq_len(smp) != so.seq_len)
+            fprintf(stderr, "; --seq-len clamped to %u (context %u)", calib_samples_seq_len(smp),
+                    hp->n_ctx_train);
+        if (so.n_samples && ns < so.n_samples)
+            fprintf(stderr, "; the corpus gives only %u of %u samples", ns, so.n_samples);
+        fprintf(stderr, "; tokenized in %.2fs\n", t_tok - t0);
+        fprintf(stderr, "memwall calib: activations and one layer need about %.1f MiB\n",
+                (double)calib_run_peak_bytes(m, smp, &ro) / 1048576.0);
+    }
+    struct progress prog = {.on = !quiet && isatty(STDERR_FILENO)};
+    ro.progress = on_progress;
+    ro.progress_ud = &prog;
+    s = calib_run(m, smp, &ro, &st, &err);
+    if (prog.drawn) fputs("\r\033[K", stderr);
+    if (s) goto fail;
+    const double t_run = now_s();
+    const char *base = strrchr(corpus, '/');
+    const char *ds[1] = {base ? base + 1 : corpus};
+    const struct calib_imatrix_meta meta = {.datasets = ds, .n_datasets = 1};
+    if ((s = calib_imatrix_write(st, &meta, legacy ? CALIB_IMATRIX_LEGACY : CALIB_IMATRIX_GGUF,
+                                 out, &err)))
+        goto fail;
+    uint64_t n_entries = 0;
+    if ((s = read_back(out, st, &n_entries, &err))) goto fail;
+    if (!quiet) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        fprintf(stderr,
+                "memwall calib: wrote %s (%s, %llu entries, %u chunks of %u; read back ok) "
+                "in %.2fs (forward %.2fs, %u thread%s); peak RSS %.1f MiB\n",
+                out, legacy ? "legacy .dat" : "GGUF imatrix", (unsigned long long)n_entries, ns,
+                np, now_s() - t0, t_run - t_tok, ro.n_threads, ro.n_threads == 1 ? "" : "s",
+                (double)ru.ru_maxrss / 1024.0);
+    }
+    goto done;
+fail:
+    if (err.code == MW_OK) MW_FAIL(&err, s, MW_ERR_OFF_NONE, "%s", mw_status_msg(s));
+    rc = cmd_fail(cmd, &err);
+done:
+    calib_stats_free(st);
+    calib_samples_free(smp);
+    calib_corpus_free(c);
+    calib_model_close(m);
+    return rc;
+}

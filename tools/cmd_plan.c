@@ -1,0 +1,367 @@
+/*
+ * tools/cmd_plan.c — `memwall plan MODEL [--ram 16G] [--ctx 4096] [--kv f16|q8_0]`:
+ * the memory budget of running MODEL (an HF dir or a GGUF file) on a
+ * device: the weights at each llama-quantize preset (exact tensor sizes from
+ * quant's per-tensor type rules) and at plain bits-per-weight targets, the
+ * KV cache per context length and KV type (from the architecture), the
+ * runtime's overhead (calib_mem_estimate: the runtime's own allocation
+ * formula), and what fits on 8/12/16/24 GiB devices (or the one given).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "../calib/calib.h"
+#include "../hf/hf.h"
+#include "../quant/quant.h"
+#include "cmd.h"
+
+static const char usage_text[] =
+    "usage: memwall plan MODEL [--ram SIZE] [--ctx N] [--kv f16|q8_0] [--threads N]\n"
+    "  Memory budget of MODEL (a Hugging Face checkpoint dir or a GGUF file) on a device:\n"
+    "  weights per llama-quantize preset and per bits-per-weight, KV cache per context\n"
+    "  length and type, the runtime's overhead, and what fits on 8/12/16/24 GiB devices.\n"
+    "  --ram SIZE      one device size instead of the four tiers (16G, 12GiB, 8192M)\n"
+    "  --ctx N         context length of the fit table (default 4096)\n"
+    "  --kv T          KV cache type of the fit table: f16 (default) or q8_0\n"
+    "  --threads N     runtime threads (per-thread attention scratch; default 4)\n"
+    "  An app gets " "65" "% of device RAM (CALIB_MEM_APP_PERCENT); overhead = runtime scratch\n"
+    "  + f32 norms/biases + 64 MiB base (code, stacks, allocator).\n"
+    "exit status: 0 ok, 1 bad input, 2 usage, 3 I/O error\n";
+
+#define MAX_T 65536
+
+struct model {
+    struct hf_model *hf;
+    struct hf_plan *plan;
+    struct gguf_file *gf;
+    struct rt_model *rm;
+    struct rt_hparams hp;
+    struct quant_model_info info;
+    struct quant_tensor_desc *t;
+    uint64_t n_t;
+    uint64_t n_bias;
+    uint64_t file_bytes; /* GGUF input: its size */
+    uint64_t data_bytes; /* GGUF input: its tensor data */
+};
+
+static void model_free(struct model *m)
+{
+    free(m->t);
+    rt_model_close(m->rm);
+    gguf_close(m->gf);
+    hf_plan_free(m->plan);
+    hf_model_close(m->hf);
+}
+
+static int desc_cmp(const void *a, const void *b)
+{
+    return quant_tensor_name_cmp(((const struct quant_tensor_desc *)a)->name,
+                                 ((const struct quant_tensor_desc *)b)->name);
+}
+
+static enum mw_status model_open(const char *path, struct model *m, struct mw_err *err)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        mw_err_set_path(err, path);
+        return MW_FAIL(err, errno == ENOENT ? MW_E_FORMAT : MW_E_IO, MW_ERR_OFF_NONE, "%s",
+                       strerror(errno));
+    }
+    enum mw_status s;
+    if (S_ISDIR(st.st_mode)) {
+        if ((s = hf_model_open(path, &m->hf, err))) return s;
+        if ((s = hf_plan_build(m->hf, HF_OUT_F16, &m->plan, err))) return s;
+        const struct hf_config *c = hf_model_config(m->hf);
+        m->hp = (struct rt_hparams){.n_embd = c->n_embd, .n_layer = c->n_layer,
+                                    .n_head = c->n_head, .n_head_kv = c->n_head_kv,
+                                    .head_dim = c->head_dim, .n_ff = c->n_ff,
+                                    .n_rot = c->head_dim, .n_ctx_train = c->n_ctx,
+                                    .n_vocab = c->n_vocab};
+        snprintf(m->hp.arch_name, sizeof m->hp.arch_name, "%s", c->gguf_arch);
+        m->n_t = hf_plan_count(m->plan);
+        m->t = calloc(m->n_t ? m->n_t : 1, sizeof *m->t);
+        if (!m->t) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor table");
+        for (uint64_t i = 0; i < m->n_t; i++) {
+            const struct hf_plan_tensor *pt = hf_plan_get(m->plan, i);
+            m->t[i] = (struct quant_tensor_desc){.name = pt->name, .type = pt->type,
+                                                 .n_dims = pt->n_dims};
+            for (int d = 0; d < GGUF_MAX_DIMS; d++)
+                m->t[i].ne[d] = d < (int)pt->n_dims ? pt->ne[d] : 1;
+            if (strstr(pt->name, ".bias")) m->n_bias += pt->ne[0];
+            if (strcmp(pt->name, "token_embd.weight") == 0 && pt->ne[1] <= UINT32_MAX)
+                m->hp.n_vocab = (uint32_t)pt->ne[1];
+        }
+    } else {
+        if ((s = gguf_open(path, GGUF_OPEN_DEFAULT, &m->gf, err))) return s;
+        if ((s = rt_model_from_gguf(m->gf, &m->rm, err))) return s;
+        m->hp = *rt_model_hparams(m->rm);
+        m->file_bytes = gguf_file_size(m->gf);
+        m->n_t = gguf_tensor_count(m->gf);
+        m->t = calloc(m->n_t ? m->n_t : 1, sizeof *m->t);
+        if (!m->t) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor table");
+        for (uint64_t i = 0; i < m->n_t; i++) {
+            const struct gguf_tensor *gt = gguf_tensor_get(m->gf, i);
+            m->t[i] = (struct quant_tensor_desc){.name = gt->name, .type = gt->type,
+                                                 .n_dims = gt->n_dims};
+            memcpy(m->t[i].ne, gt->ne, sizeof gt->ne);
+            if (strstr(gt->name, ".bias")) m->n_bias += gt->ne[0];
+            m->data_bytes += gt->nbytes;
+        }
+    }
+    snprintf(m->info.arch, sizeof m->info.arch, "%s", m->hp.arch_name);
+    m->info.n_layer = m->hp.n_layer;
+    m->info.n_head = m->hp.n_head;
+    m->info.n_head_kv = m->hp.n_head_kv;
+    qsort(m->t, (size_t)m->n_t, sizeof *m->t, desc_cmp);
+    return MW_OK;
+}
+
+/* Tensor data bytes at preset p (llama-quantize's rules; NULL: every
+ * quantizable tensor F16); false if the preset cannot be applied. */
+static bool preset_bytes(const struct model *m, const struct quant_preset *p, uint64_t *out)
+{
+    struct quant_choice *ch = calloc(m->n_t ? m->n_t : 1, sizeof *ch);
+    if (!ch) return false;
+    bool ok = true;
+    if (p) {
+        const struct quant_rules r = {.preset = p, .output_type = -1, .token_embd_type = -1};
+        struct mw_err err;
+        mw_err_clear(&err);
+        ok = quant_choose_types(&m->info, m->t, m->n_t, &r, ch, &err) == MW_OK;
+    } else {
+        for (uint64_t i = 0; i < m->n_t; i++) ch[i].type = GGUF_TYPE_F16; /* the F16 row */
+    }
+    uint64_t sum = 0;
+    for (uint64_t i = 0; ok && i < m->n_t; i++) {
+        const bool q = quant_tensor_is_quantizable(&m->t[i], false);
+        uint64_t b;
+        ok = gguf_tensor_nbytes(q ? ch[i].type : m->t[i].type, m->t[i].ne, &b) &&
+             mw_add_u64(sum, b, &sum);
+    }
+    free(ch);
+    *out = sum;
+    return ok;
+}
+
+/* elements of quantizable tensors, and bytes of the others as they are */
+static void split_params(const struct model *m, uint64_t *n_q, uint64_t *other_bytes)
+{
+    *n_q = 0;
+    *other_bytes = 0;
+    for (uint64_t i = 0; i < m->n_t; i++) {
+        const uint64_t ne = m->t[i].ne[0] * m->t[i].ne[1] * m->t[i].ne[2] * m->t[i].ne[3];
+        if (quant_tensor_is_quantizable(&m->t[i], false)) {
+            *n_q += ne;
+        } else {
+            uint64_t b = 0;
+            const bool f = m->t[i].type == GGUF_TYPE_F16 || m->t[i].type == GGUF_TYPE_BF16;
+            /* converters keep 1-D tensors f32 */
+            gguf_tensor_nbytes(f ? GGUF_TYPE_F32 : m->t[i].type, m->t[i].ne, &b);
+            *other_bytes += b;
+        }
+    }
+}
+
+static double gib(uint64_t b) { return (double)b / (1024.0 * 1024.0 * 1024.0); }
+static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
+
+static void put_size(char *buf, size_t n, uint64_t b)
+{
+    if (b >= (uint64_t)1 << 30) snprintf(buf, n, "%.2f GiB", gib(b));
+    else snprintf(buf, n, "%.1f MiB", mib(b));
+}
+
+static bool parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+{
+    errno = 0;
+    char *end = NULL;
+    const unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) return false;
+    *out = (uint32_t)v;
+    return true;
+}
+
+static const char *const preset_names[] = {"F16",    "Q8_0",   "Q6_K",   "Q5_K_M", "Q5_K_S",
+                                           "Q4_K_M", "Q4_K_S", "IQ4_XS", "Q4_0",   "Q3_K_L",
+                                           "Q3_K_M", "Q3_K_S", "Q2_K"};
+#define N_PRESETS (sizeof preset_names / sizeof preset_names[0])
+static const double bpw_rows[] = {2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.5};
+#define N_BPW (sizeof bpw_rows / sizeof bpw_rows[0])
+
+int cmd_plan(int argc, char **argv)
+{
+    const char *cmd = "plan";
+    const char *path = NULL, *ram_s = NULL, *ctx_s = NULL, *kv_s = "f16", *thr_s = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (a[0] == '-' && a[1] != 0) {
+            if (cmd_is_help(a)) {
+                fputs(usage_text, stdout);
+                return cmd_finish_output(cmd, 0);
+            }
+            const char *const valued[] = {"--ram", "--ctx", "--kv", "--threads", "-t"};
+            const char **slot[] = {&ram_s, &ctx_s, &kv_s, &thr_s, &thr_s};
+            bool known = false;
+            for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
+                const size_t l = strlen(valued[k]);
+                const char *val;
+                if (strcmp(a, valued[k]) == 0) {
+                    if (i + 1 >= argc)
+                        return cmd_usage_error(cmd, usage_text, "%s needs a value", a);
+                    val = argv[++i];
+                } else if (valued[k][1] == '-' && strncmp(a, valued[k], l) == 0 && a[l] == '=') {
+                    val = a + l + 1;
+                } else {
+                    continue;
+                }
+                *slot[k] = val;
+                known = true;
+                break;
+            }
+            if (!known) return cmd_usage_error(cmd, usage_text, "unknown option '%s'", a);
+        } else if (path) {
+            return cmd_usage_error(cmd, usage_text, "one MODEL at a time");
+        } else {
+            path = a;
+        }
+    }
+    if (!path) return cmd_usage_error(cmd, usage_text, "missing MODEL (HF dir or GGUF file)");
+    uint64_t ram = 0;
+    if (ram_s && !calib_parse_bytes(ram_s, &ram))
+        return cmd_usage_error(cmd, usage_text, "--ram: expected a size such as 16G");
+    uint32_t ctx = 4096, threads = CALIB_MEM_DEFAULT_THREADS;
+    if (ctx_s && !parse_u32(ctx_s, 1, RT_MAX_CTX, &ctx))
+        return cmd_usage_error(cmd, usage_text, "--ctx: expected 1..%u", RT_MAX_CTX);
+    if (thr_s && !parse_u32(thr_s, 1, RT_MAX_THREADS, &threads))
+        return cmd_usage_error(cmd, usage_text, "--threads: expected 1..%u", RT_MAX_THREADS);
+    enum rt_kv_type kv;
+    if (!rt_kv_type_parse(kv_s, &kv))
+        return cmd_usage_error(cmd, usage_text, "--kv: expected f16 or q8_0");
+
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct model m = {0};
+    enum mw_status s = model_open(path, &m, &err);
+    if (s) {
+        model_free(&m);
+        return cmd_fail(cmd, &err);
+    }
+    const struct rt_hparams *hp = &m.hp;
+    struct calib_mem_arch arch;
+    calib_mem_arch_from_hparams(hp, m.n_bias, &arch);
+    uint64_t n_q, other;
+    split_params(&m, &n_q, &other);
+
+    printf("model: %s (%s): %u layers, hidden %u, %u heads / %u kv heads, head dim %u, "
+           "ffn %u, vocab %u, context %u\n",
+           path, hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim,
+           hp->n_ff, hp->n_vocab, hp->n_ctx_train);
+    printf("       %.3f B parameters in quantizable weights, %.1f MiB of other tensors (f32)\n",
+           (double)n_q / 1e9, mib(other));
+
+    /* weights */
+    printf("\nweights (tensor data; presets: llama-quantize's per-tensor rules; bpw: all 2-D "
+           "weights at that rate):\n");
+    printf("  %-8s %7s %12s %14s\n", "preset", "bpw", "size", "bytes");
+    if (m.file_bytes)
+        printf("  %-8s %7.2f %12s %14llu  (this file, tensor data)\n", "file",
+               (double)(m.data_bytes - other) * 8.0 / (double)(n_q ? n_q : 1), "",
+               (unsigned long long)m.data_bytes);
+    uint64_t pbytes[N_PRESETS];
+    bool pok[N_PRESETS];
+    for (size_t i = 0; i < N_PRESETS; i++) {
+        const bool f16 = strcmp(preset_names[i], "F16") == 0;
+        const struct quant_preset *p = f16 ? NULL : quant_preset_find(preset_names[i]);
+        pok[i] = (f16 || p) && preset_bytes(&m, p, &pbytes[i]);
+        if (!pok[i]) continue;
+        char sz[32];
+        put_size(sz, sizeof sz, pbytes[i]);
+        printf("  %-8s %7.2f %12s %14llu\n", preset_names[i],
+               (double)(pbytes[i] - other) * 8.0 / (double)(n_q ? n_q : 1), sz,
+               (unsigned long long)pbytes[i]);
+    }
+    for (size_t i = 0; i < N_BPW; i++) {
+        char name[16], sz[32];
+        snprintf(name, sizeof name, "%.1f bpw", bpw_rows[i]);
+        const uint64_t b = (uint64_t)((double)n_q * bpw_rows[i] / 8.0) + other;
+        put_size(sz, sizeof sz, b);
+        printf("  %-8s %7.2f %12s %14llu\n", name, bpw_rows[i], sz, (unsigned long long)b);
+    }
+
+    /* KV cache */
+    printf("\nKV cache (K+V = 2 * n_layer * n_ctx * n_head_kv * head_dim * bytes; f16 2 B, "
+           "q8_0 34 B per 32):\n");
+    printf("  %8s %12s %12s\n", "ctx", "f16", "q8_0");
+    uint32_t ctxs[24];
+    int n_ctx = 0;
+    for (uint32_t c = 512; c <= RT_MAX_CTX && n_ctx < 20; c *= 2) {
+        if (c > 4096 && c > hp->n_ctx_train && c > ctx) break;
+        ctxs[n_ctx++] = c;
+    }
+    bool have = false;
+    for (int i = 0; i < n_ctx; i++) have = have || ctxs[i] == ctx;
+    if (!have) ctxs[n_ctx++] = ctx;
+    for (int i = 0; i < n_ctx; i++) {
+        char a[32] = "-", b[32] = "-";
+        struct calib_mem mm;
+        struct calib_mem_opts o = {.n_ctx = ctxs[i], .kv_type = RT_KV_F16, .n_threads = threads,
+                                   .weight_type = GGUF_TYPE_Q4_K};
+        if (calib_mem_estimate(&arch, &o, &mm, NULL) == MW_OK) put_size(a, sizeof a, mm.kv_bytes);
+        o.kv_type = RT_KV_Q8_0;
+        if (calib_mem_estimate(&arch, &o, &mm, NULL) == MW_OK) put_size(b, sizeof b, mm.kv_bytes);
+        printf("  %8u %12s %12s%s\n", ctxs[i], a, b,
+               ctxs[i] > hp->n_ctx_train ? "  (beyond the training context)" : "");
+    }
+
+    /* fit */
+    struct calib_mem mm;
+    const struct calib_mem_opts o = {.n_ctx = ctx, .kv_type = kv, .n_threads = threads,
+                                     .weight_type = GGUF_TYPE_Q4_K};
+    if ((s = calib_mem_estimate(&arch, &o, &mm, &err))) {
+        model_free(&m);
+        return cmd_fail(cmd, &err);
+    }
+    char ov[32], kvs[32];
+    put_size(ov, sizeof ov, mm.overhead_bytes);
+    put_size(kvs, sizeof kvs, mm.kv_bytes);
+    printf("\nruntime at ctx %u, %s KV, %u threads: KV %s, overhead %s (scratch %.1f MiB + "
+           "norms/biases %.1f MiB + base %.0f MiB)\n",
+           ctx, rt_kv_type_name(kv), threads, kvs, ov, mib(mm.scratch_bytes), mib(mm.owned_bytes),
+           mib(mm.base_bytes));
+    printf("\nfits (app budget = %d%% of device RAM; weights get budget - KV - overhead):\n",
+           CALIB_MEM_APP_PERCENT);
+    printf("  %-7s %11s %11s %8s %9s  %s\n", "device", "app budget", "for weights", "max bpw",
+           "best", "presets that fit");
+    const uint64_t tiers[4] = {(uint64_t)8 << 30, (uint64_t)12 << 30, (uint64_t)16 << 30,
+                               (uint64_t)24 << 30};
+    const int n_tiers = ram ? 1 : 4;
+    for (int i = 0; i < n_tiers; i++) {
+        const uint64_t r = ram ? ram : tiers[i];
+        const uint64_t left = calib_mem_weight_budget(r, &mm);
+        char dev[16], app[32], lw[32], bpw[16];
+        snprintf(dev, sizeof dev, "%.4g GiB", gib(r));
+        put_size(app, sizeof app, calib_mem_app_budget(r));
+        put_size(lw, sizeof lw, left);
+        const double maxb = left > other && n_q ? (double)(left - other) * 8.0 / (double)n_q : 0;
+        if (maxb >= 16.0) snprintf(bpw, sizeof bpw, "16+");
+        else snprintf(bpw, sizeof bpw, "%.2f", maxb);
+        const char *best = "-";
+        char list[256] = "";
+        size_t used = 0;
+        for (size_t k = 0; k < N_PRESETS; k++) {
+            if (!pok[k] || pbytes[k] > left) continue;
+            if (best[0] == '-') best = preset_names[k];
+            const int w = snprintf(list + used, sizeof list - used, "%s%s", used ? " " : "",
+                                   preset_names[k]);
+            if (w > 0 && (size_t)w < sizeof list - used) used += (size_t)w;
+        }
+        printf("  %-7s %11s %11s %8s %9s  %s\n", dev, app, lw, bpw, best,
+               used ? list : "(nothing fits: lower --ctx or use --kv q8_0)");
+    }
+    model_free(&m);
+    return cmd_finish_output(cmd, 0);
+}
