@@ -18,6 +18,9 @@
 
 #include "../quant/quant.h"
 #if defined(MW_HAVE_FULL)
+#include "../quant/quant_methods.h"
+#endif
+#if defined(MW_HAVE_FULL)
 #include "../hf/hf.h"
 #include "../hf/hf_tok.h"
 #endif
@@ -49,6 +52,11 @@ static const char usage_text[] =
     "  --dry-run                  print the per-tensor plan, write nothing (SRC may be\n"
     "                             a header-only GGUF: tensor data is not read)\n"
     "  -q, --quiet                no progress, no notices (warnings still print)\n"
+#if defined(MW_HAVE_FULL)
+    "  --corpus FILE              calibration text (.txt/.jsonl[.gz]): quantize the layers\n"
+    "                             with --method on the model's activations\n"
+    "  --method M                 rtn | gptq | awq | awq+gptq (with --corpus; default gptq)\n"
+#endif
     "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O error\n";
 
 static const char *cmd = "quant";
@@ -313,6 +321,7 @@ static void print_plan(const struct quant_plan *p)
 int cmd_quant(int argc, char **argv)
 {
     const char *srcp = NULL, *out = NULL, *preset_name = NULL, *imatrix_path = NULL;
+    const char *corpus_path = NULL, *method_name = NULL;
     struct quant_opts o = {.rules = {.output_type = -1, .token_embd_type = -1}};
     struct quant_overrides *ov = NULL;
     bool quiet = false, dry = false, end_of_opts = false;
@@ -357,7 +366,8 @@ int cmd_quant(int argc, char **argv)
         /* valued options: "--opt V" or "--opt=V" */
         static const char *const valued[] = {"-o", "--output", "--preset", "--imatrix",
                                              "--type-override", "-t", "--threads",
-                                             "--output-tensor-type", "--token-embedding-type"};
+                                             "--output-tensor-type", "--token-embedding-type",
+                                             "--corpus", "--method"};
         const char *val = NULL;
         size_t which = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0] && !val; k++) {
@@ -397,9 +407,11 @@ int cmd_quant(int argc, char **argv)
         case 7:
             if ((rc = parse_type(a, val, &o.rules.output_type)) != 0) goto done;
             break;
-        default:
+        case 8:
             if ((rc = parse_type(a, val, &o.rules.token_embd_type)) != 0) goto done;
             break;
+        case 9: corpus_path = val; break;
+        default: method_name = val; break;
         }
     }
     if (!srcp) {
@@ -450,6 +462,9 @@ int cmd_quant(int argc, char **argv)
     struct hf_src hs = {0};
 #endif
     struct quant_plan *plan = NULL;
+#if defined(MW_HAVE_FULL)
+    struct quant_methods_src *mh = NULL;
+#endif
     enum mw_status s = MW_OK;
     const double t0 = now_s();
 
@@ -460,8 +475,11 @@ int cmd_quant(int argc, char **argv)
     }
     if (src_is_dir) {
 #if defined(MW_HAVE_FULL)
-        if ((s = hf_src_open(srcp, out ? out : "memwall-quant", &hs, &src, &err)) != MW_OK)
-            goto fail;
+        /* the KV scratch file goes beside the output (--dry-run: TMPDIR) */
+        char scratch[PATH_MAX];
+        const char *td = getenv("TMPDIR");
+        snprintf(scratch, sizeof scratch, "%s/memwall-quant", td && td[0] ? td : "/tmp");
+        if ((s = hf_src_open(srcp, out ? out : scratch, &hs, &src, &err)) != MW_OK) goto fail;
 #endif
     } else {
         /* a plan needs the header only: --dry-run also reads files whose
@@ -472,7 +490,27 @@ int cmd_quant(int argc, char **argv)
         if ((s = quant_source_gguf(f, &src, &err)) != MW_OK) goto fail;
         src_gguf = true;
     }
-    if ((s = quant_plan_build(&src, &o, &plan, &err)) != MW_OK) goto fail;
+    const struct quant_source *psrc = &src;
+#if defined(MW_HAVE_FULL)
+    struct quant_source msrc;
+    if (corpus_path) {
+        struct quant_methods_opts mo = {.method = QUANT_METHOD_GPTQ, .model_path = srcp,
+                                        .corpus_path = corpus_path,
+                                        .n_threads = (unsigned)threads};
+        if (method_name && !quant_method_parse(method_name, &mo.method)) {
+            rc = cmd_usage_error(cmd, usage_text, "--method: unknown method '%s'", method_name);
+            goto cleanup;
+        }
+        if ((s = quant_methods_source(&src, &o, &mo, &msrc, &mh, &err)) != MW_OK) goto fail;
+        psrc = &msrc;
+    }
+#else
+    if (corpus_path || method_name) {
+        rc = cmd_usage_error(cmd, usage_text, "--corpus/--method need the full build");
+        goto cleanup;
+    }
+#endif
+    if ((s = quant_plan_build(psrc, &o, &plan, &err)) != MW_OK) goto fail;
     if (dry) {
         print_plan(plan);
         rc = cmd_finish_output(cmd, 0);
@@ -501,6 +539,9 @@ fail:
     rc = cmd_fail(cmd, &err);
 cleanup:
     quant_plan_free(plan);
+#if defined(MW_HAVE_FULL)
+    quant_methods_source_free(mh);
+#endif
     if (src_gguf) quant_source_gguf_free(&src);
 #if defined(MW_HAVE_FULL)
     hf_src_close(&hs);

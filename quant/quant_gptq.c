@@ -1,0 +1,310 @@
+/*
+ * quant/quant_gptq.c — GPTQ on the ggml block grid (see quant_methods.h).
+ *
+ * Per ggml block, the grid is found by "probing": the block's scales/mins
+ * come from QUANT_MODE_BEST on the current weights; every format here
+ * decodes element e as a_e * q_e + b_e for its integer level q_e in
+ * [0, qmax] (a_e, b_e depend on the scales only), so decoding the block
+ * with every level set to 0 and then to 1 gives b_e and a_e. Each column is
+ * then rounded to its nearest level, the level stored in place (set_q), and
+ * the block decoded at the end for the exact values llama.cpp will see.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "../gguf/gguf.h"
+#include "quant.h"
+#include "quant_int.h"
+#include "quant_methods.h"
+
+/* LAPACK (exported by libopenblas; lapacke.h is not installed). */
+extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+extern void spotri_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+
+static int grid_qmax(uint32_t t)
+{
+    switch (t) {
+    case GGUF_TYPE_Q4_0: return 15;
+    case GGUF_TYPE_Q8_0: return 254;
+    case GGUF_TYPE_Q3_K: return 7;
+    case GGUF_TYPE_Q4_K: return 15;
+    case GGUF_TYPE_Q5_K: return 31;
+    case GGUF_TYPE_Q6_K: return 63;
+    default: return 0;
+    }
+}
+
+bool quant_gptq_supported(uint32_t type) { return grid_qmax(type) > 0; }
+
+static void nib_set(uint8_t *p, bool high, int q)
+{
+    *p = high ? (uint8_t)((*p & 0x0F) | ((q & 15) << 4)) : (uint8_t)((*p & 0xF0) | (q & 15));
+}
+
+/* Store level q (0..qmax) of element e of one block. */
+static void grid_set_q(uint32_t t, uint8_t *b, int e, int q)
+{
+    switch (t) {
+    case GGUF_TYPE_Q4_0: nib_set(b + 2 + (e & 15), e >= 16, q); break;
+    case GGUF_TYPE_Q8_0: b[2 + e] = (uint8_t)(int8_t)(q - 127); break;
+    case GGUF_TYPE_Q3_K: {
+        const int n = e / 128, j = (e % 128) / 32, l = e % 32;
+        uint8_t *qs = b + 32 + 32 * n + l;
+        *qs = (uint8_t)((*qs & ~(3 << (2 * j))) | ((q & 3) << (2 * j)));
+        const int bit = 4 * n + j;
+        b[l] = (uint8_t)((b[l] & ~(1 << bit)) | (((q >> 2) & 1) << bit));
+        break;
+    }
+    case GGUF_TYPE_Q4_K: {
+        const int j = e / 64, r = e % 64;
+        nib_set(b + 16 + 32 * j + (r & 31), r >= 32, q);
+        break;
+    }
+    case GGUF_TYPE_Q5_K: {
+        const int j = e / 64, r = e % 64, l = r & 31, bit = 2 * j + (r >= 32);
+        nib_set(b + 48 + 32 * j + l, r >= 32, q);
+        b[16 + l] = (uint8_t)((b[16 + l] & ~(1 << bit)) | (((q >> 4) & 1) << bit));
+        break;
+    }
+    case GGUF_TYPE_Q6_K: {
+        const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+        nib_set(b + 64 * h + 32 * (k & 1) + l, k >= 2, q);
+        uint8_t *qh = b + 128 + 32 * h + l;
+        *qh = (uint8_t)((*qh & ~(3 << (2 * k))) | (((q >> 4) & 3) << (2 * k)));
+        break;
+    }
+    default: break;
+    }
+}
+
+/* Work shared by the threads of one call. */
+struct gptq_job {
+    uint32_t type;
+    const struct quant_traits *tr;
+    int qmax;
+    uint64_t bs, bbytes, row_bytes, n_in, lazy;
+    float *w;
+    const float *U;    /* (n_in, n_in) upper Cholesky factor of H^-1, row-major */
+    const float *imp;  /* (n_in) importance: diag(H) + damp */
+    uint8_t *out;
+    float *E;          /* (n_out, lazy) scaled errors of the current lazy block */
+    uint64_t i1, i2;   /* the current lazy block */
+    size_t scratch_bytes;
+    uint8_t *scratch;  /* per thread: best-search scratch, block, probes */
+    unsigned n_threads;
+    uint64_t n_out;
+};
+
+struct gptq_arg {
+    struct gptq_job *j;
+    unsigned t;
+};
+
+static void gptq_rows(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t *scr)
+{
+    const uint64_t bs = J->bs, n = J->n_in;
+    const size_t best_bytes = quant_row_best_scratch(J->type, bs);
+    void *best = scr;
+    float *a = (float *)(void *)(scr + best_bytes);
+    float *bb = a + bs;
+    float *deq = bb + bs;
+    uint8_t *blk = (uint8_t *)(deq + bs);
+    uint8_t *probe = blk + J->bbytes;
+    for (uint64_t r = r0; r < r1; r++) {
+        float *wr = J->w + r * n;
+        float *er = J->E + r * J->lazy;
+        uint8_t *orow = J->out + r * J->row_bytes;
+        for (uint64_t c0 = J->i1; c0 < J->i2; c0 += bs) {
+            /* the grid of this ggml block, from the compensated weights */
+            quant_row_best(J->type, wr + c0, blk, bs, J->imp + c0, best);
+            memcpy(probe, blk, J->bbytes);
+            for (uint64_t e = 0; e < bs; e++) grid_set_q(J->type, probe, (int)e, 0);
+            J->tr->to_float(probe, bb, bs);
+            for (uint64_t e = 0; e < bs; e++) grid_set_q(J->type, probe, (int)e, 1);
+            J->tr->to_float(probe, a, bs);
+            for (uint64_t e = 0; e < bs; e++) a[e] -= bb[e];
+            for (uint64_t e = 0; e < bs; e++) {
+                const uint64_t c = c0 + e;
+                const float x = wr[c];
+                int q = 0;
+                if (a[e] != 0.0f && isfinite(a[e])) {
+                    const float v = (x - bb[e]) / a[e];
+                    q = isfinite(v) ? quant__clampi(quant__nint(fmaxf(fminf(v, 1e6f), -1e6f)), 0,
+                                                    J->qmax)
+                                    : 0;
+                }
+                grid_set_q(J->type, blk, (int)e, q);
+                const float qv = a[e] * (float)q + bb[e];
+                const float *urow = J->U + c * n;
+                const float err = (x - qv) / urow[c];
+                er[c - J->i1] = err;
+                for (uint64_t k = c + 1; k < J->i2; k++) wr[k] -= err * urow[k];
+            }
+            J->tr->to_float(blk, deq, bs);
+            memcpy(wr + c0, deq, bs * sizeof(float));
+            memcpy(orow + (c0 / bs) * J->bbytes, blk, J->bbytes);
+        }
+    }
+}
+
+static void *gptq_thread(void *p)
+{
+    struct gptq_arg *A = p;
+    struct gptq_job *J = A->j;
+    const uint64_t per = (J->n_out + J->n_threads - 1) / J->n_threads;
+    const uint64_t r0 = per * A->t;
+    const uint64_t r1 = r0 + per < J->n_out ? r0 + per : J->n_out;
+    if (r0 < r1) gptq_rows(J, r0, r1, J->scratch + (size_t)A->t * J->scratch_bytes);
+    return NULL;
+}
+
+/* Upper Cholesky factor U of H^-1 (H^-1 = Uᵀ U), row-major, lower part 0. */
+static int chol_inv_upper(float *A, int n)
+{
+    int info = 0;
+    /* Row-major A seen column-major is Aᵀ = A; 'L' there is the row-major upper triangle. */
+    spotrf_("L", &n, A, &n, &info);
+    if (info) return info;
+    spotri_("L", &n, A, &n, &info);
+    if (info) return info;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++) A[(size_t)i * n + j] = A[(size_t)j * n + i];
+    spotrf_("L", &n, A, &n, &info);
+    if (info) return info;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < i; j++) A[(size_t)i * n + j] = 0.0f;
+    return 0;
+}
+
+enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in, const float *H,
+                          const struct quant_gptq_opts *o, void *out, struct mw_err *err)
+{
+    const struct quant_traits *tr = quant_traits_get(type);
+    const struct gguf_type_info *ti = gguf_type_get(type);
+    if (!quant_gptq_supported(type) || !tr || !tr->from_float || !ti)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "GPTQ does not support type %u", type);
+    if (o && o->act_order)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "GPTQ act-order is not implemented");
+    const uint64_t bs = ti->blck;
+    if (n_in == 0 || n_in % bs || n_in > INT32_MAX)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "GPTQ: row length %llu is not a positive multiple of %s's block %llu",
+                       (unsigned long long)n_in, ti->name, (unsigned long long)bs);
+    if (n_out == 0) return MW_OK;
+    const float damp_frac = o && o->damp > 0 ? o->damp : 0.01f;
+    uint64_t lazy = o && o->block ? o->block : 128;
+    lazy = (lazy + bs - 1) / bs * bs;
+    if (lazy > n_in) lazy = n_in;
+    unsigned nt = o && o->n_threads ? o->n_threads : 1;
+    if (nt > 256) nt = 256;
+    if (nt > n_out) nt = (unsigned)n_out;
+
+    uint64_t nn, nE, row_bytes;
+    if (!mw_mul_u64(n_in, n_in, &nn) || !mw_mul_u64(n_out, lazy, &nE) ||
+        !mw_mul_u64(n_in / bs, ti->type_size, &row_bytes) || nn > SIZE_MAX / sizeof(float) ||
+        nE > SIZE_MAX / sizeof(float))
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: sizes overflow");
+    const size_t best_bytes = quant_row_best_scratch(type, bs);
+    const size_t scr = (best_bytes + 3 * bs * sizeof(float) + 2 * ti->type_size + 63) / 64 * 64;
+
+    float *U = malloc((size_t)nn * sizeof(float));
+    float *imp = malloc((size_t)n_in * sizeof(float));
+    float *E = malloc((size_t)nE * sizeof(float));
+    uint8_t *scratch = malloc(scr * nt);
+    enum mw_status st = MW_OK;
+    if (!U || !imp || !E || !scratch) {
+        st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: out of memory (%llu bytes)",
+                     (unsigned long long)(nn * 4 + nE * 4));
+        goto done;
+    }
+    /* dampening; dead columns get H_jj = 1 (no compensation through them) */
+    double mean = 0;
+    for (uint64_t j = 0; j < n_in; j++) {
+        const float h = H[j * n_in + j];
+        if (!isfinite(h)) {
+            st = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "GPTQ: non-finite Hessian");
+            goto done;
+        }
+        mean += h;
+    }
+    mean /= (double)n_in;
+    if (!(mean > 0)) mean = 1;
+    float damp = damp_frac * (float)mean;
+    for (int attempt = 0;; attempt++) {
+        memcpy(U, H, (size_t)nn * sizeof(float));
+        for (uint64_t j = 0; j < n_in; j++) {
+            float *d = &U[j * n_in + j];
+            if (*d == 0.0f) *d = 1.0f;
+            *d += damp;
+            imp[j] = H[j * n_in + j] + damp;
+        }
+        if (chol_inv_upper(U, (int)n_in) == 0) break;
+        if (attempt == 3) {
+            st = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
+                         "GPTQ: Hessian not positive definite after dampening");
+            goto done;
+        }
+        damp *= 10.0f; /* 1% -> 10% -> 100% -> 1000% of the mean diagonal */
+    }
+
+    struct gptq_job J = {.type = type, .tr = tr, .qmax = grid_qmax(type), .bs = bs,
+                         .bbytes = ti->type_size, .row_bytes = row_bytes, .n_in = n_in,
+                         .lazy = lazy, .w = w, .U = U, .imp = imp, .out = out, .E = E,
+                         .scratch_bytes = scr, .scratch = scratch, .n_threads = nt,
+                         .n_out = n_out};
+    for (uint64_t i1 = 0; i1 < n_in; i1 += lazy) {
+        const uint64_t i2 = i1 + lazy < n_in ? i1 + lazy : n_in;
+        J.i1 = i1;
+        J.i2 = i2;
+        if (nt == 1) {
+            gptq_rows(&J, 0, n_out, scratch);
+        } else {
+            pthread_t th[256];
+            struct gptq_arg args[256];
+            unsigned started = 0;
+            for (unsigned t = 1; t < nt; t++) {
+                args[t] = (struct gptq_arg){&J, t};
+                if (pthread_create(&th[t], NULL, gptq_thread, &args[t]) != 0) break;
+                started = t;
+            }
+            args[0] = (struct gptq_arg){&J, 0};
+            gptq_thread(&args[0]);
+            for (unsigned t = 1; t <= started; t++) pthread_join(th[t], NULL);
+            /* rows of threads that failed to start: run them here */
+            for (unsigned t = started + 1; t < nt; t++) gptq_thread(&args[t]);
+        }
+        if (i2 < n_in) /* W[:, i2:] -= E (n_out x B) * U[i1:i2, i2:] */
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_out,
+                        (int)(n_in - i2), (int)(i2 - i1), -1.0f, E, (int)lazy,
+                        U + i1 * n_in + i2, (int)n_in, 1.0f, w + i2, (int)n_in);
+    }
+done:
+    free(U);
+    free(imp);
+    free(E);
+    free(scratch);
+    return st;
+}
+
+double quant_output_error(const float *w, const float *q, uint64_t n_out, uint64_t n_in,
+                          const float *H)
+{
+    double tot = 0;
+    double *d = malloc(n_in * sizeof(double));
+    if (!d) return NAN;
+    for (uint64_t r = 0; r < n_out; r++) {
+        for (uint64_t j = 0; j < n_in; j++) d[j] = (double)w[r * n_in + j] - q[r * n_in + j];
+        for (uint64_t i = 0; i < n_in; i++) {
+            double s = 0;
+            const float *h = H + i * n_in;
+            for (uint64_t j = 0; j < n_in; j++) s += h[j] * d[j];
+            tot += d[i] * s;
+        }
+    }
+    free(d);
+    return tot;
+}

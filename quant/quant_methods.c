@@ -1,0 +1,281 @@
+/*
+ * quant/quant_methods.c — the calibration-driven quantization driver
+ * (quant_methods.h): plan -> calib_run with a per-group callback that
+ * quantizes the group's weights (GPTQ or importance-weighted rounding) and
+ * writes the dequantized values back -> a source whose layer tensors are
+ * already quantized.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant_methods.h"
+
+bool quant_method_parse(const char *s, enum quant_method *out)
+{
+    static const char *const names[] = {"rtn", "gptq", "awq", "awq+gptq"};
+    for (int i = 0; i < 4; i++)
+        if (s && strcmp(s, names[i]) == 0) {
+            *out = (enum quant_method)i;
+            return true;
+        }
+    return false;
+}
+
+const char *quant_method_name(enum quant_method m)
+{
+    switch (m) {
+    case QUANT_METHOD_RTN: return "rtn";
+    case QUANT_METHOD_GPTQ: return "gptq";
+    case QUANT_METHOD_AWQ: return "awq";
+    case QUANT_METHOD_AWQ_GPTQ: return "awq+gptq";
+    }
+    return "?";
+}
+
+struct quant_methods_src {
+    const struct quant_source *base;
+    struct quant_tensor_desc *descs; /* base's table, types replaced */
+    uint32_t *want;                  /* chosen type per source tensor (UINT32_MAX: none) */
+    uint8_t **bytes;                 /* quantized data per source tensor, or NULL */
+    uint64_t *nbytes;
+    const struct quant_methods_opts *mo;
+    float *awq_s; /* the current group's AWQ scales (n_in), or NULL */
+};
+
+static int64_t find_tensor(const struct quant_methods_src *h, const char *name)
+{
+    for (uint64_t i = 0; i < h->base->n_tensors; i++)
+        if (strcmp(h->base->tensors[i].name, name) == 0) return (int64_t)i;
+    return -1;
+}
+
+/* AWQ on ATTN_IN / FFN_IN: search alpha, fold 1/s into the norm and s into the columns. */
+static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer *ly,
+                                enum calib_group g, struct mw_err *err)
+{
+    enum mw_status s;
+    struct quant_awq_group G = {.n_in = calib_layer_group_n_in(ly, g),
+                                .n_threads = h->mo->n_threads};
+    struct calib_weight cws[3];
+    for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
+        if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        struct calib_weight cw;
+        if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, false, &cw, err)) != MW_OK) return s;
+        const int64_t ti = find_tensor(h, cw.name);
+        if (ti < 0 || h->want[ti] == UINT32_MAX || G.n_w == 3) return MW_OK; /* not all quantized */
+        const struct gguf_type_info *inf = gguf_type_get(h->want[ti]);
+        if (!inf || cw.n_in % inf->blck) return MW_OK;
+        cws[G.n_w] = cw;
+        G.w[G.n_w] = cw.w;
+        G.n_out[G.n_w] = cw.n_out;
+        G.type[G.n_w++] = h->want[ti];
+    }
+    if (G.n_w == 0) return MW_OK;
+    const struct calib_group_stats *gs = calib_layer_stats(ly, g);
+    const float *H;
+    if ((s = calib_layer_hessian(ly, g, &H, err)) != MW_OK) return s;
+    double *ma = malloc((size_t)G.n_in * sizeof(double));
+    float *imp = malloc((size_t)G.n_in * sizeof(float));
+    h->awq_s = malloc((size_t)G.n_in * sizeof(float));
+    if (!ma || !imp || !h->awq_s) {
+        free(ma);
+        free(imp);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    }
+    const double cnt = gs->count ? (double)gs->count : 1.0;
+    for (uint64_t j = 0; j < G.n_in; j++) {
+        ma[j] = gs->sum_abs[j] / cnt;
+        imp[j] = (float)(gs->sum_sq[j] / cnt);
+    }
+    G.mean_abs = ma;
+    G.imp = imp;
+    G.H = H;
+    float alpha = 0;
+    s = quant_awq_group(&G, &alpha, err);
+    if (s == MW_OK) quant_awq_scales(ma, G.n_in, alpha, h->awq_s);
+    free(ma);
+    free(imp);
+    if (s != MW_OK) return s;
+    float *norm;
+    if ((s = calib_layer_norm(ly, g == CALIB_G_ATTN_IN ? CALIB_NORM_ATTN : CALIB_NORM_FFN, true,
+                              &norm, err)) != MW_OK)
+        return s;
+    for (uint64_t j = 0; j < G.n_in; j++) norm[j] /= h->awq_s[j];
+    for (unsigned k = 0; k < G.n_w; k++) {
+        struct calib_weight cw;
+        for (int w2 = 0; w2 < CALIB_W_COUNT; w2++) {
+            if (calib_wkind_group((enum calib_wkind)w2) != g) continue;
+            if ((s = calib_layer_weight(ly, (enum calib_wkind)w2, true, &cw, err)) != MW_OK)
+                return s;
+            if (cw.w != cws[k].w) continue;
+            for (uint64_t r = 0; r < cw.n_out; r++)
+                for (uint64_t j = 0; j < cw.n_in; j++) cw.w[r * cw.n_in + j] *= h->awq_s[j];
+        }
+    }
+    return MW_OK;
+}
+
+static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_group g,
+                               struct mw_err *err)
+{
+    struct quant_methods_src *h = ud;
+    const struct quant_methods_opts *mo = h->mo;
+    enum mw_status s;
+    free(h->awq_s);
+    h->awq_s = NULL;
+    if ((mo->method == QUANT_METHOD_AWQ || mo->method == QUANT_METHOD_AWQ_GPTQ) &&
+        (g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN))
+        if ((s = awq_group(h, ly, g, err)) != MW_OK) return s;
+    for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
+        if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        struct calib_weight cw;
+        if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, true, &cw, err)) != MW_OK) return s;
+        const int64_t ti = find_tensor(h, cw.name);
+        if (ti < 0 || h->want[ti] == UINT32_MAX) continue; /* kept as it is by the plan */
+        const uint32_t t = h->want[ti];
+        const struct gguf_type_info *inf = gguf_type_get(t);
+        const struct quant_traits *tr = quant_traits_get(t);
+        if (!inf || !tr || !tr->to_float || !tr->from_float || cw.n_in % inf->blck) continue;
+        uint64_t rb, nb, ne;
+        if (!mw_mul_u64(cw.n_in / inf->blck, inf->type_size, &rb) ||
+            !mw_mul_u64(rb, cw.n_out, &nb) || !mw_mul_u64(cw.n_in, cw.n_out, &ne) ||
+            nb > SIZE_MAX)
+            return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "tensor '%s': size overflows",
+                           cw.name);
+        uint8_t *q = malloc(nb ? (size_t)nb : 1);
+        if (!q) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory (%llu bytes)",
+                               (unsigned long long)nb);
+        const bool gptq = (mo->method == QUANT_METHOD_GPTQ || mo->method == QUANT_METHOD_AWQ_GPTQ) &&
+                          quant_gptq_supported(t);
+        if (gptq) {
+            const float *H;
+            if ((s = calib_layer_hessian(ly, g, &H, err)) != MW_OK) {
+                free(q);
+                return s;
+            }
+            struct quant_gptq_opts go = mo->gptq;
+            go.n_threads = mo->n_threads;
+            if ((s = quant_gptq(t, cw.w, cw.n_out, cw.n_in, H, &go, q, err)) != MW_OK) {
+                mw_err_set_where(err, "tensor '%s'", cw.name);
+                free(q);
+                return s;
+            }
+        } else {
+            /* importance-weighted rounding with the corpus's imatrix (mean x²) */
+            const struct calib_group_stats *gs = calib_layer_stats(ly, g);
+            float *imp = malloc((size_t)cw.n_in * sizeof(float));
+            if (!imp) {
+                free(q);
+                return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+            }
+            const double cnt = gs && gs->count ? (double)gs->count : 1.0;
+            for (uint64_t j = 0; j < cw.n_in; j++) {
+                imp[j] = gs ? (float)(gs->sum_sq[j] / cnt) : 1.0f;
+                if (h->awq_s) imp[j] /= h->awq_s[j] * h->awq_s[j]; /* input is x / s now */
+            }
+            s = quant_rows_mode(t, QUANT_MODE_BEST, cw.w, cw.n_out, cw.n_in, imp, q,
+                                mo->n_threads ? mo->n_threads : 1, err);
+            free(imp);
+            if (s != MW_OK) {
+                free(q);
+                return s;
+            }
+            tr->to_float(q, cw.w, ne); /* later layers see the quantized weights */
+        }
+        free(h->bytes[ti]);
+        h->bytes[ti] = q;
+        h->nbytes[ti] = nb;
+        h->descs[ti].type = t;
+    }
+    return MW_OK;
+}
+
+static enum mw_status src_read(void *ud, uint64_t i, quant_sink_fn sink, void *sink_ud,
+                               struct mw_err *err)
+{
+    struct quant_methods_src *h = ud;
+    if (h->bytes[i]) return sink(sink_ud, h->bytes[i], (size_t)h->nbytes[i], err);
+    return h->base->read(h->base->ud, i, sink, sink_ud, err);
+}
+
+static const uint8_t *src_data(void *ud, uint64_t i)
+{
+    struct quant_methods_src *h = ud;
+    if (h->bytes[i]) return h->bytes[i];
+    return h->base->data ? h->base->data(h->base->ud, i) : NULL;
+}
+
+static void src_release(void *ud, uint64_t i, uint64_t off, uint64_t n)
+{
+    struct quant_methods_src *h = ud;
+    if (!h->bytes[i] && h->base->release) h->base->release(h->base->ud, i, off, n);
+}
+
+void quant_methods_source_free(struct quant_methods_src *h)
+{
+    if (!h) return;
+    if (h->bytes)
+        for (uint64_t i = 0; i < h->base->n_tensors; i++) free(h->bytes[i]);
+    free(h->bytes);
+    free(h->nbytes);
+    free(h->descs);
+    free(h->want);
+    free(h->awq_s);
+    free(h);
+}
+
+enum mw_status quant_methods_source(const struct quant_source *base, const struct quant_opts *qo,
+                                    const struct quant_methods_opts *mo, struct quant_source *out,
+                                    struct quant_methods_src **hp, struct mw_err *err)
+{
+    *hp = NULL;
+    const uint64_t n = base->n_tensors;
+    struct quant_methods_src *h = calloc(1, sizeof *h);
+    struct quant_plan *plan = NULL;
+    struct calib_model *m = NULL;
+    struct calib_corpus *c = NULL;
+    struct calib_samples *smp = NULL;
+    struct calib_stats *st = NULL;
+    enum mw_status s = MW_OK;
+    if (!h) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    h->base = base;
+    h->mo = mo;
+    if (n > SIZE_MAX / sizeof(struct quant_tensor_desc) ||
+        !(h->descs = malloc((size_t)(n ? n : 1) * sizeof *h->descs)) ||
+        !(h->want = malloc((size_t)(n ? n : 1) * sizeof *h->want)) ||
+        !(h->bytes = calloc((size_t)(n ? n : 1), sizeof *h->bytes)) ||
+        !(h->nbytes = calloc((size_t)(n ? n : 1), sizeof *h->nbytes))) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        goto out;
+    }
+    if (n) memcpy(h->descs, base->tensors, (size_t)n * sizeof *h->descs);
+    for (uint64_t i = 0; i < n; i++) h->want[i] = UINT32_MAX;
+    if ((s = quant_plan_build(base, qo, &plan, err)) != MW_OK) goto out;
+    for (uint64_t i = 0; i < quant_plan_count(plan); i++) {
+        const struct quant_plan_entry *e = quant_plan_get(plan, i);
+        if (e->choice.type != e->src->type) h->want[e->src_index] = e->choice.type;
+    }
+    if ((s = calib_model_open(mo->model_path, &m, err)) != MW_OK) goto out;
+    if ((s = calib_corpus_load(mo->corpus_path, CALIB_CORPUS_AUTO, &c, err)) != MW_OK) goto out;
+    struct calib_sample_opts so = mo->samples;
+    so.n_ctx_max = calib_model_hparams(m)->n_ctx_train;
+    if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, err)) != MW_OK) goto out;
+    struct calib_run_opts ro = {.n_threads = mo->n_threads ? mo->n_threads : 1,
+                                .on_group = on_group, .on_group_ud = h};
+    if ((s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto out;
+    *out = *base;
+    out->tensors = h->descs;
+    out->read = src_read;
+    out->data = src_data;
+    out->release = src_release;
+    out->ud = h;
+    *hp = h;
+out:
+    calib_stats_free(st);
+    calib_samples_free(smp);
+    calib_corpus_free(c);
+    calib_model_close(m);
+    quant_plan_free(plan);
+    if (s != MW_OK) quant_methods_source_free(h);
+    return s;
+}

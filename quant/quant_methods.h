@@ -1,0 +1,133 @@
+/*
+ * quant/quant_methods.h — calibration-aware quantization methods on top of
+ * the ggml block formats of quant.h: GPTQ (Hessian-based error
+ * compensation) and AWQ (activation-aware per-input-channel scaling, folded
+ * into the producing norm / linear layer). Library mw_quant_methods (links
+ * OpenBLAS; the BLAS-free mw_quant does not).
+ *
+ * GPTQ's quantization grid is the ggml block format itself: when the
+ * column sweep reaches the first column of a ggml block (32 or 256
+ * columns), that block's scales/mins are chosen from the CURRENT
+ * (error-compensated) weights by quant's importance-weighted search
+ * (QUANT_MODE_BEST, importance = diag(H) of the block's columns); the
+ * block's columns are then rounded one at a time to that fixed grid, each
+ * rounding error spread over the remaining columns through the upper
+ * Cholesky factor of H^-1 (lazy updates in blocks of `block` columns, a
+ * multiple of the ggml block). The blocks written are ordinary blocks of
+ * the type (llama.cpp reads them as any other).
+ *
+ * Determinism: rows are independent given H; threads split rows, every sum
+ * runs in a fixed order, the lazy update is an OpenBLAS GEMM (which splits
+ * outputs, never inner sums); the Cholesky factorizations run on one
+ * thread. Same inputs -> same bytes for every n_threads.
+ *
+ * Library rules: nothing here prints; errors through struct mw_err.
+ */
+#ifndef MW_QUANT_METHODS_H
+#define MW_QUANT_METHODS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/mw.h"
+
+/* Types GPTQ can place on their own grid: Q4_0 Q8_0 Q3_K Q4_K Q5_K Q6_K. */
+bool quant_gptq_supported(uint32_t type);
+
+struct quant_gptq_opts {
+    float damp;         /* dampening: damp * mean(diag H) added to the diagonal; 0: 0.01 */
+    uint32_t block;     /* lazy-update block (columns); 0: 128; rounded up to a
+                         * multiple of the type's block */
+    bool act_order;     /* not implemented yet: MW_E_UNSUPPORTED */
+    unsigned n_threads; /* 0: 1 */
+};
+
+/*
+ * Quantize w (n_out rows x n_in columns, row-major, GGUF layout: a row is
+ * one output channel) to type with GPTQ, given H = Σ x xᵀ over the
+ * calibration inputs ((n_in x n_in) row-major, symmetric; not modified).
+ * out: n_out rows of the type (n_out * row bytes). On return w holds the
+ * dequantized values (what llama.cpp will compute with), so callers can
+ * propagate the error to later layers. Columns whose H_jj is 0 (inputs
+ * never active) are quantized as they are, without compensation.
+ * Errors: MW_E_USAGE (unsupported type, n_in not a multiple of its block,
+ * act_order), MW_E_VALUE (H not positive definite even after 10x more
+ * dampening, non-finite H), MW_E_NOMEM.
+ */
+enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in, const float *H,
+                          const struct quant_gptq_opts *o, void *out, struct mw_err *err);
+
+/* Output error of a quantized layer under H: Σ_rows (w - q)ᵀ H (w - q)
+ * = ||X Wᵀ - X Qᵀ||² over the calibration rows (in double). */
+double quant_output_error(const float *w, const float *q, uint64_t n_out, uint64_t n_in,
+                          const float *H);
+
+
+
+/* --- AWQ (quant_awq.c) --- */
+/* s_j = mean_abs_j^alpha, normalized so that max(s)·min(s) = 1. */
+void quant_awq_scales(const double *mean_abs, uint64_t n, float alpha, float *s);
+
+/* One group of weights reading the same input (q/k/v, or gate/up). */
+struct quant_awq_group {
+    uint64_t n_in;
+    unsigned n_w;              /* up to 3 */
+    const float *w[3];         /* (n_out[k], n_in) row-major, not modified */
+    uint64_t n_out[3];
+    uint32_t type[3];          /* target ggml types */
+    const double *mean_abs;    /* (n_in) mean |x_j| */
+    const float *imp;          /* (n_in) importance (mean x²) for the quantizer */
+    const float *H;            /* (n_in, n_in) Σ x xᵀ */
+    int n_grid;                /* alpha = 0, 1/n_grid, ..., 1; 0: 20 */
+    unsigned n_threads;
+};
+/* The alpha whose scaled-then-quantized weights give the lowest output
+ * error on the calibration rows (alpha 0: no scaling). Errors: MW_E_USAGE
+ * (a type quant_rows cannot produce), MW_E_NOMEM. */
+enum mw_status quant_awq_group(const struct quant_awq_group *g, float *best_alpha,
+                               struct mw_err *err);
+
+/* --- the `memwall quant --corpus F --method M` driver (quant_methods.c) --- */
+#include "../calib/calib.h"
+#include "quant.h"
+
+enum quant_method {
+    QUANT_METHOD_RTN = 0,      /* importance-weighted rounding (QUANT_MODE_BEST, imatrix from
+                                * the corpus), with sequential error propagation */
+    QUANT_METHOD_GPTQ = 1,
+    QUANT_METHOD_AWQ = 2,      /* AWQ scales on q/k/v and gate/up (folded into attn_norm /
+                                * ffn_norm), then RTN as above; o/down unscaled */
+    QUANT_METHOD_AWQ_GPTQ = 3, /* AWQ, then GPTQ on the scaled weights */
+};
+/* "rtn", "gptq", "awq", "awq+gptq". false if unknown. */
+bool quant_method_parse(const char *s, enum quant_method *out);
+const char *quant_method_name(enum quant_method m);
+
+struct quant_methods_opts {
+    enum quant_method method;
+    const char *model_path;         /* the model calib opens (the GGUF given to memwall quant) */
+    const char *corpus_path;
+    struct calib_sample_opts samples; /* zeros: calib's defaults */
+    struct quant_gptq_opts gptq;
+    unsigned n_threads;             /* 0: 1 */
+};
+
+/*
+ * Run the calibration forward over the corpus, layer by layer, and quantize
+ * the seven linear weights of every layer with the method to the types the
+ * plan for (base, qo) chooses; each layer's weights are replaced by their
+ * dequantized values before the rest of the model is evaluated (sequential
+ * error propagation). *out becomes a source equal to base except that
+ * those tensors are already of their chosen type (quant_plan_build copies
+ * them verbatim; everything else — token_embd, output, norms — goes
+ * through the ordinary pipeline). The quantized tensors are held in memory
+ * (the size of the output's layer tensors). Release with
+ * quant_methods_source_free after the plan is written. Errors: those of
+ * quant_plan_build, calib_*, quant_gptq.
+ */
+struct quant_methods_src;
+enum mw_status quant_methods_source(const struct quant_source *base, const struct quant_opts *qo,
+                                    const struct quant_methods_opts *mo, struct quant_source *out,
+                                    struct quant_methods_src **h, struct mw_err *err);
+void quant_methods_source_free(struct quant_methods_src *h); /* NULL-safe */
+#endif /* MW_QUANT_METHODS_H */
