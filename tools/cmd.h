@@ -28,8 +28,10 @@
 
 /* Commands that need the full build (hf/, calib/): not in MW_MINIMAL builds. */
 #if defined(MW_HAVE_FULL)
-#define MW_COMMANDS_FULL(X) \
-    X(convert, "convert a Hugging Face checkpoint dir to GGUF (f16, bf16, f32, q8_0)")
+#define MW_COMMANDS_FULL(X)                                                                \
+    X(convert, "convert a Hugging Face checkpoint dir to GGUF (f16, bf16, f32, q8_0)")     \
+    X(calib, "run a model over a corpus layer by layer; write a llama.cpp imatrix")        \
+    X(plan, "memory budget: weights per preset, KV cache, overhead; what fits which device")
 #else
 #define MW_COMMANDS_FULL(X)
 #endif
@@ -55,10 +57,25 @@ int cmd_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
 /* Print "memwall CMD: <mw_err_format(err)>" to stderr; returns the exit code
  * of err->code. */
 int cmd_fail(const char *cmd, const struct mw_err *err);
+/* Write NUL-terminated text that may quote untrusted bytes (key and tensor
+ * names, JSON strings of a model file: error messages, verify findings):
+ * printable ASCII and valid UTF-8 as they are; control characters (C0, DEL,
+ * C1) and invalid UTF-8 as \xNN, so an input file cannot send terminal
+ * escape sequences through a message. */
+void cmd_put_text(FILE *out, const char *s);
 /* Write n bytes of untrusted text printable: \n \t \" \\ and \xNN escapes;
  * at most max bytes of s, then "..." (max 0: no limit). */
 void cmd_put_escaped(FILE *out, const uint8_t *s, uint64_t n, uint64_t max);
 /* Flush stdout; on a write error print it and return 3, else return rc. */
 int cmd_finish_output(const char *cmd, int rc);
+
+// --- signals (tools/cmd_signals.c) ---
+
+/* Called once by main() before running command cmd_name: SIGXFSZ ignored
+ * (EFBIG becomes an ordinary I/O error, exit 3); SIGBUS on a mapped input
+ * that shrank prints the file and offset, removes this process's unfinished
+ * output temp files and exits 3; SIGINT/SIGTERM/SIGHUP remove them and then
+ * end the process as before. */
+void cmd_signals_install(const char *cmd_name);
 
 #endif /* MW_TOOLS_CMD_H */

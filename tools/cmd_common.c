@@ -22,8 +22,36 @@ int cmd_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
 int cmd_fail(const char *cmd, const struct mw_err *err)
 {
     char buf[1024];
-    fprintf(stderr, "memwall %s: %s\n", cmd, mw_err_format(err, buf, sizeof buf));
+    /* the message quotes names and strings from the input: escaped */
+    fprintf(stderr, "memwall %s: ", cmd);
+    cmd_put_text(stderr, mw_err_format(err, buf, sizeof buf));
+    fputc('\n', stderr);
     return mw_status_exit_code(err->code);
+}
+
+void cmd_put_text(FILE *out, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    const size_t n = strlen(s);
+    size_t i = 0;
+    while (i < n) {
+        const unsigned char c = p[i];
+        if (c >= 0x20 && c < 0x7f) {
+            fputc(c, out);
+            i++;
+            continue;
+        }
+        const size_t len = c >= 0x80 ? jw_utf8_len(p + i, n - i) : 0;
+        /* C1 controls (U+0080..U+009F, UTF-8 C2 80..C2 9F) act as escape
+         * sequences on some terminals: escaped like C0 and DEL */
+        if (len == 0 || (len == 2 && c == 0xc2 && p[i + 1] < 0xa0)) {
+            fprintf(out, "\\x%02x", c);
+            i++;
+            continue;
+        }
+        fwrite(p + i, 1, len, out);
+        i += len;
+    }
 }
 
 void cmd_put_escaped(FILE *out, const uint8_t *s, uint64_t n, uint64_t max)

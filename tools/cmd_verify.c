@@ -39,15 +39,18 @@ static void print_item(FILE *out, const char *path, const struct verify_item *it
         snprintf(e.where, sizeof e.where, "%s", it->where);
         snprintf(e.msg, sizeof e.msg, "%s", it->msg);
         char buf[1024];
-        fprintf(out, "%s\n", mw_err_format(&e, buf, sizeof buf));
+        cmd_put_text(out, mw_err_format(&e, buf, sizeof buf)); /* names from the file: escaped */
+        fputc('\n', out);
         return;
     }
-    fprintf(out, "%s: ", path);
+    char buf[8192], off[64] = ""; /* path (up to PATH_MAX) + where + msg */
     if (it->off != MW_ERR_OFF_NONE)
-        fprintf(out, "offset %llu (0x%llx): ", (unsigned long long)it->off,
-                (unsigned long long)it->off);
-    if (it->where[0]) fprintf(out, "%s: ", it->where);
-    fprintf(out, "%s: %s\n", verify_level_name(it->level), it->msg);
+        snprintf(off, sizeof off, "offset %llu (0x%llx): ", (unsigned long long)it->off,
+                 (unsigned long long)it->off);
+    snprintf(buf, sizeof buf, "%s: %s%s%s%s: %s", path, off, it->where, it->where[0] ? ": " : "",
+             verify_level_name(it->level), it->msg);
+    cmd_put_text(out, buf);
+    fputc('\n', out);
 }
 
 /* The summary line without the path. */

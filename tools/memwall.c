@@ -70,5 +70,6 @@ int main(int argc, char **argv)
         usage(stderr);
         return usage_rc;
     }
+    cmd_signals_install(c->name); /* hardening: see tools/cmd_signals.c */
     return c->fn(argc - 1, argv + 1);
 }
