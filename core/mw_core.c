@@ -230,7 +230,11 @@ enum mw_status mw_map_open(struct mw_map *m, const char *path, struct mw_err *er
     m->size = 0;
     m->fd = -1;
     mw_err_set_path(err, path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a tty) for reading would otherwise block
+     * until a writer appears, i.e. forever for a FIFO planted in place of a
+     * model file; the S_ISREG check below then rejects it. No effect on
+     * regular files, which are only mapped. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "cannot open: %s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {

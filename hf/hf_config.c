@@ -4,12 +4,14 @@
 #include "hf_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 // --- files -------------------------------------------------------------------
 
@@ -53,10 +55,16 @@ enum mw_status hf__util_read_file(const char *path, uint64_t max, char **buf, si
     *buf = NULL;
     *len = 0;
     mw_err_set_path(err, path);
-    FILE *f = fopen(path, "rb");
+    /* open(O_NONBLOCK) + fdopen rather than fopen: fopen of a FIFO planted
+     * as config.json (or tokenizer.json) blocks until a writer appears, i.e.
+     * forever; this way the S_ISREG check below rejects it at once. */
+    const int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        if (errno == ENOENT) return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "file does not exist");
-        return MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "cannot open: %s", strerror(errno));
+        const int e = errno;
+        if (fd >= 0) close(fd);
+        if (e == ENOENT) return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "file does not exist");
+        return MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "cannot open: %s", strerror(e));
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {

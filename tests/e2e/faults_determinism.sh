@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Determinism (issue 7, style.md §2.6): the same inputs and options give a
+# byte-identical file whatever the thread count, across runs, and wherever
+# the command is started from.
+#   quant: Q4_K_M (K-quant search; Q4_K and Q6_K tensors), Q4_K_M with an
+#          imatrix, IQ4_NL, each with -t 1, 2 and 8, -t 8 twice; the HF
+#          directory source (full builds) with -t 1 and 8;
+#   convert: f16 and q8_0 twice, and once from another working directory
+#          with a relative path (convert has no thread option: it is
+#          single-threaded by design, hf/hf_convert.c).
+# Usage (ctest): faults_determinism.sh [quick]. "quick" (sanitizer builds,
+# where a K-quant run costs 10-20x more): -t 1 and 8 only, no IQ4_NL.
+QUICK=0
+[ "${1:-}" = quick ] && QUICK=1
+source "$(dirname "${BASH_SOURCE[0]}")/faults_common.sh" ""
+
+ref() {
+    if [ -f "$MW_DATASETS/reference/$1" ]; then echo "$MW_DATASETS/reference/$1"
+    elif [ -f "$MW_SHARED/models/reference/$1" ]; then echo "$MW_SHARED/models/reference/$1"
+    else echo ""; fi
+}
+F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
+IMAT=$(ref tinyllama-8m.llamacpp.imatrix.gguf)
+HF=""
+for d in "$MW_DATASETS/tinyllama-8m" "$MW_SHARED/models/tinyllama-8m"; do
+    [ -f "$d/config.json" ] && { HF=$d; break; }
+done
+[ -n "$F16" ] || [ -n "$HF" ] || { echo "SKIP: no tinyllama-8m inputs"; exit $SKIP; }
+full=0
+$MW_EMU "$MEMWALL" help 2> /dev/null | grep -q '^  convert' && full=1
+
+# same NAME FILES...: all byte-identical to the first
+same() {
+    local name=$1 first=$2 f
+    shift 2
+    for f in "$@"; do
+        cmp -s "$first" "$f" || fail "$name: $(basename "$f") differs from $(basename "$first")"
+    done
+    echo "  $name: $(($# + 1)) files identical ($(md5sum < "$first" | cut -c1-12))"
+}
+
+if [ -n "$F16" ]; then
+    specs=("Q4_K_M" "Q4_K_M imatrix" "IQ4_NL")
+    threads=(1 2 8 8)
+    if [ $QUICK = 1 ]; then specs=("Q4_K_M" "Q4_K_M imatrix"); threads=(1 8); fi
+    for spec in "${specs[@]}"; do
+        set -- $spec
+        p=$1
+        extra=()
+        tag=$p
+        if [ "${2:-}" = imatrix ]; then
+            [ -n "$IMAT" ] || continue
+            extra=(--imatrix "$IMAT")
+            tag=$p-imatrix
+        fi
+        files=()
+        for t in "${threads[@]}"; do
+            o=$T/q-$tag-t$t-${#files[@]}.gguf
+            run 0 quant "$F16" -o "$o" --preset "$p" -t $t -q "${extra[@]}" && files+=("$o")
+        done
+        [ ${#files[@]} -eq ${#threads[@]} ] && same "quant $tag, -t ${threads[*]}" "${files[@]}"
+        run 0 verify "${files[0]}"
+    done
+fi
+
+if [ $full = 1 ] && [ -n "$HF" ]; then
+    run 0 quant "$HF" -o "$T/qhf-t1.gguf" --preset Q4_K_M -t 1 -q
+    run 0 quant "$HF" -o "$T/qhf-t8.gguf" --preset Q4_K_M -t 8 -q
+    same "quant HF dir Q4_K_M, -t 1 8" "$T/qhf-t1.gguf" "$T/qhf-t8.gguf"
+
+    for ty in f16 q8_0; do
+        run 0 convert "$HF" -o "$T/c-$ty-1.gguf" --type $ty -q
+        run 0 convert "$HF" -o "$T/c-$ty-2.gguf" --type $ty -q
+        same "convert $ty, two runs" "$T/c-$ty-1.gguf" "$T/c-$ty-2.gguf"
+    done
+    # another working directory, a relative source path
+    mkdir -p "$T/elsewhere"
+    cp -r "$HF" "$T/elsewhere/tinyllama-8m"
+    (cd "$T/elsewhere" && $MW_EMU "$MEMWALL" convert tinyllama-8m -o ../c-rel.gguf --type q8_0 -q) ||
+        fail "convert from another directory failed"
+    same "convert q8_0, relative path from another cwd" "$T/c-q8_0-1.gguf" "$T/c-rel.gguf"
+fi
+
+finish
