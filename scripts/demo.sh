@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job on the bundled default model (datasets/tinyllama-8m):
-# install dependencies, build, convert/quantize, verify, inspect, and run a
-# prompt. Usage: scripts/demo.sh [PROMPT]
+# install dependencies, build, calibrate on the bundled corpus, quantize to
+# Q4_K_M, verify the file, and run a prompt with memwall's own runtime.
+# Usage: scripts/demo.sh [PROMPT]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 prompt=${1:-"It was a dark and stormy night, and"}
@@ -9,21 +10,22 @@ prompt=${1:-"It was a dark and stormy night, and"}
 cmake -S . -B build/release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build/release -j "$(nproc)" >/dev/null
 mw=build/release/tools/memwall
+run=build/release/tools/memwall-run
+model=datasets/tinyllama-8m
 out=build/demo
 mkdir -p "$out"
 
-echo "== convert (HF safetensors -> GGUF, Q8_0)"
-$mw convert datasets/tinyllama-8m -o "$out/tinyllama-8m-q8_0.gguf" --type q8_0
-echo "== verify"
-$mw verify --deep "$out/tinyllama-8m-q8_0.gguf"
+echo "== plan: what fits where"
+$mw plan "$model" --ctx 512 | head -30
+echo "== calibrate on the bundled corpus (importance matrix, llama.cpp format)"
+$mw calib "$model" --corpus datasets/corpora/calib.txt --samples 64 --seq-len 256 \
+    -o "$out/tinyllama-8m.imatrix" -t "$(nproc)"
+echo "== quantize (HF safetensors -> GGUF Q4_K_M, with that imatrix)"
+$mw quant "$model" -o "$out/tinyllama-8m-Q4_K_M.gguf" --preset Q4_K_M \
+    --imatrix "$out/tinyllama-8m.imatrix" --threads "$(nproc)"
+echo "== verify (structure, checksums, every block decoded)"
+$mw verify --deep "$out/tinyllama-8m-Q4_K_M.gguf"
 echo "== inspect (header and first tensors)"
-$mw inspect "$out/tinyllama-8m-q8_0.gguf" | head -40
-
-echo "== run a prompt"
-# memwall's own runtime (memwall-run) is not built yet; the file runs in
-# llama.cpp unchanged, so the demo generates with llama.cpp's library.
-if peer=$(bash tests/peer/setup.sh 2>/dev/null | tail -n 1) && [ -x "$peer" ]; then
-  "$peer" generate "$out/tinyllama-8m-q8_0.gguf" "$prompt" 32 --text
-else
-  echo "(llama.cpp peer unavailable: skipped)"
-fi
+$mw inspect "$out/tinyllama-8m-Q4_K_M.gguf" | head -30
+echo "== run a prompt (memwall-run, greedy)"
+$run -m "$out/tinyllama-8m-Q4_K_M.gguf" --verify -p "$prompt" -n 48 --temp 0 -t "$(nproc)"
