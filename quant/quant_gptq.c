@@ -107,7 +107,7 @@ struct gptq_arg {
 static void gptq_rows(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t *scr)
 {
     const uint64_t bs = J->bs, n = J->n_in;
-    const size_t best_bytes = quant_row_best_scratch(J->type, bs);
+    const size_t best_bytes = (quant_row_best_scratch(J->type, bs) + 63) / 64 * 64;
     void *best = scr;
     float *a = (float *)(void *)(scr + best_bytes);
     float *bb = a + bs;
@@ -208,7 +208,7 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
         !mw_mul_u64(n_in / bs, ti->type_size, &row_bytes) || nn > SIZE_MAX / sizeof(float) ||
         nE > SIZE_MAX / sizeof(float))
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: sizes overflow");
-    const size_t best_bytes = quant_row_best_scratch(type, bs);
+    const size_t best_bytes = (quant_row_best_scratch(type, bs) + 63) / 64 * 64;
     const size_t scr = (best_bytes + 3 * bs * sizeof(float) + 2 * ti->type_size + 63) / 64 * 64;
 
     float *U = malloc((size_t)nn * sizeof(float));

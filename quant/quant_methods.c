@@ -5,6 +5,7 @@
  * writes the dequantized values back -> a source whose layer tensors are
  * already quantized.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,11 +97,33 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
     free(ma);
     free(imp);
     if (s != MW_OK) return s;
+    /* the folded norm is written as F32 in place of the source's (F32) norm */
+    char nname[64];
+    snprintf(nname, sizeof nname, "blk.%u.%s.weight", calib_layer_index(ly),
+             g == CALIB_G_ATTN_IN ? "attn_norm" : "ffn_norm");
+    const int64_t ni = find_tensor(h, nname);
+    uint8_t *nb = NULL;
+    if (alpha == 0.0f || ni < 0 || h->base->tensors[ni].type != GGUF_TYPE_F32 ||
+        !(nb = malloc((size_t)G.n_in * sizeof(float)))) {
+        free(h->awq_s); /* no fold */
+        h->awq_s = NULL;
+        return MW_OK;
+    }
     float *norm;
     if ((s = calib_layer_norm(ly, g == CALIB_G_ATTN_IN ? CALIB_NORM_ATTN : CALIB_NORM_FFN, true,
-                              &norm, err)) != MW_OK)
+                              &norm, err)) != MW_OK) {
+        free(nb);
         return s;
+    }
     for (uint64_t j = 0; j < G.n_in; j++) norm[j] /= h->awq_s[j];
+    for (uint64_t j = 0; j < G.n_in; j++) {
+        uint32_t u;
+        memcpy(&u, &norm[j], 4);
+        mw_put_le32(nb + 4 * j, u);
+    }
+    free(h->bytes[ni]);
+    h->bytes[ni] = nb;
+    h->nbytes[ni] = G.n_in * sizeof(float);
     for (unsigned k = 0; k < G.n_w; k++) {
         struct calib_weight cw;
         for (int w2 = 0; w2 < CALIB_W_COUNT; w2++) {
