@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: builds memwall four ways and runs every test.
-#   1. release build with -Werror, all tests (unit, end-to-end, llama.cpp interop)
+#   1. release build with -Werror, all tests (unit, end-to-end, llama.cpp interop),
+#      then every command under valgrind memcheck
 #   2. ASan+UBSan build with -Werror, all tests but the llama.cpp peer ones
 #   3. aarch64 cross build (core/gguf/quant/verify + memwall), its tests under qemu-aarch64
 #   4. clang libFuzzer build, each fuzz target for a bounded time (the GGUF reader
@@ -33,6 +34,7 @@ run_ctest() { # dir, ctest args...
 
 step "release build" build build/ci-release -DCMAKE_BUILD_TYPE=Release
 step "release tests" run_ctest build/ci-release
+step "valgrind (memcheck, every command)" bash scripts/valgrind.sh build/ci-release
 step "asan+ubsan build" build build/ci-asan -DCMAKE_BUILD_TYPE=Debug -DMW_SANITIZE=ON
 step "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
   run_ctest build/ci-asan -LE peer
