@@ -118,7 +118,7 @@ struct engine {
     const struct calib_model *m;
     const struct rt_hparams *hp;
     const struct calib_samples *s;
-    struct calib_pool *pool;
+    struct mw_pool *pool;
     unsigned n_threads;
     uint32_t n_samples, n_pos, spb;
     uint64_t T, rows_b;
@@ -277,7 +277,7 @@ static void run_rows(struct engine *e, enum row_op op, uint64_t n_rows, uint64_t
 {
     struct row_job J = {.e = e, .op = op, .n_rows = n_rows, .n = n, .row0 = row0,
                         .dst = dst, .src = src, .w = w};
-    calib__pool_run(e->pool, row_task, &J);
+    mw_pool_run(e->pool, row_task, &J);
 }
 
 /* Y (nr, n_out) = X (nr, n_in) W^T (+ bias) */
@@ -324,7 +324,7 @@ static void accum(struct engine *e, enum calib_group g, const float *X, uint64_t
     struct calib_group_stats *gs = &e->st->g[(uint64_t)e->ly.il * CALIB_G_COUNT + g];
     struct stat_job J = {.X = X, .nr = nr, .n_in = gs->n_in, .sq = (double *)gs->sum_sq,
                          .ab = (double *)gs->sum_abs};
-    calib__pool_run(e->pool, stat_task, &J);
+    mw_pool_run(e->pool, stat_task, &J);
     gs->count += nr;
 }
 
@@ -397,7 +397,7 @@ static void attention(struct engine *e, const float *X, uint32_t ns, float *out,
     run_rows(e, OP_ROPE, nr, 0, NULL, NULL, NULL, 0);
     struct attn_job J = {.e = e, .ns = ns, .out = out, .ldo = ldo};
     if (e->n_threads > 1) openblas_set_num_threads(1);
-    calib__pool_run(e->pool, attn_task, &J);
+    mw_pool_run(e->pool, attn_task, &J);
     if (e->n_threads > 1) openblas_set_num_threads((int)e->n_threads);
 }
 
@@ -891,7 +891,7 @@ done:
 static void engine_free(struct engine *e)
 {
     free_layer(e);
-    calib__pool_free(e->pool);
+    mw_pool_free(e->pool);
     free(e->hs);
     free(e->rope);
     free(e->xin);
@@ -977,7 +977,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "dimensions too large for BLAS");
     openblas_set_num_threads((int)opt.n_threads);
     e.n_threads = opt.n_threads;
-    enum mw_status st = calib__pool_init(opt.n_threads, &e.pool, err);
+    enum mw_status st = mw_pool_init(opt.n_threads, &e.pool, err);
     if (st) return st;
     if ((st = alloc_stats(&e, err))) goto fail;
 

@@ -7,21 +7,11 @@
 #define MW_CALIB_INT_H
 
 #include "calib.h"
+#include "../core/mw_pool.h"
 
 #include <pthread.h>
 
-// --- thread pool (calib_pool.c) ---
-
-/* fn(arg, ith, nth) runs once on every thread, ith = 0 .. nth-1 (0 is the
- * calling thread). Workers sleep on a condition variable between stages
- * (they never spin, so OpenBLAS's own threads get the cores). */
-typedef void (*calib_task_fn)(void *arg, unsigned ith, unsigned nth);
-
-struct calib_pool;
-enum mw_status calib__pool_init(unsigned n_threads, struct calib_pool **out, struct mw_err *err);
-void calib__pool_free(struct calib_pool *p); /* NULL-safe; joins the workers */
-unsigned calib__pool_size(const struct calib_pool *p);
-void calib__pool_run(struct calib_pool *p, calib_task_fn fn, void *arg);
+// --- thread pool: core/mw_pool.h ---
 
 /* [lo, hi) of n items for thread ith of nth (contiguous, balanced). */
 static inline void calib__split(uint64_t n, unsigned ith, unsigned nth, uint64_t *lo, uint64_t *hi)

@@ -181,7 +181,7 @@ static void tok_task(void *arg, unsigned ith, unsigned nth)
 static void run_tok(struct rt_ctx *c, struct tok_stage *st)
 {
     st->c = c;
-    rt__pool_run(c->pool, tok_task, st);
+    mw_pool_run(c->pool, tok_task, st);
 }
 
 /* y[b*ldy + r] (=|+=) W[r] . act[b] (+ bias[r]) for r < n_out, b < n_tok */
@@ -241,7 +241,7 @@ static void mm_task(void *arg, unsigned ith, unsigned nth)
 static void run_mm(struct rt_ctx *c, struct mm_stage *st)
 {
     st->c = c;
-    rt__pool_run(c->pool, mm_task, st);
+    mw_pool_run(c->pool, mm_task, st);
 }
 
 struct attn_stage {
@@ -438,7 +438,7 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         ts = (struct tok_stage){.op = OP_ROPE_STORE, .n_tok = n_tok, .pos0 = pos0, .il = il};
         run_tok(c, &ts);
         struct attn_stage as = {.c = c, .n_tok = n_tok, .pos0 = pos0, .il = il, .tiled = tiled};
-        rt__pool_run(c->pool, attn_task, &as);
+        mw_pool_run(c->pool, attn_task, &as);
         const struct rt_weight *wo[1] = {&ly->wo};
         plan_acts(c, wo, 1, &plan);
         ts = (struct tok_stage){.op = OP_QUANT, .n_tok = n_tok, .src = c->xb, .ld_src = c->xb_ld,
@@ -636,7 +636,7 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
                     c->n_threads);
         goto fail;
     }
-    if ((s = rt__pool_init(c->n_threads, &c->pool, err))) goto fail;
+    if ((s = mw_pool_init(c->n_threads, &c->pool, err))) goto fail;
     *out = c;
     return MW_OK;
 fail:
@@ -647,7 +647,7 @@ fail:
 void rt_ctx_free(struct rt_ctx *c)
 {
     if (!c) return;
-    rt__pool_free(c->pool);
+    mw_pool_free(c->pool);
     rt__kv_free(&c->kv);
     free(c->x);
     free(c->xb);

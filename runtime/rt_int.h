@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "rt.h"
+#include "../core/mw_pool.h"
 #include "rt_kernels.h"
 
 // --- model ---
@@ -61,18 +62,7 @@ struct rt_model {
     bool locked;
 };
 
-// --- thread pool (rt_pool.c) ---
-
-/* fn(arg, ith, nth) runs once on every thread, ith = 0 .. nth-1 (0 is the
- * calling thread). */
-typedef void (*rt_task_fn)(void *arg, unsigned ith, unsigned nth);
-
-struct rt_pool;
-enum mw_status rt__pool_init(unsigned n_threads, struct rt_pool **out, struct mw_err *err);
-void rt__pool_free(struct rt_pool *p); /* NULL-safe; joins the workers */
-unsigned rt__pool_size(const struct rt_pool *p);
-/* Run fn on all threads and wait for all of them. No allocation. */
-void rt__pool_run(struct rt_pool *p, rt_task_fn fn, void *arg);
+// --- thread pool: core/mw_pool.h ---
 
 /* [lo, hi) of n items for thread ith of nth (contiguous, balanced). */
 static inline void rt__split(uint64_t n, unsigned ith, unsigned nth, uint64_t *lo, uint64_t *hi)
@@ -137,7 +127,7 @@ struct rt_thread_scratch {
 struct rt_ctx {
     const struct rt_model *m;
     const struct rt_kernels *ks;
-    struct rt_pool *pool;
+    struct mw_pool *pool;
     struct rt_kv kv;
     uint32_t n_ctx, n_batch, n_past;
     unsigned n_threads;

@@ -1,38 +1,44 @@
 /*
- * calib/calib_pool.c — a fork-join pool of pthreads for the parts of the
- * calibration forward that are not GEMMs (norms, RoPE, softmax, SwiGLU,
- * statistics). calib__pool_run() hands one function to every thread (the
- * caller is thread 0) and returns when all have finished. Workers sleep on
- * a condition variable between stages.
+ * core/mw_pool.c — a fork-join pool of pthreads, shared by the runtime's
+ * forward pass and calibration's non-GEMM stages.
+ *
+ * mw_pool_run() hands one function to every thread (the caller is thread
+ * 0) and returns when all have finished: each call is one parallel stage
+ * with a join at its end. Workers sleep on a condition variable between
+ * stages. No allocation after mw_pool_init().
  */
-#include "calib_int.h"
+#include "mw_pool.h"
 
+#include <pthread.h>
+
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct calib_worker {
-    struct calib_pool *pool;
+struct mw_worker {
+    struct mw_pool *pool;
     unsigned ith;
 };
 
-struct calib_pool {
-    unsigned n;
-    unsigned n_started;
+struct mw_pool {
+    unsigned n;            /* threads, the caller included */
+    unsigned n_started;    /* workers created */
     pthread_t *th;
-    struct calib_worker *w;
+    struct mw_worker *w;
     pthread_mutex_t mu;
-    pthread_cond_t cv_start, cv_done;
-    uint64_t gen;
-    unsigned pending;
+    pthread_cond_t cv_start;
+    pthread_cond_t cv_done;
+    uint64_t gen;          /* stage number, bumped by each run */
+    unsigned pending;      /* workers still in the current stage */
     bool quit;
-    calib_task_fn fn;
+    mw_task_fn fn;
     void *arg;
 };
 
 static void *worker_main(void *p)
 {
-    struct calib_worker *w = p;
-    struct calib_pool *pool = w->pool;
+    struct mw_worker *w = p;
+    struct mw_pool *pool = w->pool;
     uint64_t seen = 0;
     for (;;) {
         pthread_mutex_lock(&pool->mu);
@@ -42,7 +48,7 @@ static void *worker_main(void *p)
             return NULL;
         }
         seen = pool->gen;
-        const calib_task_fn fn = pool->fn;
+        const mw_task_fn fn = pool->fn;
         void *arg = pool->arg;
         pthread_mutex_unlock(&pool->mu);
 
@@ -54,11 +60,11 @@ static void *worker_main(void *p)
     }
 }
 
-enum mw_status calib__pool_init(unsigned n_threads, struct calib_pool **out, struct mw_err *err)
+enum mw_status mw_pool_init(unsigned n_threads, struct mw_pool **out, struct mw_err *err)
 {
     *out = NULL;
     if (n_threads == 0) n_threads = 1;
-    struct calib_pool *p = calloc(1, sizeof *p);
+    struct mw_pool *p = calloc(1, sizeof *p);
     if (!p) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "thread pool");
     p->n = n_threads;
     if (pthread_mutex_init(&p->mu, NULL) != 0) {
@@ -71,14 +77,14 @@ enum mw_status calib__pool_init(unsigned n_threads, struct calib_pool **out, str
         p->th = calloc(n_threads - 1, sizeof *p->th);
         p->w = calloc(n_threads - 1, sizeof *p->w);
         if (!p->th || !p->w) {
-            calib__pool_free(p);
+            mw_pool_free(p);
             return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "thread pool");
         }
         for (unsigned i = 0; i + 1 < n_threads; i++) {
-            p->w[i] = (struct calib_worker){.pool = p, .ith = i + 1};
+            p->w[i] = (struct mw_worker){.pool = p, .ith = i + 1};
             const int e = pthread_create(&p->th[i], NULL, worker_main, &p->w[i]);
             if (e != 0) {
-                calib__pool_free(p);
+                mw_pool_free(p);
                 return MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "cannot start thread %u of %u: %s",
                                i + 2, n_threads, strerror(e));
             }
@@ -89,7 +95,7 @@ enum mw_status calib__pool_init(unsigned n_threads, struct calib_pool **out, str
     return MW_OK;
 }
 
-void calib__pool_free(struct calib_pool *p)
+void mw_pool_free(struct mw_pool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
@@ -105,9 +111,9 @@ void calib__pool_free(struct calib_pool *p)
     free(p);
 }
 
-unsigned calib__pool_size(const struct calib_pool *p) { return p->n; }
+unsigned mw_pool_size(const struct mw_pool *p) { return p->n; }
 
-void calib__pool_run(struct calib_pool *p, calib_task_fn fn, void *arg)
+void mw_pool_run(struct mw_pool *p, mw_task_fn fn, void *arg)
 {
     if (p->n == 1) {
         fn(arg, 0, 1);
