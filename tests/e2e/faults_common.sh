@@ -2,50 +2,9 @@
 # Environment from ctest (tests/CMakeLists.txt mw_shell_test): MW_BIN, MW_TMP,
 # MW_EMU, MW_SHARED, MW_DATASETS, MW_SRC. $1 of the sourcing script, when
 # given, is tests/faults/mw_fault.
-set -u
-MEMWALL="$MW_BIN/memwall"
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 FAULT=${1:-}
-rm -rf "$MW_TMP" && mkdir -p "$MW_TMP" || exit 1
-T=$MW_TMP
-# Scratch on tmpfs when there is one: every successful output is fsync'd,
-# which costs up to ~0.5 s per file on some build disks, and these tests
-# write dozens. Removed on exit (also on failure); MW_TMP keeps a pointer.
-if [ -z "${MW_FAULTS_NO_SHM:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
-    T=$(mktemp -d /dev/shm/memwall-faults.XXXXXX) || T=$MW_TMP
-    if [ "$T" != "$MW_TMP" ]; then
-        echo "$T" > "$MW_TMP/scratch-dir"
-        trap 'rm -rf "$T"' EXIT
-    fi
-fi
-fails=0
-SKIP=77
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-finish() {
-    if [ "$fails" -ne 0 ]; then
-        echo "$fails failure(s)"
-        exit 1
-    fi
-    echo "ok"
-    exit 0
-}
-has() { [[ $1 == *"$2"* ]] || fail "$3: output lacks '$2'"; }
-
-# run WANT_RC ARGS...: memwall with stdout in $out, stderr in $err, exit in $rc
-run() {
-    local want=$1
-    shift
-    $MW_EMU "$MEMWALL" "$@" > "$T/out" 2> "$T/err"
-    rc=$?
-    out=$(cat "$T/out")
-    err=$(cat "$T/err")
-    if [ "$rc" -ne "$want" ]; then
-        fail "memwall $*: exit $rc, want $want"
-        echo "--- stdout"; echo "$out" | head -20; echo "--- stderr"; echo "$err" | head -20
-        return 1
-    fi
-    return 0
-}
+[ -n "${MW_FAULTS_NO_SHM:-}" ] || scratch_on_shm faults
 
 # fault NAME FAULT_OPTS... -- MEMWALL_ARGS...: memwall under mw_fault.
 # Sets $rc (mw_fault's exit: memwall's, or 128 + signal), $err (memwall's

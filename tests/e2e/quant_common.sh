@@ -1,83 +1,12 @@
 # Shared helpers of tests/e2e/quant_*.sh and bench/quant_bench.sh (sourced).
 # Environment from ctest (tests/CMakeLists.txt mw_shell_test): MW_BIN, MW_TMP,
 # MW_EMU, MW_SHARED, MW_DATASETS, MW_SRC.
-set -u
-MEMWALL="$MW_BIN/memwall"
-rm -rf "$MW_TMP" && mkdir -p "$MW_TMP" || exit 1
-T=$MW_TMP
-# Scratch files on tmpfs when there is one: the gguf writer fsyncs every
-# output, which costs ~0.5 s per file on some build disks (these tests write
-# about a hundred). Removed on exit; MW_TMP keeps only a pointer.
-if [ -z "${MW_QUANT_NO_SHM:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
-    T=$(mktemp -d /dev/shm/memwall-quant.XXXXXX) || T=$MW_TMP
-    if [ "$T" != "$MW_TMP" ]; then
-        echo "$T" > "$MW_TMP/scratch-dir"
-        trap 'rm -rf "$T"' EXIT
-    fi
-fi
-fails=0
-SKIP=77
-
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-finish() {
-    if [ "$fails" -ne 0 ]; then
-        echo "$fails failure(s)"
-        exit 1
-    fi
-    echo "ok"
-    exit 0
-}
-have_python() { command -v python3 > /dev/null 2>&1 && python3 -c 'import struct' 2> /dev/null; }
-
-# run WANT_RC ARGS...: memwall with stdout in $out, stderr in $err, exit in $rc
-run() {
-    local want=$1
-    shift
-    $MW_EMU "$MEMWALL" "$@" > "$T/out" 2> "$T/err"
-    rc=$?
-    out=$(cat "$T/out")
-    err=$(cat "$T/err")
-    if [ "$rc" -ne "$want" ]; then
-        fail "memwall $*: exit $rc, want $want"
-        echo "--- stdout"; echo "$out" | head -20; echo "--- stderr"; echo "$err" | head -20
-        return 1
-    fi
-    return 0
-}
-has() { [[ $1 == *"$2"* ]] || fail "$3: output lacks '$2'"; }
-
-# ref FILE: datasets/reference/FILE, else shared/models/reference/FILE, else ""
-ref() {
-    if [ -f "$MW_DATASETS/reference/$1" ]; then echo "$MW_DATASETS/reference/$1"
-    elif [ -f "$MW_SHARED/models/reference/$1" ]; then echo "$MW_SHARED/models/reference/$1"
-    else echo ""; fi
-}
-model_dir() {
-    if [ -f "$MW_DATASETS/$1/config.json" ]; then echo "$MW_DATASETS/$1"
-    elif [ -f "$MW_SHARED/models/$1/config.json" ]; then echo "$MW_SHARED/models/$1"
-    else echo ""; fi
-}
+. "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+[ -n "${MW_QUANT_NO_SHM:-}" ] || scratch_on_shm quant
 F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
 IMAT=$(ref tinyllama-8m.llamacpp.imatrix.gguf)
 PRESETS="Q8_0 Q6_K Q5_K_M Q5_K_S Q4_K_M Q4_K_S Q4_0 Q3_K_L Q3_K_M Q3_K_S Q2_K"
 EXTRA_PRESETS="Q5_1 Q5_0 Q4_1 IQ4_NL"
-
-# peer: path of llama-peer in $PEER, or "" when tests/peer/setup.sh says unavailable (77)
-find_peer() {
-    PEER=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log")
-    local prc=$?
-    if [ $prc -eq 77 ]; then
-        echo "llama-peer unavailable: $(tail -n 1 "$T/peer-setup.log")"
-        PEER=""
-        return 0
-    fi
-    if [ $prc -ne 0 ]; then
-        fail "tests/peer/setup.sh failed ($prc)"
-        cat "$T/peer-setup.log"
-        PEER=""
-    fi
-    PEER=$(echo "$PEER" | tail -n 1)
-}
 
 # The python helpers (standard library only), written once into $T/qtool.py:
 #   cmp A B            whole files equal once memwall.* KVs are dropped
