@@ -401,6 +401,9 @@ struct calib_run_opts {
     void *on_layer_ud;
     calib_progress_fn progress; /* may be NULL */
     void *progress_ud;
+    uint64_t max_memory;       /* bytes calib_run's own allocations may reach (activations,
+                                * statistics, Hessians; not the mapped model, not the
+                                * callbacks'); 0: no bound. (issue 7: --max-memory) */
 };
 
 /* Run the model over the samples, layer by layer (see the top of this

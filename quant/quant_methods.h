@@ -110,6 +110,8 @@ struct quant_methods_opts {
     struct calib_sample_opts samples; /* zeros: calib's defaults */
     struct quant_gptq_opts gptq;
     unsigned n_threads;             /* 0: 1 */
+    uint64_t max_memory;            /* --max-memory: bound on the method's own allocations
+                                     * (calibration, Hessians, held tensors); 0: none */
 };
 
 /*

@@ -114,7 +114,7 @@ for p in "${points[@]}"; do
     if [ "$triggered" = 1 ]; then
         fired=$((fired + 1))
         [ "$status" = "signal 9" ] || fail "kill $p: status $status, want signal 9"
-        after_kill "kill $p" "$O" "$O/o.gguf" "$keep"
+        after_kill "kill $p" "$O" "$O/o.gguf" "$keep" "$REF"
     else # finished before the point was reached: then it must be complete
         [ "$rc" -eq 0 ] || fail "kill $p (not fired): exit $rc"
         cmp -s "$REF" "$O/o.gguf" || fail "kill $p (not fired): output differs"

@@ -105,7 +105,7 @@ for p in "${points[@]}"; do
     if [ "$triggered" = 1 ]; then
         fired=$((fired + 1))
         [ "$status" = "signal 9" ] || fail "kill $p: status $status, want signal 9"
-        after_kill "kill $p" "$O" "$O/o.gguf" "$keep"
+        after_kill "kill $p" "$O" "$O/o.gguf" "$keep" "$REF"
     else
         [ "$rc" -eq 0 ] || fail "kill $p (not fired): exit $rc"
         cmp -s "$REF" "$O/o.gguf" || fail "kill $p (not fired): output differs"
@@ -218,7 +218,7 @@ if $MW_EMU "$MEMWALL" help 2> /dev/null | grep -q '^  convert'; then
         put_keep
         fault "HF kill" --slice-us 50 --watch "$O" --at-size 1048576 --kill -- \
             quant "$T/hf" -o "$O/o.gguf" "${Q[@]}"
-        [ "$triggered" = 1 ] && after_kill "HF kill" "$O" "$O/o.gguf" "$T/keep"
+        [ "$triggered" = 1 ] && after_kill "HF kill" "$O" "$O/o.gguf" "$T/keep" "$T/ref-hf.gguf"
         rm -f "$O/o.gguf"
     fi
 fi
