@@ -27,9 +27,21 @@ build() { # dir, cmake args...
   cmake -S . -B "$dir" -DMW_WERROR=ON "$@" >/dev/null && cmake --build "$dir" -j "$jobs" >/dev/null
 }
 
-run_ctest() { # dir, ctest args...
+failures=$(mktemp)
+trap 'rm -f "$failures"' EXIT
+run_ctest() { # dir, ctest args... (names of failed tests and their last lines kept for the summary)
   local dir=$1; shift
-  (cd "$dir" && ctest -j "$jobs" --output-on-failure "$@")
+  local log rc=0
+  log=$(mktemp)
+  (cd "$dir" && ctest -j "$jobs" --output-on-failure "$@") 2>&1 | tee "$log" || rc=1
+  if [ $rc -ne 0 ] && [ -f "$dir/Testing/Temporary/LastTestsFailed.log" ]; then
+    { echo "--- $dir: failed tests"
+      cat "$dir/Testing/Temporary/LastTestsFailed.log"
+      grep -E 'FAIL|Failed|fail|ERROR|error:|Timeout|\*\*\*' "$log" | tail -n 25
+    } >> "$failures"
+  fi
+  rm -f "$log"
+  return $rc
 }
 
 step "release build" build build/ci-release -DCMAKE_BUILD_TYPE=Release
@@ -50,4 +62,6 @@ printf '%s\n' "${results[@]}"
 passed=$(printf '%s\n' "${results[@]}" | grep -c '^ok' || true)
 failed=$(printf '%s\n' "${results[@]}" | grep -c '^FAILED' || true)
 echo "steps: $passed passed, $failed failed"
+# last, so that a log cut to its tail still says which tests failed and why
+[ -s "$failures" ] && { echo "=== failures"; cat "$failures"; }
 exit $fail
