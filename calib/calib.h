@@ -405,6 +405,28 @@ struct calib_run_opts {
                                 * statistics, Hessians; not the mapped model, not the
                                 * callbacks'); 0: no bound. (issue 7: --max-memory) */
 };
+/*
+ * max_memory (issue 7): calib_run plans its allocations before making any
+ * (calib_run_peak_bytes: statistics, hidden states T x n_embd, RoPE table,
+ * the batch scratch, n_threads x n_pos^2 attention scores, the larger of
+ * the embedding step and one layer's f32 weights — plus, with an on_group
+ * callback, X_o (T x n_head*head_dim) and ONE Hessian of the widest group).
+ * Over the bound it first takes fewer samples per GEMM batch (chosen
+ * without regard to n_threads); if one sample per batch is still too much,
+ * or the per-thread attention scratch does not fit next to it, it fails
+ * with MW_E_NOMEM before allocating anything large, giving the bytes
+ * needed, the bound and what to change (--samples, --seq-len, --threads).
+ * Under a bound at most one Hessian is cached: calib_layer_hessian
+ * releases the others (views of them become invalid).
+ * Results: the statistics are summed row by row in sample order, so fewer
+ * rows per batch give bitwise the same statistics (tests compare them;
+ * this relies on OpenBLAS computing each GEMM output row the same way for
+ * any number of rows, which it does on the CPUs tested). The Hessians are
+ * summed batch by batch, so a smaller batch changes their rounding: for a
+ * given max_memory (and batch_rows) they are deterministic, for every
+ * n_threads. Not counted: the mapped model, the samples, the callbacks'
+ * own memory, thread stacks, and allocator overhead.
+ */
 
 /* Run the model over the samples, layer by layer (see the top of this
  * file). *out gets the statistics (release with calib_stats_free). Token
@@ -415,11 +437,17 @@ struct calib_run_opts {
 enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
                          const struct calib_run_opts *o, struct calib_stats **out,
                          struct mw_err *err);
-/* Bytes calib_run will hold at its peak for these samples, excluding the
- * callbacks' own memory and the mapped model pages (an estimate for
- * messages; --samples/--seq-len advice). */
+/* Bytes calib_run will hold at its peak for these samples (under
+ * o->max_memory: with the batch it adapts to; one sample per batch when the
+ * bound cannot be met), excluding the callbacks' own memory and the mapped
+ * model pages. */
 uint64_t calib_run_peak_bytes(const struct calib_model *m, const struct calib_samples *s,
                               const struct calib_run_opts *o);
+/* Samples per GEMM batch calib_run will use under o->max_memory (the
+ * requested batch_rows in whole samples when it fits), or 0 when the bound
+ * cannot be met (calib_run then fails with MW_E_NOMEM). */
+uint32_t calib_run_batch_samples(const struct calib_model *m, const struct calib_samples *s,
+                                 const struct calib_run_opts *o);
 
 // --- importance-matrix files (formats.md §9.2, §9.3) --------------------------------
 /*

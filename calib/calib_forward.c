@@ -125,6 +125,7 @@ struct engine {
     uint64_t E, Q, KV, F, hd;
     uint32_t n_rep;
     float kq_scale;
+    uint64_t max_memory; /* 0: no bound; else at most one Hessian is cached */
     float *hs;    /* (T, E) hidden states */
     float *xo;    /* (T, Q) attention output, staged mode only */
     float *rope;  /* (n_pos, n_rot) cos/sin */
@@ -695,6 +696,14 @@ enum mw_status calib_layer_hessian(struct calib_layer *ly, enum calib_group g, c
         return MW_OK;
     }
     if (!ly->H[g]) {
+        /* under --max-memory the plan has room for ONE Hessian of the widest
+         * group: release the others first (their views become invalid) */
+        if (e->max_memory)
+            for (int o = 0; o < CALIB_G_COUNT; o++) {
+                free(ly->H[o]);
+                ly->H[o] = NULL;
+                ly->H_valid[o] = false;
+            }
         bool ok = true;
         uint64_t nn;
         if (!mw_mul_u64(n, n, &nn)) ok = false;
@@ -937,6 +946,90 @@ static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
     return m > c ? m : c;
 }
 
+/* What calib_run allocates, in bytes (long double: exact for any real
+ * model, and absurd sizes are caught by the caller's range check). */
+struct mem_plan {
+    long double fixed;   /* statistics, hidden states (T x E), RoPE table, one sample's
+                          * attention output */
+    long double per_smp; /* batch scratch per sample of the batch */
+    long double attn;    /* n_pos^2 attention scores per thread */
+    long double embed;   /* transient, before the layers: vocabulary map, embedding rows */
+    long double layer;   /* per layer: weights, norms, biases; X_o (T x Q) and one
+                          * Hessian of the widest group when there is a callback */
+};
+
+static struct mem_plan mem_plan_of(const struct engine *e, const struct calib_run_opts *o)
+{
+    struct mem_plan p;
+    const long double T = (long double)e->T, P = e->n_pos, E = (long double)e->E;
+    const long double Q = (long double)e->Q, KV = (long double)e->KV, F = (long double)e->F;
+    const long double L = e->hp->n_layer, widest = (long double)max3(e->E, e->Q, e->F);
+    p.fixed = 8.0L * L * 2.0L * (2.0L * E + Q + F) +
+              L * CALIB_G_COUNT * (long double)sizeof(struct calib_group_stats) +
+              (long double)sizeof(struct calib_stats) + 4.0L * T * E +
+              4.0L * P * e->hp->n_rot + 4.0L * P * Q;
+    /* xin, q, k, v, att, g, u, y, ubuf: rows_b rows each */
+    p.per_smp = 4.0L * P * (E + Q + 2.0L * KV + Q + 2.0L * F + E + widest);
+    p.attn = 4.0L * P * P;
+    const long double n_ids = T < e->hp->n_vocab ? T : (long double)e->hp->n_vocab;
+    p.embed = 4.0L * e->hp->n_vocab + 4.0L * n_ids + 1.0L + 4.0L * n_ids * E + 2.0L * e->hp->n_rot;
+    /* weights + every optional bias + the two norms */
+    p.layer = 4.0L * (2.0L * Q * E + 2.0L * KV * E + 3.0L * F * E + (Q + 2.0L * KV + E + 2.0L * F + E) +
+                      2.0L * E);
+    if (o->on_group) p.layer += 4.0L * T * Q + 4.0L * widest * widest;
+    return p;
+}
+
+static long double mem_plan_bytes(const struct mem_plan *p, uint32_t spb, unsigned n_threads)
+{
+    const long double phase = p->embed > p->layer ? p->embed : p->layer;
+    return p->fixed + p->per_smp * spb + p->attn * n_threads + phase;
+}
+
+static uint64_t ld_bytes(long double b) { return b >= 1.8e19L ? UINT64_MAX : (uint64_t)b; }
+
+/* Samples per batch under opt->max_memory. The choice ignores the thread
+ * count (so the batches, which the Hessians depend on, are the same for
+ * every --threads); the per-thread attention scratch is then checked on
+ * top. 0: the bound cannot be met (err, which may be NULL, says why and what
+ * to change). */
+static uint32_t choose_spb(const struct engine *e, const struct calib_run_opts *o,
+                           struct mw_err *err)
+{
+    const struct mem_plan p = mem_plan_of(e, o);
+    uint32_t spb = e->spb;
+    const long double max = (long double)o->max_memory;
+    const unsigned nt = o->n_threads ? o->n_threads : 1;
+    if (!o->max_memory || mem_plan_bytes(&p, spb, nt) <= max) return spb;
+    const long double room = max - mem_plan_bytes(&p, 0, 1);
+    const long double fit = room > 0 ? room / p.per_smp : 0;
+    spb = fit >= spb ? spb : (uint32_t)fit;
+    if (spb == 0) {
+        MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                "calibration needs at least %llu bytes (%.1f MiB; hidden states of %u samples x "
+                "%u positions: %.1f MiB, one layer: %.1f MiB, one sample per batch: %.1f MiB), "
+                "above --max-memory %llu bytes (%.1f MiB): use fewer --samples or a shorter "
+                "--seq-len, or raise --max-memory",
+                (unsigned long long)ld_bytes(mem_plan_bytes(&p, 1, 1)),
+                (double)(mem_plan_bytes(&p, 1, 1) / 1048576.0L), e->n_samples, e->n_pos,
+                (double)(4.0L * e->T * e->E / 1048576.0L), (double)(p.layer / 1048576.0L),
+                (double)(p.per_smp / 1048576.0L), (unsigned long long)o->max_memory,
+                (double)(max / 1048576.0L));
+        return 0;
+    }
+    if (mem_plan_bytes(&p, spb, nt) > max) {
+        MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                "with %u threads the attention scratch (%.1f MiB) does not fit in --max-memory "
+                "%llu bytes (%.1f MiB) next to %u samples per batch: use fewer --threads, or "
+                "raise --max-memory to %llu bytes",
+                nt, (double)(p.attn * nt / 1048576.0L), (unsigned long long)o->max_memory,
+                (double)(max / 1048576.0L), spb,
+                (unsigned long long)ld_bytes(mem_plan_bytes(&p, spb, nt)));
+        return 0;
+    }
+    return spb;
+}
+
 uint64_t calib_run_peak_bytes(const struct calib_model *m, const struct calib_samples *s,
                               const struct calib_run_opts *o)
 {
@@ -944,17 +1037,19 @@ uint64_t calib_run_peak_bytes(const struct calib_model *m, const struct calib_sa
     struct calib_run_opts opt = {0};
     if (o) opt = *o;
     engine_dims(&e, m, s, &opt);
-    const double rb = (double)e.rows_b, P = e.n_pos;
-    double fl = (double)e.T * (double)e.E;                      /* hs */
-    if (opt.on_group) fl += (double)e.T * (double)e.Q;          /* X_o */
-    fl += rb * (double)(e.E + 2 * e.Q + 2 * e.KV + 2 * e.F + e.E);
-    fl += rb * (double)max3(e.E, e.Q, e.F) + P * P * (opt.n_threads ? opt.n_threads : 1) +
-          P * (double)e.Q;
-    fl += (double)(2 * e.Q * e.E + 2 * e.KV * e.E + 3 * e.F * e.E); /* one layer's weights */
-    double by = fl * 4.0;
-    /* statistics */
-    by += 16.0 * (double)calib_model_hparams(m)->n_layer * (double)(2 * e.E + e.Q + e.F);
-    return by > 1.8e19 ? UINT64_MAX : (uint64_t)by;
+    const uint32_t spb = choose_spb(&e, &opt, NULL);
+    const struct mem_plan p = mem_plan_of(&e, &opt);
+    return ld_bytes(mem_plan_bytes(&p, spb ? spb : 1, opt.n_threads ? opt.n_threads : 1));
+}
+
+uint32_t calib_run_batch_samples(const struct calib_model *m, const struct calib_samples *s,
+                                 const struct calib_run_opts *o)
+{
+    struct engine e = {0};
+    struct calib_run_opts opt = {0};
+    if (o) opt = *o;
+    engine_dims(&e, m, s, &opt);
+    return choose_spb(&e, &opt, NULL);
 }
 
 enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
@@ -971,6 +1066,12 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
     struct engine e = {0};
     engine_dims(&e, m, s, &opt);
     const struct rt_hparams *hp = e.hp;
+    /* --max-memory: fewer samples per batch, or fail here, before anything
+     * large is allocated */
+    e.spb = choose_spb(&e, &opt, err);
+    if (e.spb == 0) return MW_E_NOMEM;
+    e.rows_b = (uint64_t)e.spb * e.n_pos;
+    e.max_memory = opt.max_memory;
     /* BLAS takes int sizes */
     if (e.rows_b > INT32_MAX || e.E > INT32_MAX || e.Q > INT32_MAX || e.F > INT32_MAX ||
         e.n_pos > INT32_MAX / 2)

@@ -15,7 +15,10 @@
  *    hidden states give the runtime's logits (F32 GGUF) closely;
  *  - imatrix files: GGUF and legacy written, read back through quant's
  *    reader, layout as llama.cpp's, atomic on failure;
- *  - the memory formula equals the runtime's own accounting (rt_ctx_mem). */
+ *  - the memory formula equals the runtime's own accounting (rt_ctx_mem);
+ *  - --max-memory: a bound that forces smaller batches gives bitwise the
+ *    same statistics (and thread-independent Hessians); a bound below one
+ *    sample per batch fails with MW_E_NOMEM naming bytes, bound and remedy. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <math.h>
@@ -928,6 +931,105 @@ START_TEST(mem_matches_runtime)
 }
 END_TEST
 
+// --- --max-memory (issue 7) ---
+
+/* FNV-1a over every Hessian the callback asks for, in order */
+static enum mw_status hess_group(void *ud, struct calib_layer *ly, enum calib_group g,
+                                 struct mw_err *err)
+{
+    const float *H;
+    enum mw_status s = calib_layer_hessian(ly, g, &H, err);
+    if (s) return s;
+    const uint64_t n = calib_layer_group_n_in(ly, g);
+    const uint8_t *b = (const uint8_t *)H;
+    uint64_t *h = ud;
+    for (uint64_t i = 0; i < n * n * sizeof(float); i++) *h = (*h ^ b[i]) * 1099511628211ull;
+    return MW_OK;
+}
+
+START_TEST(max_memory_adapts_batch)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_run_opts o = {.n_threads = 1};
+    ck_assert_uint_eq(calib_run_batch_samples(m, s, &o), 6); /* 4096 rows: all 6 */
+    struct calib_stats *a = run(m, s, &o);
+    const uint64_t full = calib_run_peak_bytes(m, s, &o);
+    /* room for 2 samples per batch (+ a second thread's 64x64 scores) */
+    struct calib_run_opts two = {.n_threads = 1, .batch_rows = 128};
+    const uint64_t bound = calib_run_peak_bytes(m, s, &two) + 64 * 64 * 4;
+    ck_assert_uint_lt(bound, full);
+    o.max_memory = bound;
+    ck_assert_uint_eq(calib_run_batch_samples(m, s, &o), 2);
+    ck_assert_uint_le(calib_run_peak_bytes(m, s, &o), bound);
+    struct calib_stats *b = run(m, s, &o);
+    o.n_threads = 2; /* same batches for every thread count */
+    ck_assert_uint_eq(calib_run_batch_samples(m, s, &o), 2);
+    struct calib_stats *c = run(m, s, &o);
+    assert_stats_equal(a, b); /* smaller batches: bitwise the same statistics */
+    assert_stats_equal(a, c);
+    calib_stats_free(c);
+    calib_stats_free(b);
+    calib_stats_free(a);
+
+    /* with a callback: X_o and one Hessian are planned for; the Hessians
+     * are the same for 1 and 2 threads under the bound */
+    uint64_t h1 = 14695981039346656037ull, h2 = h1;
+    struct calib_run_opts g = {.n_threads = 1, .on_group = hess_group, .on_group_ud = &h1};
+    const uint64_t gfull = calib_run_peak_bytes(m, s, &g);
+    ck_assert_uint_gt(gfull, full);
+    g.batch_rows = 128;
+    g.max_memory = calib_run_peak_bytes(m, s, &g) + 64 * 64 * 4;
+    g.batch_rows = 0;
+    ck_assert_uint_eq(calib_run_batch_samples(m, s, &g), 2);
+    a = run(m, s, &g);
+    g.n_threads = 2;
+    g.on_group_ud = &h2;
+    b = run(m, s, &g);
+    ck_assert(h1 == h2);
+    assert_stats_equal(a, b);
+    calib_stats_free(b);
+    calib_stats_free(a);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+START_TEST(max_memory_too_small)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_run_opts one = {.n_threads = 1, .batch_rows = 1};
+    const uint64_t least = calib_run_peak_bytes(m, s, &one); /* one sample per batch */
+    struct calib_run_opts o = {.n_threads = 1, .max_memory = least - 1};
+    ck_assert_uint_eq(calib_run_batch_samples(m, s, &o), 0);
+    struct calib_stats *st = (struct calib_stats *)&o; /* must be reset to NULL */
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(calib_run(m, s, &o, &st, &err), MW_E_NOMEM);
+    ck_assert_ptr_null(st);
+    ck_assert_int_eq(err.code, MW_E_NOMEM);
+    char want[64];
+    snprintf(want, sizeof want, "needs at least %llu bytes", (unsigned long long)least);
+    ck_assert_msg(strstr(err.msg, want), "%s", err.msg);
+    snprintf(want, sizeof want, "--max-memory %llu bytes", (unsigned long long)least - 1);
+    ck_assert_msg(strstr(err.msg, want), "%s", err.msg);
+    ck_assert_msg(strstr(err.msg, "--samples") && strstr(err.msg, "--seq-len"), "%s", err.msg);
+    /* exactly the least: runs */
+    o.max_memory = least;
+    ck_assert_uint_eq(calib_run_batch_samples(m, s, &o), 1);
+    st = run(m, s, &o);
+    calib_stats_free(st);
+    /* one sample per batch fits with 1 thread, not with 64 (64 x 64^2 x 4 bytes of scores) */
+    o.n_threads = 64;
+    mw_err_clear(&err);
+    ck_assert_int_eq(calib_run(m, s, &o, &st, &err), MW_E_NOMEM);
+    ck_assert_msg(strstr(err.msg, "--threads"), "%s", err.msg);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
 static const struct {
     const char *s;
     uint64_t v;
@@ -979,6 +1081,8 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, forward_errors);
     tcase_add_test(tc, forward_matches_runtime_logits);
     tcase_add_loop_test(tc, forward_fixtures_match_runtime, 0, 3);
+    tcase_add_test(tc, max_memory_adapts_batch);
+    tcase_add_test(tc, max_memory_too_small);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("files");

@@ -69,6 +69,20 @@ void cmd_put_escaped(FILE *out, const uint8_t *s, uint64_t n, uint64_t max);
 /* Flush stdout; on a write error print it and return 3, else return rc. */
 int cmd_finish_output(const char *cmd, int rc);
 
+/* A one-line progress display on stderr, drawn only when stderr is a
+ * terminal and not quiet: "\r\033[K<what>: <detail>  <elapsed>s ETA <n>s",
+ * at most 5 redraws a second (frac >= 1 always draws). cmd_progress_end
+ * clears the line if anything was drawn. Used by calib (convert has its
+ * own copy in cmd_convert.c to switch to). */
+struct cmd_progress {
+    bool on, drawn;
+    double t0, last;
+};
+double cmd_now_s(void); /* CLOCK_MONOTONIC seconds */
+void cmd_progress_init(struct cmd_progress *p, bool quiet);
+void cmd_progress_draw(struct cmd_progress *p, const char *what, double frac, const char *detail);
+void cmd_progress_end(struct cmd_progress *p);
+
 // --- signals (tools/cmd_signals.c) ---
 
 /* Called once by main() before running command cmd_name: SIGXFSZ ignored

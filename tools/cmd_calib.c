@@ -36,30 +36,20 @@ static const char usage_text[] =
     "  --llamacpp-chunks   cut samples as llama-imatrix -c L does (L positions, first\n"
     "                      token replaced by BOS) instead of BOS + L tokens\n"
     "  -t, --threads N     threads (default 1; results do not depend on it)\n"
-    "  --batch-rows N      rows per GEMM batch (default 4096; part of the result)\n"
+    "  --batch-rows N      rows per GEMM batch (default 4096; the statistics do not\n"
+    "                      depend on it)\n"
+    "  --max-memory SIZE   bound on calib's own allocations (e.g. 512M, 2G; K/M/G are\n"
+    "                      powers of 2): fewer rows per batch when needed, else exit 3\n"
+    "                      before computing, saying what is needed and what to change\n"
     "  -q, --quiet         no progress and no summary\n"
     "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O or resource error\n";
 
-struct progress {
-    bool on, drawn;
-};
-
 static void on_progress(void *ud, uint32_t done, uint32_t n, double el)
 {
-    struct progress *p = ud;
-    if (!p->on) return;
-    char eta[32] = "";
-    if (done < n && done > 0) snprintf(eta, sizeof eta, " ETA %.0fs", el / done * (n - done));
-    fprintf(stderr, "\r\033[Kcalib: layer %u/%u  %.1fs%s", done, n, el, eta);
-    fflush(stderr);
-    p->drawn = true;
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    (void)el;
+    char detail[64];
+    snprintf(detail, sizeof detail, "layer %u/%u", done, n);
+    cmd_progress_draw(ud, "calib", n ? (double)done / n : 1.0, detail);
 }
 
 static bool parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
@@ -119,6 +109,7 @@ int cmd_calib(int argc, char **argv)
     const char *cmd = "calib";
     const char *model = NULL, *corpus = NULL, *out = NULL, *fmt = "auto";
     const char *samples_s = NULL, *seq_s = NULL, *threads_s = NULL, *batch_s = NULL;
+    const char *maxmem_s = NULL;
     bool quiet = false, legacy = false, llamacpp = false, end_of_opts = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -145,9 +136,9 @@ int cmd_calib(int argc, char **argv)
             }
             const char *const valued[] = {"-o",        "--output",  "--corpus", "--format",
                                           "--samples", "--seq-len", "-t",       "--threads",
-                                          "--batch-rows"};
+                                          "--batch-rows", "--max-memory"};
             const char **slot[] = {&out,       &out,    &corpus,    &fmt,    &samples_s,
-                                   &seq_s,     &threads_s, &threads_s, &batch_s};
+                                   &seq_s,     &threads_s, &threads_s, &batch_s, &maxmem_s};
             bool known = false;
             for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
                 const size_t l = strlen(valued[k]);
@@ -195,6 +186,10 @@ int cmd_calib(int argc, char **argv)
         return cmd_usage_error(cmd, usage_text, "--threads: expected 1..%d", CALIB_MAX_THREADS);
     if (batch_s && !parse_u32(batch_s, 1, 1u << 24, &ro.batch_rows))
         return cmd_usage_error(cmd, usage_text, "--batch-rows: expected 1..16777216");
+    if (maxmem_s && !calib_parse_bytes(maxmem_s, &ro.max_memory))
+        return cmd_usage_error(cmd, usage_text,
+                               "--max-memory: expected a size such as 512M or 2G, got '%s'",
+                               maxmem_s);
     struct stat sb;
     if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode))
         return cmd_usage_error(cmd, usage_text, "-o '%s' is a directory", out);
@@ -206,14 +201,14 @@ int cmd_calib(int argc, char **argv)
     struct calib_samples *smp = NULL;
     struct calib_stats *st = NULL;
     int rc = 0;
-    const double t0 = now_s();
+    const double t0 = cmd_now_s();
     enum mw_status s = calib_corpus_load(corpus, cf, &c, &err);
     if (!s) s = calib_model_open(model, &m, &err);
     if (s) goto fail;
     const struct rt_hparams *hp = calib_model_hparams(m);
     so.n_ctx_max = hp->n_ctx_train;
     if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, &err))) goto fail;
-    const double t_tok = now_s();
+    const double t_tok = cmd_now_s();
     const uint32_t ns = calib_samples_count(smp), np = calib_samples_n_pos(smp);
     if (!quiet) {
         fprintf(stderr,
@@ -234,16 +229,22 @@ int cmd_calib(int argc, char **argv)
         if (so.n_samples && ns < so.n_samples)
             fprintf(stderr, "; the corpus gives only %u of %u samples", ns, so.n_samples);
         fprintf(stderr, "; tokenized in %.2fs\n", t_tok - t0);
-        fprintf(stderr, "memwall calib: activations and one layer need about %.1f MiB\n",
+        const uint32_t spb = calib_run_batch_samples(m, smp, &ro);
+        fprintf(stderr, "memwall calib: activations and one layer need about %.1f MiB",
                 (double)calib_run_peak_bytes(m, smp, &ro) / 1048576.0);
+        if (ro.max_memory && spb)
+            fprintf(stderr, " (--max-memory %.1f MiB: %u sample%s per batch)",
+                    (double)ro.max_memory / 1048576.0, spb, spb == 1 ? "" : "s");
+        fputc('\n', stderr);
     }
-    struct progress prog = {.on = !quiet && isatty(STDERR_FILENO)};
+    struct cmd_progress prog;
+    cmd_progress_init(&prog, quiet);
     ro.progress = on_progress;
     ro.progress_ud = &prog;
     s = calib_run(m, smp, &ro, &st, &err);
-    if (prog.drawn) fputs("\r\033[K", stderr);
+    cmd_progress_end(&prog);
     if (s) goto fail;
-    const double t_run = now_s();
+    const double t_run = cmd_now_s();
     const char *base = strrchr(corpus, '/');
     const char *ds[1] = {base ? base + 1 : corpus};
     const struct calib_imatrix_meta meta = {.datasets = ds, .n_datasets = 1};
@@ -259,7 +260,7 @@ int cmd_calib(int argc, char **argv)
                 "memwall calib: wrote %s (%s, %llu entries, %u chunks of %u; read back ok) "
                 "in %.2fs (forward %.2fs, %u thread%s); peak RSS %.1f MiB\n",
                 out, legacy ? "legacy .dat" : "GGUF imatrix", (unsigned long long)n_entries, ns,
-                np, now_s() - t0, t_run - t_tok, ro.n_threads, ro.n_threads == 1 ? "" : "s",
+                np, cmd_now_s() - t0, t_run - t_tok, ro.n_threads, ro.n_threads == 1 ? "" : "s",
                 (double)ru.ru_maxrss / 1024.0);
     }
     goto done;

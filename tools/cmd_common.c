@@ -1,10 +1,13 @@
 /* tools/cmd_common.c — helpers shared by the memwall subcommands. */
+#define _POSIX_C_SOURCE 200809L
 #include "cmd.h"
 #include "json_writer.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 bool cmd_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
 
@@ -99,4 +102,39 @@ int cmd_finish_output(const char *cmd, int rc)
         return mw_status_exit_code(MW_E_IO);
     }
     return rc;
+}
+
+double cmd_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void cmd_progress_init(struct cmd_progress *p, bool quiet)
+{
+    p->on = !quiet && isatty(STDERR_FILENO);
+    p->drawn = false;
+    p->t0 = cmd_now_s();
+    p->last = -1.0;
+}
+
+void cmd_progress_draw(struct cmd_progress *p, const char *what, double frac, const char *detail)
+{
+    if (!p->on) return;
+    const double t = cmd_now_s();
+    if (frac < 1.0 && p->last >= 0 && t - p->last < 0.2) return;
+    p->last = t;
+    const double el = t - p->t0;
+    char eta[32] = "";
+    if (frac > 0.01 && frac < 1.0) snprintf(eta, sizeof eta, " ETA %.0fs", el / frac - el);
+    fprintf(stderr, "\r\033[K%s: %s  %.1fs%s", what, detail ? detail : "", el, eta);
+    fflush(stderr);
+    p->drawn = true;
+}
+
+void cmd_progress_end(struct cmd_progress *p)
+{
+    if (p->drawn) fputs("\r\033[K", stderr);
+    p->drawn = false;
 }
