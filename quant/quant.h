@@ -222,6 +222,7 @@ struct quant_source {
     /* Optional: bytes [off, off + n) of tensor i will not be read again. */
     void (*release)(void *ud, uint64_t i, uint64_t off, uint64_t n);
     void *ud;
+    const char *method, *method_params; /* memwall.quant.method(_params); NULL: imatrix/rtn */
 };
 
 /* A source over an open GGUF file (KVs and tensors from f; f must outlive

@@ -8,7 +8,8 @@
  * on the calibration rows measured; the best alpha (alpha = 0 is the plain
  * model, so AWQ never loses by this measure) is folded: norm /= s, columns
  * *= s — the float model's outputs are unchanged, llama.cpp sees ordinary
- * tensors.
+ * tensors. Wide weights are searched on QUANT_AWQ_SEARCH_ROWS evenly spaced
+ * output rows (quant_methods.h).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -48,7 +49,9 @@ enum mw_status quant_awq_group(const struct quant_awq_group *G, float *best_alph
     uint64_t maxw = 0;
     for (unsigned k = 0; k < G->n_w; k++) {
         uint64_t e;
-        if (!mw_mul_u64(G->n_out[k], n_in, &e))
+        const uint64_t no = G->n_out[k] < QUANT_AWQ_SEARCH_ROWS ? G->n_out[k]
+                                                                : QUANT_AWQ_SEARCH_ROWS;
+        if (!mw_mul_u64(no, n_in, &e))
             return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "AWQ: size overflows");
         if (e > maxw) maxw = e;
     }
@@ -56,11 +59,12 @@ enum mw_status quant_awq_group(const struct quant_awq_group *G, float *best_alph
         return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "AWQ: size overflows");
     float *ws = malloc((size_t)maxw * sizeof(float));
     float *tmp = malloc((size_t)maxw * sizeof(float));
+    float *wsel = malloc((size_t)maxw * sizeof(float));
     uint8_t *qb = malloc((size_t)maxw * 2 + 64); /* >= any type's bytes per element * count */
     float *s = malloc((size_t)n_in * sizeof(float));
     float *imp = malloc((size_t)n_in * sizeof(float));
     enum mw_status st = MW_OK;
-    if (!ws || !tmp || !qb || !s || !imp) {
+    if (!ws || !tmp || !wsel || !qb || !s || !imp) {
         st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "AWQ: out of memory");
         goto done;
     }
@@ -73,10 +77,17 @@ enum mw_status quant_awq_group(const struct quant_awq_group *G, float *best_alph
         for (uint64_t j = 0; j < n_in; j++) imp[j] = G->imp[j] / (s[j] * s[j]);
         double e = 0;
         for (unsigned k = 0; k < G->n_w && st == MW_OK; k++) {
-            const uint64_t no = G->n_out[k];
-            const float *w = G->w[k];
-            for (uint64_t r = 0; r < no; r++)
-                for (uint64_t j = 0; j < n_in; j++) ws[r * n_in + j] = w[r * n_in + j] * s[j];
+            const uint64_t nall = G->n_out[k];
+            const uint64_t no = nall < QUANT_AWQ_SEARCH_ROWS ? nall : QUANT_AWQ_SEARCH_ROWS;
+            for (uint64_t r = 0; r < no; r++) {
+                /* rows evenly spaced over the weight (all of them when it has few) */
+                const float *wr = G->w[k] + (r * nall / no) * n_in;
+                for (uint64_t j = 0; j < n_in; j++) {
+                    ws[r * n_in + j] = wr[j] * s[j];
+                    wsel[r * n_in + j] = wr[j];
+                }
+            }
+            const float *w = wsel;
             st = quant_rows(G->type[k], ws, no, n_in, imp, qb, G->n_threads ? G->n_threads : 1,
                             err);
             if (st != MW_OK) break;
@@ -96,6 +107,7 @@ enum mw_status quant_awq_group(const struct quant_awq_group *G, float *best_alph
 done:
     free(ws);
     free(tmp);
+    free(wsel);
     free(qb);
     free(s);
     free(imp);

@@ -97,6 +97,11 @@ struct gptq_job {
     uint8_t *scratch;  /* per thread: best-search scratch, block, probes */
     unsigned n_threads;
     uint64_t n_out;
+    /* act-order (static groups): */
+    void (*fn)(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t *scr);
+    const uint32_t *perm; /* sweep position -> original column */
+    float *A, *B;         /* (n_out, n_in) per-element grid: value = A * level + B */
+    const float *w0;      /* the original weights (grid setup) */
 };
 
 struct gptq_arg {
@@ -151,6 +156,62 @@ static void gptq_rows(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t *scr
     }
 }
 
+/* Act-order, step 1: every block's grid from the uncompensated weights
+ * (scales/mins written into out, levels filled in later), per element
+ * value = A * level + B. */
+static void gptq_grid_rows(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t *scr)
+{
+    const uint64_t bs = J->bs, n = J->n_in;
+    const size_t best_bytes = (quant_row_best_scratch(J->type, bs) + 63) / 64 * 64;
+    void *best = scr;
+    uint8_t *probe = scr + best_bytes + 3 * bs * sizeof(float) + J->bbytes;
+    for (uint64_t r = r0; r < r1; r++) {
+        uint8_t *orow = J->out + r * J->row_bytes;
+        float *a = J->A + r * n, *b = J->B + r * n;
+        for (uint64_t c0 = 0; c0 < n; c0 += bs) {
+            uint8_t *blk = orow + (c0 / bs) * J->bbytes;
+            quant_row_best(J->type, J->w0 + r * n + c0, blk, bs, J->imp + c0, best);
+            memcpy(probe, blk, J->bbytes);
+            for (uint64_t e = 0; e < bs; e++) grid_set_q(J->type, probe, (int)e, 0);
+            J->tr->to_float(probe, b + c0, bs);
+            for (uint64_t e = 0; e < bs; e++) grid_set_q(J->type, probe, (int)e, 1);
+            J->tr->to_float(probe, a + c0, bs);
+            for (uint64_t e = 0; e < bs; e++) a[c0 + e] -= b[c0 + e];
+        }
+    }
+}
+
+/* Act-order, step 2: the columns [i1, i2) of the permuted weights (J->w),
+ * each rounded to the fixed grid of its original block. */
+static void gptq_rows_perm(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t *scr)
+{
+    (void)scr;
+    const uint64_t bs = J->bs, n = J->n_in;
+    for (uint64_t r = r0; r < r1; r++) {
+        float *wr = J->w + r * n;
+        float *er = J->E + r * J->lazy;
+        uint8_t *orow = J->out + r * J->row_bytes;
+        const float *a = J->A + r * n, *b = J->B + r * n;
+        for (uint64_t c = J->i1; c < J->i2; c++) {
+            const uint64_t oc = J->perm[c];
+            const float x = wr[c];
+            int q = 0;
+            if (a[oc] != 0.0f && isfinite(a[oc])) {
+                const float v = (x - b[oc]) / a[oc];
+                q = isfinite(v)
+                        ? quant__clampi(quant__nint(fmaxf(fminf(v, 1e6f), -1e6f)), 0, J->qmax)
+                        : 0;
+            }
+            grid_set_q(J->type, orow + (oc / bs) * J->bbytes, (int)(oc % bs), q);
+            const float qv = a[oc] * (float)q + b[oc];
+            const float *urow = J->U + c * n;
+            const float err = (x - qv) / urow[c];
+            er[c - J->i1] = err;
+            for (uint64_t k = c + 1; k < J->i2; k++) wr[k] -= err * urow[k];
+        }
+    }
+}
+
 static void *gptq_thread(void *p)
 {
     struct gptq_arg *A = p;
@@ -158,8 +219,42 @@ static void *gptq_thread(void *p)
     const uint64_t per = (J->n_out + J->n_threads - 1) / J->n_threads;
     const uint64_t r0 = per * A->t;
     const uint64_t r1 = r0 + per < J->n_out ? r0 + per : J->n_out;
-    if (r0 < r1) gptq_rows(J, r0, r1, J->scratch + (size_t)A->t * J->scratch_bytes);
+    if (r0 < r1) J->fn(J, r0, r1, J->scratch + (size_t)A->t * J->scratch_bytes);
     return NULL;
+}
+
+/* Rows of J split over J->n_threads threads (the calling one included). */
+static void run_rows(struct gptq_job *J)
+{
+    const unsigned nt = J->n_threads;
+    if (nt == 1) {
+        J->fn(J, 0, J->n_out, J->scratch);
+        return;
+    }
+    pthread_t th[256];
+    struct gptq_arg args[256];
+    unsigned started = 0;
+    for (unsigned t = 1; t < nt; t++) {
+        args[t] = (struct gptq_arg){J, t};
+        if (pthread_create(&th[t], NULL, gptq_thread, &args[t]) != 0) break;
+        started = t;
+    }
+    args[0] = (struct gptq_arg){J, 0};
+    gptq_thread(&args[0]);
+    for (unsigned t = 1; t <= started; t++) pthread_join(th[t], NULL);
+    /* rows of threads that failed to start: run them here */
+    for (unsigned t = started + 1; t < nt; t++) gptq_thread(&args[t]);
+}
+
+struct diag_item {
+    float h;
+    uint32_t j;
+};
+static int diag_desc(const void *pa, const void *pb)
+{
+    const struct diag_item *a = pa, *b = pb;
+    if (a->h != b->h) return a->h > b->h ? -1 : 1;
+    return a->j < b->j ? -1 : a->j > b->j;
 }
 
 /* Upper Cholesky factor U of H^-1 (H^-1 = Uᵀ U), row-major, lower part 0. */
@@ -187,8 +282,7 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
     const struct gguf_type_info *ti = gguf_type_get(type);
     if (!quant_gptq_supported(type) || !tr || !tr->from_float || !ti)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "GPTQ does not support type %u", type);
-    if (o && o->act_order)
-        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "GPTQ act-order is not implemented");
+    const bool act = o && o->act_order;
     const uint64_t bs = ti->blck;
     if (n_in == 0 || n_in % bs || n_in > INT32_MAX)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
@@ -215,8 +309,15 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
     float *imp = malloc((size_t)n_in * sizeof(float));
     float *E = malloc((size_t)nE * sizeof(float));
     uint8_t *scratch = malloc(scr * nt);
+    uint32_t *perm = malloc((size_t)n_in * sizeof *perm);
+    struct diag_item *di = act ? malloc((size_t)n_in * sizeof *di) : NULL;
+    uint64_t nw;
+    const bool nw_ok = mw_mul_u64(n_out, n_in, &nw) && nw <= SIZE_MAX / sizeof(float);
+    float *wp = act && nw_ok ? malloc((size_t)nw * sizeof(float)) : NULL;
+    float *Ag = act && nw_ok ? malloc((size_t)nw * sizeof(float)) : NULL;
+    float *Bg = act && nw_ok ? malloc((size_t)nw * sizeof(float)) : NULL;
     enum mw_status st = MW_OK;
-    if (!U || !imp || !E || !scratch) {
+    if (!U || !imp || !E || !scratch || !perm || (act && (!di || !wp || !Ag || !Bg))) {
         st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: out of memory (%llu bytes)",
                      (unsigned long long)(nn * 4 + nE * 4));
         goto done;
@@ -234,8 +335,20 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
     mean /= (double)n_in;
     if (!(mean > 0)) mean = 1;
     float damp = damp_frac * (float)mean;
+    /* sweep order: the original one, or by descending diag(H) (act-order) */
+    for (uint64_t j = 0; j < n_in; j++) perm[j] = (uint32_t)j;
+    if (act) {
+        for (uint64_t j = 0; j < n_in; j++) di[j] = (struct diag_item){H[j * n_in + j], (uint32_t)j};
+        qsort(di, (size_t)n_in, sizeof *di, diag_desc);
+        for (uint64_t j = 0; j < n_in; j++) perm[j] = di[j].j;
+    }
     for (int attempt = 0;; attempt++) {
-        memcpy(U, H, (size_t)nn * sizeof(float));
+        if (!act)
+            memcpy(U, H, (size_t)nn * sizeof(float));
+        else /* U = H[perm][:, perm] */
+            for (uint64_t i = 0; i < n_in; i++)
+                for (uint64_t j = 0; j < n_in; j++)
+                    U[i * n_in + j] = H[(uint64_t)perm[i] * n_in + perm[j]];
         for (uint64_t j = 0; j < n_in; j++) {
             float *d = &U[j * n_in + j];
             if (*d == 0.0f) *d = 1.0f;
@@ -255,34 +368,37 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
                          .bbytes = ti->type_size, .row_bytes = row_bytes, .n_in = n_in,
                          .lazy = lazy, .w = w, .U = U, .imp = imp, .out = out, .E = E,
                          .scratch_bytes = scr, .scratch = scratch, .n_threads = nt,
-                         .n_out = n_out};
+                         .n_out = n_out, .fn = gptq_rows};
+    if (act) {
+        J.perm = perm;
+        J.A = Ag;
+        J.B = Bg;
+        J.w0 = w;
+        J.fn = gptq_grid_rows;
+        run_rows(&J);
+        for (uint64_t r = 0; r < n_out; r++)
+            for (uint64_t i = 0; i < n_in; i++) wp[r * n_in + i] = w[r * n_in + perm[i]];
+        J.w = wp;
+        J.fn = gptq_rows_perm;
+    }
     for (uint64_t i1 = 0; i1 < n_in; i1 += lazy) {
         const uint64_t i2 = i1 + lazy < n_in ? i1 + lazy : n_in;
         J.i1 = i1;
         J.i2 = i2;
-        if (nt == 1) {
-            gptq_rows(&J, 0, n_out, scratch);
-        } else {
-            pthread_t th[256];
-            struct gptq_arg args[256];
-            unsigned started = 0;
-            for (unsigned t = 1; t < nt; t++) {
-                args[t] = (struct gptq_arg){&J, t};
-                if (pthread_create(&th[t], NULL, gptq_thread, &args[t]) != 0) break;
-                started = t;
-            }
-            args[0] = (struct gptq_arg){&J, 0};
-            gptq_thread(&args[0]);
-            for (unsigned t = 1; t <= started; t++) pthread_join(th[t], NULL);
-            /* rows of threads that failed to start: run them here */
-            for (unsigned t = started + 1; t < nt; t++) gptq_thread(&args[t]);
-        }
+        run_rows(&J);
         if (i2 < n_in) /* W[:, i2:] -= E (n_out x B) * U[i1:i2, i2:] */
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_out,
                         (int)(n_in - i2), (int)(i2 - i1), -1.0f, E, (int)lazy,
-                        U + i1 * n_in + i2, (int)n_in, 1.0f, w + i2, (int)n_in);
+                        U + i1 * n_in + i2, (int)n_in, 1.0f, J.w + i2, (int)n_in);
     }
+    if (act) /* the values llama.cpp will compute with, in the original order */
+        tr->to_float(out, w, n_out * n_in);
 done:
+    free(perm);
+    free(di);
+    free(wp);
+    free(Ag);
+    free(Bg);
     free(U);
     free(imp);
     free(E);

@@ -5,9 +5,12 @@
  * writes the dequantized values back -> a source whose layer tensors are
  * already quantized.
  */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "quant_methods.h"
 
@@ -37,8 +40,13 @@ struct quant_methods_src {
     const struct quant_source *base;
     struct quant_tensor_desc *descs; /* base's table, types replaced */
     uint32_t *want;                  /* chosen type per source tensor (UINT32_MAX: none) */
-    uint8_t **bytes;                 /* quantized data per source tensor, or NULL */
-    uint64_t *nbytes;
+    bool *spilled;                   /* tensor i's replacement is in the spill file */
+    uint64_t *off;                   /* ... at this offset */
+    uint64_t *nbytes;                /* ... of this size */
+    int fd;                          /* the spill file (unlinked at once), -1: none yet */
+    uint64_t fend;                   /* its size */
+    char method_label[32];           /* memwall.quant.method */
+    char method_params[160];         /* memwall.quant.method_params */
     const struct quant_methods_opts *mo;
     float *awq_s; /* the current group's AWQ scales (n_in), or NULL */
 };
@@ -48,6 +56,42 @@ static int64_t find_tensor(const struct quant_methods_src *h, const char *name)
     for (uint64_t i = 0; i < h->base->n_tensors; i++)
         if (strcmp(h->base->tensors[i].name, name) == 0) return (int64_t)i;
     return -1;
+}
+
+/* Store the replacement bytes of tensor ti in the spill file (a rewrite of
+ * the same tensor, e.g. an AWQ norm, is appended; the old bytes are dead). */
+static enum mw_status spill(struct quant_methods_src *h, int64_t ti, const uint8_t *b, uint64_t n,
+                           struct mw_err *err)
+{
+    if (h->fd < 0) {
+        char path[4096];
+        const char *pre = h->mo->scratch_prefix;
+        const char *td = getenv("TMPDIR");
+        int k = pre ? snprintf(path, sizeof path, "%s.tmp.spill-XXXXXX", pre)
+                    : snprintf(path, sizeof path, "%s/memwall-spill-XXXXXX",
+                               td && td[0] ? td : "/tmp");
+        if (k < 0 || (size_t)k >= sizeof path)
+            return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "scratch path too long");
+        h->fd = mkstemp(path);
+        if (h->fd < 0)
+            return MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "%s: cannot create: %s", path,
+                           strerror(errno));
+        unlink(path); /* nothing is left under any name, even after SIGKILL */
+    }
+    for (uint64_t done = 0; done < n;) {
+        const size_t c = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(n - done);
+        const ssize_t w = pwrite(h->fd, b + done, c, (off_t)(h->fend + done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return MW_FAIL(err, MW_E_IO, h->fend + done, "scratch file: write failed: %s",
+                           w < 0 ? strerror(errno) : "no space");
+        done += (uint64_t)w;
+    }
+    h->spilled[ti] = true;
+    h->off[ti] = h->fend;
+    h->nbytes[ti] = n;
+    h->fend += n;
+    return MW_OK;
 }
 
 /* AWQ on ATTN_IN / FFN_IN: search alpha, fold 1/s into the norm and s into the columns. */
@@ -121,9 +165,9 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
         memcpy(&u, &norm[j], 4);
         mw_put_le32(nb + 4 * j, u);
     }
-    free(h->bytes[ni]);
-    h->bytes[ni] = nb;
-    h->nbytes[ni] = G.n_in * sizeof(float);
+    s = spill(h, ni, nb, G.n_in * sizeof(float), err);
+    free(nb);
+    if (s != MW_OK) return s;
     for (unsigned k = 0; k < G.n_w; k++) {
         struct calib_weight cw;
         for (int w2 = 0; w2 < CALIB_W_COUNT; w2++) {
@@ -205,9 +249,9 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
             }
             tr->to_float(q, cw.w, ne); /* later layers see the quantized weights */
         }
-        free(h->bytes[ti]);
-        h->bytes[ti] = q;
-        h->nbytes[ti] = nb;
+        s = spill(h, ti, q, nb, err);
+        free(q);
+        if (s != MW_OK) return s;
         h->descs[ti].type = t;
     }
     return MW_OK;
@@ -217,34 +261,75 @@ static enum mw_status src_read(void *ud, uint64_t i, quant_sink_fn sink, void *s
                                struct mw_err *err)
 {
     struct quant_methods_src *h = ud;
-    if (h->bytes[i]) return sink(sink_ud, h->bytes[i], (size_t)h->nbytes[i], err);
-    return h->base->read(h->base->ud, i, sink, sink_ud, err);
+    if (!h->spilled[i]) return h->base->read(h->base->ud, i, sink, sink_ud, err);
+    const uint64_t n = h->nbytes[i];
+    const size_t cap = n < ((uint64_t)4 << 20) ? (size_t)(n ? n : 1) : (size_t)4 << 20;
+    uint8_t *buf = malloc(cap);
+    if (!buf) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    enum mw_status s = MW_OK;
+    for (uint64_t done = 0; done < n && s == MW_OK;) {
+        const size_t c = n - done < cap ? (size_t)(n - done) : cap;
+        const ssize_t r = pread(h->fd, buf, c, (off_t)(h->off[i] + done));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            s = MW_FAIL(err, MW_E_IO, h->off[i] + done, "scratch file: read failed: %s",
+                        r < 0 ? strerror(errno) : "short file");
+            break;
+        }
+        s = sink(sink_ud, buf, (size_t)r, err);
+        done += (uint64_t)r;
+    }
+    free(buf);
+    return s;
 }
 
 static const uint8_t *src_data(void *ud, uint64_t i)
 {
     struct quant_methods_src *h = ud;
-    if (h->bytes[i]) return h->bytes[i];
+    if (h->spilled[i]) return NULL; /* streamed back by src_read */
     return h->base->data ? h->base->data(h->base->ud, i) : NULL;
 }
 
 static void src_release(void *ud, uint64_t i, uint64_t off, uint64_t n)
 {
     struct quant_methods_src *h = ud;
-    if (!h->bytes[i] && h->base->release) h->base->release(h->base->ud, i, off, n);
+    if (!h->spilled[i] && h->base->release) h->base->release(h->base->ud, i, off, n);
 }
 
 void quant_methods_source_free(struct quant_methods_src *h)
 {
     if (!h) return;
-    if (h->bytes)
-        for (uint64_t i = 0; i < h->base->n_tensors; i++) free(h->bytes[i]);
-    free(h->bytes);
+    if (h->fd >= 0) close(h->fd);
+    free(h->spilled);
+    free(h->off);
     free(h->nbytes);
     free(h->descs);
     free(h->want);
     free(h->awq_s);
     free(h);
+}
+
+uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quant_methods_opts *mo)
+{
+    const uint64_t qd = (uint64_t)hp->n_head * hp->head_dim;
+    const uint64_t kvd = (uint64_t)hp->n_head_kv * hp->head_dim;
+    uint64_t nin = hp->n_embd, nout = hp->n_embd;
+    if (qd > nin) nin = qd;
+    if (hp->n_ff > nin) nin = hp->n_ff;
+    if (qd > nout) nout = qd;
+    if (hp->n_ff > nout) nout = hp->n_ff;
+    if (kvd > nout) nout = kvd;
+    /* the largest weight: (n_ff x n_embd) or (qdim x n_embd) */
+    uint64_t wel = (uint64_t)hp->n_ff * hp->n_embd;
+    if (qd * hp->n_embd > wel) wel = qd * hp->n_embd;
+    uint64_t b = 2 * wel + 64 * nin; /* the quantized tensor (<= 1.07 B/weight) + vectors */
+    if (mo->method == QUANT_METHOD_GPTQ || mo->method == QUANT_METHOD_AWQ_GPTQ) {
+        b += 4 * nin * nin + 4 * nout * 256; /* the factor of H^-1, the lazy errors */
+        if (mo->gptq.act_order) b += 12 * wel; /* permuted weights + per-element grid */
+    }
+    if (mo->method == QUANT_METHOD_AWQ || mo->method == QUANT_METHOD_AWQ_GPTQ)
+        b += 10 * (uint64_t)QUANT_AWQ_SEARCH_ROWS * nin; /* search buffers */
+    return b;
 }
 
 enum mw_status quant_methods_source(const struct quant_source *base, const struct quant_opts *qo,
@@ -263,10 +348,12 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
     if (!h) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     h->base = base;
     h->mo = mo;
+    h->fd = -1;
     if (n > SIZE_MAX / sizeof(struct quant_tensor_desc) ||
         !(h->descs = malloc((size_t)(n ? n : 1) * sizeof *h->descs)) ||
         !(h->want = malloc((size_t)(n ? n : 1) * sizeof *h->want)) ||
-        !(h->bytes = calloc((size_t)(n ? n : 1), sizeof *h->bytes)) ||
+        !(h->spilled = calloc((size_t)(n ? n : 1), sizeof *h->spilled)) ||
+        !(h->off = calloc((size_t)(n ? n : 1), sizeof *h->off)) ||
         !(h->nbytes = calloc((size_t)(n ? n : 1), sizeof *h->nbytes))) {
         s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
         goto out;
@@ -285,8 +372,38 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
     if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, err)) != MW_OK) goto out;
     struct calib_run_opts ro = {.n_threads = mo->n_threads ? mo->n_threads : 1,
                                 .on_group = on_group, .on_group_ud = h};
+    if (mo->max_memory) {
+        /* the method's own buffers at their peak; calib gets the rest */
+        const uint64_t mine = quant_methods_peak_bytes(calib_model_hparams(m), mo);
+        if (mine >= mo->max_memory) {
+            s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                        "--max-memory %llu bytes: method %s alone needs %llu bytes (Hessian "
+                        "of the widest layer input and one weight's buffers)",
+                        (unsigned long long)mo->max_memory, quant_method_name(mo->method),
+                        (unsigned long long)mine);
+            goto out;
+        }
+        ro.max_memory = mo->max_memory - mine;
+    }
     if ((s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto out;
+    {
+        const bool gq = mo->method == QUANT_METHOD_GPTQ || mo->method == QUANT_METHOD_AWQ_GPTQ;
+        snprintf(h->method_label, sizeof h->method_label, "%s",
+                 mo->method == QUANT_METHOD_RTN ? "rtn+imatrix" : quant_method_name(mo->method));
+        char dp[48] = "";
+        if (gq)
+            snprintf(dp, sizeof dp, " damp=%g%s",
+                     (double)(mo->gptq.damp > 0 ? mo->gptq.damp : 0.01f),
+                     mo->gptq.act_order ? " act_order=static" : "");
+        snprintf(h->method_params, sizeof h->method_params, "samples=%u seq_len=%u%s%s",
+                 calib_stats_n_samples(st), calib_samples_seq_len(smp), dp,
+                 mo->method == QUANT_METHOD_AWQ || mo->method == QUANT_METHOD_AWQ_GPTQ
+                     ? " awq=attn_norm,ffn_norm"
+                     : "");
+    }
     *out = *base;
+    out->method = h->method_label;
+    out->method_params = h->method_params;
     out->tensors = h->descs;
     out->read = src_read;
     out->data = src_data;

@@ -38,7 +38,8 @@ struct quant_gptq_opts {
     float damp;         /* dampening: damp * mean(diag H) added to the diagonal; 0: 0.01 */
     uint32_t block;     /* lazy-update block (columns); 0: 128; rounded up to a
                          * multiple of the type's block */
-    bool act_order;     /* not implemented yet: MW_E_UNSUPPORTED */
+    bool act_order;     /* sweep columns by descending diag(H), ggml block grids fixed
+                         * from the uncompensated weights first ("static groups") */
     unsigned n_threads; /* 0: 1 */
 };
 
@@ -110,9 +111,24 @@ struct quant_methods_opts {
     struct calib_sample_opts samples; /* zeros: calib's defaults */
     struct quant_gptq_opts gptq;
     unsigned n_threads;             /* 0: 1 */
-    uint64_t max_memory;            /* --max-memory: bound on the method's own allocations
-                                     * (calibration, Hessians, held tensors); 0: none */
+    uint64_t max_memory;            /* --max-memory: bound on calibration plus the method's
+                                     * own buffers (quant_methods_peak_bytes); 0: none */
+    const char *scratch_prefix;     /* the spill file is created as PREFIX.tmp.spill-XXXXXX
+                                     * and unlinked at once (pass the output path);
+                                     * NULL: $TMPDIR or /tmp */
 };
+
+/* Output rows of each weight the AWQ alpha search quantizes (evenly spaced
+ * when a weight has more): the error it compares is a sum over rows, and
+ * K-quant rows are independent, so a row sample ranks alphas alike at a
+ * fraction of the cost on wide layers. */
+#define QUANT_AWQ_SEARCH_ROWS 1024
+
+/* Bytes the method's own buffers reach at their peak for a model of these
+ * shapes (GPTQ: the factor of H^-1 of the widest input; one quantized
+ * weight; AWQ search buffers) — what --max-memory leaves calibration is
+ * max_memory minus this. */
+uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quant_methods_opts *mo);
 
 /*
  * Run the calibration forward over the corpus, layer by layer, and quantize
@@ -122,9 +138,12 @@ struct quant_methods_opts {
  * error propagation). *out becomes a source equal to base except that
  * those tensors are already of their chosen type (quant_plan_build copies
  * them verbatim; everything else — token_embd, output, norms — goes
- * through the ordinary pipeline). The quantized tensors are held in memory
- * (the size of the output's layer tensors). Release with
- * quant_methods_source_free after the plan is written. Errors: those of
+ * through the ordinary pipeline). Each quantized tensor (and each AWQ-
+ * rescaled norm) is written to a scratch file as soon as it is made and
+ * streamed back when the writer reads it, so memory depends on one layer,
+ * not on the model; the file is unlinked right after it is created. out->
+ * method / method_params name the method for memwall.quant.method. Release
+ * with quant_methods_source_free after the plan is written. Errors: those of
  * quant_plan_build, calib_*, quant_gptq.
  */
 struct quant_methods_src;

@@ -714,7 +714,10 @@ static enum mw_status write_kvs(const struct quant_plan *p, struct gguf_writer *
     }
     TRY(gguf_writer_set_str(w, "memwall.version", MW_VERSION_STRING, err));
     TRY(gguf_writer_set_str(w, "memwall.quant.preset", p->preset->name, err));
-    TRY(gguf_writer_set_str(w, "memwall.quant.method", im ? "imatrix" : "rtn", err));
+    TRY(gguf_writer_set_str(w, "memwall.quant.method",
+                            p->src->method ? p->src->method : im ? "imatrix" : "rtn", err));
+    if (p->src->method_params)
+        TRY(set_str127(w, "memwall.quant.method_params", p->src->method_params, err));
     if (im) {
         char hex[17];
         snprintf(hex, sizeof hex, "%016llx", (unsigned long long)quant_imatrix_hash(im));

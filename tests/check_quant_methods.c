@@ -4,12 +4,14 @@
  *    (QUANT_MODE_BEST with imatrix diag(H), the same ggml grid) for every
  *    supported type; the blocks written decode to exactly the returned
  *    weights; bytes identical for 1 and 3 threads;
- *  - argument errors (unsupported type, bad row length, act-order);
+ *  - the same for act-order (static groups);
+ *  - argument errors (unsupported type, bad row length);
  *  - AWQ: folding 1/s into the norm and s into the columns leaves the float
  *    outputs unchanged (float tolerance); the alpha search runs and picks
  *    a grid point. */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +111,24 @@ START_TEST(test_gptq_beats_rtn)
     ck_assert(memcmp(deq, w1, sizeof(float) * N_OUT * N_IN) == 0);
     const double e_gptq = quant_output_error(W, deq, N_OUT, N_IN, H);
     ck_assert_msg(e_gptq < 0.9 * e_rtn, "%s: GPTQ %.6g vs RTN %.6g", ti->name, e_gptq, e_rtn);
+
+    /* act-order with static groups: same guarantees (decode = returned
+     * weights, thread-independent bytes, below RTN) */
+    memcpy(w1, W, sizeof(float) * N_OUT * N_IN);
+    memcpy(w3, W, sizeof(float) * N_OUT * N_IN);
+    o = (struct quant_gptq_opts){.act_order = true, .n_threads = 1};
+    ck_assert_int_eq(quant_gptq(t, w1, N_OUT, N_IN, H, &o, q1, &err), MW_OK);
+    o.n_threads = 3;
+    ck_assert_int_eq(quant_gptq(t, w3, N_OUT, N_IN, H, &o, q3, &err), MW_OK);
+    ck_assert(memcmp(q1, q3, rb * N_OUT) == 0);
+    ck_assert(memcmp(w1, w3, sizeof(float) * N_OUT * N_IN) == 0);
+    tr->to_float(q1, deq, (uint64_t)N_OUT * N_IN);
+    ck_assert(memcmp(deq, w1, sizeof(float) * N_OUT * N_IN) == 0);
+    const double e_act = quant_output_error(W, deq, N_OUT, N_IN, H);
+    ck_assert_msg(e_act < 0.9 * e_rtn, "%s: GPTQ act-order %.6g vs RTN %.6g", ti->name, e_act,
+                  e_rtn);
+    fprintf(stderr, "%s: output error RTN %.6g GPTQ %.6g GPTQ act-order %.6g\n", ti->name, e_rtn,
+            e_gptq, e_act);
     free(W);
     free(H);
     free(q_rtn);
@@ -130,7 +150,7 @@ START_TEST(test_gptq_errors)
     ck_assert_int_eq(quant_gptq(GGUF_TYPE_Q2_K, w, 1, 64, H, NULL, out, &err), MW_E_USAGE);
     ck_assert_int_eq(quant_gptq(GGUF_TYPE_Q4_K, w, 1, 64, H, NULL, out, &err), MW_E_USAGE);
     struct quant_gptq_opts o = {.act_order = true};
-    ck_assert_int_eq(quant_gptq(GGUF_TYPE_Q4_0, w, 1, 64, H, &o, out, &err), MW_E_USAGE);
+    ck_assert_int_eq(quant_gptq(GGUF_TYPE_Q4_K, w, 1, 64, H, &o, out, &err), MW_E_USAGE);
     /* all-zero H (dead inputs): quantized without compensation, no error */
     ck_assert_int_eq(quant_gptq(GGUF_TYPE_Q4_0, w, 1, 64, H, NULL, out, &err), MW_OK);
 }

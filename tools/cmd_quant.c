@@ -56,6 +56,7 @@ static const char usage_text[] =
     "  --corpus FILE              calibration text (.txt/.jsonl[.gz]): quantize the layers\n"
     "                             with --method on the model's activations\n"
     "  --method M                 rtn | gptq | awq | awq+gptq (with --corpus; default gptq)\n"
+    "  --samples N, --seq-len L   calibration samples (default 128) of L tokens (512)\n"
 #endif
     "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O error\n";
 
@@ -322,6 +323,7 @@ int cmd_quant(int argc, char **argv)
 {
     const char *srcp = NULL, *out = NULL, *preset_name = NULL, *imatrix_path = NULL;
     const char *corpus_path = NULL, *method_name = NULL;
+    unsigned long n_samples = 0, seq_len = 0;
     struct quant_opts o = {.rules = {.output_type = -1, .token_embd_type = -1}};
     struct quant_overrides *ov = NULL;
     bool quiet = false, dry = false, end_of_opts = false;
@@ -367,7 +369,8 @@ int cmd_quant(int argc, char **argv)
         static const char *const valued[] = {"-o", "--output", "--preset", "--imatrix",
                                              "--type-override", "-t", "--threads",
                                              "--output-tensor-type", "--token-embedding-type",
-                                             "--corpus", "--method"};
+                                             "--corpus", "--method", "--samples",
+                                             "--seq-len"};
         const char *val = NULL;
         size_t which = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0] && !val; k++) {
@@ -411,7 +414,13 @@ int cmd_quant(int argc, char **argv)
             if ((rc = parse_type(a, val, &o.rules.token_embd_type)) != 0) goto done;
             break;
         case 9: corpus_path = val; break;
-        default: method_name = val; break;
+        case 10: method_name = val; break;
+        default:
+            if (!parse_uint(val, 1ul << 20, which == 11 ? &n_samples : &seq_len)) {
+                rc = cmd_usage_error(cmd, usage_text, "%s: '%s' is not 0..1048576", a, val);
+                goto done;
+            }
+            break;
         }
     }
     if (!srcp) {
@@ -496,7 +505,10 @@ int cmd_quant(int argc, char **argv)
     if (corpus_path) {
         struct quant_methods_opts mo = {.method = QUANT_METHOD_GPTQ, .model_path = srcp,
                                         .corpus_path = corpus_path,
-                                        .n_threads = (unsigned)threads};
+                                        .samples = {.n_samples = (uint32_t)n_samples,
+                                                    .seq_len = (uint32_t)seq_len},
+                                        .n_threads = (unsigned)threads,
+                                        .scratch_prefix = out};
         if (method_name && !quant_method_parse(method_name, &mo.method)) {
             rc = cmd_usage_error(cmd, usage_text, "--method: unknown method '%s'", method_name);
             goto cleanup;
