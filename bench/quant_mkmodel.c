@@ -6,7 +6,11 @@
  * llama.cpp's quantizer needs to load it. Not a model anyone can run: a
  * file of the right size and shape for throughput figures.
  *
- *   quant_mkmodel OUT.gguf [LAYERS [EMBD FF HEADS KV_HEADS VOCAB]]
+ *   quant_mkmodel OUT.gguf [LAYERS [EMBD FF HEADS KV_HEADS VOCAB [TOK.gguf]]]
+ *
+ * TOK.gguf: copy its tokenizer.* KVs (VOCAB must equal its token count), so
+ * that calibration (memwall quant --corpus, bench/scale_bench.sh) can
+ * tokenize text for the synthetic model.
  *
  * Deterministic (fixed seed). Written with memwall's gguf writer.
  */
@@ -55,7 +59,8 @@ struct t {
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: quant_mkmodel OUT.gguf [LAYERS [EMBD FF HEADS KV_HEADS VOCAB]]\n");
+        fprintf(stderr, "usage: quant_mkmodel OUT.gguf [LAYERS [EMBD FF HEADS KV_HEADS VOCAB "
+                        "[TOK.gguf]]]\n");
         return 2;
     }
     const uint64_t nl = arg(argc, argv, 2, 22), embd = arg(argc, argv, 3, 2048),
@@ -80,6 +85,13 @@ int main(int argc, char **argv)
     CHECK(gguf_writer_set_u32(w, "llama.vocab_size", (uint32_t)vocab, &err));
     CHECK(gguf_writer_set_u32(w, "llama.rope.dimension_count", (uint32_t)(embd / nh), &err));
     CHECK(gguf_writer_set_u32(w, "general.quantization_version", 2, &err));
+    struct gguf_file *tokf = NULL;
+    if (argc > 8) {
+        CHECK(gguf_open(argv[8], GGUF_OPEN_DEFAULT, &tokf, &err));
+        for (uint64_t i = 0; i < gguf_kv_count(tokf); i++)
+            if (strncmp(gguf_kv_key(tokf, i), "tokenizer.", 10) == 0)
+                CHECK(gguf_writer_copy_kv(w, tokf, i, &err));
+    }
 
     const size_t nt = 3 + 9 * (size_t)nl;
     struct t *ts = calloc(nt, sizeof *ts);
@@ -141,6 +153,7 @@ int main(int argc, char **argv)
     }
     CHECK(gguf_writer_finish(w, &err));
     gguf_writer_free(w);
+    if (tokf) gguf_close(tokf);
     free(tab);
     free(buf);
     free(ts);
