@@ -46,6 +46,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -821,6 +822,56 @@ static int cmd_generate(const char *model_path, const char *prompt, int n_gen, i
     return 0;
 }
 
+/* ---------------------------------------------------------------- bench */
+
+/* Timing in the shape of memwall-run's: the prompt as one llama_decode call
+ * (one batch), then N greedy tokens, each sampled and (except the last, whose
+ * logits are not needed) decoded alone; decode t/s = N / that time. Output:
+ * "prompt_tokens P prompt_s X prompt_tps Y" / "gen_tokens N gen_s X gen_tps Y"
+ * / "maxrss_kib R" (getrusage, the whole process). */
+static int cmd_bench(const char *model_path, const char *prompt, int n_gen)
+{
+    peer_init();
+    struct llama_model *model = load_model(model_path);
+    const struct llama_vocab *vocab = llama_model_get_vocab(model);
+    const int n_vocab = llama_vocab_n_tokens(vocab);
+    int n_prompt;
+    llama_token *pt = tokenize(vocab, prompt, strlen(prompt), 1, &n_prompt);
+    if (n_prompt == 0) die(EXIT_USAGE, "empty prompt");
+    const int n_ctx = n_prompt + n_gen;
+    struct llama_context *ctx = make_context(model, (uint32_t)n_ctx, (uint32_t)(n_prompt > 512 ? n_prompt : 512), 1);
+    const double t0 = now_s();
+    if (llama_decode(ctx, llama_batch_get_one(pt, n_prompt))) {
+        print_llama_errors();
+        die(EXIT_FAIL, "llama_decode failed on the prompt");
+    }
+    const double t1 = now_s();
+    for (int i = 0; i < n_gen; ++i) {
+        const float *l = llama_get_logits_ith(ctx, -1);
+        int best = 0;
+        for (int j = 1; j < n_vocab; ++j)
+            if (l[j] > l[best]) best = j;
+        if (i + 1 == n_gen) break;
+        llama_token cur = best;
+        if (llama_decode(ctx, llama_batch_get_one(&cur, 1))) {
+            print_llama_errors();
+            die(EXIT_FAIL, "llama_decode failed at generated token %d", i);
+        }
+    }
+    const double t2 = now_s();
+    struct rusage ru;
+    long rss = getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
+    printf("prompt_tokens %d prompt_s %.6f prompt_tps %.2f\n", n_prompt, t1 - t0,
+           t1 > t0 ? n_prompt / (t1 - t0) : 0.0);
+    printf("gen_tokens %d gen_s %.6f gen_tps %.2f\n", n_gen, t2 - t1, t2 > t1 ? n_gen / (t2 - t1) : 0.0);
+    printf("maxrss_kib %ld\n", rss);
+    free(pt);
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    return 0;
+}
+
 /* ----------------------------------------------------------------- info */
 
 static int cmd_info(const char *model_path)
@@ -1017,6 +1068,7 @@ static void usage(void)
             "      [--save-logits F] [--save-logits-llamacpp F] [--kld-base F]\n"
             "  tokenize MODEL.gguf TEXTFILE [--no-bos] [--bytes N]\n"
             "  generate MODEL.gguf PROMPT N [--stop-eog]\n"
+            "  bench MODEL.gguf PROMPT N   (prompt and N-token decode timings, peak RSS)\n"
             "  info MODEL.gguf\n"
             "  quantize IN.gguf OUT.gguf TYPE [--imatrix IMATRIX.gguf] [--pure]\n"
             "  version\n"
@@ -1084,6 +1136,10 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "generate")) {
         if (npos != 4) usage();
         return cmd_generate(pos[1], pos[2], (int)parse_long(pos[3], "N", 0, 1 << 20), stop_eog);
+    }
+    if (!strcmp(cmd, "bench")) {
+        if (npos != 4) usage();
+        return cmd_bench(pos[1], pos[2], (int)parse_long(pos[3], "N", 1, 1 << 20));
     }
     if (!strcmp(cmd, "info")) {
         if (npos != 2) usage();
