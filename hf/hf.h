@@ -262,6 +262,13 @@ const char *hf_plan_source_dtype(const struct hf_plan *p);
 typedef enum mw_status (*hf_sink_fn)(void *ud, const void *data, size_t n, struct mw_err *err);
 enum mw_status hf_plan_stream_tensor(const struct hf_plan *p, uint64_t i, size_t chunk_bytes,
                                      hf_sink_fn sink, void *sink_ud, struct mw_err *err);
+/* The same with the rows of each chunk converted by the threads of pool
+ * (core/mw_pool.h; NULL: the calling thread only). The bytes are identical
+ * for any pool size: each row depends on its source row alone. */
+struct mw_pool;
+enum mw_status hf_plan_stream_tensor_mt(const struct hf_plan *p, uint64_t i, size_t chunk_bytes,
+                                        struct mw_pool *pool, hf_sink_fn sink, void *sink_ud,
+                                        struct mw_err *err);
 
 /* --- conversion ------------------------------------------------------------ */
 
@@ -274,6 +281,7 @@ struct hf_convert_opts {
     enum hf_out_type type;
     const char *name;          /* general.name; NULL: the source dir basename */
     size_t chunk_bytes;        /* scratch per chunk; 0: 4 MiB */
+    unsigned n_threads;        /* threads converting rows; 0 or 1: the caller only */
     hf_progress_fn progress;   /* may be NULL */
     void *progress_ud;
 };

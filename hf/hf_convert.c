@@ -5,6 +5,7 @@
 #include "hf_int.h"
 #include "hf_tok.h"
 #include "quant/quant.h"
+#include "core/mw_pool.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -73,8 +74,53 @@ static uint64_t perm_src(uint64_t r, uint64_t hd)
     return h * hd + (k % 2) * half + k / 2;
 }
 
+/* One chunk of rows [r0, r1) of a converted tensor, split among the threads
+ * of a pool: thread ith converts rows r0 + n*ith/nth .. r0 + n*(ith+1)/nth
+ * into their own slots of obuf. Every row is a pure function of its source
+ * row, so the bytes do not depend on the thread count. */
+struct conv_job {
+    const struct hf_plan *p;
+    const struct hf_plan_tensor *e;
+    uint64_t row_in, row_out, row_elems, hd;
+    uint64_t r0, r1;
+    uint8_t *obuf;
+    float *fbuf;      /* nth scratch rows of row_elems floats */
+    bool copy;        /* same representation: permute only */
+};
+
+static void conv_rows(const struct conv_job *j, uint64_t a, uint64_t b, float *fbuf)
+{
+    const struct hf_st_tensor *src = j->e->src;
+    for (uint64_t r = a; r < b; r++) {
+        const uint64_t sr = j->hd ? perm_src(r, j->hd) : r;
+        const uint8_t *in = src->data + sr * j->row_in;
+        uint8_t *o = j->obuf + (r - j->r0) * j->row_out;
+        if (j->copy) {
+            memcpy(o, in, (size_t)j->row_in);
+        } else {
+            load_row(src->dtype, in, fbuf, j->row_elems, j->p->f16_table);
+            store_row(j->e->type, fbuf, o, j->row_elems);
+        }
+    }
+}
+
+static void conv_task(void *arg, unsigned ith, unsigned nth)
+{
+    const struct conv_job *j = arg;
+    const uint64_t n = j->r1 - j->r0;
+    const uint64_t a = j->r0 + n * ith / nth, b = j->r0 + n * (ith + 1) / nth;
+    conv_rows(j, a, b, j->fbuf + (size_t)ith * (size_t)j->row_elems);
+}
+
 enum mw_status hf_plan_stream_tensor(const struct hf_plan *p, uint64_t i, size_t chunk_bytes,
                                      hf_sink_fn sink, void *ud, struct mw_err *err)
+{
+    return hf_plan_stream_tensor_mt(p, i, chunk_bytes, NULL, sink, ud, err);
+}
+
+enum mw_status hf_plan_stream_tensor_mt(const struct hf_plan *p, uint64_t i, size_t chunk_bytes,
+                                        struct mw_pool *pool, hf_sink_fn sink, void *ud,
+                                        struct mw_err *err)
 {
     if (i >= p->n) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "no tensor %llu",
                                   (unsigned long long)i);
@@ -116,12 +162,14 @@ enum mw_status hf_plan_stream_tensor(const struct hf_plan *p, uint64_t i, size_t
         return s;
     }
 
+    const unsigned nth = pool ? mw_pool_size(pool) : 1;
     uint64_t rows_per_chunk = row_out ? chunk_bytes / row_out : 1;
     if (rows_per_chunk == 0) rows_per_chunk = 1;
     if (rows_per_chunk > n_rows) rows_per_chunk = n_rows;
     size_t out_cap, f_cap;
+    uint64_t f_bytes;
     if (!mw_u64_to_size(rows_per_chunk * row_out, &out_cap) ||
-        !mw_u64_to_size(row_elems * sizeof(float), &f_cap))
+        !mw_mul_u64(row_elems * sizeof(float), nth, &f_bytes) || !mw_u64_to_size(f_bytes, &f_cap))
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "row too large");
     uint8_t *obuf = malloc(out_cap ? out_cap : 1);
     float *fbuf = malloc(f_cap ? f_cap : 1);
@@ -131,22 +179,17 @@ enum mw_status hf_plan_stream_tensor(const struct hf_plan *p, uint64_t i, size_t
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "cannot allocate %zu bytes of scratch",
                        out_cap + f_cap);
     }
-    const bool copy = same_repr(src->dtype, e->type);
+    struct conv_job job = {.p = p, .e = e, .row_in = row_in, .row_out = row_out,
+                           .row_elems = row_elems, .hd = hd, .obuf = obuf, .fbuf = fbuf,
+                           .copy = same_repr(src->dtype, e->type)};
     uint64_t released = 0;
     for (uint64_t r0 = 0; r0 < n_rows && s == MW_OK; r0 += rows_per_chunk) {
         uint64_t r1 = r0 + rows_per_chunk;
         if (r1 > n_rows) r1 = n_rows;
-        for (uint64_t r = r0; r < r1; r++) {
-            const uint64_t sr = hd ? perm_src(r, hd) : r;
-            const uint8_t *in = src->data + sr * row_in;
-            uint8_t *o = obuf + (r - r0) * row_out;
-            if (copy) {
-                memcpy(o, in, (size_t)row_in);
-            } else {
-                load_row(src->dtype, in, fbuf, row_elems, p->f16_table);
-                store_row(e->type, fbuf, o, row_elems);
-            }
-        }
+        job.r0 = r0;
+        job.r1 = r1;
+        if (nth > 1 && r1 - r0 > 1) mw_pool_run(pool, conv_task, &job);
+        else conv_rows(&job, r0, r1, fbuf);
         s = sink(ud, obuf, (size_t)((r1 - r0) * row_out), err);
         if (!hd) { /* sequential: drop what was read */
             hf_st_release(e->shard, src->file_off + released, (r1 * row_in) - released);
@@ -228,6 +271,7 @@ enum mw_status hf_convert(const char *hf_dir, const char *out_path,
     struct hf_plan *p = NULL;
     struct hf_tok *tok = NULL;
     struct gguf_writer *w = NULL;
+    struct mw_pool *pool = NULL;
     enum mw_status s;
     const struct hf_convert_opts dflt = {.type = HF_OUT_F16};
     const struct hf_convert_opts *o = opts ? opts : &dflt;
@@ -271,18 +315,20 @@ enum mw_status hf_convert(const char *hf_dir, const char *out_path,
         TRY(gguf_writer_add_tensor(w, e->name, e->type, e->n_dims, e->ne, err));
     }
 
-    /* 3. stream the data */
+    /* 3. stream the data (rows converted by n_threads threads) */
+    if (o->n_threads > 1) TRY(mw_pool_init(o->n_threads, &pool, err));
     TRY(gguf_writer_open(w, out_path, err));
     struct sink_ctx sc = {.w = w, .o = o, .total = p->total_bytes, .n_tensors = p->n};
     for (uint64_t i = 0; i < p->n; i++) {
         sc.cur = i;
         sc.name = p->t[i].name;
-        TRY(hf_plan_stream_tensor(p, i, o->chunk_bytes, writer_sink, &sc, err));
+        TRY(hf_plan_stream_tensor_mt(p, i, o->chunk_bytes, pool, writer_sink, &sc, err));
         if (o->progress) o->progress(o->progress_ud, sc.done, sc.total, i + 1, p->n, sc.name);
     }
     TRY(gguf_writer_finish(w, err));
 out:
     gguf_writer_free(w); /* removes the temp file unless finished */
+    mw_pool_free(pool);
     hf_tok_free(tok);
     hf_plan_free(p);
     hf_model_close(m);

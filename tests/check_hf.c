@@ -6,7 +6,8 @@
  * bit-exactness with ggml (shared/testvectors and formats.md §4.5), llama3
  * rope factors, and whole conversions of tinyllama-8m: tensor data
  * byte-identical with llama.cpp's own F16 conversion, sharded == single,
- * bf16 lossless, deterministic output, no output file on error. */
+ * bf16 lossless, deterministic output (also for any thread count), no output
+ * file on error. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <dirent.h>
@@ -21,6 +22,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/mw_pool.h"
 #include "gguf/gguf.h"
 #include "hf/hf.h"
 
@@ -667,6 +669,80 @@ START_TEST(test_permutation)
 }
 END_TEST
 
+/* hf_plan_stream_tensor_mt: every tensor of every output type has the same
+ * bytes for pools of 2, 3 and 8 threads as with the calling thread alone,
+ * at chunk sizes from one row to the default. */
+static uint8_t *stream_bytes(const struct hf_plan *p, uint64_t i, size_t chunk,
+                             struct mw_pool *pool)
+{
+    const struct hf_plan_tensor *e = hf_plan_get(p, i);
+    uint8_t *buf = malloc(e->nbytes ? e->nbytes : 1), *w = buf;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(hf_plan_stream_tensor_mt(p, i, chunk, pool, sink_buf, &w, &err), MW_OK);
+    ck_assert_uint_eq((uint64_t)(w - buf), e->nbytes);
+    return buf;
+}
+
+START_TEST(test_threads_identical)
+{
+    static const enum variant variants[] = {V_OK, V_QWEN2};
+    static const unsigned sizes[] = {2, 3, 8};
+    struct mw_pool *pools[3] = {NULL, NULL, NULL};
+    struct mw_err err;
+    mw_err_clear(&err);
+    for (size_t k = 0; k < 3; k++) ck_assert_int_eq(mw_pool_init(sizes[k], &pools[k], &err), MW_OK);
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        char *dir = make_tmpdir();
+        make_model(dir, variants[v]);
+        struct hf_model *m;
+        ck_assert_int_eq(hf_model_open(dir, &m, &err), MW_OK);
+        for (int t = 0; t < HF_OUT_COUNT; t++) {
+            struct hf_plan *p;
+            ck_assert_int_eq(hf_plan_build(m, (enum hf_out_type)t, &p, &err), MW_OK);
+            for (uint64_t i = 0; i < hf_plan_count(p); i++) {
+                for (size_t chunk = 1; chunk <= 1u << 20; chunk <<= 10) {
+                    uint8_t *want = stream_bytes(p, i, chunk, NULL);
+                    for (size_t k = 0; k < 3; k++) {
+                        uint8_t *got = stream_bytes(p, i, chunk, pools[k]);
+                        ck_assert_msg(memcmp(got, want, hf_plan_get(p, i)->nbytes) == 0,
+                                      "%s type %d chunk %zu threads %u", hf_plan_get(p, i)->name,
+                                      t, chunk, sizes[k]);
+                        free(got);
+                    }
+                    free(want);
+                }
+            }
+            hf_plan_free(p);
+        }
+        hf_model_close(m);
+        free(dir);
+    }
+    for (size_t k = 0; k < 3; k++) mw_pool_free(pools[k]);
+
+    /* whole files with real Q8_0 rows: tinyllama-8m, 1 thread vs 3 */
+    char src[512];
+    if (!model_dir("tinyllama-8m", src, sizeof src)) return;
+    char *dir = make_tmpdir();
+    uint8_t *b[2];
+    size_t n[2];
+    for (int k = 0; k < 2; k++) {
+        char *out = path_in(dir, k ? "t3.gguf" : "t1.gguf");
+        struct hf_convert_opts o = {.type = HF_OUT_Q8_0, .n_threads = k ? 3 : 1};
+        char text[1024];
+        ck_assert_msg(hf_convert(src, out, &o, &err) == MW_OK, "%s",
+                      mw_err_format(&err, text, sizeof text));
+        b[k] = read_file(out, &n[k]);
+        free(out);
+    }
+    ck_assert_uint_eq(n[0], n[1]);
+    ck_assert(memcmp(b[0], b[1], n[0]) == 0);
+    free(b[0]);
+    free(b[1]);
+    free(dir);
+}
+END_TEST
+
 START_TEST(test_qwen2_mapping)
 {
     char *dir = make_tmpdir();
@@ -1230,6 +1306,7 @@ static Suite *hf_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("mapping");
     tcase_add_test(tc, test_permutation);
+    tcase_add_test(tc, test_threads_identical);
     tcase_add_test(tc, test_qwen2_mapping);
     tcase_add_loop_test(tc, test_plan_errors, 0, N_PLAN_CASES);
     tcase_add_test(tc, test_plan_ok_variants);

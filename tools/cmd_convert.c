@@ -6,7 +6,9 @@
  * and maps the result to the exit status.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -16,7 +18,8 @@
 #include "cmd.h"
 
 static const char usage_text[] =
-    "usage: memwall convert HF_DIR -o OUT.gguf [--type f16|bf16|f32|q8_0] [--name NAME] [-q]\n"
+    "usage: memwall convert HF_DIR -o OUT.gguf [--type f16|bf16|f32|q8_0] [--name NAME]\n"
+    "                       [--threads N] [-q]\n"
     "  Convert a Hugging Face checkpoint directory (config.json, model.safetensors or\n"
     "  model.safetensors.index.json + shards, tokenizer.json or tokenizer.model) to GGUF.\n"
     "  Architectures: LlamaForCausalLM, MistralForCausalLM (GGUF llama), Qwen2ForCausalLM.\n"
@@ -24,6 +27,8 @@ static const char usage_text[] =
     "  --type T           f16 (default), bf16, f32, or q8_0 (ggml's reference Q8_0);\n"
     "                     norms and biases stay f32\n"
     "  --name NAME        general.name (default: the directory name)\n"
+    "  -t, --threads N    threads converting rows (default: all CPUs, at most 64); the\n"
+    "                     output bytes are the same for any N\n"
     "  -q, --quiet        no progress display\n"
     "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O error\n";
 
@@ -61,7 +66,7 @@ static void on_progress(void *ud, uint64_t done, uint64_t total, uint64_t ti, ui
 int cmd_convert(int argc, char **argv)
 {
     const char *cmd = "convert";
-    const char *dir = NULL, *out = NULL, *name = NULL, *type = "f16";
+    const char *dir = NULL, *out = NULL, *name = NULL, *type = "f16", *threads = NULL;
     bool quiet = false, end_of_opts = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -79,8 +84,9 @@ int cmd_convert(int argc, char **argv)
                 quiet = true;
                 continue;
             }
-            const char *const valued[] = {"-o", "--output", "--type", "--name"};
-            const char **slot[] = {&out, &out, &type, &name};
+            const char *const valued[] = {"-o", "--output", "--type", "--name", "-t",
+                                          "--threads"};
+            const char **slot[] = {&out, &out, &type, &name, &threads, &threads};
             bool known = false;
             for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
                 size_t l = strlen(valued[k]);
@@ -111,6 +117,17 @@ int cmd_convert(int argc, char **argv)
     if (!hf_out_type_parse(type, &opts.type))
         return cmd_usage_error(cmd, usage_text, "unknown --type '%s' (f16, bf16, f32, q8_0)",
                                type);
+    if (threads) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long v = strtoul(threads, &end, 10);
+        if (errno || !end || *end || end == threads || threads[0] == '-' || v < 1 || v > 512)
+            return cmd_usage_error(cmd, usage_text, "--threads: '%s' is not 1..512", threads);
+        opts.n_threads = (unsigned)v;
+    } else {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        opts.n_threads = ncpu < 1 ? 1u : ncpu > 64 ? 64u : (unsigned)ncpu;
+    }
     struct stat st;
     if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
         return cmd_usage_error(cmd, usage_text, "-o '%s' is a directory", out);

@@ -20,6 +20,12 @@ run 2 convert "$SRC" -o "$T"
 run 0 convert --help
 has "$out" "q8_0" "--help"
 run 0 help convert
+has "$out" "--threads" "help --threads"
+for bad in 0 513 abc -1 2x ""; do
+    run 2 convert "$SRC" -o "$T/x.gguf" --threads "$bad"
+    has "$err" "--threads" "--threads '$bad'"
+done
+run 2 convert "$SRC" -o "$T/x.gguf" -t
 [ -e "$T/x.gguf" ] && fail "usage errors created an output file"
 
 # --- bad input: exit 1, nothing written ---
@@ -48,6 +54,21 @@ run 0 convert "$SRC" -o "$T/t-f16c.gguf" -q --name tiny
 cmp -s "$T/t-f16b.gguf" "$T/t-f16c.gguf" || fail "two conversions differ (not deterministic)"
 run 0 inspect "$T/t-f16b.gguf"
 has "$out" '"tiny"' "--name"
+# --threads: the same bytes for 1, 2 and 8 threads (issue 7), F16/BF16/Q8_0,
+# from the F16 checkpoint and (when present) the BF16 one
+BF=$(model_dir tinyllama-8m-bf16)
+for src in "$SRC" $BF; do
+    for t in f16 bf16 q8_0; do
+        for n in 1 2 8; do
+            run 0 convert "$src" -o "$T/th-$t-$n.gguf" --type "$t" --threads "$n" -q
+        done
+        cmp -s "$T/th-$t-1.gguf" "$T/th-$t-2.gguf" || fail "$t from $src: 1 vs 2 threads differ"
+        cmp -s "$T/th-$t-1.gguf" "$T/th-$t-8.gguf" || fail "$t from $src: 1 vs 8 threads differ"
+    done
+done
+run 0 convert "$SRC" -o "$T/th-eq.gguf" -t 8 -q
+cmp -s "$T/th-eq.gguf" "$T/t-f16.gguf" || fail "-t 8 output differs from the default run"
+rm -f "$T"/th-*.gguf
 # sizes: q8_0 < f16 = bf16 < f32
 s16=$(stat -c %s "$T/t-f16.gguf"); s8=$(stat -c %s "$T/t-q8_0.gguf"); s32=$(stat -c %s "$T/t-f32.gguf")
 { [ "$s8" -lt "$s16" ] && [ "$s16" -lt "$s32" ]; } || fail "sizes q8_0 $s8 f16 $s16 f32 $s32"
