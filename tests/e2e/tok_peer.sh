@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# The runtime's tokenizers against llama.cpp's (tests/peer: llama-peer
+# tokenize, llama.cpp 80fb11ac) on the same GGUF files, token id for token id
+# (BOS as the vocabulary asks, parse_special off on both sides):
+#
+#   models  tinyllama-8m as llama.cpp converted it (SentencePiece BPE, byte
+#           fallback); the qwen2 and llama3 fixtures of mk_hf_fixture.py
+#           converted by memwall convert (byte-level BPE, pre-tokenizers
+#           "qwen2" and "llama-bpe"; BPEs trained on the multilingual sample)
+#   texts   datasets/corpora/eval.txt; tests/fixtures/multilingual.txt
+#           (English, Chinese simplified/traditional, Japanese, Korean,
+#           Cyrillic, Arabic, Devanagari, Greek, Hebrew, Thai, C and Python
+#           code, tabs, \r\n and long white space runs, long numbers,
+#           contractions, emoji with ZWJ and skin tones, combining marks,
+#           NFC/NFD, invalid UTF-8, special-token lookalikes); odd strings;
+#           and the code point probe of mk_tok_probe.py (every code point
+#           U+0080..U+3FFFF and U+E0000..U+E0FFF between probe letters: the
+#           fixtures' probe merges make each one's pre-tokenizer class show
+#           in the ids)
+#
+# Skipped (77) when llama-peer cannot be built here; the fixtures and the
+# probe need python3.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+RUNBIN="$MW_BIN/memwall-run"
+EVAL="$MW_DATASETS/corpora/eval.txt"
+REF_F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
+SAMPLE="$FIX/multilingual.txt"
+
+find_peer
+[ -n "$PEER" ] || { [ $fails -eq 0 ] && exit $SKIP; finish; }
+
+# compare LABEL GGUF TEXT: ids of memwall-run --tokenize and llama-peer
+# tokenize must be identical; prints the count
+total=0
+compare() {
+    local label=$1 f=$2 txt=$3 model=${4:-}
+    if ! $MW_EMU "$RUNBIN" -m "$f" --tokenize "$txt" -q > "$T/ours" 2> "$T/ours.err"; then
+        fail "$label: memwall-run --tokenize: $(tail -n 2 "$T/ours.err")"
+        return
+    fi
+    if ! "$PEER" tokenize "$f" "$txt" > "$T/theirs" 2> "$T/theirs.err"; then
+        fail "$label: llama-peer tokenize: $(tail -n 2 "$T/theirs.err")"
+        return
+    fi
+    local n
+    n=$(wc -w < "$T/theirs")
+    if cmp -s "$T/ours" "$T/theirs"; then
+        echo "  $label: $n ids ($(wc -c < "$txt") bytes), identical"
+        total=$((total + n))
+        return
+    fi
+    fail "$model: $label: tokenization differs from llama.cpp's ($(wc -w < "$T/ours") ids vs $n)"
+    # first difference, with some context
+    tr ' ' '\n' < "$T/ours" > "$T/ours.l"
+    tr ' ' '\n' < "$T/theirs" > "$T/theirs.l"
+    local at
+    at=$(cmp "$T/ours.l" "$T/theirs.l" 2> /dev/null | awk '{ print $NF }')
+    [ -n "$at" ] || at=1
+    echo "    from id #$at: ours   $(tail -n +"$at" "$T/ours.l" | head -n 12 | tr '\n' ' ')"
+    echo "    from id #$at: llama  $(tail -n +"$at" "$T/theirs.l" | head -n 12 | tr '\n' ' ')"
+}
+
+printf ' leading space, \xe2\x96\x81 marker, \xc3\xa9t\xc3\xa9 \xe2\x82\xac 1234567 \t tabs  \n\n \xff\xfe bad bytes <s> </s> <unk> [INST] \xf0\x9f\x99\x82 end' \
+    > "$T/odd.txt"
+texts=("$SAMPLE" "$T/odd.txt")
+names=(multilingual odd)
+[ -f "$EVAL" ] && { texts+=("$EVAL"); names+=(eval.txt); }
+
+models=()
+labels=()
+[ -n "$REF_F16" ] && { models+=("$REF_F16"); labels+=("tinyllama-8m (llama.cpp F16, SPM)"); }
+if have_python; then
+    python3 "$FIX/mk_tok_probe.py" "$T/probe.txt" || fail "mk_tok_probe.py"
+    texts+=("$T/probe.txt")
+    names+=("code point probe")
+    for k in qwen2 llama3; do
+        if python3 "$FIX/mk_hf_fixture.py" $k "$T/hf-$k" > /dev/null &&
+            $MW_EMU "$MEMWALL" convert "$T/hf-$k" -o "$T/$k.gguf" --type f16 -q > "$T/c.log" 2>&1; then
+            models+=("$T/$k.gguf")
+            labels+=("fixture $k (byte-level BPE)")
+        else
+            fail "fixture $k: $(tail -n 2 "$T/c.log" 2> /dev/null)"
+        fi
+    done
+else
+    echo "note: python3 missing: no fixtures, no code point probe"
+fi
+[ ${#models[@]} -gt 0 ] || { echo "SKIP: no model to tokenize with"; exit $SKIP; }
+
+for m in "${!models[@]}"; do
+    echo "== ${labels[$m]}"
+    for i in "${!texts[@]}"; do
+        compare "${names[$i]}" "${models[$m]}" "${texts[$i]}" "${labels[$m]}"
+    done
+    case ${labels[$m]} in
+    fixture*)
+        # the trained merges must fire on the sample: fewer than one id per
+        # two bytes (byte tokens alone would give one per byte)
+        $MW_EMU "$RUNBIN" -m "${models[$m]}" --tokenize "$SAMPLE" -q > "$T/ours" 2> /dev/null
+        n=$(wc -w < "$T/ours")
+        b=$(wc -c < "$SAMPLE")
+        echo "  multilingual: $n ids for $b bytes"
+        [ $((n * 2)) -lt "$b" ] || fail "${labels[$m]}: merges barely fire on the sample ($n ids, $b bytes)"
+        ;;
+    esac
+done
+echo "total: $total ids compared"
+finish
