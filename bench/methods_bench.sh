@@ -3,11 +3,14 @@
 # tinyllama-8m: file size, perplexity and KL divergence to the F16 model on
 # the first 60 KB of eval.txt at ctx 256, scored by llama.cpp (llama-peer).
 # usage: bench/methods_bench.sh [BUILD_DIR] [PRESET...]   (default build-m, Q4_K_M Q3_K_M)
+#   env: MW_BENCH_METHODS (default "rtn+imatrix rtn gptq awq awq+gptq gptq-act awq+gptq-act"),
+#        MW_BENCH_OUT, MW_BENCH_THREADS
+# The memwall binary is copied first, so a rebuild during the run does not mix versions.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-m}; shift || true
 presets=("$@"); [ ${#presets[@]} -gt 0 ] || presets=(Q4_K_M Q3_K_M)
-mw=$build/tools/memwall
+methods=(${MW_BENCH_METHODS:-rtn+imatrix rtn gptq awq awq+gptq gptq-act awq+gptq-act})
 peer=$(bash "$src/tests/peer/setup.sh" | tail -n 1)
 ds=$src/datasets
 f16=$ds/reference/tinyllama-8m.llamacpp-f16.gguf
@@ -15,12 +18,14 @@ im=$ds/reference/tinyllama-8m.llamacpp.imatrix.gguf
 out=${MW_BENCH_OUT:-$build/methods-bench}
 thr=${MW_BENCH_THREADS:-$(nproc)}
 mkdir -p "$out"
+mw=$out/memwall.bin
+cp "$build/tools/memwall" "$mw"
 head -c 60000 "$ds/corpora/eval.txt" > "$out/eval60k.txt"
 [ -s "$out/f16.logits" ] || "$peer" --threads "$thr" ppl "$f16" "$out/eval60k.txt" --ctx 256 \
     --bytes 60000 --save-logits-llamacpp "$out/f16.logits" > /dev/null
 printf '| preset | method | bytes | ppl | KLD | same top-1 | quant s |\n|---|---|---|---|---|---|---|\n'
 for p in "${presets[@]}"; do
-  for m in rtn+imatrix rtn gptq awq awq+gptq; do
+  for m in "${methods[@]}"; do
     f=$out/$p-$m.gguf
     t0=$(date +%s.%N)
     if [ "$m" = rtn+imatrix ]; then

@@ -29,6 +29,14 @@ static double out_err(const float *D, uint64_t n_out, uint64_t n_in, const float
     return e;
 }
 
+uint64_t quant_awq_search_rows(uint64_t n_out, uint64_t n_in)
+{
+    uint64_t r = n_in ? ((uint64_t)1 << 33) / n_in / n_in : QUANT_AWQ_SEARCH_ROWS;
+    if (r > QUANT_AWQ_SEARCH_ROWS) r = QUANT_AWQ_SEARCH_ROWS;
+    if (r < 64) r = 64;
+    return r < n_out ? r : n_out;
+}
+
 void quant_awq_scales(const double *mean_abs, uint64_t n, float alpha, float *s)
 {
     double lo = INFINITY, hi = 0;
@@ -49,8 +57,7 @@ enum mw_status quant_awq_group(const struct quant_awq_group *G, float *best_alph
     uint64_t maxw = 0;
     for (unsigned k = 0; k < G->n_w; k++) {
         uint64_t e;
-        const uint64_t no = G->n_out[k] < QUANT_AWQ_SEARCH_ROWS ? G->n_out[k]
-                                                                : QUANT_AWQ_SEARCH_ROWS;
+        const uint64_t no = quant_awq_search_rows(G->n_out[k], n_in);
         if (!mw_mul_u64(no, n_in, &e))
             return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "AWQ: size overflows");
         if (e > maxw) maxw = e;
@@ -78,7 +85,7 @@ enum mw_status quant_awq_group(const struct quant_awq_group *G, float *best_alph
         double e = 0;
         for (unsigned k = 0; k < G->n_w && st == MW_OK; k++) {
             const uint64_t nall = G->n_out[k];
-            const uint64_t no = nall < QUANT_AWQ_SEARCH_ROWS ? nall : QUANT_AWQ_SEARCH_ROWS;
+            const uint64_t no = quant_awq_search_rows(nall, n_in);
             for (uint64_t r = 0; r < no; r++) {
                 /* rows evenly spaced over the weight (all of them when it has few) */
                 const float *wr = G->w[k] + (r * nall / no) * n_in;

@@ -16,8 +16,9 @@
 
 bool quant_method_parse(const char *s, enum quant_method *out)
 {
-    static const char *const names[] = {"rtn", "gptq", "awq", "awq+gptq"};
-    for (int i = 0; i < 4; i++)
+    static const char *const names[] = {"rtn", "gptq", "awq", "awq+gptq", "gptq-act",
+                                        "awq+gptq-act"};
+    for (int i = 0; i < 6; i++)
         if (s && strcmp(s, names[i]) == 0) {
             *out = (enum quant_method)i;
             return true;
@@ -32,6 +33,8 @@ const char *quant_method_name(enum quant_method m)
     case QUANT_METHOD_GPTQ: return "gptq";
     case QUANT_METHOD_AWQ: return "awq";
     case QUANT_METHOD_AWQ_GPTQ: return "awq+gptq";
+    case QUANT_METHOD_GPTQ_ACT: return "gptq-act";
+    case QUANT_METHOD_AWQ_GPTQ_ACT: return "awq+gptq-act";
     }
     return "?";
 }
@@ -47,8 +50,9 @@ struct quant_methods_src {
     uint64_t fend;                   /* its size */
     char method_label[32];           /* memwall.quant.method */
     char method_params[160];         /* memwall.quant.method_params */
+    const struct rt_hparams *hp;     /* the calibrated model's shapes */
+    float *s_in[CALIB_G_COUNT];      /* the current block's folded AWQ scales per group */
     const struct quant_methods_opts *mo;
-    float *awq_s; /* the current group's AWQ scales (n_in), or NULL */
 };
 
 static int64_t find_tensor(const struct quant_methods_src *h, const char *name)
@@ -94,14 +98,84 @@ static enum mw_status spill(struct quant_methods_src *h, int64_t ti, const uint8
     return MW_OK;
 }
 
-/* AWQ on ATTN_IN / FFN_IN: search alpha, fold 1/s into the norm and s into the columns. */
+enum mw_status quant_awq_fold(struct calib_layer *ly, enum calib_group g, const float *sc,
+                              uint32_t q_per_kv, uint32_t head_dim, struct mw_err *err)
+{
+    enum mw_status s = MW_OK;
+    if (g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN) {
+        float *norm;
+        if ((s = calib_layer_norm(ly, g == CALIB_G_ATTN_IN ? CALIB_NORM_ATTN : CALIB_NORM_FFN,
+                                  true, &norm, err)) != MW_OK)
+            return s;
+        const uint64_t n = calib_layer_group_n_in(ly, g);
+        for (uint64_t j = 0; j < n; j++) norm[j] /= sc[j];
+    } else {
+        struct calib_weight pw;
+        if ((s = calib_layer_weight(ly, g == CALIB_G_ATTN_OUT ? CALIB_W_V : CALIB_W_UP, true, &pw,
+                                    err)) != MW_OK)
+            return s;
+        const uint64_t hd = head_dim ? head_dim : 1, grp = q_per_kv ? q_per_kv : 1;
+        for (uint64_t r = 0; r < pw.n_out; r++) {
+            /* v row r = kv head r / hd, dim r % hd: the channel of its first q head */
+            const float f = g == CALIB_G_ATTN_OUT ? sc[(r / hd) * grp * hd + r % hd] : sc[r];
+            for (uint64_t j = 0; j < pw.n_in; j++) pw.w[r * pw.n_in + j] /= f;
+            if (pw.bias) pw.bias[r] /= f;
+        }
+    }
+    for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
+        if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        struct calib_weight cw;
+        if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, true, &cw, err)) != MW_OK) return s;
+        for (uint64_t r = 0; r < cw.n_out; r++)
+            for (uint64_t j = 0; j < cw.n_in; j++) cw.w[r * cw.n_in + j] *= sc[j];
+    }
+    return MW_OK;
+}
+
+static bool uses_awq(enum quant_method m)
+{
+    return m == QUANT_METHOD_AWQ || m == QUANT_METHOD_AWQ_GPTQ || m == QUANT_METHOD_AWQ_GPTQ_ACT;
+}
+static bool uses_gptq(enum quant_method m)
+{
+    return m == QUANT_METHOD_GPTQ || m == QUANT_METHOD_AWQ_GPTQ || m == QUANT_METHOD_GPTQ_ACT ||
+           m == QUANT_METHOD_AWQ_GPTQ_ACT;
+}
+static bool uses_act_order(const struct quant_methods_opts *mo)
+{
+    return mo->gptq.act_order || mo->method == QUANT_METHOD_GPTQ_ACT ||
+           mo->method == QUANT_METHOD_AWQ_GPTQ_ACT;
+}
+
+/* Whether the AWQ scales of o's / down's input are folded into v's / up's
+ * rows (then v and up are quantized in the ATTN_OUT / FFN_DOWN stage, after
+ * the fold, instead of with q/k and gate). */
+static bool awq_out_folds(const struct quant_methods_src *h)
+{
+    return uses_awq(h->mo->method) && !h->mo->awq_in_only;
+}
+
+/* The producer whose output rows carry 1/s for group g's input: v for
+ * ATTN_OUT, up for FFN_DOWN. */
+static enum calib_wkind producer(enum calib_group g)
+{
+    return g == CALIB_G_ATTN_OUT ? CALIB_W_V : CALIB_W_UP;
+}
+
+/* AWQ on group g: search alpha for the group's weights (q/k/v, o, gate/up or
+ * down), then fold: the input is divided by s where it is made (ATTN_IN /
+ * FFN_IN: the norm, written to the output as F32; ATTN_OUT: v's rows — with
+ * grouped-query attention one v row feeds n_head/n_head_kv q heads, so
+ * their channels share one scale; FFN_DOWN: up's rows, since silu(gate)*up
+ * is linear in up) and the group's columns multiplied by s. Sets
+ * h->s_in[g] when it folds. */
 static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer *ly,
                                 enum calib_group g, struct mw_err *err)
 {
     enum mw_status s;
+    const bool in_norm = g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN;
     struct quant_awq_group G = {.n_in = calib_layer_group_n_in(ly, g),
                                 .n_threads = h->mo->n_threads};
-    struct calib_weight cws[3];
     for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
         if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
         struct calib_weight cw;
@@ -110,21 +184,43 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
         if (ti < 0 || h->want[ti] == UINT32_MAX || G.n_w == 3) return MW_OK; /* not all quantized */
         const struct gguf_type_info *inf = gguf_type_get(h->want[ti]);
         if (!inf || cw.n_in % inf->blck) return MW_OK;
-        cws[G.n_w] = cw;
         G.w[G.n_w] = cw.w;
         G.n_out[G.n_w] = cw.n_out;
         G.type[G.n_w++] = h->want[ti];
     }
     if (G.n_w == 0) return MW_OK;
+    int64_t ni = -1; /* the norm tensor (in_norm) */
+    const struct rt_hparams *hp = h->hp;
+    const uint64_t hd = hp->head_dim, grp = hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
+    if (in_norm) {
+        char nname[64];
+        snprintf(nname, sizeof nname, "blk.%u.%s.weight", calib_layer_index(ly),
+                 g == CALIB_G_ATTN_IN ? "attn_norm" : "ffn_norm");
+        ni = find_tensor(h, nname);
+        if (ni < 0 || h->base->tensors[ni].type != GGUF_TYPE_F32) return MW_OK;
+    } else {
+        /* the producer must be quantized here (else its rescaled rows would
+         * never reach the file) and have no bias */
+        struct calib_weight pw;
+        if ((s = calib_layer_weight(ly, producer(g), false, &pw, err)) != MW_OK) return s;
+        const int64_t pi = find_tensor(h, pw.name);
+        if (pi < 0 || h->want[pi] == UINT32_MAX || pw.bias) return MW_OK;
+        if (g == CALIB_G_ATTN_OUT &&
+            (grp == 0 || hp->n_head % hp->n_head_kv || pw.n_out * grp != G.n_in ||
+             (uint64_t)hp->n_head * hd != G.n_in))
+            return MW_OK;
+        if (g == CALIB_G_FFN_DOWN && pw.n_out != G.n_in) return MW_OK;
+    }
     const struct calib_group_stats *gs = calib_layer_stats(ly, g);
     const float *H;
     if ((s = calib_layer_hessian(ly, g, &H, err)) != MW_OK) return s;
     double *ma = malloc((size_t)G.n_in * sizeof(double));
     float *imp = malloc((size_t)G.n_in * sizeof(float));
-    h->awq_s = malloc((size_t)G.n_in * sizeof(float));
-    if (!ma || !imp || !h->awq_s) {
+    float *sc = malloc((size_t)G.n_in * sizeof(float));
+    if (!ma || !imp || !sc) {
         free(ma);
         free(imp);
+        free(sc);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     }
     const double cnt = gs->count ? (double)gs->count : 1.0;
@@ -132,53 +228,118 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
         ma[j] = gs->sum_abs[j] / cnt;
         imp[j] = (float)(gs->sum_sq[j] / cnt);
     }
+    if (g == CALIB_G_ATTN_OUT && grp > 1) /* one scale per v row: mean over its q heads */
+        for (uint64_t kh = 0; kh < hp->n_head_kv; kh++)
+            for (uint64_t d = 0; d < hd; d++) {
+                double m = 0;
+                for (uint64_t q = 0; q < grp; q++) m += ma[((kh * grp) + q) * hd + d];
+                for (uint64_t q = 0; q < grp; q++) ma[((kh * grp) + q) * hd + d] = m / (double)grp;
+            }
     G.mean_abs = ma;
     G.imp = imp;
     G.H = H;
     float alpha = 0;
     s = quant_awq_group(&G, &alpha, err);
-    if (s == MW_OK) quant_awq_scales(ma, G.n_in, alpha, h->awq_s);
+    if (s == MW_OK) quant_awq_scales(ma, G.n_in, alpha, sc);
     free(ma);
     free(imp);
-    if (s != MW_OK) return s;
-    /* the folded norm is written as F32 in place of the source's (F32) norm */
-    char nname[64];
-    snprintf(nname, sizeof nname, "blk.%u.%s.weight", calib_layer_index(ly),
-             g == CALIB_G_ATTN_IN ? "attn_norm" : "ffn_norm");
-    const int64_t ni = find_tensor(h, nname);
-    uint8_t *nb = NULL;
-    if (alpha == 0.0f || ni < 0 || h->base->tensors[ni].type != GGUF_TYPE_F32 ||
-        !(nb = malloc((size_t)G.n_in * sizeof(float)))) {
-        free(h->awq_s); /* no fold */
-        h->awq_s = NULL;
-        return MW_OK;
-    }
-    float *norm;
-    if ((s = calib_layer_norm(ly, g == CALIB_G_ATTN_IN ? CALIB_NORM_ATTN : CALIB_NORM_FFN, true,
-                              &norm, err)) != MW_OK) {
-        free(nb);
+    if (s != MW_OK || alpha == 0.0f) { /* alpha 0: the plain model, no fold */
+        free(sc);
         return s;
     }
-    for (uint64_t j = 0; j < G.n_in; j++) norm[j] /= h->awq_s[j];
-    for (uint64_t j = 0; j < G.n_in; j++) {
-        uint32_t u;
-        memcpy(&u, &norm[j], 4);
-        mw_put_le32(nb + 4 * j, u);
-    }
-    s = spill(h, ni, nb, G.n_in * sizeof(float), err);
-    free(nb);
-    if (s != MW_OK) return s;
-    for (unsigned k = 0; k < G.n_w; k++) {
-        struct calib_weight cw;
-        for (int w2 = 0; w2 < CALIB_W_COUNT; w2++) {
-            if (calib_wkind_group((enum calib_wkind)w2) != g) continue;
-            if ((s = calib_layer_weight(ly, (enum calib_wkind)w2, true, &cw, err)) != MW_OK)
-                return s;
-            if (cw.w != cws[k].w) continue;
-            for (uint64_t r = 0; r < cw.n_out; r++)
-                for (uint64_t j = 0; j < cw.n_in; j++) cw.w[r * cw.n_in + j] *= h->awq_s[j];
+    s = quant_awq_fold(ly, g, sc, hp->n_head_kv ? (uint32_t)grp : 1, (uint32_t)hd, err);
+    if (s == MW_OK && in_norm) { /* the folded norm goes into the file as F32 */
+        float *norm;
+        uint8_t *nb = malloc((size_t)G.n_in * sizeof(float));
+        if (!nb) s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        if (s == MW_OK)
+            s = calib_layer_norm(ly, g == CALIB_G_ATTN_IN ? CALIB_NORM_ATTN : CALIB_NORM_FFN,
+                                 false, &norm, err);
+        if (s == MW_OK) {
+            for (uint64_t j = 0; j < G.n_in; j++) {
+                uint32_t u;
+                memcpy(&u, &norm[j], 4);
+                mw_put_le32(nb + 4 * j, u);
+            }
+            s = spill(h, ni, nb, G.n_in * sizeof(float), err);
         }
+        free(nb);
     }
+    if (s != MW_OK) {
+        free(sc);
+        return s;
+    }
+    free(h->s_in[g]);
+    h->s_in[g] = sc;
+    return MW_OK;
+}
+
+/* Quantize weight wk (GPTQ under the Hessian of its input group, or
+ * importance-weighted rounding with the corpus's imatrix), spill the
+ * blocks, leave the dequantized values in the engine's copy. */
+static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer *ly,
+                                enum calib_wkind wk, struct mw_err *err)
+{
+    const struct quant_methods_opts *mo = h->mo;
+    const enum calib_group g = calib_wkind_group(wk);
+    const float *awq_s = h->s_in[g];
+    enum mw_status s;
+    struct calib_weight cw;
+    if ((s = calib_layer_weight(ly, wk, true, &cw, err)) != MW_OK) return s;
+    const int64_t ti = find_tensor(h, cw.name);
+    if (ti < 0 || h->want[ti] == UINT32_MAX) return MW_OK; /* kept as it is by the plan */
+    const uint32_t t = h->want[ti];
+    const struct gguf_type_info *inf = gguf_type_get(t);
+    const struct quant_traits *tr = quant_traits_get(t);
+    if (!inf || !tr || !tr->to_float || !tr->from_float || cw.n_in % inf->blck) return MW_OK;
+    uint64_t rb, nb, ne;
+    if (!mw_mul_u64(cw.n_in / inf->blck, inf->type_size, &rb) || !mw_mul_u64(rb, cw.n_out, &nb) ||
+        !mw_mul_u64(cw.n_in, cw.n_out, &ne) || nb > SIZE_MAX)
+        return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "tensor '%s': size overflows", cw.name);
+    uint8_t *q = malloc(nb ? (size_t)nb : 1);
+    if (!q)
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory (%llu bytes)",
+                       (unsigned long long)nb);
+    if (uses_gptq(mo->method) && quant_gptq_supported(t)) {
+        const float *H;
+        if ((s = calib_layer_hessian(ly, g, &H, err)) != MW_OK) {
+            free(q);
+            return s;
+        }
+        struct quant_gptq_opts go = mo->gptq;
+        go.n_threads = mo->n_threads;
+        go.act_order = uses_act_order(mo);
+        if ((s = quant_gptq(t, cw.w, cw.n_out, cw.n_in, H, &go, q, err)) != MW_OK) {
+            mw_err_set_where(err, "tensor '%s'", cw.name);
+            free(q);
+            return s;
+        }
+    } else {
+        /* importance-weighted rounding with the corpus's imatrix (mean x²) */
+        const struct calib_group_stats *gs = calib_layer_stats(ly, g);
+        float *imp = malloc((size_t)cw.n_in * sizeof(float));
+        if (!imp) {
+            free(q);
+            return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        }
+        const double cnt = gs && gs->count ? (double)gs->count : 1.0;
+        for (uint64_t j = 0; j < cw.n_in; j++) {
+            imp[j] = gs ? (float)(gs->sum_sq[j] / cnt) : 1.0f;
+            if (awq_s) imp[j] /= awq_s[j] * awq_s[j]; /* the input is x / s now */
+        }
+        s = quant_rows_mode(t, QUANT_MODE_BEST, cw.w, cw.n_out, cw.n_in, imp, q,
+                            mo->n_threads ? mo->n_threads : 1, err);
+        free(imp);
+        if (s != MW_OK) {
+            free(q);
+            return s;
+        }
+        tr->to_float(q, cw.w, ne); /* later layers see the quantized weights */
+    }
+    s = spill(h, ti, q, nb, err);
+    free(q);
+    if (s != MW_OK) return s;
+    h->descs[ti].type = t;
     return MW_OK;
 }
 
@@ -186,73 +347,20 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
                                struct mw_err *err)
 {
     struct quant_methods_src *h = ud;
-    const struct quant_methods_opts *mo = h->mo;
     enum mw_status s;
-    free(h->awq_s);
-    h->awq_s = NULL;
-    if ((mo->method == QUANT_METHOD_AWQ || mo->method == QUANT_METHOD_AWQ_GPTQ) &&
-        (g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN))
-        if ((s = awq_group(h, ly, g, err)) != MW_OK) return s;
+    if (g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN) /* a new block: no scales yet */
+        for (int k = 0; k < 2; k++) {
+            free(h->s_in[g + k]);
+            h->s_in[g + k] = NULL;
+        }
+    if (uses_awq(h->mo->method) && (s = awq_group(h, ly, g, err)) != MW_OK) return s;
+    const bool defer = awq_out_folds(h);
+    if (defer && (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN))
+        if ((s = quant_one(h, ly, producer(g), err)) != MW_OK) return s; /* after the fold */
     for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
         if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
-        struct calib_weight cw;
-        if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, true, &cw, err)) != MW_OK) return s;
-        const int64_t ti = find_tensor(h, cw.name);
-        if (ti < 0 || h->want[ti] == UINT32_MAX) continue; /* kept as it is by the plan */
-        const uint32_t t = h->want[ti];
-        const struct gguf_type_info *inf = gguf_type_get(t);
-        const struct quant_traits *tr = quant_traits_get(t);
-        if (!inf || !tr || !tr->to_float || !tr->from_float || cw.n_in % inf->blck) continue;
-        uint64_t rb, nb, ne;
-        if (!mw_mul_u64(cw.n_in / inf->blck, inf->type_size, &rb) ||
-            !mw_mul_u64(rb, cw.n_out, &nb) || !mw_mul_u64(cw.n_in, cw.n_out, &ne) ||
-            nb > SIZE_MAX)
-            return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "tensor '%s': size overflows",
-                           cw.name);
-        uint8_t *q = malloc(nb ? (size_t)nb : 1);
-        if (!q) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory (%llu bytes)",
-                               (unsigned long long)nb);
-        const bool gptq = (mo->method == QUANT_METHOD_GPTQ || mo->method == QUANT_METHOD_AWQ_GPTQ) &&
-                          quant_gptq_supported(t);
-        if (gptq) {
-            const float *H;
-            if ((s = calib_layer_hessian(ly, g, &H, err)) != MW_OK) {
-                free(q);
-                return s;
-            }
-            struct quant_gptq_opts go = mo->gptq;
-            go.n_threads = mo->n_threads;
-            if ((s = quant_gptq(t, cw.w, cw.n_out, cw.n_in, H, &go, q, err)) != MW_OK) {
-                mw_err_set_where(err, "tensor '%s'", cw.name);
-                free(q);
-                return s;
-            }
-        } else {
-            /* importance-weighted rounding with the corpus's imatrix (mean x²) */
-            const struct calib_group_stats *gs = calib_layer_stats(ly, g);
-            float *imp = malloc((size_t)cw.n_in * sizeof(float));
-            if (!imp) {
-                free(q);
-                return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-            }
-            const double cnt = gs && gs->count ? (double)gs->count : 1.0;
-            for (uint64_t j = 0; j < cw.n_in; j++) {
-                imp[j] = gs ? (float)(gs->sum_sq[j] / cnt) : 1.0f;
-                if (h->awq_s) imp[j] /= h->awq_s[j] * h->awq_s[j]; /* input is x / s now */
-            }
-            s = quant_rows_mode(t, QUANT_MODE_BEST, cw.w, cw.n_out, cw.n_in, imp, q,
-                                mo->n_threads ? mo->n_threads : 1, err);
-            free(imp);
-            if (s != MW_OK) {
-                free(q);
-                return s;
-            }
-            tr->to_float(q, cw.w, ne); /* later layers see the quantized weights */
-        }
-        s = spill(h, ti, q, nb, err);
-        free(q);
-        if (s != MW_OK) return s;
-        h->descs[ti].type = t;
+        if (defer && (wk == CALIB_W_V || wk == CALIB_W_UP)) continue; /* done in the next stage */
+        if ((s = quant_one(h, ly, (enum calib_wkind)wk, err)) != MW_OK) return s;
     }
     return MW_OK;
 }
@@ -305,7 +413,7 @@ void quant_methods_source_free(struct quant_methods_src *h)
     free(h->nbytes);
     free(h->descs);
     free(h->want);
-    free(h->awq_s);
+    for (int g = 0; g < CALIB_G_COUNT; g++) free(h->s_in[g]);
     free(h);
 }
 
@@ -323,11 +431,11 @@ uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quan
     uint64_t wel = (uint64_t)hp->n_ff * hp->n_embd;
     if (qd * hp->n_embd > wel) wel = qd * hp->n_embd;
     uint64_t b = 2 * wel + 64 * nin; /* the quantized tensor (<= 1.07 B/weight) + vectors */
-    if (mo->method == QUANT_METHOD_GPTQ || mo->method == QUANT_METHOD_AWQ_GPTQ) {
+    if (uses_gptq(mo->method)) {
         b += 4 * nin * nin + 4 * nout * 256; /* the factor of H^-1, the lazy errors */
-        if (mo->gptq.act_order) b += 12 * wel; /* permuted weights + per-element grid */
+        if (uses_act_order(mo)) b += 12 * wel; /* permuted weights + per-element grid */
     }
-    if (mo->method == QUANT_METHOD_AWQ || mo->method == QUANT_METHOD_AWQ_GPTQ)
+    if (uses_awq(mo->method))
         b += 10 * (uint64_t)QUANT_AWQ_SEARCH_ROWS * nin; /* search buffers */
     return b;
 }
@@ -366,6 +474,7 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
         if (e->choice.type != e->src->type) h->want[e->src_index] = e->choice.type;
     }
     if ((s = calib_model_open(mo->model_path, &m, err)) != MW_OK) goto out;
+    h->hp = calib_model_hparams(m);
     if ((s = calib_corpus_load(mo->corpus_path, CALIB_CORPUS_AUTO, &c, err)) != MW_OK) goto out;
     struct calib_sample_opts so = mo->samples;
     so.n_ctx_max = calib_model_hparams(m)->n_ctx_train;
@@ -387,19 +496,22 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
     }
     if ((s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto out;
     {
-        const bool gq = mo->method == QUANT_METHOD_GPTQ || mo->method == QUANT_METHOD_AWQ_GPTQ;
+        const bool gq = uses_gptq(mo->method);
         snprintf(h->method_label, sizeof h->method_label, "%s",
-                 mo->method == QUANT_METHOD_RTN ? "rtn+imatrix" : quant_method_name(mo->method));
+                 mo->method == QUANT_METHOD_RTN ? "rtn+imatrix"
+                 : mo->method == QUANT_METHOD_GPTQ_ACT ? "gptq"
+                 : mo->method == QUANT_METHOD_AWQ_GPTQ_ACT ? "awq+gptq"
+                                                          : quant_method_name(mo->method));
         char dp[48] = "";
         if (gq)
             snprintf(dp, sizeof dp, " damp=%g%s",
                      (double)(mo->gptq.damp > 0 ? mo->gptq.damp : 0.01f),
-                     mo->gptq.act_order ? " act_order=static" : "");
+                     uses_act_order(mo) ? " act_order=static" : "");
         snprintf(h->method_params, sizeof h->method_params, "samples=%u seq_len=%u%s%s",
                  calib_stats_n_samples(st), calib_samples_seq_len(smp), dp,
-                 mo->method == QUANT_METHOD_AWQ || mo->method == QUANT_METHOD_AWQ_GPTQ
-                     ? " awq=attn_norm,ffn_norm"
-                     : "");
+                 !uses_awq(mo->method) ? ""
+                 : awq_out_folds(h)    ? " awq=attn_norm,ffn_norm,attn_v,ffn_up"
+                                       : " awq=attn_norm,ffn_norm");
     }
     *out = *base;
     out->method = h->method_label;

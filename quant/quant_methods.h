@@ -92,15 +92,30 @@ enum mw_status quant_awq_group(const struct quant_awq_group *g, float *best_alph
 #include "../calib/calib.h"
 #include "quant.h"
 
+/* Fold AWQ scales sc (n_in of group g) into the layer inside an on_group
+ * callback for stage g: the group's input is divided by s where it is made
+ * (ATTN_IN / FFN_IN: attn_norm / ffn_norm; ATTN_OUT: v's output rows (and
+ * bias); FFN_DOWN: up's rows (and bias)) and the group's weight columns
+ * multiplied by s — the float model computes the same outputs. ATTN_OUT
+ * under grouped-query attention: q_per_kv = n_head / n_head_kv q heads read
+ * one v row, so sc must be equal across them (v row kvh*head_dim + d takes
+ * sc[kvh*q_per_kv*head_dim + d]). Errors: those of calib_layer_weight /
+ * calib_layer_norm (MW_E_USAGE from another stage). */
+enum mw_status quant_awq_fold(struct calib_layer *ly, enum calib_group g, const float *sc,
+                              uint32_t q_per_kv, uint32_t head_dim, struct mw_err *err);
+
 enum quant_method {
     QUANT_METHOD_RTN = 0,      /* importance-weighted rounding (QUANT_MODE_BEST, imatrix from
                                 * the corpus), with sequential error propagation */
     QUANT_METHOD_GPTQ = 1,
     QUANT_METHOD_AWQ = 2,      /* AWQ scales on q/k/v and gate/up (folded into attn_norm /
-                                * ffn_norm), then RTN as above; o/down unscaled */
+                                * ffn_norm), on o (folded into v's rows, one scale per v row
+                                * under GQA) and down (folded into up's rows), then RTN */
     QUANT_METHOD_AWQ_GPTQ = 3, /* AWQ, then GPTQ on the scaled weights */
+    QUANT_METHOD_GPTQ_ACT = 4, /* GPTQ with act-order (static groups) */
+    QUANT_METHOD_AWQ_GPTQ_ACT = 5,
 };
-/* "rtn", "gptq", "awq", "awq+gptq". false if unknown. */
+/* "rtn", "gptq", "awq", "awq+gptq", "gptq-act", "awq+gptq-act". false if unknown. */
 bool quant_method_parse(const char *s, enum quant_method *out);
 const char *quant_method_name(enum quant_method m);
 
@@ -113,16 +128,19 @@ struct quant_methods_opts {
     unsigned n_threads;             /* 0: 1 */
     uint64_t max_memory;            /* --max-memory: bound on calibration plus the method's
                                      * own buffers (quant_methods_peak_bytes); 0: none */
+    bool awq_in_only;               /* AWQ on q/k/v and gate/up only (no v->o, up->down folds) */
     const char *scratch_prefix;     /* the spill file is created as PREFIX.tmp.spill-XXXXXX
                                      * and unlinked at once (pass the output path);
                                      * NULL: $TMPDIR or /tmp */
 };
 
 /* Output rows of each weight the AWQ alpha search quantizes (evenly spaced
- * when a weight has more): the error it compares is a sum over rows, and
- * K-quant rows are independent, so a row sample ranks alphas alike at a
- * fraction of the cost on wide layers. */
+ * when a weight has more): at most QUANT_AWQ_SEARCH_ROWS, fewer for wide
+ * inputs (the error costs rows * n_in² per alpha): max(64, 2^33 / n_in²).
+ * The error compared is a sum over rows and K-quant rows are independent,
+ * so a row sample ranks alphas alike at a fraction of the cost. */
 #define QUANT_AWQ_SEARCH_ROWS 1024
+uint64_t quant_awq_search_rows(uint64_t n_out, uint64_t n_in);
 
 /* Bytes the method's own buffers reach at their peak for a model of these
  * shapes (GPTQ: the factor of H^-1 of the widest input; one quantized

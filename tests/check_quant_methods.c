@@ -8,7 +8,9 @@
  *  - argument errors (unsupported type, bad row length);
  *  - AWQ: folding 1/s into the norm and s into the columns leaves the float
  *    outputs unchanged (float tolerance); the alpha search runs and picks
- *    a grid point. */
+ *    a grid point;
+ *  - quant_awq_fold in every stage (norms, v rows under GQA, up rows) of
+ *    the real tinyllama-8m: inputs become x / s, block outputs unchanged. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -208,6 +210,104 @@ START_TEST(test_awq_fold)
 }
 END_TEST
 
+
+/* quant_awq_fold on the real tinyllama-8m (8 q heads, 4 kv heads): in every
+ * stage of every layer, fold random scales (tied across the q heads of a
+ * kv head for ATTN_OUT), then the group's input must be the old one / s
+ * (so the fold really moved the producer: norm, v rows or up rows) and the
+ * block's output the same up to float rounding. */
+struct fold_ud {
+    const struct rt_hparams *hp;
+    double worst_out, worst_in;
+    uint64_t rng;
+    int folds;
+};
+
+static uint64_t out_dim(const struct rt_hparams *hp, enum calib_group g)
+{
+    return g == CALIB_G_ATTN_IN ? (uint64_t)hp->n_head * hp->head_dim
+           : g == CALIB_G_FFN_IN ? hp->n_ff
+                                 : hp->n_embd;
+}
+
+static enum mw_status fold_cb(void *ud, struct calib_layer *ly, enum calib_group g,
+                              struct mw_err *err)
+{
+    struct fold_ud *f = ud;
+    const struct rt_hparams *hp = f->hp;
+    const uint64_t rows = calib_layer_n_rows(ly), n_in = calib_layer_group_n_in(ly, g);
+    const uint64_t nout = out_dim(hp, g);
+    float *o1 = malloc(sizeof(float) * rows * nout), *o2 = malloc(sizeof(float) * rows * nout);
+    float *x1 = malloc(sizeof(float) * rows * n_in), *sc = malloc(sizeof(float) * n_in);
+    ck_assert(o1 && o2 && x1 && sc);
+    const float *x;
+    ck_assert_int_eq(calib_layer_input(ly, g, 0, rows, &x, err), MW_OK);
+    memcpy(x1, x, sizeof(float) * rows * n_in);
+    ck_assert_int_eq(calib_layer_forward(ly, g, 0, calib_layer_n_samples(ly), o1, err), MW_OK);
+    const uint32_t grp = hp->n_head / hp->n_head_kv, hd = hp->head_dim;
+    for (uint64_t j = 0; j < n_in; j++) {
+        uint64_t key = j;
+        if (g == CALIB_G_ATTN_OUT) key = (j / hd) / grp * hd + j % hd; /* kv head, dim */
+        uint64_t r = f->rng ^ (key * 0x9E3779B97F4A7C15ull);
+        sc[j] = 0.25f + (float)(rng_next(&r) % 1000) / 270.0f; /* 0.25 .. 4 */
+    }
+    ck_assert_int_eq(quant_awq_fold(ly, g, sc, grp, hd, err), MW_OK);
+    ck_assert_int_eq(calib_layer_input(ly, g, 0, rows, &x, err), MW_OK);
+    double dmax = 0, xmax = 0;
+    for (uint64_t r = 0; r < rows; r++)
+        for (uint64_t j = 0; j < n_in; j++) {
+            const double want = x1[r * n_in + j] / sc[j];
+            dmax = fmax(dmax, fabs(x[r * n_in + j] - want));
+            xmax = fmax(xmax, fabs(want));
+        }
+    f->worst_in = fmax(f->worst_in, dmax / xmax);
+    ck_assert_int_eq(calib_layer_forward(ly, g, 0, calib_layer_n_samples(ly), o2, err), MW_OK);
+    dmax = 0;
+    xmax = 0;
+    for (uint64_t i = 0; i < rows * nout; i++) {
+        dmax = fmax(dmax, fabs((double)o1[i] - o2[i]));
+        xmax = fmax(xmax, fabs((double)o1[i]));
+    }
+    f->worst_out = fmax(f->worst_out, dmax / xmax);
+    f->folds++;
+    free(o1);
+    free(o2);
+    free(x1);
+    free(sc);
+    return MW_OK;
+}
+
+START_TEST(test_awq_fold_model)
+{
+    struct mw_err err;
+    struct calib_model *m = NULL;
+    ck_assert_int_eq(calib_model_open(MW_DATASETS_DIR "/reference/tinyllama-8m.llamacpp-f16.gguf",
+                                      &m, &err),
+                     MW_OK);
+    const struct rt_hparams *hp = calib_model_hparams(m);
+    ck_assert_uint_gt(hp->n_head, hp->n_head_kv); /* GQA is exercised */
+    enum { NS = 2, NP = 24 };
+    int32_t tok[NS * NP];
+    uint64_t r = 77;
+    for (int i = 0; i < NS * NP; i++) tok[i] = (int32_t)(rng_next(&r) % hp->n_vocab);
+    tok[0] = tok[NP] = 1;
+    struct calib_samples *smp = NULL;
+    ck_assert_int_eq(calib_samples_from_tokens(tok, NS, NP, &smp, &err), MW_OK);
+    struct fold_ud f = {.hp = hp, .rng = 4242};
+    struct calib_run_opts o = {.n_threads = 2, .on_group = fold_cb, .on_group_ud = &f};
+    struct calib_stats *st = NULL;
+    ck_assert_int_eq(calib_run(m, smp, &o, &st, &err), MW_OK);
+    ck_assert_int_eq(f.folds, 4 * (int)hp->n_layer);
+    ck_assert_msg(f.worst_in < 1e-5, "group input is not x / s: rel %g", f.worst_in);
+    ck_assert_msg(f.worst_out < 1e-4, "fold changed a block's output: rel %g", f.worst_out);
+    fprintf(stderr, "AWQ folds on tinyllama-8m: input rel err %.3g, output rel err %.3g\n",
+            f.worst_in, f.worst_out);
+    calib_stats_free(st);
+    calib_samples_free(smp);
+    calib_model_close(m);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("quant_methods");
@@ -216,6 +316,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_gptq_beats_rtn, 0, (int)(sizeof types / sizeof types[0]));
     tcase_add_test(tc, test_gptq_errors);
     tcase_add_test(tc, test_awq_fold);
+    tcase_add_test(tc, test_awq_fold_model);
     suite_add_tcase(s, tc);
     return s;
 }
