@@ -18,7 +18,8 @@
 #    within 0.02 of our maximum at every step (8-bit activation quantization
 #    amplifies float-order differences to ~0.05 in the logits; llama.cpp's
 #    own repacked and plain x86 paths disagree at such ties too)
-#  - tokenization of the whole eval.txt and of odd strings: identical ids
+#  - tokenization of the whole eval.txt, odd strings and tests/fixtures/
+#    multilingual.txt: identical ids (more in tok_peer.sh)
 #
 #   run_peer.sh RT_MKMODEL       MW_RT_PEER_CHUNKS=N|all (default 8): chunks scored
 source "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
@@ -118,6 +119,10 @@ printf ' leading space, \xe2\x96\x81 marker, \xc3\xa9t\xc3\xa9 \xe2\x82\xac 1234
 "$PEER" tokenize "$REF_F16" "$T/odd.txt" > "$T/tok.llama" 2> /dev/null
 cmp -s "$T/tok.ours" "$T/tok.llama" && echo "  odd strings: identical" ||
     fail "odd strings tokenize differently: ours $(cat "$T/tok.ours") / llama.cpp $(cat "$T/tok.llama")"
+"$RUNBIN" -m "$REF_F16" --tokenize "$MW_SRC/tests/fixtures/multilingual.txt" -q > "$T/tok.ours" 2>&1
+"$PEER" tokenize "$REF_F16" "$MW_SRC/tests/fixtures/multilingual.txt" > "$T/tok.llama" 2> /dev/null
+cmp -s "$T/tok.ours" "$T/tok.llama" && echo "  multilingual.txt: $(wc -w < "$T/tok.ours") ids, identical" ||
+    fail "tokenization of tests/fixtures/multilingual.txt differs from llama.cpp's"
 
 # Hugging Face fixtures (qwen2, llama3, odd): need python3 and memwall convert
 if [ $have_convert = 1 ] && command -v python3 > /dev/null 2>&1; then
@@ -130,13 +135,13 @@ if [ $have_convert = 1 ] && command -v python3 > /dev/null 2>&1; then
         f=$T/$k.gguf
         python3 -c "import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))['text'])" \
             "$T/hf-$k/expected_tokens.json" > "$T/$k.sample"
-        for txt in "$T/ev20k.txt" "$T/$k.sample" "$T/odd.txt"; do
+        for txt in "$T/ev20k.txt" "$T/$k.sample" "$T/odd.txt" "$MW_SRC/tests/fixtures/multilingual.txt"; do
             "$RUNBIN" -m "$f" --tokenize "$txt" -q > "$T/tok.ours" 2>&1
             "$PEER" tokenize "$f" "$txt" > "$T/tok.llama" 2> /dev/null
             cmp -s "$T/tok.ours" "$T/tok.llama" ||
                 fail "fixture $k: tokenization of $(basename "$txt") differs from llama.cpp's"
         done
-        echo "  tokenization of eval.txt[:20000], the fixture sample and odd strings: identical"
+        echo "  tokenization of eval.txt[:20000], the fixture sample, odd strings and multilingual.txt: identical"
         a=$(ppl_of "$("$MEMWALL" perplexity "$f" "$T/ev20k.txt" --ctx 64 --chunks 8 -q 2>&1)")
         b=$(ppl_of "$("$PEER" ppl "$f" "$T/ev20k.txt" --ctx 64 --chunks 8 2> /dev/null)")
         echo "  ppl (ctx 64, 8 chunks): memwall $a, llama.cpp $b ($(reldiff "$a" "$b"))"
