@@ -57,6 +57,7 @@ static const char usage_text[] =
     "                             with --method on the model's activations\n"
     "  --method M                 rtn | gptq | awq | awq+gptq (with --corpus; default gptq)\n"
     "  --samples N, --seq-len L   calibration samples (default 128) of L tokens (512)\n"
+    "  --max-memory SIZE          with --corpus: bound on calibration + method buffers\n"
 #endif
     "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O error\n";
 
@@ -324,6 +325,7 @@ int cmd_quant(int argc, char **argv)
     const char *srcp = NULL, *out = NULL, *preset_name = NULL, *imatrix_path = NULL;
     const char *corpus_path = NULL, *method_name = NULL;
     unsigned long n_samples = 0, seq_len = 0;
+    const char *maxmem_arg = NULL; /* --max-memory (with --corpus) */
     struct quant_opts o = {.rules = {.output_type = -1, .token_embd_type = -1}};
     struct quant_overrides *ov = NULL;
     bool quiet = false, dry = false, end_of_opts = false;
@@ -370,7 +372,7 @@ int cmd_quant(int argc, char **argv)
                                              "--type-override", "-t", "--threads",
                                              "--output-tensor-type", "--token-embedding-type",
                                              "--corpus", "--method", "--samples",
-                                             "--seq-len"};
+                                             "--seq-len", "--max-memory"};
         const char *val = NULL;
         size_t which = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0] && !val; k++) {
@@ -415,12 +417,13 @@ int cmd_quant(int argc, char **argv)
             break;
         case 9: corpus_path = val; break;
         case 10: method_name = val; break;
-        default:
+        case 11: case 12:
             if (!parse_uint(val, 1ul << 20, which == 11 ? &n_samples : &seq_len)) {
                 rc = cmd_usage_error(cmd, usage_text, "%s: '%s' is not 0..1048576", a, val);
                 goto done;
             }
             break;
+        default: maxmem_arg = val; break;
         }
     }
     if (!srcp) {
@@ -509,6 +512,12 @@ int cmd_quant(int argc, char **argv)
                                                     .seq_len = (uint32_t)seq_len},
                                         .n_threads = (unsigned)threads,
                                         .scratch_prefix = out};
+        if (maxmem_arg && !calib_parse_bytes(maxmem_arg, &mo.max_memory)) {
+            rc = cmd_usage_error(cmd, usage_text,
+                                 "--max-memory: expected a size such as 512M or 2G, got '%s'",
+                                 maxmem_arg);
+            goto cleanup;
+        }
         if (method_name && !quant_method_parse(method_name, &mo.method)) {
             rc = cmd_usage_error(cmd, usage_text, "--method: unknown method '%s'", method_name);
             goto cleanup;
@@ -517,7 +526,7 @@ int cmd_quant(int argc, char **argv)
         psrc = &msrc;
     }
 #else
-    if (corpus_path || method_name) {
+    if (corpus_path || method_name || maxmem_arg) {
         rc = cmd_usage_error(cmd, usage_text, "--corpus/--method need the full build");
         goto cleanup;
     }

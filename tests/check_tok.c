@@ -1,0 +1,86 @@
+/* Unit tests of the byte-level BPE pre-tokenizer's Unicode classes
+ * (runtime/rt_tok_pre.c): scripts and number forms that the first,
+ * hand-written classifier got wrong (it counted them as punctuation), each
+ * split as llama.cpp splits it. The tables come from llama.cpp's
+ * unicode-data.cpp (runtime/gen_tok_classes.py); tests/e2e/tok_peer.sh
+ * checks every code point against llama.cpp itself. These cases need no
+ * llama.cpp. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/rt_tok_int.h"
+
+static void check_split(enum rt_pre pre, const char *text, const char *const *want, size_t n_want)
+{
+    uint32_t cps[128];
+    size_t lens[128], n = 0;
+    const size_t len = strlen(text);
+    for (size_t i = 0; i < len && n < 128;) cps[n++] = rt__utf8_decode((const uint8_t *)text, len, &i);
+    const size_t nw = rt__pre_split(pre, cps, n, lens);
+    ck_assert_msg(nw == n_want, "'%s': %zu words, want %zu", text, nw, n_want);
+    size_t c = 0;
+    for (size_t w = 0; w < nw; w++) {
+        char word[256];
+        size_t o = 0;
+        for (size_t k = c; k < c + lens[w]; k++) o += rt__utf8_encode(cps[k], (uint8_t *)word + o);
+        word[o] = '\0';
+        ck_assert_msg(strcmp(word, want[w]) == 0, "'%s' word %zu: '%s', want '%s'", text, w, word,
+                      want[w]);
+        c += lens[w];
+    }
+}
+
+#define SPLIT(pre, text, ...)                                                  \
+    do {                                                                       \
+        static const char *const w_[] = {__VA_ARGS__};                          \
+        check_split(pre, text, w_, sizeof w_ / sizeof w_[0]);                  \
+    } while (0)
+
+START_TEST(classes_of_other_scripts)
+{
+    /* Thai: letters, then marks (Mn), which are no letters and only start a word */
+    SPLIT(RT_PRE_LLAMA3, " \xe0\xb8\xaa\xe0\xb8\xa7\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94\xe0\xb8\xb5",
+          " \xe0\xb8\xaa\xe0\xb8\xa7", "\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94", "\xe0\xb8\xb5");
+    SPLIT(RT_PRE_QWEN2, " \xe0\xb8\xaa\xe0\xb8\xa7\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94\xe0\xb8\xb5",
+          " \xe0\xb8\xaa\xe0\xb8\xa7", "\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94", "\xe0\xb8\xb5");
+    /* Tamil: spacing (Mc) and non-spacing (Mn) marks are no letters either */
+    SPLIT(RT_PRE_LLAMA3, "\xe0\xae\xa4\xe0\xae\xae\xe0\xae\xbf\xe0\xae\xb4\xe0\xaf\x8d",
+          "\xe0\xae\xa4\xe0\xae\xae", "\xe0\xae\xbf\xe0\xae\xb4", "\xe0\xaf\x8d");
+    /* Bengali digits (Nd): runs of 3 (llama3), single digits (qwen2) */
+    SPLIT(RT_PRE_LLAMA3, "\xe0\xa7\xa7\xe0\xa7\xa8\xe0\xa7\xa9\xe0\xa7\xaa\xe0\xa7\xab",
+          "\xe0\xa7\xa7\xe0\xa7\xa8\xe0\xa7\xa9", "\xe0\xa7\xaa\xe0\xa7\xab");
+    SPLIT(RT_PRE_QWEN2, "\xe0\xa7\xa7\xe0\xa7\xa8\xe0\xa7\xa9\xe0\xa7\xaa\xe0\xa7\xab",
+          "\xe0\xa7\xa7", "\xe0\xa7\xa8", "\xe0\xa7\xa9", "\xe0\xa7\xaa", "\xe0\xa7\xab");
+    /* Thai digits */
+    SPLIT(RT_PRE_LLAMA3, "a\xe0\xb9\x91\xe0\xb9\x92\xe0\xb9\x93\xe0\xb9\x94", "a",
+          "\xe0\xb9\x91\xe0\xb9\x92\xe0\xb9\x93", "\xe0\xb9\x94");
+    /* Cherokee letters (Lu) */
+    SPLIT(RT_PRE_LLAMA3, "a\xe1\x8e\xa0\xe1\x8e\xa1\xe1\x8e\xa2 b",
+          "a\xe1\x8e\xa0\xe1\x8e\xa1\xe1\x8e\xa2", " b");
+    /* Mongolian letters (Lo) */
+    SPLIT(RT_PRE_LLAMA3, " \xe1\xa0\xae\xe1\xa0\xa3\xe1\xa0\xa9\xe1\xa0\xad\xe1\xa0\xa3\xe1\xa0\xaf!",
+          " \xe1\xa0\xae\xe1\xa0\xa3\xe1\xa0\xa9\xe1\xa0\xad\xe1\xa0\xa3\xe1\xa0\xaf", "!");
+    /* letter-like numbers (Nl, No) are \p{N} */
+    SPLIT(RT_PRE_LLAMA3, "\xe2\x85\xb7\xc2\xb2\xc2\xbd" "x", "\xe2\x85\xb7\xc2\xb2\xc2\xbd", "x");
+    /* ideographic space: white space, and the optional prefix of a word */
+    SPLIT(RT_PRE_LLAMA3, "\xe4\xb8\xad\xe3\x80\x80\xe6\x96\x87", "\xe4\xb8\xad",
+          "\xe3\x80\x80\xe6\x96\x87");
+    /* a code point past U+10FFFF (F7 BF BF BF decodes to U+1FFFFF): "other" */
+    SPLIT(RT_PRE_LLAMA3, "a\xf7\xbf\xbf\xbf" "b", "a", "\xf7\xbf\xbf\xbf" "b");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tok");
+    TCase *tc = tcase_create("classes");
+    tcase_add_test(tc, classes_of_other_scripts);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
