@@ -91,5 +91,7 @@ void cmd_progress_end(struct cmd_progress *p);
  * output temp files and exits 3; SIGINT/SIGTERM/SIGHUP remove them and then
  * end the process as before. */
 void cmd_signals_install(const char *cmd_name);
+/* The same with the whole message prefix given ("memwall-run"). */
+void cmd_signals_install_prog(const char *prog);
 
 #endif /* MW_TOOLS_CMD_H */

@@ -9,8 +9,9 @@
  *    its temp file, the command prints what happened and exits 3 — instead
  *    of the kernel killing the process and leaving the temp file behind.
  *  - SIGBUS: inputs are mapped (gguf/, hf/ and quant/ read tensor data in
- *    place, from any worker thread), and a mapped file that shrinks while it
- *    is read — truncated by another process, or a failing device — faults on
+ *    place, from any worker thread; memwall-run and `memwall run` compute
+ *    from the mapped weights), and a mapped file that shrinks while it is
+ *    read — truncated by another process, or a failing device — faults on
  *    the next access. The handler names the file and the offset (from
  *    /proc/self/maps), removes this process's unfinished outputs and exits 3
  *    (MW_E_IO). A SIGBUS that is not on a mapped file is a bug: the outputs
@@ -25,6 +26,10 @@
  * are never touched. Nothing appears under a final name before it is
  * complete in any case; this only keeps temp files from piling up. SIGKILL
  * cannot be caught: after it a temp file may remain (never the final name).
+ *
+ * memwall-run (tools/memwall_run.c) installs the same handlers through
+ * cmd_signals_install_prog("memwall-run"): one implementation for both
+ * binaries.
  *
  * The handlers use only async-signal-safe calls (open, read, readlink, fcntl,
  * fstat, unlink, write, _exit, sigaction, raise): no stdio, no malloc.
@@ -214,7 +219,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
         sb_u64(&m, off, 10);
         sb_str(&m, " (0x");
         sb_u64(&m, off, 16);
-        sb_str(&m, "): the file shrank (or could not be read) while it was being read (SIGBUS)");
+        sb_str(&m, "): the file changed or was truncated while being read (SIGBUS)");
     } else {
         sb_str(&m, "fatal SIGBUS at address 0x");
         sb_u64(&m, (uint64_t)(uintptr_t)(si ? si->si_addr : NULL), 16);
@@ -238,6 +243,14 @@ void cmd_signals_install(const char *cmd_name)
     struct sbuf n = {.n = 0};
     sb_str(&n, "memwall ");
     sb_str(&n, cmd_name ? cmd_name : "");
+    n.b[n.n < sizeof g_cmd ? n.n : sizeof g_cmd - 1] = 0;
+    cmd_signals_install_prog(n.b);
+}
+
+void cmd_signals_install_prog(const char *prog)
+{
+    struct sbuf n = {.n = 0};
+    sb_str(&n, prog ? prog : "memwall");
     if (n.n >= sizeof g_cmd) n.n = sizeof g_cmd - 1;
     memcpy(g_cmd, n.b, n.n);
     g_cmd[n.n] = 0;

@@ -3,12 +3,13 @@
  * command line (tools/run_cli.c) as a program of its own. Built static for
  * aarch64 (cmake/aarch64-linux-gnu.cmake); links libc, libm and pthreads
  * only. The desktop runs the same code as `memwall run` / `memwall
- * perplexity`.
+ * perplexity`. Signals are handled by tools/cmd_signals.c, as in memwall.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "../core/mw.h"
+#include "cmd.h"
 #include "run_cli.h"
 
 int main(int argc, char **argv)
@@ -17,5 +18,8 @@ int main(int argc, char **argv)
         printf("memwall-run %s\n", MW_VERSION_STRING);
         return 0;
     }
+    /* the model is mapped: a file truncated or rewritten under us raises
+     * SIGBUS; report it (file, offset) and exit 3 instead of crashing */
+    cmd_signals_install_prog("memwall-run");
     return run_cli_main("memwall-run", RUN_CLI_ANY, argc, argv);
 }
