@@ -200,13 +200,10 @@ enum mw_status rt_ctx_shift(struct rt_ctx *c, uint32_t n_keep, uint32_t n_drop,
  * "gpt2": byte-level BPE. Decoding is complete. Encoding: the pre-tokenizer
  *   regexes of "llama3"/"llama-bpe"/"llama-v3"/"falcon3"/"pixtral" (digits in
  *   runs of 1-3), "qwen2"/"deepseek-r1-qwen" (single digits) and "default"/"gpt-2"
- *   are implemented by hand (no regex library). \p{L}, \p{N} and \s follow the
- *   Unicode classes for ASCII, Latin-1, Latin Extended-A/B, IPA, Greek,
- *   Cyrillic, Armenian, Hebrew, Arabic, the CJK, kana and Hangul blocks and
- *   the common space/number code points; characters outside these tables count
- *   as "other" (punctuation), which can split words of other scripts
- *   differently from llama.cpp. Then merges by rank (lowest first; ties:
- *   leftmost), "ignore_merges" for the llama3 group.
+ *   are implemented by hand (no regex library). \p{L}, \p{N} and \s are
+ *   llama.cpp's own tables (rt_tok_pre.c), for every code point. Then merges
+ *   by rank (lowest first; ties: leftmost), "ignore_merges" for the llama3
+ *   group.
  * Special tokens: tokens of type user-defined (4) are always matched in the
  * text as whole units; control tokens (3) only when parse_special is set
  * (chat templates), as llama.cpp does.
