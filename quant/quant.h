@@ -241,6 +241,7 @@ struct quant_opts {
     struct quant_rules rules;            /* rules.has_imatrix is set from imatrix */
     const struct quant_imatrix *imatrix; /* NULL: round-to-nearest ("rtn") */
     const char *imatrix_file;            /* quantize.imatrix.file value (the path given) */
+    const char *budget;                  /* memwall.quant.budget value (--bpw/--size/--fit-ram), or NULL */
     bool allow_requantize;               /* source tensors already quantized */
     unsigned n_threads;                  /* 0: 1 */
     size_t slab_bytes;                   /* f32 scratch per slab; 0: 64 MiB */
@@ -292,6 +293,10 @@ struct quant_stats {
  * is in its tensor info, so it is not repeated) and checksums.
  * Tensors one slab of rows at a time over o->n_threads threads; the bytes
  * do not depend on the thread count. st may be NULL. */
+/* Bytes the file quant_plan_write would write (header, KVs, checksums,
+ * padding, tensor data), without writing anything. */
+enum mw_status quant_plan_file_size(const struct quant_plan *p, uint64_t *bytes,
+                                    struct mw_err *err);
 enum mw_status quant_plan_write(const struct quant_plan *p, const char *out_path,
                                 struct quant_stats *st, struct mw_err *err);
 

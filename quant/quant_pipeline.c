@@ -724,6 +724,7 @@ static enum mw_status write_kvs(const struct quant_plan *p, struct gguf_writer *
         TRY(gguf_writer_set_str(w, "memwall.quant.imatrix_xxh3", hex, err));
     }
     if (p->o.rules.pure) TRY(gguf_writer_set_bool(w, "memwall.quant.pure", true, err));
+    if (p->o.budget) TRY(gguf_writer_set_str(w, "memwall.quant.budget", p->o.budget, err));
     const uint64_t nov = quant_overrides_count(p->o.rules.overrides);
     if (nov) {
         const char **v = calloc((size_t)nov, sizeof *v);
@@ -737,6 +738,24 @@ static enum mw_status write_kvs(const struct quant_plan *p, struct gguf_writer *
         if (s != MW_OK) goto out;
     }
 out:
+    return s;
+}
+
+enum mw_status quant_plan_file_size(const struct quant_plan *p, uint64_t *bytes,
+                                    struct mw_err *err)
+{
+    mw_err_clear(err);
+    struct gguf_writer *w = NULL;
+    enum mw_status s;
+    TRY(gguf_writer_init(&w, err));
+    TRY(write_kvs(p, w, err));
+    for (uint64_t i = 0; i < p->n; i++) {
+        const struct quant_tensor_desc *t = p->e[i].src;
+        TRY(gguf_writer_add_tensor(w, t->name, p->e[i].choice.type, eff_dims(t), t->ne, err));
+    }
+    *bytes = gguf_writer_file_size(w);
+out:
+    gguf_writer_free(w);
     return s;
 }
 

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# memwall quant --bpw / --size / --fit-ram (mixed precision to a budget) on
+# tinyllama-8m with llama.cpp's imatrix: real files are written, `memwall
+# verify` accepts them, the predicted file size is exact, --size is never
+# exceeded and hit within 1%, --bpw is hit within 1%, --fit-ram's budget is
+# the plan formula's (KV cache per ctx and type subtracted), the budget is
+# recorded in memwall.quant.budget, bad budgets are usage errors (exit 2).
+# The --method gptq path runs on a 30 KB slice of calib.txt, 8 samples.
+set -u
+source "$(dirname "$0")/common.sh"
+scratch_on_shm quant-alloc
+f16=$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf
+im=$MW_DATASETS/reference/tinyllama-8m.llamacpp.imatrix.gguf
+[ -f "$f16" ] && [ -f "$im" ] || { echo "SKIP: no tinyllama-8m reference files"; exit $SKIP; }
+have_python || { echo "SKIP: no python3"; exit $SKIP; }
+
+data_bytes() { # FILE -> tensor data bytes and parameter count
+    "$MEMWALL" inspect "$1" --json | python3 -c 'import json,sys
+d=json.load(sys.stdin); print(sum(t["bytes"] for t in d["tensors"]), sum(t["params"] for t in d["tensors"]))'
+}
+kv_value() { # FILE KEY
+    "$MEMWALL" inspect "$1" --json | python3 -c 'import json,sys
+d=json.load(sys.stdin); m=d["metadata"]
+v=[x for x in m if x.get("key")==sys.argv[1]] if isinstance(m,list) else [{"value":m.get(sys.argv[1])}]
+print(v[0]["value"] if v else "")' "$2"
+}
+size_ok() { # FILE TARGET LABEL: <= target, >= 99% of it, verify OK, predicted exact
+    local s
+    s=$(stat -c %s "$1")
+    [ "$s" -le "$2" ] || fail "$3: $s bytes > target $2"
+    [ "$s" -ge $(($2 - $2 / 100)) ] || fail "$3: $s bytes < 99% of $2"
+    "$MEMWALL" verify "$1" > /dev/null || fail "$3: verify failed"
+    if [ "${4:-}" = bound ]; then
+        [ "$(sed -nE 's/.*file size ([0-9]+) bytes, predicted ([0-9]+).*/\2/p' <<< "$err")" -ge "$s" ] ||
+            fail "$3: file above the predicted bound"
+    else
+        has "$err" "predicted $s (exact)" "$3"
+    fi
+}
+
+# --size: llama.cpp's Q4_K_M and Q3_K_M file sizes, and a suffix
+for target in 5339584 4449728; do
+    run 0 quant "$f16" -o "$T/s$target.gguf" --size "$target" --imatrix "$im" -t 2 &&
+        size_ok "$T/s$target.gguf" "$target" "--size $target"
+done
+has "$err" "output.weight" "--size table"
+b=$(kv_value "$T/s4449728.gguf" memwall.quant.budget)
+[ "$b" = "size=4449728" ] || fail "memwall.quant.budget is '$b'"
+run 0 quant "$f16" -o "$T/s4m.gguf" --size 4MiB --imatrix "$im" -t 2 -q &&
+    { [ "$(stat -c %s "$T/s4m.gguf")" -le 4194304 ] || fail "--size 4MiB exceeded"; }
+[ -z "$err" ] || fail "-q printed: $err"
+
+# --bpw: tensor data bits per weight within 1% below the target; monotone files
+prev=0
+for bpw in 3 4.5 6; do
+    run 0 quant "$f16" -o "$T/b$bpw.gguf" --bpw "$bpw" --imatrix "$im" -t 2 -q || continue
+    "$MEMWALL" verify "$T/b$bpw.gguf" > /dev/null || fail "--bpw $bpw: verify failed"
+    read -r db np <<< "$(data_bytes "$T/b$bpw.gguf")"
+    python3 -c "import sys; b=$db*8/$np; sys.exit(0 if $bpw*0.99 <= b <= $bpw else 1)" ||
+        fail "--bpw $bpw: got $(python3 -c "print($db*8/$np)") bpw"
+    [ "$db" -gt "$prev" ] || fail "--bpw $bpw: data $db not above the previous $prev"
+    prev=$db
+done
+
+# --fit-ram: the plan formula (KV = 2 * 8 layers * ctx * 128 * bytes/elem)
+for kv in f16 q8_0; do
+    run 0 quant "$f16" -o "$T/r-$kv.gguf" --fit-ram 115M --ctx 1024 --kv "$kv" --imatrix "$im" -t 2 ||
+        continue
+    line=$(grep -- "--fit-ram" <<< "$err" | head -n 1)
+    read -r app kvb ov w <<< "$(sed -E 's/.*app share ([0-9]+) - KV cache ([0-9]+) .* overhead ([0-9]+) = ([0-9]+) bytes.*/\1 \2 \3 \4/' <<< "$line")"
+    want_kv=$((2 * 8 * 1024 * 128 * 2)); [ "$kv" = q8_0 ] && want_kv=$((2 * 8 * 1024 * 128 / 32 * 34))
+    [ "$kvb" = "$want_kv" ] || fail "--fit-ram --kv $kv: KV $kvb, want $want_kv"
+    [ "$app" = $((115 * 1048576 * 65 / 100)) ] || fail "--fit-ram: app share $app"
+    [ "$w" = $((app - kvb - ov)) ] || fail "--fit-ram: budget $w != $app - $kvb - $ov"
+    size_ok "$T/r-$kv.gguf" "$w" "--fit-ram --kv $kv"
+    has "$(kv_value "$T/r-$kv.gguf" memwall.quant.budget)" "fit-ram=120586240,ctx=1024,kv=$kv" "budget key"
+done
+[ "$(stat -c %s "$T/r-q8_0.gguf")" -gt "$(stat -c %s "$T/r-f16.gguf")" ] ||
+    fail "--kv q8_0 did not leave more for the weights than f16"
+
+# bad budgets: exit 2 with a clear message
+run 2 quant "$f16" -o "$T/x.gguf" --size 2M --imatrix "$im" && has "$err" "below the smallest file" "--size 2M"
+run 2 quant "$f16" -o "$T/x.gguf" --bpw 1 && has "$err" "below the smallest" "--bpw 1"
+run 2 quant "$f16" -o "$T/x.gguf" --size -5M && has "$err" "is not a size" "--size -5M"
+run 2 quant "$f16" -o "$T/x.gguf" --size 5Q && has "$err" "is not a size" "--size 5Q"
+run 2 quant "$f16" -o "$T/x.gguf" --bpw abc && has "$err" "bits per weight" "--bpw abc"
+run 2 quant "$f16" -o "$T/x.gguf" --bpw -3 && has "$err" "bits per weight" "--bpw -3"
+run 2 quant "$f16" -o "$T/x.gguf" --fit-ram 16G && has "$err" "needs --ctx" "--fit-ram without --ctx"
+run 2 quant "$f16" -o "$T/x.gguf" --fit-ram 10M --ctx 512 && has "$err" "nothing is left" "--fit-ram 10M"
+run 2 quant "$f16" -o "$T/x.gguf" --bpw 4 --size 4M && has "$err" "at a time" "two budgets"
+[ ! -e "$T/x.gguf" ] || fail "a failed run left an output"
+
+# the calibration-driven path quantizes with the allocated types
+head -c 30000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib30k.txt"
+run 0 quant "$f16" -o "$T/g.gguf" --size 4449728 --imatrix "$im" --corpus "$T/calib30k.txt" \
+    --method gptq --samples 8 --seq-len 256 -t 2 && size_ok "$T/g.gguf" 4449728 "gptq --size" bound
+finish

@@ -1,0 +1,9 @@
+# mixed precision to a budget (quant/quant_alloc.c, memwall quant --bpw/--size/
+# --fit-ram): allocation vs brute force, monotonicity, losses, size parsing;
+# end to end on tinyllama-8m (real files, verify, exact predicted sizes).
+mw_check_test(check_quant_alloc SOURCES check_quant_alloc.c LIBS mw_quant mw_gguf mw_core)
+set_tests_properties(check_quant_alloc PROPERTIES TIMEOUT 300)
+if(NOT MW_MINIMAL)
+  mw_shell_test(quant_alloc_cli e2e/quant_alloc_cli.sh)
+  set_tests_properties(quant_alloc_cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+endif()
