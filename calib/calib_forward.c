@@ -1004,10 +1004,14 @@ static uint32_t choose_spb(const struct engine *e, const struct calib_run_opts *
     const long double room = max - mem_plan_bytes(&p, 0, 1);
     const long double fit = room > 0 ? room / p.per_smp : 0;
     spb = fit >= spb ? spb : (uint32_t)fit;
+    if (spb == 0 || mem_plan_bytes(&p, spb, nt) > max) {
+        mw_err_clear(err); /* not about a file read earlier */
+        mw_err_set_path(err, calib_model_path(e->m));
+    }
     if (spb == 0) {
         MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
-                "calibration needs at least %llu bytes (%.1f MiB; hidden states of %u samples x "
-                "%u positions: %.1f MiB, one layer: %.1f MiB, one sample per batch: %.1f MiB), "
+                "calibration needs at least %llu bytes (%.1f MiB: hidden states of %u samples x "
+                "%u positions %.1f MiB, one layer %.1f MiB, one sample per batch %.1f MiB), "
                 "above --max-memory %llu bytes (%.1f MiB): use fewer --samples or a shorter "
                 "--seq-len, or raise --max-memory",
                 (unsigned long long)ld_bytes(mem_plan_bytes(&p, 1, 1)),
@@ -1057,6 +1061,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
                          struct mw_err *err)
 {
     *out = NULL;
+    mw_err_clear(err); /* no path left over from calib_model_open's tokenizer file */
     struct calib_run_opts opt = {0};
     if (o) opt = *o;
     if (opt.n_threads == 0) opt.n_threads = 1;
