@@ -414,6 +414,7 @@ static enum mw_status out_put(struct gguf_writer *w, const void *d, size_t n, st
             enum mw_status s = write_all(w, w->wbuf, w->wbuf_n, err);
             if (s) return s;
             w->wbuf_n = 0;
+            posix_fadvise(w->fd, 0, 0, POSIX_FADV_DONTNEED); /* write back now, cache nothing */
         }
         size_t k = WBUF_SIZE - w->wbuf_n;
         if (k > n) k = n;
