@@ -15,6 +15,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "calib_int.h"
+#include "../runtime/rt_int.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -165,45 +166,8 @@ static float *alloc_f(uint64_t n, bool *ok)
     return p;
 }
 
-// --- RoPE (the runtime's rt__rope_cache / rt__rope_apply, runtime/rt_forward.c) ---
-/* Kept identical to the runtime's, which are internal (rt_int.h): ggml's
- * ggml_rope_cache_init (theta by repeated f32 multiplication, frequency
- * factors divide, linear scaling) and normal / NEOX pairing. */
-
-static void rope_cache(const struct rt_hparams *hp, const float *freq_factors, int32_t pos,
-                       float *cache)
-{
-    const float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->n_rot);
-    float theta = (float)pos;
-    for (uint32_t i0 = 0; i0 < hp->n_rot; i0 += 2) {
-        const float ff = freq_factors ? freq_factors[i0 / 2] : 1.0f;
-        const float t = hp->rope_freq_scale * (theta / ff);
-        cache[i0] = cosf(t);
-        cache[i0 + 1] = sinf(t);
-        theta *= theta_scale;
-    }
-}
-
-static void rope_apply(const struct rt_hparams *hp, const float *cache, float *x)
-{
-    const uint32_t n_rot = hp->n_rot;
-    if (hp->rope_neox) {
-        const uint32_t half = n_rot / 2;
-        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
-            const float c = cache[i0], s = cache[i0 + 1];
-            const float x0 = x[i0 / 2], x1 = x[i0 / 2 + half];
-            x[i0 / 2] = x0 * c - x1 * s;
-            x[i0 / 2 + half] = x0 * s + x1 * c;
-        }
-    } else {
-        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
-            const float c = cache[i0], s = cache[i0 + 1];
-            const float x0 = x[i0], x1 = x[i0 + 1];
-            x[i0] = x0 * c - x1 * s;
-            x[i0 + 1] = x0 * s + x1 * c;
-        }
-    }
-}
+// --- RoPE: the runtime's own (runtime/rt_int.h rt__rope_cache / rt__rope_apply,
+// ggml's ggml_rope_cache_init and normal / NEOX pairing): one model definition ---
 
 // --- row-parallel small ops -------------------------------------------------------------
 
@@ -259,8 +223,8 @@ static void row_task(void *arg, unsigned ith, unsigned nth)
             const uint64_t pos = (J->row0 + r) % e->n_pos;
             const float *rc = e->rope + pos * hp->n_rot;
             float *q = e->q + r * e->Q, *k = e->k + r * e->KV;
-            for (uint32_t h = 0; h < hp->n_head; h++) rope_apply(hp, rc, q + h * e->hd);
-            for (uint32_t h = 0; h < hp->n_head_kv; h++) rope_apply(hp, rc, k + h * e->hd);
+            for (uint32_t h = 0; h < hp->n_head; h++) rt__rope_apply(hp, rc, q + h * e->hd);
+            for (uint32_t h = 0; h < hp->n_head_kv; h++) rt__rope_apply(hp, rc, k + h * e->hd);
             break;
         }
         case OP_SWIGLU: {
@@ -1123,7 +1087,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
             }
         }
         for (uint32_t p = 0; p < e.n_pos; p++)
-            rope_cache(hp, ff, (int32_t)p, e.rope + (uint64_t)p * hp->n_rot);
+            rt__rope_cache(hp, ff, (int32_t)p, e.rope + (uint64_t)p * hp->n_rot);
         free(ff);
     }
     if ((st = embed(&e, err))) goto fail;
