@@ -1097,7 +1097,7 @@ int cmd_quant(int argc, char **argv)
         fprintf(stderr,
                 "memwall quant: wrote %s (%s, %s, %llu bytes, %.2f bpw; %llu tensors quantized, "
                 "%llu copied%s) in %.2fs\n",
-                out, o.rules.preset->name, im ? "imatrix" : "rtn",
+                out, o.rules.preset->name, psrc->method ? psrc->method : im ? "imatrix" : "rtn",
                 (unsigned long long)qs.file_bytes,
                 ne ? (double)quant_plan_out_bytes(plan) * 8.0 / (double)ne : 0.0,
                 (unsigned long long)qs.n_quantized, (unsigned long long)qs.n_copied,
