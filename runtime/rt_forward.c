@@ -17,6 +17,13 @@
  */
 #include "rt_int.h"
 
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(MW_FORCE_SCALAR)
+#include <arm_neon.h>
+#define RT_FWD_NEON 1
+#else
+#define RT_FWD_NEON 0
+#endif
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -266,6 +273,29 @@ struct attn_stage {
  * rt_eval (llama.cpp's ubatch), not of our internal steps; the result then
  * depends on how tokens are grouped into rt_eval calls (one call of >= 64
  * tokens vs. smaller calls), never on the thread count or --batch. */
+/* The f16 accumulator step of one_chunk: a = f16(f32(a) * ms) when
+ * ms != 1, then a = f16(f32(a) + v * vs), element by element (each
+ * element's operations are its own, so the vector path is bit-identical:
+ * the same IEEE conversions, round to nearest even, and f32 products/sums,
+ * never fused). */
+static void acc16_update(uint16_t *a, const float *v, float ms, float vs, uint32_t n)
+{
+    uint32_t i = 0;
+#if RT_FWD_NEON
+    const float32x4_t vms = vdupq_n_f32(ms), vvs = vdupq_n_f32(vs);
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t x = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(a + i)));
+        if (ms != 1.0f) x = vcvt_f32_f16(vcvt_f16_f32(vmulq_f32(x, vms)));
+        x = vaddq_f32(x, vmulq_f32(vld1q_f32(v + i), vvs));
+        vst1_u16(a + i, vreinterpret_u16_f16(vcvt_f16_f32(x)));
+    }
+#endif
+    for (; i < n; i++) {
+        if (ms != 1.0f) a[i] = rt__f2h(rt__h2f(a[i]) * ms);
+        a[i] = rt__f2h(rt__h2f(a[i]) + v[i] * vs);
+    }
+}
+
 static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
                        uint32_t g, const float *q, uint32_t n_kv, float scale, float *out)
 {
@@ -299,10 +329,7 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
                 vs = expf(s - M[r]);
             }
             if (f16) {
-                uint16_t *a = ts->acc16 + (uint64_t)r * hd;
-                if (ms != 1.0f)
-                    for (uint32_t i = 0; i < hd; i++) a[i] = rt__f2h(rt__h2f(a[i]) * ms);
-                for (uint32_t i = 0; i < hd; i++) a[i] = rt__f2h(rt__h2f(a[i]) + v[i] * vs);
+                acc16_update(ts->acc16 + (uint64_t)r * hd, v, ms, vs, hd);
             } else {
                 float *a = ts->acc + (uint64_t)r * hd;
                 if (ms != 1.0f)

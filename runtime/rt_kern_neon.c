@@ -53,6 +53,33 @@ static inline int32_t dot_mins8(int16x8_t mins, int16x8_t sums)
     return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(mins), vget_low_s16(sums)), mins, sums));
 }
 
+/* Q4_K/Q5_K 12-byte scale packing -> 8 scales and 8 mins as u8 lanes: the
+ * values of rt__k4_scales, computed four bytes at a time in 32-bit words. */
+static inline void k4_scales_v(const uint8_t *q, uint8x8_t *sc, uint8x8_t *mn)
+{
+    const uint32_t u0 = rt__ld32(q), u1 = rt__ld32(q + 4), u2 = rt__ld32(q + 8);
+    const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+    const uint32_t s_lo = u0 & k1, m_lo = u1 & k1;
+    const uint32_t s_hi = (u2 & k2) | (((u0 >> 6) & k3) << 4);
+    const uint32_t m_hi = ((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4);
+    *sc = vcreate_u8((uint64_t)s_hi << 32 | s_lo);
+    *mn = vcreate_u8((uint64_t)m_hi << 32 | m_lo);
+}
+
+/* The two f16 values at p -> f32 lanes 0 and 1 (exact, as rt__f16). */
+static inline float32x4_t f16x2(const uint8_t *p)
+{
+    return vcvt_f32_f16(vreinterpret_f16_u32(vdup_n_u32(rt__ld32(p))));
+}
+
+/* u8 lanes 0..7 -> int32 lanes (lo: 0..3, hi: 4..7). */
+static inline void widen8_u8(uint8x8_t v, int32x4_t *lo, int32x4_t *hi)
+{
+    const uint16x8_t w = vmovl_u8(v);
+    *lo = vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(w)));
+    *hi = vreinterpretq_s32_u32(vmovl_high_u16(w));
+}
+
 // --- baseline: emulated dot products ---
 
 #define RT_SFX(name) name##_neon

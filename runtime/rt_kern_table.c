@@ -45,7 +45,13 @@ struct rt_cpu rt_cpu_detect(void)
 // --- tables ---
 
 #define ACT(T, blck_, size_, fn) [GGUF_TYPE_##T] = {GGUF_TYPE_##T, blck_, size_, fn}
-#define KER(W, A, fn) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn}
+#define KER(W, A, fn) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn, NULL}
+#define KER4(W, A, fn, fn4) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn, fn4}
+
+/* Four-row kernels (rt_dot4_fn) where a variant has them. */
+#define RT__DOT4_ref(nm) NULL
+#define RT__DOT4_neon(nm) rt_dot4_##nm##_neon
+#define RT__DOT4_sdot(nm) rt_dot4_##nm##_sdot
 
 /* Rows of every table: weight type -> (activation type, kernel name stem). */
 #define RT__KERNELS(V, FV)                         \
@@ -60,7 +66,7 @@ struct rt_cpu rt_cpu_detect(void)
     KER(IQ4_NL, Q8_0, rt_dot_iq4_nl_q8_0_##V),     \
     KER(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V),         \
     KER(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V),         \
-    KER(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V),         \
+    KER4(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, RT__DOT4_##V(q4_k_q8_k)), \
     KER(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V),         \
     KER(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V)
 
@@ -134,5 +140,8 @@ void rt_matvec(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t
     const uint64_t stride = rt_row_bytes(k->wtype, cols);
     const uint8_t *w = W;
     const rt_dot_fn dot = k->dot;
-    for (uint64_t r = 0; r < rows; r++) dot(cols, &out[r], w + r * stride, act);
+    uint64_t r = 0;
+    if (k->dot4)
+        for (; r + 4 <= rows; r += 4) k->dot4(cols, &out[r], w + r * stride, stride, act);
+    for (; r < rows; r++) dot(cols, &out[r], w + r * stride, act);
 }

@@ -113,10 +113,17 @@ struct rt_act_format {
  * they are bit-identical). */
 typedef void (*rt_dot_fn)(uint64_t n, float *out, const void *w_row, const void *act_row);
 
+/* out[0..3] = dot(row r, act_row) for the four rows w_rows + r * stride: each
+ * result bit-identical to rt_dot_fn's (same operations per row; the rows
+ * share activation loads). */
+typedef void (*rt_dot4_fn)(uint64_t n, float *out, const void *w_rows, uint64_t stride,
+                           const void *act_row);
+
 struct rt_kernel {
     uint32_t wtype;    /* ggml type id of the weight rows */
     uint32_t act_type; /* ggml type id of the activation row */
     rt_dot_fn dot;
+    rt_dot4_fn dot4;   /* NULL: rt_matvec calls dot row by row */
 };
 
 /* One variant's function-pointer tables. Indexed by ggml type id; rows that

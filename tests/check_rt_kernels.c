@@ -600,22 +600,29 @@ START_TEST(test_matvec)
     void *act = malloc(cols * 4 + 64);
     float out[7], part[7], one;
     struct rng r = {5 + t};
-    make_weights(t, rows * cols, W_RANDOM, &r, W);
-    for (int vi = 0; vi < nv; vi++) {
-        const struct rt_kernel *k = rt_kernel_get(v[vi], t);
-        make_act(v[vi], k, cols, A_RANDOM, &r, xf, act);
-        const unsigned long before = n_allocs;
-        rt_matvec(k, W, rows, cols, act, out);
-        rt_matvec(k, W, 3, cols, act, part);
-        rt_matvec(k, W + 3 * stride, rows - 3, cols, act, part + 3);
-        rt_matvec(k, W, 0, cols, act, NULL);
-        ck_assert_uint_eq(n_allocs, before);
-        for (uint64_t i = 0; i < rows; i++) {
-            k->dot(cols, &one, W + i * stride, act);
-            ck_assert_uint_eq(fbits(out[i]), fbits(one));
-            ck_assert_uint_eq(fbits(part[i]), fbits(one));
+    /* every weight and activation pattern: rows 0-3 go through the four-row
+     * kernels (rt_dot4_fn) where a variant has them, and must equal dot */
+    for (int wp = 0; wp < W_NPAT; wp++)
+        for (int ap = 0; ap < A_NPAT; ap++) {
+            make_weights(t, rows * cols, (enum wpat)wp, &r, W);
+            for (int vi = 0; vi < nv; vi++) {
+                const struct rt_kernel *k = rt_kernel_get(v[vi], t);
+                make_act(v[vi], k, cols, (enum apat)ap, &r, xf, act);
+                const unsigned long before = n_allocs;
+                rt_matvec(k, W, rows, cols, act, out);
+                rt_matvec(k, W, 3, cols, act, part);
+                rt_matvec(k, W + 3 * stride, rows - 3, cols, act, part + 3);
+                rt_matvec(k, W, 0, cols, act, NULL);
+                ck_assert_uint_eq(n_allocs, before);
+                for (uint64_t i = 0; i < rows; i++) {
+                    k->dot(cols, &one, W + i * stride, act);
+                    ck_assert_msg(fbits(out[i]) == fbits(one) && fbits(part[i]) == fbits(one),
+                                  "%s %s row %llu w=%s act=%s: matvec %.9g / %.9g != dot %.9g",
+                                  gguf_type_get(t)->name, v[vi]->name, (unsigned long long)i,
+                                  wpat_name[wp], apat_name[ap], out[i], part[i], one);
+                }
+            }
         }
-    }
 #ifdef RT_TEST_WRAP_ALLOC
     /* the counter works */
     const unsigned long before = n_allocs;
