@@ -202,6 +202,8 @@ void hf_plan_free(struct hf_plan *p)
     free(p->t);
     free(p->rope_freqs);
     free(p->f16_table);
+    free(p->bf16_to_f16);
+    free(p->f16_to_bf16);
     free(p);
 }
 
@@ -236,13 +238,19 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
     uint8_t *seen = calloc((size_t)R_COUNT * c->n_layer, 1);
     if (p) p->t = calloc((size_t)cap, sizeof *p->t);
     if (p) p->f16_table = malloc(65536 * sizeof *p->f16_table);
-    if (!p || !p->t || !p->f16_table || !seen) {
+    if (p) p->bf16_to_f16 = malloc(65536 * sizeof *p->bf16_to_f16);
+    if (p) p->f16_to_bf16 = malloc(65536 * sizeof *p->f16_to_bf16);
+    if (!p || !p->t || !p->f16_table || !p->bf16_to_f16 || !p->f16_to_bf16 || !seen) {
         free(seen);
         hf_plan_free(p);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     }
     p->m = m;
-    for (uint32_t h = 0; h < 65536; h++) p->f16_table[h] = mw_f16_to_f32((uint16_t)h);
+    for (uint32_t h = 0; h < 65536; h++) {
+        p->f16_table[h] = mw_f16_to_f32((uint16_t)h);
+        p->bf16_to_f16[h] = mw_f32_to_f16(mw_bf16_to_f32((uint16_t)h));
+    }
+    for (uint32_t h = 0; h < 65536; h++) p->f16_to_bf16[h] = mw_f32_to_bf16(p->f16_table[h]);
     enum mw_status s = MW_OK;
     bool dt_seen[HF_DT_COUNT] = {false};
     const bool permute = c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL;

@@ -86,7 +86,17 @@ struct conv_job {
     uint8_t *obuf;
     float *fbuf;      /* nth scratch rows of row_elems floats */
     bool copy;        /* same representation: permute only */
+    const uint16_t *h16; /* BF16<->F16: one table lookup per element, or NULL */
 };
+
+/* The 16-bit to 16-bit conversions as tables of the two-step result
+ * (load_row + store_row), so the bytes are the same, ~4x faster. */
+static const uint16_t *h16_table(const struct hf_plan *p, enum hf_dtype dt, uint32_t t)
+{
+    if (dt == HF_DT_BF16 && t == GGUF_TYPE_F16) return p->bf16_to_f16;
+    if (dt == HF_DT_F16 && t == GGUF_TYPE_BF16) return p->f16_to_bf16;
+    return NULL;
+}
 
 static void conv_rows(const struct conv_job *j, uint64_t a, uint64_t b, float *fbuf)
 {
@@ -97,6 +107,9 @@ static void conv_rows(const struct conv_job *j, uint64_t a, uint64_t b, float *f
         uint8_t *o = j->obuf + (r - j->r0) * j->row_out;
         if (j->copy) {
             memcpy(o, in, (size_t)j->row_in);
+        } else if (j->h16) {
+            for (uint64_t k = 0; k < j->row_elems; k++)
+                mw_put_le16(o + 2 * k, j->h16[mw_le16(in + 2 * k)]);
         } else {
             load_row(src->dtype, in, fbuf, j->row_elems, j->p->f16_table);
             store_row(j->e->type, fbuf, o, j->row_elems);
@@ -181,7 +194,8 @@ enum mw_status hf_plan_stream_tensor_mt(const struct hf_plan *p, uint64_t i, siz
     }
     struct conv_job job = {.p = p, .e = e, .row_in = row_in, .row_out = row_out,
                            .row_elems = row_elems, .hd = hd, .obuf = obuf, .fbuf = fbuf,
-                           .copy = same_repr(src->dtype, e->type)};
+                           .copy = same_repr(src->dtype, e->type),
+                           .h16 = h16_table(p, src->dtype, e->type)};
     uint64_t released = 0;
     for (uint64_t r0 = 0; r0 < n_rows && s == MW_OK; r0 += rows_per_chunk) {
         uint64_t r1 = r0 + rows_per_chunk;

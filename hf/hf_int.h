@@ -49,6 +49,8 @@ struct hf_plan {
     uint64_t total_bytes;
     float *rope_freqs;        /* generated rope_freqs.weight data, or NULL */
     float *f16_table;         /* [65536] mw_f16_to_f32 of every bit pattern */
+    uint16_t *bf16_to_f16;    /* [65536] mw_f32_to_f16(mw_bf16_to_f32(h)): the two-step result */
+    uint16_t *f16_to_bf16;    /* [65536] mw_f32_to_bf16(mw_f16_to_f32(h)) */
     char source_dtype[32];
 };
 

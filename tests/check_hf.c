@@ -1176,6 +1176,8 @@ START_TEST(test_tinyllama_sharded_and_bf16)
                                 ? f32_at(gd + 4 * e)
                                 : mw_f16_to_f32((uint16_t)(gd[2 * e] | gd[2 * e + 1] << 8));
                 n_total++;
+                if (gt->type == GGUF_TYPE_F16) /* the table path == the two-step result */
+                    ck_assert_uint_eq(gd[2 * e] | gd[2 * e + 1] << 8, mw_f32_to_f16(want));
                 if (got == want) n_exact++;
                 else ck_assert_msg(fabsf(want) < 6.2e-5f, "%s[%llu]: %g vs %g", st->name,
                                    (unsigned long long)e, (double)got, (double)want);
@@ -1186,6 +1188,27 @@ START_TEST(test_tinyllama_sharded_and_bf16)
         hf_model_close(m);
         free(o3);
         free(o4);
+    }
+    {   /* f16 -> BF16 (a table too): every value is bf16(f32(f16 value)) */
+        char *o5 = convert_to(src, dir, "fb.gguf", HF_OUT_BF16);
+        struct gguf_file *g = open_gguf(o5);
+        struct hf_model *m;
+        struct mw_err err;
+        mw_err_clear(&err);
+        ck_assert_int_eq(hf_model_open(src, &m, &err), MW_OK);
+        const struct hf_st_tensor *st =
+            hf_model_tensor(m, (uint64_t)hf_model_tensor_find(m, "lm_head.weight"), NULL);
+        int64_t j = gguf_tensor_find(g, "output.weight");
+        ck_assert_int_ge(j, 0);
+        ck_assert_uint_eq(gguf_tensor_get(g, (uint64_t)j)->type, GGUF_TYPE_BF16);
+        const uint8_t *gd = gguf_tensor_data(g, (uint64_t)j);
+        for (uint64_t e = 0; e < st->n_elems; e++) {
+            uint16_t h = (uint16_t)(st->data[2 * e] | st->data[2 * e + 1] << 8);
+            ck_assert_uint_eq(gd[2 * e] | gd[2 * e + 1] << 8, mw_f32_to_bf16(mw_f16_to_f32(h)));
+        }
+        gguf_close(g);
+        hf_model_close(m);
+        free(o5);
     }
     gguf_close(f);
     free(out);
