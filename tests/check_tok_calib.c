@@ -6,7 +6,7 @@
  *  - tinyllama-8m (SentencePiece): the HF directory (tokenizer.model through
  *    hf_tok) and llama.cpp's F16 GGUF, on calib.txt (TEXT: one document)
  *    and on the valid-UTF-8 lines of tests/fixtures/multilingual.txt;
- *  - the qwen2 and llama3 fixtures of mk_hf_fixture.py (byte-level BPE,
+ *  - the qwen2, llama3 and gpt2 fixtures of mk_hf_fixture.py (byte-level BPE,
  *    tokenizer.json through hf_tok) against their memwall conversion, on
  *    the multilingual sample as TEXT and as JSONL (one document per line,
  *    tokenized one by one and concatenated);
@@ -226,7 +226,7 @@ END_TEST
 
 // --- byte-level BPE fixtures ---
 
-static const char *const fixture_kinds[2] = {"qwen2", "llama3"};
+static const char *const fixture_kinds[3] = {"qwen2", "llama3", "gpt2"};
 
 START_TEST(fixture_calib_ids_are_runtime_ids)
 {
@@ -274,7 +274,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("tok_calib");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, tinyllama_calib_ids_are_runtime_ids, 0, 2);
-    tcase_add_loop_test(tc, fixture_calib_ids_are_runtime_ids, 0, 2);
+    tcase_add_loop_test(tc, fixture_calib_ids_are_runtime_ids, 0, 3);
     suite_add_tcase(s, tc);
     return s;
 }

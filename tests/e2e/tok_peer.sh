@@ -4,9 +4,10 @@
 # (BOS as the vocabulary asks, parse_special off on both sides):
 #
 #   models  tinyllama-8m as llama.cpp converted it (SentencePiece BPE, byte
-#           fallback); the qwen2 and llama3 fixtures of mk_hf_fixture.py
+#           fallback); the qwen2, llama3 and gpt2 fixtures of mk_hf_fixture.py
 #           converted by memwall convert (byte-level BPE, pre-tokenizers
-#           "qwen2" and "llama-bpe"; BPEs trained on the multilingual sample)
+#           "qwen2", "llama-bpe" and "gpt-2"; BPEs trained on the
+#           multilingual sample)
 #   texts   datasets/corpora/eval.txt; tests/fixtures/multilingual.txt
 #           (English, Chinese simplified/traditional, Japanese, Korean,
 #           Cyrillic, Arabic, Devanagari, Greek, Hebrew, Thai, C and Python
@@ -16,7 +17,7 @@
 #           and the code point probe of mk_tok_probe.py (every code point
 #           U+0080..U+3FFFF and U+E0000..U+E0FFF between probe letters: the
 #           fixtures' probe merges make each one's pre-tokenizer class show
-#           in the ids)
+#           in the ids; with gpt-2's regex numbers and white space look alike)
 #
 # Skipped (77) when llama-peer cannot be built here; the fixtures and the
 # probe need python3.
@@ -73,7 +74,7 @@ if have_python; then
     python3 "$FIX/mk_tok_probe.py" "$T/probe.txt" || fail "mk_tok_probe.py"
     texts+=("$T/probe.txt")
     names+=("code point probe")
-    for k in qwen2 llama3; do
+    for k in qwen2 llama3 gpt2; do
         if python3 "$FIX/mk_hf_fixture.py" $k "$T/hf-$k" > /dev/null &&
             $MW_EMU "$MEMWALL" convert "$T/hf-$k" -o "$T/$k.gguf" --type f16 -q > "$T/c.log" 2>&1; then
             models+=("$T/$k.gguf")
