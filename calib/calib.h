@@ -412,10 +412,16 @@ struct calib_run_opts {
  * the embedding step and one layer's f32 weights — plus, with an on_group
  * callback, X_o (T x n_head*head_dim) and ONE Hessian of the widest group).
  * Over the bound it first takes fewer samples per GEMM batch (chosen
- * without regard to n_threads); if one sample per batch is still too much,
- * or the per-thread attention scratch does not fit next to it, it fails
- * with MW_E_NOMEM before allocating anything large, giving the bytes
- * needed, the bound and what to change (--samples, --seq-len, --threads).
+ * without regard to n_threads). If one sample per batch is still too much
+ * and the run has no callbacks (statistics only: memwall calib), the hidden
+ * states (T x n_embd floats, the term that grows with the samples) move to
+ * an unlinked scratch file under $TMPDIR (or /tmp), reserved with
+ * posix_fallocate up front and read/written one batch at a time: page
+ * cache, not process memory. If that is still too much, or the per-thread
+ * attention scratch does not fit next to it, calib_run fails with
+ * MW_E_NOMEM before allocating anything large, giving the bytes needed, the
+ * bound and what to change (--samples, --seq-len, --threads). A full disk
+ * for the scratch file is MW_E_NOSPACE (MW_E_IO for other I/O errors).
  * Under a bound at most one Hessian is cached: calib_layer_hessian
  * releases the others (views of them become invalid).
  * Results: the statistics are summed row by row in sample order, so fewer
@@ -448,6 +454,10 @@ uint64_t calib_run_peak_bytes(const struct calib_model *m, const struct calib_sa
  * cannot be met (calib_run then fails with MW_E_NOMEM). */
 uint32_t calib_run_batch_samples(const struct calib_model *m, const struct calib_samples *s,
                                  const struct calib_run_opts *o);
+/* Whether calib_run will keep the hidden states in a scratch file under
+ * o->max_memory (see max_memory above). */
+bool calib_run_hidden_on_disk(const struct calib_model *m, const struct calib_samples *s,
+                              const struct calib_run_opts *o);
 
 // --- importance-matrix files (formats.md §9.2, §9.3) --------------------------------
 /*

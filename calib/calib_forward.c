@@ -18,10 +18,14 @@
 #include "../runtime/rt_int.h"
 
 #include <cblas.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 // --- statistics ---------------------------------------------------------------------
 
@@ -127,6 +131,14 @@ struct engine {
     uint32_t n_rep;
     float kq_scale;
     uint64_t max_memory; /* 0: no bound; else at most one Hessian is cached */
+    /* hidden states on disk (--max-memory, statistics-only runs): hs is NULL,
+     * the (T, E) floats live in an unlinked scratch file, a batch at a time
+     * in hsb (rows [hsb_r0, hsb_r0 + rows_b)) */
+    bool hs_file;
+    int hs_fd;
+    float *hsb;
+    uint64_t hsb_r0;
+    char hs_path[256];
     float *hs;    /* (T, E) hidden states */
     float *xo;    /* (T, Q) attention output, staged mode only */
     float *rope;  /* (n_pos, n_rot) cos/sin */
@@ -295,10 +307,44 @@ static void accum(struct engine *e, enum calib_group g, const float *X, uint64_t
 
 // --- blocks -------------------------------------------------------------------------
 
+/* hidden-state row r0: in memory, or in the batch loaded from the scratch file */
+static float *hs_at(const struct engine *e, uint64_t r0)
+{
+    return e->hs_file ? e->hsb + (r0 - e->hsb_r0) * e->E : e->hs + r0 * e->E;
+}
+
+/* rows [r0, r0 + nr) of the scratch file <-> hsb */
+static enum mw_status hs_io(struct engine *e, bool write, uint64_t r0, uint64_t nr,
+                            struct mw_err *err)
+{
+    const uint64_t off0 = r0 * e->E * sizeof(float), n = nr * e->E * sizeof(float);
+    uint8_t *b = (uint8_t *)e->hsb;
+    for (uint64_t done = 0; done < n;) {
+        const size_t want = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(n - done);
+        const ssize_t k = write ? pwrite(e->hs_fd, b + done, want, (off_t)(off0 + done))
+                                : pread(e->hs_fd, b + done, want, (off_t)(off0 + done));
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) {
+            const int en = k < 0 ? errno : EIO;
+            mw_err_clear(err);
+            mw_err_set_path(err, e->hs_path);
+            return MW_FAIL(err, en == ENOSPC || en == EFBIG ? MW_E_NOSPACE : MW_E_IO, off0 + done,
+                           "%s the scratch file of hidden states (%llu bytes; unlinked, under "
+                           "$TMPDIR or /tmp): %s",
+                           write ? "writing" : "reading",
+                           (unsigned long long)(e->T * e->E * sizeof(float)),
+                           k < 0 ? strerror(en) : "short read");
+        }
+        done += (uint64_t)k;
+    }
+    e->hsb_r0 = r0;
+    return MW_OK;
+}
+
 /* X (nr rows of hs from row r0) -> normed into dst */
 static void norm_rows(struct engine *e, uint64_t r0, uint64_t nr, enum calib_tslot norm, float *dst)
 {
-    run_rows(e, OP_NORM, nr, e->E, dst, e->hs + r0 * e->E, e->w[norm], 0);
+    run_rows(e, OP_NORM, nr, e->E, dst, hs_at(e, r0), e->w[norm], 0);
 }
 
 /* causal softmax of the P x P scores in place (row i keeps columns 0..i) */
@@ -379,7 +425,7 @@ static void residual(struct engine *e, uint64_t r0, uint64_t nr, const float *X,
                      enum calib_tslot w, enum calib_tslot b)
 {
     linear(e, X, nr, n_in, e->w[w], e->w[b], e->E, e->y, e->E);
-    run_rows(e, OP_ADD, nr, e->E, e->hs + r0 * e->E, e->y, NULL, 0);
+    run_rows(e, OP_ADD, nr, e->E, hs_at(e, r0), e->y, NULL, 0);
 }
 
 // --- batches ---
@@ -389,11 +435,13 @@ static uint32_t batch_samples(const struct engine *e, uint32_t s0)
     return e->n_samples - s0 < e->spb ? e->n_samples - s0 : e->spb;
 }
 
-static void pass_fused(struct engine *e)
+static enum mw_status pass_fused(struct engine *e, struct mw_err *err)
 {
+    enum mw_status st;
     for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
         const uint32_t ns = batch_samples(e, s0);
         const uint64_t r0 = (uint64_t)s0 * e->n_pos, nr = (uint64_t)ns * e->n_pos;
+        if (e->hs_file && (st = hs_io(e, false, r0, nr, err))) return st;
         norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
         accum(e, CALIB_G_ATTN_IN, e->xin, nr);
         attention(e, e->xin, ns, e->att, e->Q);
@@ -404,7 +452,9 @@ static void pass_fused(struct engine *e)
         swiglu(e, e->xin, nr);
         accum(e, CALIB_G_FFN_DOWN, e->g, nr);
         residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN);
+        if (e->hs_file && (st = hs_io(e, true, r0, nr, err))) return st;
     }
+    return MW_OK;
 }
 
 enum stage_pass { P_A, P_B, P_B_AGAIN, P_C, P_D, P_E, P_F };
@@ -747,7 +797,7 @@ static enum mw_status run_layer(struct engine *e, uint32_t il, const struct cali
         if ((s = calib__model_load(e->m, il, (enum calib_tslot)t, e->w[t], n, err))) return s;
     }
     if (!o->on_group) {
-        pass_fused(e);
+        if ((s = pass_fused(e, err))) return s;
     } else {
         pass_stage(e, P_A);
         if ((s = call_group(e, o, CALIB_G_ATTN_IN, err))) return s;
@@ -850,9 +900,12 @@ static enum mw_status embed(struct engine *e, struct mw_err *err)
     if ((s = calib__model_embd_rows(e->m, ids, n_ids, rows, err))) goto done;
     for (uint32_t sI = 0; sI < e->n_samples; sI++) {
         const int32_t *t = calib_samples_tokens(e->s, sI);
+        const uint64_t r0 = (uint64_t)sI * e->n_pos;
+        if (e->hs_file) e->hsb_r0 = r0; /* one sample at a time through hsb */
         for (uint32_t p = 0; p < e->n_pos; p++)
-            memcpy(e->hs + ((uint64_t)sI * e->n_pos + p) * e->E, rows + (uint64_t)slot[t[p]] * e->E,
+            memcpy(hs_at(e, r0 + p), rows + (uint64_t)slot[t[p]] * e->E,
                    (size_t)e->E * sizeof(float));
+        if (e->hs_file && (s = hs_io(e, true, r0, e->n_pos, err))) goto done;
     }
 done:
     free(rows);
@@ -866,6 +919,9 @@ static void engine_free(struct engine *e)
     free_layer(e);
     mw_pool_free(e->pool);
     free(e->hs);
+    free(e->hsb);
+    if (e->hs_fd >= 0) close(e->hs_fd);
+    e->hs_fd = -1;
     free(e->rope);
     free(e->xin);
     free(e->q);
@@ -901,6 +957,7 @@ static void engine_dims(struct engine *e, const struct calib_model *m,
     e->KV = (uint64_t)hp->n_head_kv * hp->head_dim;
     e->F = hp->n_ff;
     e->n_rep = hp->n_head / hp->n_head_kv;
+    e->hs_fd = -1;
     e->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
 }
 
@@ -913,9 +970,10 @@ static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
 /* What calib_run allocates, in bytes (long double: exact for any real
  * model, and absurd sizes are caught by the caller's range check). */
 struct mem_plan {
-    long double fixed;   /* statistics, hidden states (T x E), RoPE table, one sample's
-                          * attention output */
+    long double fixed;   /* statistics, RoPE table, one sample's attention output */
+    long double hs;      /* hidden states T x E (in memory, or in the scratch file) */
     long double per_smp; /* batch scratch per sample of the batch */
+    long double hsb;     /* per sample of the batch, scratch-file mode: hidden states */
     long double attn;    /* n_pos^2 attention scores per thread */
     long double embed;   /* transient, before the layers: vocabulary map, embedding rows */
     long double layer;   /* per layer: weights, norms, biases; X_o (T x Q) and one
@@ -930,10 +988,11 @@ static struct mem_plan mem_plan_of(const struct engine *e, const struct calib_ru
     const long double L = e->hp->n_layer, widest = (long double)max3(e->E, e->Q, e->F);
     p.fixed = 8.0L * L * 2.0L * (2.0L * E + Q + F) +
               L * CALIB_G_COUNT * (long double)sizeof(struct calib_group_stats) +
-              (long double)sizeof(struct calib_stats) + 4.0L * T * E +
-              4.0L * P * e->hp->n_rot + 4.0L * P * Q;
+              (long double)sizeof(struct calib_stats) + 4.0L * P * e->hp->n_rot + 4.0L * P * Q;
+    p.hs = 4.0L * T * E;
     /* xin, q, k, v, att, g, u, y, ubuf: rows_b rows each */
     p.per_smp = 4.0L * P * (E + Q + 2.0L * KV + Q + 2.0L * F + E + widest);
+    p.hsb = 4.0L * P * E;
     p.attn = 4.0L * P * P;
     const long double n_ids = T < e->hp->n_vocab ? T : (long double)e->hp->n_vocab;
     p.embed = 4.0L * e->hp->n_vocab + 4.0L * n_ids + 1.0L + 4.0L * n_ids * E + 2.0L * e->hp->n_rot;
@@ -944,55 +1003,72 @@ static struct mem_plan mem_plan_of(const struct engine *e, const struct calib_ru
     return p;
 }
 
-static long double mem_plan_bytes(const struct mem_plan *p, uint32_t spb, unsigned n_threads)
+static long double mem_plan_bytes(const struct mem_plan *p, bool file, uint32_t spb,
+                                  unsigned n_threads)
 {
     const long double phase = p->embed > p->layer ? p->embed : p->layer;
-    return p->fixed + p->per_smp * spb + p->attn * n_threads + phase;
+    return p->fixed + (file ? p->hsb * spb : p->hs) + p->per_smp * spb + p->attn * n_threads +
+           phase;
 }
 
 static uint64_t ld_bytes(long double b) { return b >= 1.8e19L ? UINT64_MAX : (uint64_t)b; }
 
-/* Samples per batch under opt->max_memory. The choice ignores the thread
+/* Largest spb <= want with the plan within max (1 thread), 0 if none. */
+static uint32_t fit_spb(const struct mem_plan *p, bool file, uint32_t want, long double max)
+{
+    const long double room = max - mem_plan_bytes(p, file, 0, 1);
+    const long double per = p->per_smp + (file ? p->hsb : 0);
+    const long double fit = room > 0 ? room / per : 0;
+    return fit >= want ? want : (uint32_t)fit;
+}
+
+/* Samples per batch under opt->max_memory, and whether the hidden states go
+ * to a scratch file. In memory first: the requested batch, else fewer
+ * samples per batch; then, for statistics-only runs (no callbacks, which may
+ * read any rows), the hidden states on disk. The choice ignores the thread
  * count (so the batches, which the Hessians depend on, are the same for
  * every --threads); the per-thread attention scratch is then checked on
  * top. 0: the bound cannot be met (err, which may be NULL, says why and what
  * to change). */
-static uint32_t choose_spb(const struct engine *e, const struct calib_run_opts *o,
+static uint32_t choose_spb(const struct engine *e, const struct calib_run_opts *o, bool *file,
                            struct mw_err *err)
 {
     const struct mem_plan p = mem_plan_of(e, o);
-    uint32_t spb = e->spb;
     const long double max = (long double)o->max_memory;
     const unsigned nt = o->n_threads ? o->n_threads : 1;
-    if (!o->max_memory || mem_plan_bytes(&p, spb, nt) <= max) return spb;
-    const long double room = max - mem_plan_bytes(&p, 0, 1);
-    const long double fit = room > 0 ? room / p.per_smp : 0;
-    spb = fit >= spb ? spb : (uint32_t)fit;
-    if (spb == 0 || mem_plan_bytes(&p, spb, nt) > max) {
+    const bool file_ok = !o->on_group && !o->on_layer;
+    *file = false;
+    if (!o->max_memory || mem_plan_bytes(&p, false, e->spb, nt) <= max) return e->spb;
+    uint32_t spb = fit_spb(&p, false, e->spb, max);
+    if (spb == 0 && file_ok) {
+        spb = fit_spb(&p, true, e->spb, max);
+        *file = spb > 0;
+    }
+    if (spb == 0 || mem_plan_bytes(&p, *file, spb, nt) > max) {
         mw_err_clear(err); /* not about a file read earlier */
         mw_err_set_path(err, calib_model_path(e->m));
     }
     if (spb == 0) {
+        const long double least = mem_plan_bytes(&p, file_ok, 1, 1);
         MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
-                "calibration needs at least %llu bytes (%.1f MiB: hidden states of %u samples x "
-                "%u positions %.1f MiB, one layer %.1f MiB, one sample per batch %.1f MiB), "
-                "above --max-memory %llu bytes (%.1f MiB): use fewer --samples or a shorter "
-                "--seq-len, or raise --max-memory",
-                (unsigned long long)ld_bytes(mem_plan_bytes(&p, 1, 1)),
-                (double)(mem_plan_bytes(&p, 1, 1) / 1048576.0L), e->n_samples, e->n_pos,
-                (double)(4.0L * e->T * e->E / 1048576.0L), (double)(p.layer / 1048576.0L),
-                (double)(p.per_smp / 1048576.0L), (unsigned long long)o->max_memory,
-                (double)(max / 1048576.0L));
+                "calibration needs at least %llu bytes (%.1f MiB: %s %.1f MiB, one layer "
+                "%.1f MiB, one sample per batch %.1f MiB), above --max-memory %llu bytes "
+                "(%.1f MiB): use fewer --samples or a shorter --seq-len, or raise --max-memory",
+                (unsigned long long)ld_bytes(least), (double)(least / 1048576.0L),
+                file_ok ? "statistics and tables" : "hidden states",
+                (double)((file_ok ? p.fixed : p.hs) / 1048576.0L), (double)(p.layer / 1048576.0L),
+                (double)((p.per_smp + (file_ok ? p.hsb : 0)) / 1048576.0L),
+                (unsigned long long)o->max_memory, (double)(max / 1048576.0L));
         return 0;
     }
-    if (mem_plan_bytes(&p, spb, nt) > max) {
+    if (mem_plan_bytes(&p, *file, spb, nt) > max) {
         MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
                 "with %u threads the attention scratch (%.1f MiB) does not fit in --max-memory "
                 "%llu bytes (%.1f MiB) next to %u samples per batch: use fewer --threads, or "
                 "raise --max-memory to %llu bytes",
                 nt, (double)(p.attn * nt / 1048576.0L), (unsigned long long)o->max_memory,
                 (double)(max / 1048576.0L), spb,
-                (unsigned long long)ld_bytes(mem_plan_bytes(&p, spb, nt)));
+                (unsigned long long)ld_bytes(mem_plan_bytes(&p, *file, spb, nt)));
         return 0;
     }
     return spb;
@@ -1005,9 +1081,12 @@ uint64_t calib_run_peak_bytes(const struct calib_model *m, const struct calib_sa
     struct calib_run_opts opt = {0};
     if (o) opt = *o;
     engine_dims(&e, m, s, &opt);
-    const uint32_t spb = choose_spb(&e, &opt, NULL);
+    bool file = false;
+    const uint32_t spb = choose_spb(&e, &opt, &file, NULL);
     const struct mem_plan p = mem_plan_of(&e, &opt);
-    return ld_bytes(mem_plan_bytes(&p, spb ? spb : 1, opt.n_threads ? opt.n_threads : 1));
+    if (spb == 0) file = opt.max_memory && !opt.on_group && !opt.on_layer;
+    return ld_bytes(
+        mem_plan_bytes(&p, file, spb ? spb : 1, opt.n_threads ? opt.n_threads : 1));
 }
 
 uint32_t calib_run_batch_samples(const struct calib_model *m, const struct calib_samples *s,
@@ -1017,7 +1096,19 @@ uint32_t calib_run_batch_samples(const struct calib_model *m, const struct calib
     struct calib_run_opts opt = {0};
     if (o) opt = *o;
     engine_dims(&e, m, s, &opt);
-    return choose_spb(&e, &opt, NULL);
+    bool file = false;
+    return choose_spb(&e, &opt, &file, NULL);
+}
+
+bool calib_run_hidden_on_disk(const struct calib_model *m, const struct calib_samples *s,
+                              const struct calib_run_opts *o)
+{
+    struct engine e = {0};
+    struct calib_run_opts opt = {0};
+    if (o) opt = *o;
+    engine_dims(&e, m, s, &opt);
+    bool file = false;
+    return choose_spb(&e, &opt, &file, NULL) && file;
 }
 
 enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
@@ -1037,7 +1128,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
     const struct rt_hparams *hp = e.hp;
     /* --max-memory: fewer samples per batch, or fail here, before anything
      * large is allocated */
-    e.spb = choose_spb(&e, &opt, err);
+    e.spb = choose_spb(&e, &opt, &e.hs_file, err);
     if (e.spb == 0) return MW_E_NOMEM;
     e.rows_b = (uint64_t)e.spb * e.n_pos;
     e.max_memory = opt.max_memory;
@@ -1053,7 +1144,37 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
 
     bool ok = true;
     const uint64_t rb = e.rows_b;
-    e.hs = alloc_f2(e.T, e.E, &ok);
+    if (e.hs_file) {
+        /* the hidden states in an unlinked scratch file (page cache, not
+         * this process's memory), one batch at a time in hsb */
+        const char *dir = getenv("TMPDIR");
+        if (!dir || !*dir) dir = "/tmp";
+        snprintf(e.hs_path, sizeof e.hs_path, "%s/memwall-calib-hs.XXXXXX", dir);
+        e.hs_fd = mkstemp(e.hs_path);
+        if (e.hs_fd < 0) {
+            const int en = errno;
+            mw_err_set_path(err, e.hs_path);
+            st = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE,
+                         "cannot create the scratch file for the hidden states: %s",
+                         strerror(en));
+            goto fail;
+        }
+        unlink(e.hs_path);
+        /* reserve the space now: a full disk fails here, before any work */
+        const uint64_t hs_bytes = e.T * e.E * sizeof(float); /* < hs_plan, which fit a double */
+        const int fe = posix_fallocate(e.hs_fd, 0, (off_t)hs_bytes);
+        if (fe != 0 && fe != EOPNOTSUPP && fe != EINVAL) {
+            mw_err_set_path(err, e.hs_path);
+            st = MW_FAIL(err, fe == ENOSPC || fe == EFBIG ? MW_E_NOSPACE : MW_E_IO,
+                         MW_ERR_OFF_NONE,
+                         "cannot reserve %llu bytes for the hidden states' scratch file: %s",
+                         (unsigned long long)hs_bytes, strerror(fe));
+            goto fail;
+        }
+        e.hsb = alloc_f2(rb, e.E, &ok);
+    } else {
+        e.hs = alloc_f2(e.T, e.E, &ok);
+    }
     e.rope = alloc_f2(e.n_pos, hp->n_rot, &ok);
     e.xin = alloc_f2(rb, e.E, &ok);
     e.q = alloc_f2(rb, e.Q, &ok);

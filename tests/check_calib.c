@@ -17,8 +17,9 @@
  *    reader, layout as llama.cpp's, atomic on failure;
  *  - the memory formula equals the runtime's own accounting (rt_ctx_mem);
  *  - --max-memory: a bound that forces smaller batches gives bitwise the
- *    same statistics (and thread-independent Hessians); a bound below one
- *    sample per batch fails with MW_E_NOMEM naming bytes, bound and remedy. */
+ *    same statistics (and thread-independent Hessians), so do hidden states
+ *    in a scratch file; a bound below the least plan fails with MW_E_NOMEM
+ *    naming bytes, bound and remedy; an unusable $TMPDIR is MW_E_IO. */
 #define _GNU_SOURCE
 #include <check.h>
 #include <math.h>
@@ -995,12 +996,62 @@ START_TEST(max_memory_adapts_batch)
 }
 END_TEST
 
+START_TEST(max_memory_scratch_file)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_of(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_run_opts o = {.n_threads = 1};
+    struct calib_stats *a = run(m, s, &o);
+    /* the least in memory: one sample per batch */
+    struct calib_run_opts one = {.n_threads = 1, .batch_rows = 1};
+    const uint64_t least_mem = calib_run_peak_bytes(m, s, &one);
+    /* a bound that cannot be met reports the least plan: hidden states on disk */
+    o.max_memory = 1;
+    const uint64_t least_file = calib_run_peak_bytes(m, s, &o);
+    ck_assert_uint_lt(least_file, least_mem);
+    ck_assert_uint_eq(least_mem - least_file, 5 * 64 * 256 * 4); /* T x E less P x E */
+    o.max_memory = least_file;
+    ck_assert(calib_run_hidden_on_disk(m, s, &o));
+    ck_assert_uint_eq(calib_run_batch_samples(m, s, &o), 1);
+    struct calib_stats *b = run(m, s, &o);
+    o.n_threads = 2;
+    o.max_memory = least_file + 64 * 64 * 4;
+    struct calib_stats *c = run(m, s, &o);
+    assert_stats_equal(a, b); /* the file holds the same floats */
+    assert_stats_equal(a, c);
+    calib_stats_free(c);
+    calib_stats_free(b);
+    /* callbacks may read any rows: never on disk */
+    struct calib_run_opts g = {.n_threads = 1, .on_group = noop_group, .max_memory = least_file};
+    ck_assert(!calib_run_hidden_on_disk(m, s, &g));
+    ck_assert_uint_eq(calib_run_batch_samples(m, s, &g), 0);
+    /* an unwritable scratch directory: MW_E_IO naming it, before any work */
+    const char *old = getenv("TMPDIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("TMPDIR", "/nonexistent-memwall-dir", 1);
+    struct calib_stats *st = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    o.max_memory = least_file;
+    o.n_threads = 1;
+    ck_assert_int_eq(calib_run(m, s, &o, &st, &err), MW_E_IO);
+    ck_assert_ptr_null(st);
+    ck_assert_msg(strstr(err.path, "/nonexistent-memwall-dir/"), "%s", err.path);
+    if (saved) setenv("TMPDIR", saved, 1);
+    else unsetenv("TMPDIR");
+    free(saved);
+    calib_stats_free(a);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
 START_TEST(max_memory_too_small)
 {
     struct calib_model *m = open_model(TINY_DIR);
     struct calib_samples *s = samples_of(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
-    struct calib_run_opts one = {.n_threads = 1, .batch_rows = 1};
-    const uint64_t least = calib_run_peak_bytes(m, s, &one); /* one sample per batch */
+    struct calib_run_opts one = {.n_threads = 1, .max_memory = 1};
+    const uint64_t least = calib_run_peak_bytes(m, s, &one); /* one sample per batch, on disk */
     struct calib_run_opts o = {.n_threads = 1, .max_memory = least - 1};
     ck_assert_uint_eq(calib_run_batch_samples(m, s, &o), 0);
     struct calib_stats *st = (struct calib_stats *)&o; /* must be reset to NULL */
@@ -1082,6 +1133,7 @@ static Suite *calib_suite(void)
     tcase_add_test(tc, forward_matches_runtime_logits);
     tcase_add_loop_test(tc, forward_fixtures_match_runtime, 0, 3);
     tcase_add_test(tc, max_memory_adapts_batch);
+    tcase_add_test(tc, max_memory_scratch_file);
     tcase_add_test(tc, max_memory_too_small);
     suite_add_tcase(s, tc);
 

@@ -233,8 +233,11 @@ int cmd_calib(int argc, char **argv)
         fprintf(stderr, "memwall calib: activations and one layer need about %.1f MiB",
                 (double)calib_run_peak_bytes(m, smp, &ro) / 1048576.0);
         if (ro.max_memory && spb)
-            fprintf(stderr, " (--max-memory %.1f MiB: %u sample%s per batch)",
-                    (double)ro.max_memory / 1048576.0, spb, spb == 1 ? "" : "s");
+            fprintf(stderr, " (--max-memory %.1f MiB: %u sample%s per batch%s)",
+                    (double)ro.max_memory / 1048576.0, spb, spb == 1 ? "" : "s",
+                    calib_run_hidden_on_disk(m, smp, &ro)
+                        ? ", hidden states in a scratch file under $TMPDIR"
+                        : "");
         fputc('\n', stderr);
     }
     struct cmd_progress prog;

@@ -2,10 +2,10 @@
 # memwall calib --max-memory (issue 7) on tinyllama-8m:
 #  - a bound that forces fewer samples per batch gives a byte-identical
 #    imatrix (the statistics do not depend on the batch) and a lower peak RSS;
-#  - a bound below one sample per batch fails with exit 3 and a message with
-#    the bytes needed, the bound and what to change, BEFORE the large
-#    allocations: the peak RSS of the failed run stays below what it would
-#    have needed;
+#  - a tighter bound moves the hidden states to a scratch file in $TMPDIR
+#    (removed; same bytes; lower peak RSS still); a missing $TMPDIR is exit 3;
+#  - a bound below that fails with exit 3 and a message with the bytes
+#    needed, the bound and what to change, BEFORE the large allocations;
 #  - a malformed size is a usage error.
 # Peak RSS is ru_maxrss of the command (/usr/bin/time -f %M when present,
 # else the "peak RSS" memwall calib prints itself). The RSS comparisons run
@@ -14,8 +14,8 @@
 . "$(dirname "$0")/calib_common.sh"
 [ -d "$TINY" ] || { echo "SKIP: no $TINY"; exit $SKIP; }
 quick=${1:-}
-if [ "$quick" = quick ]; then sz=(--samples 6 --seq-len 64); bound=6M; small=2M
-else sz=(--samples 32 --seq-len 256); bound=24M; small=12M; fi
+if [ "$quick" = quick ]; then sz=(--samples 6 --seq-len 64); bound=8M
+else sz=(--samples 32 --seq-len 256); bound=24M; fi
 
 # peak RSS in KiB of memwall calib ARGS..., exit status in $rc, stderr in $err
 rss_run() {
@@ -44,7 +44,7 @@ rss_run "$TINY" --corpus "$CALIB" -o "$T/bound.imatrix" "${sz[@]}" --max-memory 
 [ "$rc" -eq 0 ] || fail "--max-memory $bound: exit $rc: $err"
 rss_bound=${rss:-0}
 has "$err" "--max-memory" "adapted run says so"
-has "$err" "per batch)" "adapted run names the batch"
+has "$err" "samples per batch)" "adapted run names the batch"
 cmp -s "$T/full.imatrix" "$T/bound.imatrix" ||
     fail "--max-memory $bound changed the imatrix (smaller batches must give the same bytes)"
 echo "  peak RSS: unbounded ${rss_full} KiB, --max-memory $bound ${rss_bound} KiB"
@@ -54,23 +54,51 @@ if [ "$quick" != quick ]; then
         fail "--max-memory $bound did not lower the peak RSS ($rss_bound vs $rss_full KiB)"
 fi
 
-# too small: exit 3, the message, nothing written, no large allocation made
-rss_run "$TINY" --corpus "$CALIB" -o "$T/small.imatrix" "${sz[@]}" --max-memory $small
-[ "$rc" -eq 3 ] || fail "--max-memory $small: exit $rc, want 3: $err"
+# the least plan: hidden states in a scratch file, one sample per batch. A
+# bound of 1 KiB reports its size; exactly that runs (same bytes), one byte
+# less fails with exit 3 and the message, before the large allocations.
+rss_run "$TINY" --corpus "$CALIB" -o "$T/small.imatrix" "${sz[@]}" --max-memory 1K
+[ "$rc" -eq 3 ] || fail "--max-memory 1K: exit $rc, want 3: $err"
 has "$err" "memwall calib: $TINY: calibration needs at least " "too small"
-has "$err" "above --max-memory $(numfmt --from=iec $small) bytes" "too small: the bound"
+has "$err" "above --max-memory 1024 bytes" "too small: the bound"
 has "$err" "use fewer --samples or a shorter --seq-len, or raise --max-memory [E_NOMEM]" "remedy"
 [ -e "$T/small.imatrix" ] && fail "output written although the bound failed"
 ls "$T" | grep -q '\.tmp\.' && fail "temp file left behind"
-echo "  too small: peak RSS ${rss:-?} KiB; $(grep -o 'needs at least [0-9]* bytes' <<< "$err")"
+least=$(sed -n 's/.*needs at least \([0-9]*\) bytes.*/\1/p' <<< "$err")
+rss_fail=${rss:-0}
+echo "  --max-memory 1K: exit 3, needs ${least:-?} bytes, peak RSS ${rss_fail} KiB"
+if [ -n "$least" ]; then
+    tmpd=$T/tmpdir
+    mkdir -p "$tmpd"
+    TMPDIR=$tmpd rss_run "$TINY" --corpus "$CALIB" -o "$T/disk.imatrix" "${sz[@]}" --max-memory "$least"
+    [ "$rc" -eq 0 ] || fail "--max-memory $least (the least plan): exit $rc: $err"
+    has "$err" "1 sample per batch, hidden states in a scratch file" "scratch-file run says so"
+    cmp -s "$T/full.imatrix" "$T/disk.imatrix" ||
+        fail "hidden states in a scratch file changed the imatrix"
+    [ -z "$(ls -A "$tmpd")" ] || fail "scratch file left in \$TMPDIR: $(ls -A "$tmpd")"
+    echo "  --max-memory $least: scratch file, peak RSS ${rss:-?} KiB"
+    [ "$quick" = quick ] || [ "${rss:-0}" -lt "$rss_bound" ] ||
+        fail "the scratch-file run's peak RSS (${rss:-?} KiB) is not below the batched one ($rss_bound KiB)"
+    rss_run "$TINY" --corpus "$CALIB" -o "$T/small.imatrix" "${sz[@]}" --max-memory $((least - 1))
+    [ "$rc" -eq 3 ] || fail "--max-memory $((least - 1)): exit $rc, want 3: $err"
+    has "$err" "needs at least $least bytes" "one byte short"
+    # a scratch directory that does not exist: exit 3 naming it (the
+    # tokenizer's temp file, made first, already fails; tests/check_calib.c
+    # max_memory_scratch_file covers the hidden states' file itself)
+    TMPDIR=$T/no/such/dir rss_run "$TINY" --corpus "$CALIB" -o "$T/small.imatrix" "${sz[@]}" \
+        --max-memory "$least"
+    [ "$rc" -eq 3 ] || fail "TMPDIR missing: exit $rc, want 3: $err"
+    has "$err" "$T/no/such/dir/memwall-calib-" "TMPDIR missing: the path"
+    [ -e "$T/small.imatrix" ] && fail "output written although the scratch file failed"
+fi
 if [ "$quick" != quick ]; then
-    # every sample of the corpus at the full context: ~90 MiB of hidden states
+    # every sample of the corpus at the full context (~100 MiB unbounded): the
+    # failure comes before the hidden states are allocated
     rss_run "$TINY" --corpus "$CALIB" -o "$T/small.imatrix" --samples all --seq-len 511 \
-        --max-memory 8M
-    [ "$rc" -eq 3 ] || fail "--samples all --max-memory 8M: exit $rc, want 3: $err"
-    need=$(sed -n 's/.*needs at least \([0-9]*\) bytes.*/\1/p' <<< "$err")
-    echo "  --samples all --seq-len 511 --max-memory 8M: needs ${need:-?} bytes, peak RSS ${rss:-?} KiB"
-    [ -n "$need" ] && [ -n "$rss" ] && [ $((rss * 1024)) -lt "$need" ] ||
-        fail "the failed run's peak RSS (${rss:-?} KiB) is not below what it needed (${need:-?} bytes)"
+        --max-memory 1M
+    [ "$rc" -eq 3 ] || fail "--samples all --max-memory 1M: exit $rc, want 3: $err"
+    echo "  --samples all --seq-len 511 --max-memory 1M: $(grep -o 'needs at least [0-9]* bytes' <<< "$err"), peak RSS ${rss:-?} KiB"
+    [ "${rss:-0}" -gt 0 ] && [ "${rss:-0}" -lt "$rss_full" ] ||
+        fail "the failed run's peak RSS (${rss:-?} KiB) is not below the 32-sample run's ($rss_full KiB)"
 fi
 finish
