@@ -1161,7 +1161,14 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
         }
         unlink(e.hs_path);
         /* reserve the space now: a full disk fails here, before any work */
-        const uint64_t hs_bytes = e.T * e.E * sizeof(float); /* < hs_plan, which fit a double */
+        uint64_t hs_bytes;
+        if (!mw_mul_u64(e.T, e.E, &hs_bytes) || !mw_mul_u64(hs_bytes, sizeof(float), &hs_bytes) ||
+            hs_bytes > (uint64_t)INT64_MAX) {
+            st = MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                         "hidden states of %u samples x %u positions overflow a file offset",
+                         e.n_samples, e.n_pos);
+            goto fail;
+        }
         const int fe = posix_fallocate(e.hs_fd, 0, (off_t)hs_bytes);
         if (fe != 0 && fe != EOPNOTSUPP && fe != EINVAL) {
             mw_err_set_path(err, e.hs_path);
