@@ -88,11 +88,34 @@ else
 fi
 [ ${#models[@]} -gt 0 ] || { echo "SKIP: no model to tokenize with"; exit $SKIP; }
 
+# short edge cases, one file each: empty, lone white space / \r / invalid
+# bytes / truncated sequences, contractions at the edges, NUL, BOM, NBSP and
+# U+0085, ideographic spaces, special-token spellings, U+2581 runs
+edges=('' '\n' ' ' '  ' '\r' '\r\n' '\xff' '\xe4\xb8' "'" "'s" "'S" "'ll'" " 's" "a'RE"
+    '\t\t\n \n' ' \xc2\xa0 x' '\xe3\x80\x80\xe3\x80\x80a' '\xc2\x85x' '<|endoftext|>'
+    '<tool_call>' ' <tool_call> ' '<|im_start|>' '\xe2\x96\x81\xe2\x96\x81' '\xf0\x9f\x98'
+    '1 22 333 4444' '\xef\xbb\xbfx' '..\n\n\n' ' ?\n' '\x00a' 'x\x00')
+mkdir -p "$T/edge"
+for i in "${!edges[@]}"; do printf "${edges[$i]}" > "$T/edge/$i.txt"; done
+
 for m in "${!models[@]}"; do
     echo "== ${labels[$m]}"
     for i in "${!texts[@]}"; do
         compare "${names[$i]}" "${models[$m]}" "${texts[$i]}" "${labels[$m]}"
     done
+    ne=0
+    for i in "${!edges[@]}"; do
+        f=$T/edge/$i.txt
+        $MW_EMU "$RUNBIN" -m "${models[$m]}" --tokenize "$f" -q > "$T/ours" 2>&1
+        "$PEER" tokenize "${models[$m]}" "$f" > "$T/theirs" 2>&1
+        if cmp -s "$T/ours" "$T/theirs"; then
+            ne=$((ne + 1))
+            total=$((total + $(wc -w < "$T/theirs")))
+        else
+            fail "${labels[$m]}: edge case '${edges[$i]}': ours [$(cat "$T/ours")], llama.cpp [$(cat "$T/theirs")]"
+        fi
+    done
+    echo "  edge cases: $ne of ${#edges[@]} identical"
     case ${labels[$m]} in
     fixture*)
         # the trained merges must fire on the sample: fewer than one id per
