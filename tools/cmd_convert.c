@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "../hf/hf.h"
@@ -32,35 +31,16 @@ static const char usage_text[] =
     "  -q, --quiet        no progress display\n"
     "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O error\n";
 
-struct progress {
-    bool on;
-    double t0, last;
-    bool drawn;
-};
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
+/* hf_convert's progress callback -> the shared one-line display (cmd_common.c) */
 static void on_progress(void *ud, uint64_t done, uint64_t total, uint64_t ti, uint64_t nt,
                         const char *name)
 {
-    struct progress *p = ud;
-    const double t = now_s();
-    if (done < total && t - p->last < 0.2) return;
-    p->last = t;
-    const double el = t - p->t0;
-    const double frac = total ? (double)done / (double)total : 1.0;
-    char eta[32] = "";
-    if (frac > 0.01 && done < total) snprintf(eta, sizeof eta, " ETA %.0fs", el / frac - el);
-    fprintf(stderr, "\r\033[Kconvert: %3.0f%%  %.1f/%.1f MiB  tensor %llu/%llu %.40s%s",
-            frac * 100.0, (double)done / 1048576.0, (double)total / 1048576.0,
-            (unsigned long long)ti, (unsigned long long)nt, name ? name : "", eta);
-    fflush(stderr);
-    p->drawn = true;
+    char detail[160];
+    snprintf(detail, sizeof detail, "%3.0f%%  %.1f/%.1f MiB  tensor %llu/%llu %.40s",
+             total ? 100.0 * (double)done / (double)total : 100.0, (double)done / 1048576.0,
+             (double)total / 1048576.0, (unsigned long long)ti, (unsigned long long)nt,
+             name ? name : "");
+    cmd_progress_draw(ud, "convert", total ? (double)done / (double)total : 1.0, detail);
 }
 
 int cmd_convert(int argc, char **argv)
@@ -132,17 +112,17 @@ int cmd_convert(int argc, char **argv)
     if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
         return cmd_usage_error(cmd, usage_text, "-o '%s' is a directory", out);
 
-    struct progress prog = {.on = !quiet && isatty(STDERR_FILENO)};
+    struct cmd_progress prog;
+    cmd_progress_init(&prog, quiet);
     if (prog.on) {
-        prog.t0 = prog.last = now_s();
         opts.progress = on_progress;
         opts.progress_ud = &prog;
     }
     struct mw_err err;
     mw_err_clear(&err);
-    const double t0 = now_s();
+    const double t0 = cmd_now_s();
     enum mw_status s = hf_convert(dir, out, &opts, &err);
-    if (prog.drawn) fputs("\r\033[K", stderr);
+    cmd_progress_end(&prog);
     if (s != MW_OK) {
         if (err.code == MW_OK) MW_FAIL(&err, s, MW_ERR_OFF_NONE, "%s", mw_status_msg(s));
         return cmd_fail(cmd, &err);
@@ -150,7 +130,7 @@ int cmd_convert(int argc, char **argv)
     if (!quiet) {
         long long size = (stat(out, &st) == 0) ? (long long)st.st_size : -1;
         fprintf(stderr, "memwall convert: wrote %s (%s, %lld bytes) in %.2fs\n", out,
-                hf_out_type_name(opts.type), size, now_s() - t0);
+                hf_out_type_name(opts.type), size, cmd_now_s() - t0);
     }
     return 0;
 }
