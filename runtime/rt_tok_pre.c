@@ -373,7 +373,8 @@ static void split_llama3(struct split *s, size_t max_digits)
             }
             if (pos + 2 < s->n) {
                 const uint32_t c2 = ascii_lower(at(s, pos + 2));
-                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') ||
+                    (c1 == 'l' && c2 == 'l')) {
                     pos += add(s, pos + 3);
                     continue;
                 }
@@ -446,7 +447,8 @@ static void split_gpt2(struct split *s)
             }
             if (pos + 2 < s->n) {
                 const uint32_t c2 = at(s, pos + 2);
-                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
+                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') ||
+                    (c1 == 'l' && c2 == 'l')) {
                     pos += add(s, pos + 3);
                     continue;
                 }

@@ -17,7 +17,8 @@ static void check_split(enum rt_pre pre, const char *text, const char *const *wa
     uint32_t cps[128];
     size_t lens[128], n = 0;
     const size_t len = strlen(text);
-    for (size_t i = 0; i < len && n < 128;) cps[n++] = rt__utf8_decode((const uint8_t *)text, len, &i);
+    for (size_t i = 0; i < len && n < 128;)
+        cps[n++] = rt__utf8_decode((const uint8_t *)text, len, &i);
     const size_t nw = rt__pre_split(pre, cps, n, lens);
     ck_assert_msg(nw == n_want, "'%s': %zu words, want %zu", text, nw, n_want);
     size_t c = 0;
@@ -41,7 +42,8 @@ static void check_split(enum rt_pre pre, const char *text, const char *const *wa
 START_TEST(classes_of_other_scripts)
 {
     /* Thai: letters, then marks (Mn), which are no letters and only start a word */
-    SPLIT(RT_PRE_LLAMA3, " \xe0\xb8\xaa\xe0\xb8\xa7\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94\xe0\xb8\xb5",
+    SPLIT(RT_PRE_LLAMA3,
+          " \xe0\xb8\xaa\xe0\xb8\xa7\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94\xe0\xb8\xb5",
           " \xe0\xb8\xaa\xe0\xb8\xa7", "\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94", "\xe0\xb8\xb5");
     SPLIT(RT_PRE_QWEN2, " \xe0\xb8\xaa\xe0\xb8\xa7\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94\xe0\xb8\xb5",
           " \xe0\xb8\xaa\xe0\xb8\xa7", "\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94", "\xe0\xb8\xb5");
@@ -60,7 +62,8 @@ START_TEST(classes_of_other_scripts)
     SPLIT(RT_PRE_LLAMA3, "a\xe1\x8e\xa0\xe1\x8e\xa1\xe1\x8e\xa2 b",
           "a\xe1\x8e\xa0\xe1\x8e\xa1\xe1\x8e\xa2", " b");
     /* Mongolian letters (Lo) */
-    SPLIT(RT_PRE_LLAMA3, " \xe1\xa0\xae\xe1\xa0\xa3\xe1\xa0\xa9\xe1\xa0\xad\xe1\xa0\xa3\xe1\xa0\xaf!",
+    SPLIT(RT_PRE_LLAMA3,
+          " \xe1\xa0\xae\xe1\xa0\xa3\xe1\xa0\xa9\xe1\xa0\xad\xe1\xa0\xa3\xe1\xa0\xaf!",
           " \xe1\xa0\xae\xe1\xa0\xa3\xe1\xa0\xa9\xe1\xa0\xad\xe1\xa0\xa3\xe1\xa0\xaf", "!");
     /* letter-like numbers (Nl, No) are \p{N} */
     SPLIT(RT_PRE_LLAMA3, "\xe2\x85\xb7\xc2\xb2\xc2\xbd" "x", "\xe2\x85\xb7\xc2\xb2\xc2\xbd", "x");

@@ -238,7 +238,8 @@ START_TEST(fixture_calib_ids_are_runtime_ids)
              "rm -rf '%s' && python3 '" FIX_DIR "/mk_hf_fixture.py' %s '%s' > /dev/null 2>&1", dir,
              kind, dir);
     if (system(cmd) != 0) {
-        fprintf(stderr, "fixture_calib_ids_are_runtime_ids: python3 fixture unavailable; skipped\n");
+        fprintf(stderr, "fixture_calib_ids_are_runtime_ids: python3 fixture unavailable; "
+                        "skipped\n");
         return;
     }
     struct mw_err err;
