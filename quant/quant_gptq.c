@@ -23,7 +23,8 @@
 
 /* LAPACK (exported by libopenblas; lapacke.h is not installed). */
 extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
-extern void spotri_(const char *uplo, const int *n, float *a, const int *lda, int *info);
+extern void strtri_(const char *uplo, const char *diag, const int *n, float *a, const int *lda,
+                    int *info);
 
 static int grid_qmax(uint32_t t)
 {
@@ -257,21 +258,37 @@ static int diag_desc(const void *pa, const void *pb)
     return a->j < b->j ? -1 : a->j > b->j;
 }
 
-/* Upper Cholesky factor U of H^-1 (H^-1 = Uᵀ U), row-major, lower part 0. */
+static void reverse_f(float *a, size_t n)
+{
+    for (size_t i = 0, j = n - 1; i < j; i++, j--) {
+        const float t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* Upper Cholesky factor U of H^-1 (H^-1 = Uᵀ U), row-major, lower part 0,
+ * in place, with one factorization and one triangular inverse (2/3 n³
+ * instead of the 4/3 n³ of factor + inverse + factor): with P the
+ * reversal permutation and P H P = L Lᵀ, H^-1 = P L^-ᵀ L^-1 P, so
+ * U = P L^-1 P (upper, positive diagonal: the unique factor). Reversing
+ * the flat row-major array is P·P; LAPACK's column-major 'L' is the
+ * row-major upper triangle. */
 static int chol_inv_upper(float *A, int n)
 {
     int info = 0;
-    /* Row-major A seen column-major is Aᵀ = A; 'L' there is the row-major upper triangle. */
-    spotrf_("L", &n, A, &n, &info);
+    const size_t nn = (size_t)n * (size_t)n;
+    reverse_f(A, nn);                          /* P H P (symmetric) */
+    spotrf_("L", &n, A, &n, &info);            /* row-major upper: Lᵀ */
     if (info) return info;
-    spotri_("L", &n, A, &n, &info);
+    strtri_("L", "N", &n, A, &n, &info);       /* row-major upper: (L^-1)ᵀ */
     if (info) return info;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++) A[(size_t)i * n + j] = A[(size_t)j * n + i];
-    spotrf_("L", &n, A, &n, &info);
-    if (info) return info;
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < i; j++) A[(size_t)i * n + j] = 0.0f;
+    reverse_f(A, nn);                          /* row-major lower: (P L^-1 P)ᵀ */
+    for (size_t i = 0; i < (size_t)n; i++)
+        for (size_t j = i + 1; j < (size_t)n; j++) {
+            A[i * n + j] = A[j * n + i];
+            A[j * n + i] = 0.0f;
+        }
     return 0;
 }
 
