@@ -39,7 +39,7 @@
 #include "../core/mw.h"
 #include "quant.h"
 
-#define QUANT_ALLOC_MAX_STATES ((uint64_t)1 << 20)
+#define QUANT_ALLOC_MAX_STATES ((uint64_t)1 << 18)
 
 struct quant_alloc_cand {
     uint32_t type;  /* ggml type (informational for the solver) */

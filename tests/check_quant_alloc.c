@@ -23,7 +23,7 @@ static uint64_t rng_next(uint64_t *s)
 static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) / 9007199254740992.0; }
 
 #define MAX_ITEMS 6
-#define MAX_CAND 5
+#define MAX_CAND 4
 
 struct inst {
     uint64_t n;
@@ -135,13 +135,13 @@ END_TEST
  * (which the solver also runs) — checked against the hull bound. */
 START_TEST(test_coarse)
 {
-    enum { N = 40 };
+    enum { N = 12 };
     static const uint64_t bpb[] = {84, 110, 144, 176, 210, 272}; /* Q2_K..Q8_0 per 256 */
     struct quant_alloc_cand c[N][6];
     struct quant_alloc_item it[N];
     uint64_t seed = 777, minb = 0, maxb = 0;
     for (int k = 0; k < N; k++) {
-        const uint64_t blocks = 1000 + rng_next(&seed) % 400000;
+        const uint64_t blocks = 20000 + rng_next(&seed) % 20000;
         const double s = 1 + 10 * rng_unit(&seed);
         for (int j = 0; j < 6; j++)
             c[k][j] = (struct quant_alloc_cand){
@@ -152,7 +152,9 @@ START_TEST(test_coarse)
         maxb += c[k][5].bytes;
     }
     double prev = INFINITY;
-    for (int step = 0; step <= 10; step++) {
+    static const int steps[] = {0, 2, 5, 8, 10};
+    for (size_t si = 0; si < sizeof steps / sizeof steps[0]; si++) {
+        const int step = steps[si];
         const uint64_t budget = minb + (maxb - minb) / 10 * (uint64_t)step;
         uint32_t ch[N];
         struct quant_alloc_result r;
@@ -161,7 +163,7 @@ START_TEST(test_coarse)
         ck_assert(r.loss <= prev);
         prev = r.loss;
         if (step > 0 && step < 10) {
-            ck_assert(!r.dp_exact);
+            ck_assert(!r.dp_exact); /* > QUANT_ALLOC_MAX_STATES units at the gcd */
             ck_assert_uint_gt(r.unit, 1);
             /* within 1% of the budget */
             ck_assert_uint_ge(r.bytes, budget - budget / 100);

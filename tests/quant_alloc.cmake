@@ -1,9 +1,14 @@
 # mixed precision to a budget (quant/quant_alloc.c, memwall quant --bpw/--size/
 # --fit-ram): allocation vs brute force, monotonicity, losses, size parsing;
 # end to end on tinyllama-8m (real files, verify, exact predicted sizes).
+# The sanitizer build runs the small variant (one --size run, usage errors).
 mw_check_test(check_quant_alloc SOURCES check_quant_alloc.c LIBS mw_quant mw_gguf mw_core)
-set_tests_properties(check_quant_alloc PROPERTIES TIMEOUT 300)
+set_tests_properties(check_quant_alloc PROPERTIES TIMEOUT 600)
 if(NOT MW_MINIMAL)
-  mw_shell_test(quant_alloc_cli e2e/quant_alloc_cli.sh)
-  set_tests_properties(quant_alloc_cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900)
+  if(MW_SANITIZE)
+    mw_shell_test(quant_alloc_cli e2e/quant_alloc_cli.sh small)
+  else()
+    mw_shell_test(quant_alloc_cli e2e/quant_alloc_cli.sh)
+  endif()
+  set_tests_properties(quant_alloc_cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200)
 endif()

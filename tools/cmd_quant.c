@@ -452,8 +452,8 @@ static enum mw_status tensor_loss(const struct quant_plan_entry *e, const float 
 
 /* Measure every allocatable tensor of p0 under every candidate type. */
 static enum mw_status measure(const struct quant_source *src, const struct quant_plan *p0,
-                              const struct alloc_req *rq, struct alloc_item **out_items,
-                              uint64_t *out_n, struct mw_err *err)
+                              const struct alloc_req *rq, bool losses,
+                              struct alloc_item **out_items, uint64_t *out_n, struct mw_err *err)
 {
     const uint64_t np = quant_plan_count(p0);
     struct alloc_item *it = calloc(np ? (size_t)np : 1, sizeof *it);
@@ -463,7 +463,7 @@ static enum mw_status measure(const struct quant_source *src, const struct quant
     if (!it) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     /* output.weight reads rmsnorm(h) * output_norm (unit mean square before
      * the norm weight): importance output_norm_j^2 where no imatrix has it */
-    for (uint64_t i = 0; i < src->n_tensors && !onorm; i++) {
+    for (uint64_t i = 0; i < src->n_tensors && !onorm && losses; i++) {
         if (strcmp(src->tensors[i].name, "output_norm.weight") != 0) continue;
         uint64_t r;
         if ((s = quant_alloc_read_f32(src, i, &onorm, &r, err)) != MW_OK) goto out;
@@ -477,8 +477,9 @@ static enum mw_status measure(const struct quant_source *src, const struct quant
         struct alloc_item *a = &it[n];
         a->plan_i = i;
         a->t = e->src;
-        uint64_t rows;
-        if ((s = quant_alloc_read_f32(src, e->src_index, &x, &rows, err)) != MW_OK) goto out;
+        uint64_t rows = 0;
+        if (losses && (s = quant_alloc_read_f32(src, e->src_index, &x, &rows, err)) != MW_OK)
+            goto out;
         const float *imp = e->imatrix;
         if (!imp && onorm && strcmp(e->src->name, "output.weight") == 0) imp = onorm;
         for (size_t k = 0; k < N_ALLOC_TYPES; k++) {
@@ -487,8 +488,8 @@ static enum mw_status measure(const struct quant_source *src, const struct quant
             uint64_t nb;
             if (!ti || e->src->ne[0] % ti->blck || !gguf_tensor_nbytes(t, e->src->ne, &nb))
                 continue;
-            double l;
-            if ((s = tensor_loss(e, x, rows, imp, t, rq->n_threads, &l, err)) != MW_OK) {
+            double l = 0;
+            if (losses && (s = tensor_loss(e, x, rows, imp, t, rq->n_threads, &l, err)) != MW_OK) {
                 mw_err_set_where(err, "tensor '%s'", e->src->name);
                 goto out;
             }
@@ -541,7 +542,9 @@ static int allocate(const struct quant_source *src, struct quant_opts *o,
     const quant_log_fn log = o->log;
     o->log = NULL;
     if ((s = quant_plan_build(src, o, &p0, &err)) != MW_OK) goto fail;
-    if ((s = measure(src, p0, rq, &it, &n, &err)) != MW_OK) goto fail;
+    /* sizes first (cheap): an impossible budget is refused before the
+     * losses are measured */
+    if ((s = measure(src, p0, rq, false, &it, &n, &err)) != MW_OK) goto fail;
     if (n == 0) {
         rc = cmd_usage_error(cmd, usage_text, "no tensor left to allocate types to");
         goto done;
@@ -601,6 +604,11 @@ static int allocate(const struct quant_source *src, struct quant_opts *o,
         target = rq->file_bytes - hdr - fixed;
     }
     if (target > max_items) target = max_items;
+    free(it);
+    it = NULL;
+    if ((s = measure(src, p0, rq, true, &it, &n, &err)) != MW_OK) goto fail;
+    for (uint64_t k = 0; k < n; k++)
+        ai[k] = (struct quant_alloc_item){.n_cand = it[k].n_cand, .cand = it[k].cand};
     struct quant_alloc_result res;
     uint64_t fs = 0;
     for (int iter = 0; iter < 8; iter++) {

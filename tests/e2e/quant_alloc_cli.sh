@@ -6,7 +6,9 @@
 # the plan formula's (KV cache per ctx and type subtracted), the budget is
 # recorded in memwall.quant.budget, bad budgets are usage errors (exit 2).
 # The --method gptq path runs on a 30 KB slice of calib.txt, 8 samples.
+# With "small" (the sanitizer build): one --size run and the usage errors.
 set -u
+small=${1:-}
 source "$(dirname "$0")/common.sh"
 scratch_on_shm quant-alloc
 f16=$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf
@@ -39,13 +41,16 @@ size_ok() { # FILE TARGET LABEL: <= target, >= 99% of it, verify OK, predicted e
 }
 
 # --size: llama.cpp's Q4_K_M and Q3_K_M file sizes, and a suffix
-for target in 5339584 4449728; do
+targets="5339584 4449728"
+[ "$small" = small ] && targets=4449728
+for target in $targets; do
     run 0 quant "$f16" -o "$T/s$target.gguf" --size "$target" --imatrix "$im" -t 2 &&
         size_ok "$T/s$target.gguf" "$target" "--size $target"
 done
 has "$err" "output.weight" "--size table"
 b=$(kv_value "$T/s4449728.gguf" memwall.quant.budget)
 [ "$b" = "size=4449728" ] || fail "memwall.quant.budget is '$b'"
+if [ "$small" != small ]; then
 run 0 quant "$f16" -o "$T/s4m.gguf" --size 4MiB --imatrix "$im" -t 2 -q &&
     { [ "$(stat -c %s "$T/s4m.gguf")" -le 4194304 ] || fail "--size 4MiB exceeded"; }
 [ -z "$err" ] || fail "-q printed: $err"
@@ -77,6 +82,7 @@ for kv in f16 q8_0; do
 done
 [ "$(stat -c %s "$T/r-q8_0.gguf")" -gt "$(stat -c %s "$T/r-f16.gguf")" ] ||
     fail "--kv q8_0 did not leave more for the weights than f16"
+fi
 
 # bad budgets: exit 2 with a clear message
 run 2 quant "$f16" -o "$T/x.gguf" --size 2M --imatrix "$im" && has "$err" "below the smallest file" "--size 2M"
@@ -91,6 +97,7 @@ run 2 quant "$f16" -o "$T/x.gguf" --bpw 4 --size 4M && has "$err" "at a time" "t
 [ ! -e "$T/x.gguf" ] || fail "a failed run left an output"
 
 # the calibration-driven path quantizes with the allocated types
+[ "$small" = small ] && finish
 head -c 30000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib30k.txt"
 run 0 quant "$f16" -o "$T/g.gguf" --size 4449728 --imatrix "$im" --corpus "$T/calib30k.txt" \
     --method gptq --samples 8 --seq-len 256 -t 2 && size_ok "$T/g.gguf" 4449728 "gptq --size" bound
