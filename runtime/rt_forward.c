@@ -226,6 +226,17 @@ static void mm_task(void *arg, unsigned ith, unsigned nth)
         const uint64_t n_out = J->w->n_out;
         const uint64_t r0 = lo > base ? lo - base : 0;
         const uint64_t r1 = hi < base + n_out ? hi - base : n_out;
+        if (st->n_tok == 1 && !J->add && r0 < r1) {
+            /* decoding, nothing to add: the whole range in one call, straight
+             * into y (the same values the tile path stores) */
+            float *y = J->y + r0;
+            rt_matvec(J->w->k, J->w->data + r0 * J->w->row_bytes, r1 - r0, J->w->n_in, J->act, y);
+            if (J->bias)
+                for (uint64_t i = 0; i < r1 - r0; i++) y[i] += J->bias[r0 + i];
+            base += n_out;
+            if (base >= hi) break;
+            continue;
+        }
         for (uint64_t t0 = r0; t0 < r1; t0 += RT_TILE) {
             const uint64_t nt = r1 - t0 < RT_TILE ? r1 - t0 : RT_TILE;
             const uint8_t *W = J->w->data + t0 * J->w->row_bytes;

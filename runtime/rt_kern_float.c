@@ -70,6 +70,16 @@ void rt_dot_bf16_bf16_ref(uint64_t n, float *out, const void *wv, const void *av
 
 /* Four accumulators of 4 lanes = the 16 partials of the reference; the tail
  * continues on the stored partials with the reference's scalar code. */
+/* rt__reduce16 of the partials s0..s3 hold (p[4k + j] = sk lane j) without
+ * a round trip through memory: r = (s0 + s1) + (s2 + s3) lane-wise, then
+ * (r0 + r1) + (r2 + r3) — the same additions in the same order. */
+static inline float reduce16v(float32x4_t s0, float32x4_t s1, float32x4_t s2, float32x4_t s3)
+{
+    const float32x4_t r = vaddq_f32(vaddq_f32(s0, s1), vaddq_f32(s2, s3));
+    const float32x2_t h = vpadd_f32(vget_low_f32(r), vget_high_f32(r));
+    return vget_lane_f32(h, 0) + vget_lane_f32(h, 1);
+}
+
 static inline void store16(float p[16], float32x4_t s0, float32x4_t s1, float32x4_t s2,
                            float32x4_t s3)
 {
@@ -93,6 +103,10 @@ void rt_dot_f32_f32_neon(uint64_t n, float *out, const void *wv, const void *av)
         s1 = vaddq_f32(s1, vmulq_f32(ld_f32(wi + 16), vld1q_f32(a + i + 4)));
         s2 = vaddq_f32(s2, vmulq_f32(ld_f32(wi + 32), vld1q_f32(a + i + 8)));
         s3 = vaddq_f32(s3, vmulq_f32(ld_f32(wi + 48), vld1q_f32(a + i + 12)));
+    }
+    if (i == n) {
+        *out = reduce16v(s0, s1, s2, s3);
+        return;
     }
     float p[16];
     store16(p, s0, s1, s2, s3);
@@ -128,6 +142,10 @@ void rt_dot_f16_f16_neon(uint64_t n, float *out, const void *wv, const void *av)
         s2 = vaddq_f32(s2, vmulq_f32(f16lo(w1), f16lo(a1)));
         s3 = vaddq_f32(s3, vmulq_f32(f16hi(w1), f16hi(a1)));
     }
+    if (i == n) {
+        *out = reduce16v(s0, s1, s2, s3);
+        return;
+    }
     float p[16];
     store16(p, s0, s1, s2, s3);
     for (int j = 0; i < n; i++, j++) p[j] += rt__f16(rt__ld16(w + 2 * i)) * rt__f16(a[i]);
@@ -157,6 +175,10 @@ void rt_dot_bf16_bf16_neon(uint64_t n, float *out, const void *wv, const void *a
         s1 = vaddq_f32(s1, vmulq_f32(bf16hi(w0), bf16hi(a0)));
         s2 = vaddq_f32(s2, vmulq_f32(bf16lo(w1), bf16lo(a1)));
         s3 = vaddq_f32(s3, vmulq_f32(bf16hi(w1), bf16hi(a1)));
+    }
+    if (i == n) {
+        *out = reduce16v(s0, s1, s2, s3);
+        return;
     }
     float p[16];
     store16(p, s0, s1, s2, s3);

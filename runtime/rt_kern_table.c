@@ -68,7 +68,7 @@ struct rt_cpu rt_cpu_detect(void)
     KER(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V),         \
     KER4(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, RT__DOT4_##V(q4_k_q8_k)), \
     KER(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V),         \
-    KER(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V)
+    KER4(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V, RT__DOT4_##V(q6_k_q8_k))
 
 #define RT__ACTS(V)                                          \
     ACT(F32, 1, 4, rt_quantize_f32_ref),                       \
