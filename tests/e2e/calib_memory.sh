@@ -14,8 +14,8 @@
 . "$(dirname "$0")/calib_common.sh"
 [ -d "$TINY" ] || { echo "SKIP: no $TINY"; exit $SKIP; }
 quick=${1:-}
-if [ "$quick" = quick ]; then sz=(--samples 6 --seq-len 64); bound=8M
-else sz=(--samples 32 --seq-len 256); bound=24M; fi
+if [ "$quick" = quick ]; then sz=(--samples 6 --seq-len 64); bound=8M; npos=65
+else sz=(--samples 32 --seq-len 256); bound=24M; npos=257; fi
 
 # peak RSS in KiB of memwall calib ARGS..., exit status in $rc, stderr in $err
 rss_run() {
@@ -79,6 +79,16 @@ if [ -n "$least" ]; then
     echo "  --max-memory $least: scratch file, peak RSS ${rss:-?} KiB"
     [ "$quick" = quick ] || [ "${rss:-0}" -lt "$rss_bound" ] ||
         fail "the scratch-file run's peak RSS (${rss:-?} KiB) is not below the batched one ($rss_bound KiB)"
+    # more threads need more attention scratch (n_pos^2 floats each) but
+    # never other batches: -t 3 fails at the least bound naming --threads, and
+    # with room for two more score tables gives the same bytes
+    rss_run "$TINY" --corpus "$CALIB" -o "$T/t3.imatrix" "${sz[@]}" --max-memory "$least" -t 3
+    [ "$rc" -eq 3 ] || fail "-t 3 at the least bound: exit $rc, want 3: $err"
+    has "$err" "use fewer --threads" "-t 3 at the least bound"
+    rss_run "$TINY" --corpus "$CALIB" -o "$T/t3.imatrix" "${sz[@]}" -t 3 \
+        --max-memory $((least + 2 * npos * npos * 4))
+    [ "$rc" -eq 0 ] || fail "-t 3 with room for its scores: exit $rc: $err"
+    cmp -s "$T/full.imatrix" "$T/t3.imatrix" || fail "-t 3 under the bound changed the imatrix"
     rss_run "$TINY" --corpus "$CALIB" -o "$T/small.imatrix" "${sz[@]}" --max-memory $((least - 1))
     [ "$rc" -eq 3 ] || fail "--max-memory $((least - 1)): exit $rc, want 3: $err"
     has "$err" "needs at least $least bytes" "one byte short"
