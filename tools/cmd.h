@@ -72,8 +72,7 @@ int cmd_finish_output(const char *cmd, int rc);
 /* A one-line progress display on stderr, drawn only when stderr is a
  * terminal and not quiet: "\r\033[K<what>: <detail>  <elapsed>s ETA <n>s",
  * at most 5 redraws a second (frac >= 1 always draws). cmd_progress_end
- * clears the line if anything was drawn. Used by calib (convert has its
- * own copy in cmd_convert.c to switch to). */
+ * clears the line if anything was drawn. Used by calib and convert. */
 struct cmd_progress {
     bool on, drawn;
     double t0, last;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Qwen2-style and Llama-3-style checkpoints (tests/fixtures/mk_hf_fixture.py:
-# q/k/v biases, tied embeddings, byte-level BPE tokenizer.json, vocab 300;
+# q/k/v biases, tied embeddings, byte-level BPE tokenizer.json, vocab_size 1194
+# (not a multiple of 256);
 # rope_theta 500000, llama3 rope_scaling, merges as pairs) convert, load in
 # llama.cpp (llama-peer info), and llama.cpp's tokenization of the sample
 # text through our GGUF equals the fixture's own tokenization.

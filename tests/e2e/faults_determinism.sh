@@ -5,9 +5,8 @@
 #   quant: Q4_K_M (K-quant search; Q4_K and Q6_K tensors), Q4_K_M with an
 #          imatrix, IQ4_NL, each with -t 1, 2 and 8, -t 8 twice; the HF
 #          directory source (full builds) with -t 1 and 8;
-#   convert: f16 and q8_0 twice, and once from another working directory
-#          with a relative path (convert has no thread option: it is
-#          single-threaded by design, hf/hf_convert.c).
+#   convert: f16 and q8_0 with -t 1, 2 and 8, and q8_0 once from another
+#          working directory with a relative path.
 # Usage (ctest): faults_determinism.sh [quick]. "quick" (sanitizer builds,
 # where a K-quant run costs 10-20x more): -t 1 and 8 only, no IQ4_NL.
 QUICK=0
@@ -69,9 +68,10 @@ if [ $full = 1 ] && [ -n "$HF" ]; then
     same "quant HF dir Q4_K_M, -t 1 8" "$T/qhf-t1.gguf" "$T/qhf-t8.gguf"
 
     for ty in f16 q8_0; do
-        run 0 convert "$HF" -o "$T/c-$ty-1.gguf" --type $ty -q
-        run 0 convert "$HF" -o "$T/c-$ty-2.gguf" --type $ty -q
-        same "convert $ty, two runs" "$T/c-$ty-1.gguf" "$T/c-$ty-2.gguf"
+        run 0 convert "$HF" -o "$T/c-$ty-1.gguf" --type $ty -t 1 -q
+        run 0 convert "$HF" -o "$T/c-$ty-2.gguf" --type $ty -t 2 -q
+        run 0 convert "$HF" -o "$T/c-$ty-8.gguf" --type $ty -t 8 -q
+        same "convert $ty, -t 1 2 8" "$T/c-$ty-1.gguf" "$T/c-$ty-2.gguf" "$T/c-$ty-8.gguf"
     done
     # another working directory, a relative source path
     mkdir -p "$T/elsewhere"
