@@ -294,6 +294,13 @@ static void acc16_update(uint16_t *a, const float *v, float ms, float vs, uint32
     uint32_t i = 0;
 #if RT_FWD_NEON
     const float32x4_t vms = vdupq_n_f32(ms), vvs = vdupq_n_f32(vs);
+    if (ms == 1.0f)
+        for (; i + 8 <= n; i += 8) {
+            const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(a + i));
+            const float32x4_t x0 = vaddq_f32(vcvt_f32_f16(vget_low_f16(h)), vmulq_f32(vld1q_f32(v + i), vvs));
+            const float32x4_t x1 = vaddq_f32(vcvt_high_f32_f16(h), vmulq_f32(vld1q_f32(v + i + 4), vvs));
+            vst1q_u16(a + i, vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(x0), x1)));
+        }
     for (; i + 4 <= n; i += 4) {
         float32x4_t x = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(a + i)));
         if (ms != 1.0f) x = vcvt_f32_f16(vcvt_f16_f32(vmulq_f32(x, vms)));

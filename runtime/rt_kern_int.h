@@ -163,10 +163,14 @@ void rt_quantize_q8_1_ref(const float *x, void *out, uint64_t n);
 void rt_quantize_q8_k_ref(const float *x, void *out, uint64_t n);
 
 #if RT_HAVE_NEON
-void rt_dot4_q4_k_q8_k_neon(uint64_t n, float *out, const void *w, uint64_t stride, const void *a);
-void rt_dot4_q4_k_q8_k_sdot(uint64_t n, float *out, const void *w, uint64_t stride, const void *a);
-void rt_dot4_q6_k_q8_k_neon(uint64_t n, float *out, const void *w, uint64_t stride, const void *a);
-void rt_dot4_q6_k_q8_k_sdot(uint64_t n, float *out, const void *w, uint64_t stride, const void *a);
+void rt_dot4_q4_k_q8_k_neon(uint64_t n, uint64_t n4, float *out, const void *w, uint64_t stride,
+                            const void *a);
+void rt_dot4_q4_k_q8_k_sdot(uint64_t n, uint64_t n4, float *out, const void *w, uint64_t stride,
+                            const void *a);
+void rt_dot4_q6_k_q8_k_neon(uint64_t n, uint64_t n4, float *out, const void *w, uint64_t stride,
+                            const void *a);
+void rt_dot4_q6_k_q8_k_sdot(uint64_t n, uint64_t n4, float *out, const void *w, uint64_t stride,
+                            const void *a);
 RT__DECL_ALL(RT__DECL_NEON)
 RT__DECL_ALL(RT__DECL_SDOT)
 RT__DECL_DOT(f32_f32_neon);

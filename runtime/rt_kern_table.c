@@ -141,7 +141,9 @@ void rt_matvec(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t
     const uint8_t *w = W;
     const rt_dot_fn dot = k->dot;
     uint64_t r = 0;
-    if (k->dot4)
-        for (; r + 4 <= rows; r += 4) k->dot4(cols, &out[r], w + r * stride, stride, act);
+    if (k->dot4 && rows >= 4) {
+        k->dot4(cols, rows / 4, out, w, stride, act);
+        r = rows / 4 * 4;
+    }
     for (; r < rows; r++) dot(cols, &out[r], w + r * stride, act);
 }

@@ -113,11 +113,11 @@ struct rt_act_format {
  * they are bit-identical). */
 typedef void (*rt_dot_fn)(uint64_t n, float *out, const void *w_row, const void *act_row);
 
-/* out[0..3] = dot(row r, act_row) for the four rows w_rows + r * stride: each
- * result bit-identical to rt_dot_fn's (same operations per row; the rows
- * share activation loads). */
-typedef void (*rt_dot4_fn)(uint64_t n, float *out, const void *w_rows, uint64_t stride,
-                           const void *act_row);
+/* out[r] = dot(row r, act_row) for the 4 * n4 rows w_rows + r * stride, four
+ * at a time: each result bit-identical to rt_dot_fn's (same operations per
+ * row; the four rows share activation loads). */
+typedef void (*rt_dot4_fn)(uint64_t n, uint64_t n4, float *out, const void *w_rows,
+                           uint64_t stride, const void *act_row);
 
 struct rt_kernel {
     uint32_t wtype;    /* ggml type id of the weight rows */
