@@ -35,34 +35,33 @@ void rt_dot_f32_f32_ref(uint64_t n, float *out, const void *wv, const void *av)
     *out = rt__reduce16(p);
 }
 
-void rt_dot_f16_f16_ref(uint64_t n, float *out, const void *wv, const void *av)
+/* F16 and BF16 share one body: bf selects the exact 16-bit -> f32
+ * converter (a constant at each call, so the branch folds away). */
+static inline float h16_to_f32(uint16_t h, int bf) { return bf ? rt__bf16(h) : rt__f16(h); }
+
+static inline void dot_h16_ref(uint64_t n, float *out, const uint8_t *w, const uint16_t *a, int bf)
 {
-    const uint8_t *w = wv;
-    const uint16_t *a = av;
     float p[16] = {0};
     uint64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         /* convert, then multiply-add: simple loops the compiler vectorizes */
         float wf[16], af[16];
-        for (int j = 0; j < 16; j++) wf[j] = rt__f16(rt__ld16(w + 2 * (i + j)));
-        for (int j = 0; j < 16; j++) af[j] = rt__f16(a[i + j]);
+        for (int j = 0; j < 16; j++) wf[j] = h16_to_f32(rt__ld16(w + 2 * (i + j)), bf);
+        for (int j = 0; j < 16; j++) af[j] = h16_to_f32(a[i + j], bf);
         for (int j = 0; j < 16; j++) p[j] += wf[j] * af[j];
     }
-    for (int j = 0; i < n; i++, j++) p[j] += rt__f16(rt__ld16(w + 2 * i)) * rt__f16(a[i]);
+    for (int j = 0; i < n; i++, j++) p[j] += h16_to_f32(rt__ld16(w + 2 * i), bf) * h16_to_f32(a[i], bf);
     *out = rt__reduce16(p);
+}
+
+void rt_dot_f16_f16_ref(uint64_t n, float *out, const void *wv, const void *av)
+{
+    dot_h16_ref(n, out, wv, av, 0);
 }
 
 void rt_dot_bf16_bf16_ref(uint64_t n, float *out, const void *wv, const void *av)
 {
-    const uint8_t *w = wv;
-    const uint16_t *a = av;
-    float p[16] = {0};
-    uint64_t i = 0;
-    for (; i + 16 <= n; i += 16)
-        for (int j = 0; j < 16; j++)
-            p[j] += rt__bf16(rt__ld16(w + 2 * (i + j))) * rt__bf16(a[i + j]);
-    for (int j = 0; i < n; i++, j++) p[j] += rt__bf16(rt__ld16(w + 2 * i)) * rt__bf16(a[i]);
-    *out = rt__reduce16(p);
+    dot_h16_ref(n, out, wv, av, 1);
 }
 
 // --- NEON ---
@@ -127,31 +126,6 @@ static inline float32x4_t f16hi(uint16x8_t v)
     return vcvt_f32_f16(vreinterpret_f16_u16(vget_high_u16(v)));
 }
 
-void rt_dot_f16_f16_neon(uint64_t n, float *out, const void *wv, const void *av)
-{
-    const uint8_t *w = wv;
-    const uint16_t *a = av;
-    float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
-    uint64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const uint16x8_t w0 = vreinterpretq_u16_u8(vld1q_u8(w + 2 * i));
-        const uint16x8_t w1 = vreinterpretq_u16_u8(vld1q_u8(w + 2 * i + 16));
-        const uint16x8_t a0 = vld1q_u16(a + i), a1 = vld1q_u16(a + i + 8);
-        s0 = vaddq_f32(s0, vmulq_f32(f16lo(w0), f16lo(a0)));
-        s1 = vaddq_f32(s1, vmulq_f32(f16hi(w0), f16hi(a0)));
-        s2 = vaddq_f32(s2, vmulq_f32(f16lo(w1), f16lo(a1)));
-        s3 = vaddq_f32(s3, vmulq_f32(f16hi(w1), f16hi(a1)));
-    }
-    if (i == n) {
-        *out = reduce16v(s0, s1, s2, s3);
-        return;
-    }
-    float p[16];
-    store16(p, s0, s1, s2, s3);
-    for (int j = 0; i < n; i++, j++) p[j] += rt__f16(rt__ld16(w + 2 * i)) * rt__f16(a[i]);
-    *out = rt__reduce16(p);
-}
-
 static inline float32x4_t bf16lo(uint16x8_t v)
 {
     return vreinterpretq_f32_u32(vshll_n_u16(vget_low_u16(v), 16));
@@ -160,21 +134,22 @@ static inline float32x4_t bf16hi(uint16x8_t v)
 {
     return vreinterpretq_f32_u32(vshll_high_n_u16(v, 16));
 }
+static inline float32x4_t h16lo(uint16x8_t v, int bf) { return bf ? bf16lo(v) : f16lo(v); }
+static inline float32x4_t h16hi(uint16x8_t v, int bf) { return bf ? bf16hi(v) : f16hi(v); }
 
-void rt_dot_bf16_bf16_neon(uint64_t n, float *out, const void *wv, const void *av)
+/* F16 / BF16 (bf as in dot_h16_ref). */
+static inline void dot_h16_neon(uint64_t n, float *out, const uint8_t *w, const uint16_t *a, int bf)
 {
-    const uint8_t *w = wv;
-    const uint16_t *a = av;
     float32x4_t s0 = vdupq_n_f32(0.0f), s1 = s0, s2 = s0, s3 = s0;
     uint64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const uint16x8_t w0 = vreinterpretq_u16_u8(vld1q_u8(w + 2 * i));
         const uint16x8_t w1 = vreinterpretq_u16_u8(vld1q_u8(w + 2 * i + 16));
         const uint16x8_t a0 = vld1q_u16(a + i), a1 = vld1q_u16(a + i + 8);
-        s0 = vaddq_f32(s0, vmulq_f32(bf16lo(w0), bf16lo(a0)));
-        s1 = vaddq_f32(s1, vmulq_f32(bf16hi(w0), bf16hi(a0)));
-        s2 = vaddq_f32(s2, vmulq_f32(bf16lo(w1), bf16lo(a1)));
-        s3 = vaddq_f32(s3, vmulq_f32(bf16hi(w1), bf16hi(a1)));
+        s0 = vaddq_f32(s0, vmulq_f32(h16lo(w0, bf), h16lo(a0, bf)));
+        s1 = vaddq_f32(s1, vmulq_f32(h16hi(w0, bf), h16hi(a0, bf)));
+        s2 = vaddq_f32(s2, vmulq_f32(h16lo(w1, bf), h16lo(a1, bf)));
+        s3 = vaddq_f32(s3, vmulq_f32(h16hi(w1, bf), h16hi(a1, bf)));
     }
     if (i == n) {
         *out = reduce16v(s0, s1, s2, s3);
@@ -182,8 +157,18 @@ void rt_dot_bf16_bf16_neon(uint64_t n, float *out, const void *wv, const void *a
     }
     float p[16];
     store16(p, s0, s1, s2, s3);
-    for (int j = 0; i < n; i++, j++) p[j] += rt__bf16(rt__ld16(w + 2 * i)) * rt__bf16(a[i]);
+    for (int j = 0; i < n; i++, j++) p[j] += h16_to_f32(rt__ld16(w + 2 * i), bf) * h16_to_f32(a[i], bf);
     *out = rt__reduce16(p);
+}
+
+void rt_dot_f16_f16_neon(uint64_t n, float *out, const void *wv, const void *av)
+{
+    dot_h16_neon(n, out, wv, av, 0);
+}
+
+void rt_dot_bf16_bf16_neon(uint64_t n, float *out, const void *wv, const void *av)
+{
+    dot_h16_neon(n, out, wv, av, 1);
 }
 
 #endif /* RT_HAVE_NEON */
