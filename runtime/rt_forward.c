@@ -297,8 +297,10 @@ static void acc16_update(uint16_t *a, const float *v, float ms, float vs, uint32
     if (ms == 1.0f)
         for (; i + 8 <= n; i += 8) {
             const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(a + i));
-            const float32x4_t x0 = vaddq_f32(vcvt_f32_f16(vget_low_f16(h)), vmulq_f32(vld1q_f32(v + i), vvs));
-            const float32x4_t x1 = vaddq_f32(vcvt_high_f32_f16(h), vmulq_f32(vld1q_f32(v + i + 4), vvs));
+            const float32x4_t x0 =
+                vaddq_f32(vcvt_f32_f16(vget_low_f16(h)), vmulq_f32(vld1q_f32(v + i), vvs));
+            const float32x4_t x1 =
+                vaddq_f32(vcvt_high_f32_f16(h), vmulq_f32(vld1q_f32(v + i + 4), vvs));
             vst1q_u16(a + i, vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(x0), x1)));
         }
     for (; i + 4 <= n; i += 4) {
@@ -418,7 +420,8 @@ static void attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
     }
     for (uint32_t r = 0; r < n_rep; r++) {
         const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
-        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = ts->acc[(uint64_t)r * hd + i] * iv;
+        for (uint32_t i = 0; i < hd; i++)
+            out[(uint64_t)r * hd + i] = ts->acc[(uint64_t)r * hd + i] * iv;
     }
 }
 

@@ -50,7 +50,8 @@ static inline void dot_h16_ref(uint64_t n, float *out, const uint8_t *w, const u
         for (int j = 0; j < 16; j++) af[j] = h16_to_f32(a[i + j], bf);
         for (int j = 0; j < 16; j++) p[j] += wf[j] * af[j];
     }
-    for (int j = 0; i < n; i++, j++) p[j] += h16_to_f32(rt__ld16(w + 2 * i), bf) * h16_to_f32(a[i], bf);
+    for (int j = 0; i < n; i++, j++)
+        p[j] += h16_to_f32(rt__ld16(w + 2 * i), bf) * h16_to_f32(a[i], bf);
     *out = rt__reduce16(p);
 }
 
@@ -157,7 +158,8 @@ static inline void dot_h16_neon(uint64_t n, float *out, const uint8_t *w, const 
     }
     float p[16];
     store16(p, s0, s1, s2, s3);
-    for (int j = 0; i < n; i++, j++) p[j] += h16_to_f32(rt__ld16(w + 2 * i), bf) * h16_to_f32(a[i], bf);
+    for (int j = 0; i < n; i++, j++)
+        p[j] += h16_to_f32(rt__ld16(w + 2 * i), bf) * h16_to_f32(a[i], bf);
     *out = rt__reduce16(p);
 }
 

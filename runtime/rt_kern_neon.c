@@ -50,7 +50,8 @@ static inline void q5_hbits(const uint8_t *qh, uint8x16_t *lo, uint8x16_t *hi)
 /* Q2_K/Q4_K/Q5_K min term: sum_s mins[s] * sums[s] over 8 int16 lanes. */
 static inline int32_t dot_mins8(int16x8_t mins, int16x8_t sums)
 {
-    return vaddvq_s32(vmlal_high_s16(vmull_s16(vget_low_s16(mins), vget_low_s16(sums)), mins, sums));
+    return vaddvq_s32(
+        vmlal_high_s16(vmull_s16(vget_low_s16(mins), vget_low_s16(sums)), mins, sums));
 }
 
 /* Q4_K/Q5_K 12-byte scale packing -> 8 scales and 8 mins as u8 lanes: the
