@@ -76,7 +76,8 @@ static const char usage_text[] =
 #if defined(MW_HAVE_FULL)
     "  --corpus FILE              calibration text (.txt/.jsonl[.gz]): quantize the layers\n"
     "                             with --method on the model's activations\n"
-    "  --method M                 rtn | gptq | awq | awq+gptq (with --corpus; default gptq)\n"
+    "  --method M                 rtn | gptq | awq | awq+gptq | gptq-act | awq+gptq-act\n"
+    "                             (with --corpus; default awq+gptq)\n"
     "  --samples N, --seq-len L   calibration samples (default 128) of L tokens (512)\n"
     "  --max-memory SIZE          with --corpus: bound on calibration + method buffers\n"
 #endif
@@ -1049,7 +1050,7 @@ int cmd_quant(int argc, char **argv)
 #if defined(MW_HAVE_FULL)
     struct quant_source msrc;
     if (corpus_path) {
-        struct quant_methods_opts mo = {.method = QUANT_METHOD_GPTQ, .model_path = srcp,
+        struct quant_methods_opts mo = {.method = QUANT_METHOD_AWQ_GPTQ, .model_path = srcp,
                                         .corpus_path = corpus_path,
                                         .samples = {.n_samples = (uint32_t)n_samples,
                                                     .seq_len = (uint32_t)seq_len},
