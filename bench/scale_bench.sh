@@ -19,7 +19,6 @@
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$src/build-h2}" && pwd)
-mw=$build/tools/memwall
 samples=${SCALE_SAMPLES:-8}
 seq=${SCALE_SEQ:-256}
 layers=${SCALE_LAYERS:-"1 2"}
@@ -30,6 +29,8 @@ out=${SCALE_OUT:-$build/scale-bench}
 tok=$src/datasets/reference/tinyllama-8m.llamacpp-f16.gguf
 report=$src/bench/out/scale.txt
 mkdir -p "$out" "$src/bench/out"
+mw=$out/memwall.bin # a copy: a rebuild during the run does not change the binary
+cp "$build/tools/memwall" "$mw"
 [ -x /usr/bin/time ] || { echo "scale_bench: needs GNU time (/usr/bin/time)" >&2; exit 77; }
 
 cc -std=c11 -O2 -I"$src" "$src/bench/quant_mkmodel.c" "$build/gguf/libmw_gguf.a" \
