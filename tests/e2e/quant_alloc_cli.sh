@@ -96,6 +96,19 @@ run 2 quant "$f16" -o "$T/x.gguf" --fit-ram 10M --ctx 512 && has "$err" "nothing
 run 2 quant "$f16" -o "$T/x.gguf" --bpw 4 --size 4M && has "$err" "at a time" "two budgets"
 [ ! -e "$T/x.gguf" ] || fail "a failed run left an output"
 
+# issue 7: tensor names from the file are printed escaped (plan and notices)
+python3 - "$f16" "$T/esc.gguf" <<'PY'
+import sys
+b = bytearray(open(sys.argv[1], 'rb').read())
+i = b.index(b'blk.0.attn_q.weight')
+b[i + 5] = 0x1b  # blk.0<ESC>attn_q.weight: same length, still a quantizable 2-D weight
+open(sys.argv[2], 'wb').write(b)
+PY
+run 0 quant "$T/esc.gguf" --dry-run --preset Q4_K_M --imatrix "$im" &&
+    { has "$out" 'blk.0\x1battn_q.weight' "escaped name in the plan"
+      has "$err" 'blk.0\x1battn_q.weight' "escaped name in the notice"
+      ! grep -q $'\x1b' "$T/out" "$T/err" || fail "a raw ESC byte reached the terminal"; }
+
 # the calibration-driven path quantizes with the allocated types
 [ "$small" = small ] && finish
 head -c 30000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib30k.txt"
