@@ -67,6 +67,13 @@ for bpw in 3 4.5 6; do
     prev=$db
 done
 
+# the user's own overrides keep their tensors; the rest fits around them
+run 0 quant "$f16" -o "$T/ov.gguf" --size 4449728 --imatrix "$im" --type-override 'output\.weight=q8_0' -t 2 &&
+    { size_ok "$T/ov.gguf" 4449728 "--size with --type-override"
+      t=$("$MEMWALL" inspect "$T/ov.gguf" --json | python3 -c 'import json,sys
+print([t["type"] for t in json.load(sys.stdin)["tensors"] if t["name"]=="output.weight"][0])')
+      [ "$t" = q8_0 ] || fail "--type-override output.weight=q8_0 gave $t"; }
+
 # --fit-ram: the plan formula (KV = 2 * 8 layers * ctx * 128 * bytes/elem)
 for kv in f16 q8_0; do
     run 0 quant "$f16" -o "$T/r-$kv.gguf" --fit-ram 115M --ctx 1024 --kv "$kv" --imatrix "$im" -t 2 ||
