@@ -51,9 +51,10 @@ struct quant_gptq_opts {
  * dequantized values (what llama.cpp will compute with), so callers can
  * propagate the error to later layers. Columns whose H_jj is 0 (inputs
  * never active) are quantized as they are, without compensation.
- * Errors: MW_E_USAGE (unsupported type, n_in not a multiple of its block,
- * act_order), MW_E_VALUE (H not positive definite even after 10x more
- * dampening, non-finite H), MW_E_NOMEM.
+ * With o->act_order the memory is 12 more bytes per weight (permuted
+ * copy, per-element grid). Errors: MW_E_USAGE (unsupported type, n_in not a
+ * multiple of its block), MW_E_VALUE (H not positive definite even with
+ * 1000x the dampening, non-finite H), MW_E_NOMEM.
  */
 enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in, const float *H,
                           const struct quant_gptq_opts *o, void *out, struct mw_err *err);
