@@ -8,12 +8,14 @@
  * file (mapped, then unlinked at once), which rt_tok_init reads.
  */
 #define _XOPEN_SOURCE 700
+#define _DEFAULT_SOURCE /* madvise */
 #include "calib_int.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -325,6 +327,21 @@ static enum mw_status copy_sink(void *ud, const void *data, size_t n, struct mw_
     return MW_OK;
 }
 
+/* The layer's weights are now f32 copies: drop the whole pages of the
+ * mapped source range, so that the resident set holds one layer at a time,
+ * not every layer read so far (a clean read-only file mapping refaults them
+ * from the file if they are touched again). */
+static void drop_pages(const void *p, uint64_t n)
+{
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || n == 0) return;
+    const uintptr_t pg = (uintptr_t)page;
+    uintptr_t a = (uintptr_t)p, b = (uintptr_t)p + (uintptr_t)n;
+    a = (a + pg - 1) & ~(pg - 1);
+    b &= ~(pg - 1);
+    if (b > a) (void)madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
+}
+
 static enum mw_status load_index(const struct calib_model *m, int64_t i, float *dst, uint64_t n,
                                  struct mw_err *err)
 {
@@ -342,6 +359,7 @@ static enum mw_status load_index(const struct calib_model *m, int64_t i, float *
         const uint64_t rows = ne / t->ne[0], rb = t->nbytes / rows;
         const uint8_t *p = gguf_tensor_data(m->gf, (uint64_t)i);
         for (uint64_t r = 0; r < rows; r++) qt->to_float(p + r * rb, dst + r * t->ne[0], t->ne[0]);
+        drop_pages(p, t->nbytes);
         return MW_OK;
     }
     const struct hf_plan_tensor *pt = hf_plan_get(m->plan, (uint64_t)i);
