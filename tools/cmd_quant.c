@@ -709,6 +709,60 @@ done:
 }
 
 #if defined(MW_HAVE_FULL)
+/* --corpus with a budget and no --imatrix: the allocation's losses need an
+ * importance per input column. One statistics-only calibration pass over
+ * the same samples the method will use gives llama.cpp's imatrix (mean x²),
+ * written to a private temp directory, read back and removed at once. */
+static enum mw_status corpus_imatrix(const char *model, const char *corpus, uint32_t n_samples,
+                                     uint32_t seq_len, unsigned n_threads, uint64_t max_memory,
+                                     struct quant_imatrix **out, struct mw_err *err)
+{
+    struct calib_corpus *c = NULL;
+    struct calib_model *m = NULL;
+    struct calib_samples *smp = NULL;
+    struct calib_stats *st = NULL;
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    bool made = false;
+    enum mw_status s;
+    *out = NULL;
+    if ((s = calib_corpus_load(corpus, CALIB_CORPUS_AUTO, &c, err)) != MW_OK) goto done;
+    if ((s = calib_model_open(model, &m, err)) != MW_OK) goto done;
+    struct calib_sample_opts so = {.n_samples = n_samples, .seq_len = seq_len};
+    so.n_ctx_max = calib_model_hparams(m)->n_ctx_train;
+    if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, err)) != MW_OK) goto done;
+    struct calib_run_opts ro = {.n_threads = n_threads ? n_threads : 1, .max_memory = max_memory};
+    if ((s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto done;
+    const char *td = getenv("TMPDIR");
+    if ((size_t)snprintf(dir, sizeof dir, "%s/memwall-imatrix-XXXXXX",
+                         td && td[0] ? td : "/tmp") >= sizeof dir) {
+        s = MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "TMPDIR path too long");
+        goto done;
+    }
+    if (!mkdtemp(dir)) {
+        mw_err_set_path(err, dir);
+        s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "cannot create a temporary directory: %s",
+                    strerror(errno));
+        goto done;
+    }
+    made = true;
+    snprintf(path, sizeof path, "%s/corpus.imatrix", dir);
+    const char *base = strrchr(corpus, '/');
+    const char *ds[1] = {base ? base + 1 : corpus};
+    const struct calib_imatrix_meta meta = {.datasets = ds, .n_datasets = 1};
+    if ((s = calib_imatrix_write(st, &meta, CALIB_IMATRIX_GGUF, path, err)) != MW_OK) goto done;
+    s = quant_imatrix_load(path, out, err);
+    (void)unlink(path);
+done:
+    if (made) (void)rmdir(dir);
+    calib_stats_free(st);
+    calib_samples_free(smp);
+    calib_corpus_free(c);
+    calib_model_close(m);
+    return s;
+}
+#endif
+
+#if defined(MW_HAVE_FULL)
 /* --fit-ram R --ctx N [--kv T]: the file budget is what `memwall plan`
  * leaves for the weights (calib_mem_weight_budget: R's app share minus the
  * KV cache and the runtime overhead). */
@@ -1042,7 +1096,39 @@ int cmd_quant(int argc, char **argv)
             asrc.method = wm;
             asrc.method_params = wp;
         }
+#if defined(MW_HAVE_FULL)
+        /* the losses weigh columns by the corpus's own statistics; the
+         * output itself is quantized by the method, which computes them
+         * again per layer, so the imatrix is for the allocation only (its
+         * header keys name the corpus while predicting: an upper bound) */
+        struct quant_imatrix *cim = NULL;
+        if (corpus_path && !im) {
+            uint64_t mm = 0;
+            if (maxmem_arg && !calib_parse_bytes(maxmem_arg, &mm)) {
+                rc = cmd_usage_error(cmd, usage_text,
+                                     "--max-memory: expected a size such as 512M or 2G, got '%s'",
+                                     maxmem_arg);
+                goto cleanup;
+            }
+            if (!quiet)
+                fprintf(stderr, "memwall quant: importance for the allocation from %s "
+                                "(a statistics pass)\n", corpus_path);
+            if ((s = corpus_imatrix(srcp, corpus_path, (uint32_t)n_samples, (uint32_t)seq_len,
+                                    (unsigned)threads, mm, &cim, &err)) != MW_OK)
+                goto fail;
+            o.imatrix = cim;
+            o.imatrix_file = corpus_path;
+        }
+        rc = allocate(&asrc, &o, ov, &rq, &aov, &predicted);
+        if (cim) {
+            o.imatrix = NULL;
+            o.imatrix_file = NULL;
+            quant_imatrix_free(cim);
+        }
+        if (rc != 0) goto cleanup;
+#else
         if ((rc = allocate(&asrc, &o, ov, &rq, &aov, &predicted)) != 0) goto cleanup;
+#endif
         o.rules.overrides = aov;
         o.budget = budget_str;
     }

@@ -121,4 +121,9 @@ run 0 quant "$T/esc.gguf" --dry-run --preset Q4_K_M --imatrix "$im" &&
 head -c 30000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib30k.txt"
 run 0 quant "$f16" -o "$T/g.gguf" --size 4449728 --imatrix "$im" --corpus "$T/calib30k.txt" \
     --method gptq --samples 8 --seq-len 256 -t 2 && size_ok "$T/g.gguf" 4449728 "gptq --size" bound
+# no --imatrix: the allocation weighs columns by the corpus's own statistics
+run 0 quant "$f16" -o "$T/c.gguf" --size 4449728 --corpus "$T/calib30k.txt" --method rtn \
+    --samples 8 --seq-len 256 -t 2 && size_ok "$T/c.gguf" 4449728 "corpus-importance --size" bound &&
+    has "$err" "importance for the allocation from" "corpus importance notice"
+run 0 verify "$T/c.gguf"
 finish
