@@ -42,6 +42,7 @@
 #define RT_BS_Q5_1 24
 #define RT_BS_Q8_0 34
 #define RT_BS_IQ4_NL 18
+#define RT_BS_IQ4_XS 136
 #define RT_BS_Q2_K 84
 #define RT_BS_Q3_K 110
 #define RT_BS_Q4_K 144
@@ -152,6 +153,8 @@ static inline void rt__k3_scales(const uint8_t *sc, int8_t out[16])
 
 RT__DECL_ALL(RT__DECL_REF)
 RT__DECL_DOT(f32_f32_ref);
+/* IQ4_XS x Q8_K: scalar on every CPU (no NEON variant yet) */
+RT__DECL_DOT(iq4_xs_q8_k_ref);
 RT__DECL_DOT(f16_f16_ref);
 RT__DECL_DOT(bf16_bf16_ref);
 

@@ -156,3 +156,31 @@ void rt_dot_q6_k_q8_k_ref(uint64_t n, float *out, const void *wv, const void *av
     }
     *out = rt__reduce4(p);
 }
+
+/* IQ4_XS (formats.md §3.5): f16 d, u16 scales_h, u8 scales_l[4], qs[128];
+ * sub-block ib (32 values) has the 6-bit scale
+ * (scales_l[ib/2] >> 4(ib%2) & 15) | ((scales_h >> 2ib) & 3) << 4, minus 32,
+ * and IQ4_NL levels in nibble pairs (byte j: elements j and j + 16). The
+ * integer sum over a super-block is exact in int32 (8 * 32 * 127 * 127 * 32). */
+void rt_dot_iq4_xs_q8_k_ref(uint64_t n, float *out, const void *wv, const void *av)
+{
+    const uint8_t *w = wv;
+    const struct rt_block_q8_k *a = av;
+    float p[RT_NACC] = {0};
+    int8_t q[32];
+    for (uint64_t b = 0; b < n / RT_QK_K; b++, w += RT_BS_IQ4_XS) {
+        const unsigned sh = rt__ld16(w + 2);
+        const uint8_t *sl = w + 4, *qs = w + 8;
+        int32_t isum = 0;
+        for (int ib = 0; ib < 8; ib++, qs += 16) {
+            const int ls = (((sl[ib / 2] >> (4 * (ib % 2))) & 0x0F) | (((sh >> (2 * ib)) & 3) << 4)) - 32;
+            for (int j = 0; j < 16; j++) {
+                q[j] = rt__iq4nl_values[qs[j] & 0x0F];
+                q[j + 16] = rt__iq4nl_values[qs[j] >> 4];
+            }
+            isum += ls * idot(q, a[b].qs + 32 * ib, 32);
+        }
+        p[b % RT_NACC] += (rt__f16(rt__ld16(w)) * a[b].d) * (float)isum;
+    }
+    *out = rt__reduce4(p);
+}

@@ -4,7 +4,7 @@
  *
  * What it computes: out[r] = dot(W row r, x) for a weight matrix W stored in
  * one of the ggml block types the quantizer emits (F32, F16, BF16, Q8_0,
- * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL;
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS;
  * shared/docs/formats.md §3) and an activation row x that the caller first
  * converts, once per mat-vec, to the weight type's partner format
  * (formats.md §10):
@@ -15,7 +15,8 @@
  *   BF16                             BF16  (x rounded to bf16, as ggml does)
  *   Q8_0 Q4_0 Q5_0 IQ4_NL            Q8_0  (32 x i8, f16 scale)
  *   Q4_1 Q5_1                        Q8_1  (32 x i8, f16 scale, f16 d*sum)
- *   Q2_K Q3_K Q4_K Q5_K Q6_K         Q8_K  (256 x i8, f32 scale, 16 i16 sums)
+ *   Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS  Q8_K  (256 x i8, f32 scale, 16 i16 sums)
+ *   (IQ4_XS: scalar kernel in every table, no NEON variant yet)
  *
  * Quantized kernels accumulate integer products per block (exact) and then
  * combine blocks in f32. Every kernel comes in up to three variants — a

@@ -87,7 +87,7 @@ static float rnd_scale(struct rng *r)
 
 static const uint32_t wtypes[] = {
     GGUF_TYPE_F32,  GGUF_TYPE_F16,  GGUF_TYPE_BF16, GGUF_TYPE_Q8_0, GGUF_TYPE_Q4_0,
-    GGUF_TYPE_Q4_1, GGUF_TYPE_Q5_0, GGUF_TYPE_Q5_1, GGUF_TYPE_IQ4_NL, GGUF_TYPE_Q2_K,
+    GGUF_TYPE_Q4_1, GGUF_TYPE_Q5_0, GGUF_TYPE_Q5_1, GGUF_TYPE_IQ4_NL, GGUF_TYPE_IQ4_XS, GGUF_TYPE_Q2_K,
     GGUF_TYPE_Q3_K, GGUF_TYPE_Q4_K, GGUF_TYPE_Q5_K, GGUF_TYPE_Q6_K,
 };
 #define N_WTYPES (int)(sizeof wtypes / sizeof wtypes[0])
@@ -98,7 +98,8 @@ static const int *f16_fields(uint32_t t)
     static const int o0[] = {0, -1}, o02[] = {0, 2, -1}, q2k[] = {80, 82, -1}, q3k[] = {108, -1},
                      q6k[] = {208, -1}, none[] = {-1};
     switch (t) { /* test-only description of the layouts (formats.md §3) */
-    case GGUF_TYPE_Q8_0: case GGUF_TYPE_Q4_0: case GGUF_TYPE_Q5_0: case GGUF_TYPE_IQ4_NL: return o0;
+    case GGUF_TYPE_Q8_0: case GGUF_TYPE_Q4_0: case GGUF_TYPE_Q5_0: case GGUF_TYPE_IQ4_NL:
+    case GGUF_TYPE_IQ4_XS: return o0;
     case GGUF_TYPE_Q4_1: case GGUF_TYPE_Q5_1: case GGUF_TYPE_Q4_K: case GGUF_TYPE_Q5_K: return o02;
     case GGUF_TYPE_Q2_K: return q2k;
     case GGUF_TYPE_Q3_K: return q3k;
@@ -285,7 +286,7 @@ START_TEST(test_cpu_and_tables)
 }
 END_TEST
 
-/* Every type id, every table: a kernel exactly for the 14 emitted types,
+/* Every type id, every table: a kernel exactly for the 15 emitted types,
  * with a valid activation format of matching block size. */
 START_TEST(test_table_rows)
 {
