@@ -48,8 +48,12 @@ step "release build" build build/ci-release -DCMAKE_BUILD_TYPE=Release
 step "release tests" run_ctest build/ci-release
 step "valgrind (memcheck, every command)" bash scripts/valgrind.sh build/ci-release
 step "asan+ubsan build" build build/ci-asan -DCMAKE_BUILD_TYPE=Debug -DMW_SANITIZE=ON
-step "asan+ubsan tests" env ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+# (a function, not `env ... run_ctest`: env cannot run a shell function)
+asan_tests() (
+  export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
   run_ctest build/ci-asan -LE peer
+)
+step "asan+ubsan tests" asan_tests
 step "aarch64 cross build" build build/ci-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
   -DMW_MINIMAL=ON -DCMAKE_BUILD_TYPE=Release
 step "aarch64 tests (qemu)" run_ctest build/ci-aarch64 -LE peer
