@@ -4,7 +4,8 @@
 # accepts and whose memwall.quant.method names the method; no scratch
 # (spill) file is left; --max-memory too small for the method is exit 3
 # before anything is written; a bad --method is a usage error (exit 2). With "peer": llama.cpp
-# (tests/peer llama-peer) loads the gptq and awq+gptq files and scores them.
+# (tests/peer llama-peer) loads the gptq and awq+gptq files and a --size
+# (mixed precision) file, and its perplexity equals memwall's within 0.5 %.
 set -u
 SKIP=77
 T=${MW_TMP:?}; mkdir -p "$T"
@@ -36,9 +37,23 @@ if [ "${1:-}" = peer ]; then
   peer=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log"); prc=$?
   [ $prc -eq 77 ] && { echo "SKIP: llama.cpp peer not available"; exit $SKIP; }
   [ $prc -eq 0 ] && [ -x "$peer" ] || { cat "$T/peer-setup.log"; exit 1; }
-  for m in $methods; do
-    "$peer" ppl "$T/$m.gguf" "$MW_DATASETS/corpora/eval.txt" --ctx 256 --bytes 4000 > "$T/peer-$m.txt" 2>&1 \
-        || { cat "$T/peer-$m.txt"; fail "llama.cpp did not load/score the $m file"; }
+  # a mixed-precision file too (--size with the corpus's own importance)
+  $mw quant "$f16" -o "$T/alloc.gguf" --size 4449728 --corpus "$T/calib30k.txt" --method gptq -q -t 4 \
+      || fail "quant --size --corpus"
+  head -c 20000 "$MW_DATASETS/corpora/eval.txt" > "$T/ev20k.txt"
+  for m in $methods alloc; do
+    [ -f "$T/$m.gguf" ] || continue
+    "$peer" ppl "$T/$m.gguf" "$T/ev20k.txt" --ctx 256 --chunks 8 > "$T/peer-$m.txt" 2>&1 \
+        || { cat "$T/peer-$m.txt"; fail "llama.cpp did not load/score the $m file"; continue; }
+    # issue 6: llama.cpp's perplexity equals our runtime's within 0.5 %
+    a=$($mw perplexity "$T/$m.gguf" "$T/ev20k.txt" --ctx 256 --chunks 8 -q 2>&1 |
+        awk '$1 == "ppl" { print $2; exit }')
+    b=$(awk '$1 == "ppl" { print $2; exit }' "$T/peer-$m.txt")
+    if awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 0.005 * b) }'; then
+      echo "  $m: ppl memwall $a, llama.cpp $b"
+    else
+      fail "$m: perplexity memwall '$a' vs llama.cpp '$b': more than 0.5% apart"
+    fi
   done
 fi
 [ $bad -eq 0 ] && echo PASS
