@@ -44,17 +44,17 @@
  * FFN_IN. H = Σ x xᵀ (GPTQ) on request, see calib_layer_hessian().
  *
  * Determinism: the same model, samples and batch_rows give bitwise
- * identical statistics and callbacks for every n_threads (our threads split
- * independent outputs; OpenBLAS is set to n_threads with
- * openblas_set_num_threads and splits GEMM outputs, never the inner sums —
- * tests check 1 vs 2 threads bit for bit). Across CPUs, OpenBLAS kernels
- * (AVX2 / AVX-512) may round differently.
+ * identical statistics and callbacks for every n_threads and every
+ * --max-memory batch size: OpenBLAS runs single-threaded and every product
+ * is cut into tiles fixed by its shape, row tiles per sample (mw_blas.h);
+ * our threads split independent outputs. Tests check 1/2/3/8 threads bit
+ * for bit under several OpenBLAS core types. Across CPUs (another OpenBLAS
+ * kernel) the last bits may differ.
  *
  * Library rules: nothing here prints, exits or reads argv; errors come back
  * as enum mw_status + struct mw_err (naming file, byte offset / line,
  * tensor). No global mutable state (OpenBLAS's thread count is process
- * state: calib_run sets it on entry; do not run two calib_runs with
- * different n_threads concurrently in one process). Handles may be used
+ * state: calib_run sets it to 1 on entry, whatever n_threads). Handles may be used
  * from one thread at a time.
  */
 #ifndef MW_CALIB_H
@@ -552,8 +552,5 @@ uint64_t calib_mem_app_budget(uint64_t ram_bytes);
 /* Bytes left for weights on a device with ram_bytes: app budget - kv -
  * overhead, or 0 when nothing is left. */
 uint64_t calib_mem_weight_budget(uint64_t ram_bytes, const struct calib_mem *m);
-/* Parse "16G", "12GB", "8GiB", "512M", "1.5G", "17179869184" (binary units:
- * G = 2^30). false on junk, zero or overflow. */
-bool calib_parse_bytes(const char *s, uint64_t *out);
 
 #endif /* MW_CALIB_H */

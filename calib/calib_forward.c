@@ -16,6 +16,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "calib_int.h"
 #include "../runtime/rt_int.h"
+#include "mw_blas.h"
 
 #include <cblas.h>
 #include <errno.h>
@@ -261,8 +262,9 @@ static void run_rows(struct engine *e, enum row_op op, uint64_t n_rows, uint64_t
 static void linear(struct engine *e, const float *X, uint64_t nr, uint64_t n_in, const float *W,
                    const float *bias, uint64_t n_out, float *Y, uint64_t ldy)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nr, (int)n_out, (int)n_in, 1.0f,
-                X, (int)n_in, W, (int)n_in, 0.0f, Y, (int)ldy);
+    /* fixed tiles, row tiles per sample: the same bits for any thread count
+     * and any samples per batch (mw_blas.h) */
+    mw_gemm(e->pool, false, true, nr, n_out, n_in, 1.0f, X, n_in, W, n_in, 0.0f, Y, ldy, e->n_pos);
     if (bias) {
         if (ldy == n_out) {
             run_rows(e, OP_BIAS, nr, n_out, Y, NULL, bias, 0);
@@ -407,9 +409,7 @@ static void attention(struct engine *e, const float *X, uint32_t ns, float *out,
     linear(e, X, nr, e->E, e->w[CALIB_T_WV], e->w[CALIB_T_BV], e->KV, e->v, e->KV);
     run_rows(e, OP_ROPE, nr, 0, NULL, NULL, NULL, 0);
     struct attn_job J = {.e = e, .ns = ns, .out = out, .ldo = ldo};
-    if (e->n_threads > 1) openblas_set_num_threads(1);
     mw_pool_run(e->pool, attn_task, &J);
-    if (e->n_threads > 1) openblas_set_num_threads((int)e->n_threads);
 }
 
 /* SwiGLU of nr rows of normed input X -> e->g (nr, F) */
@@ -738,11 +738,9 @@ enum mw_status calib_layer_hessian(struct calib_layer *ly, enum calib_group g, c
             group_rows(e, g, r0, nr, e->ubuf);
             X = e->ubuf;
         }
-        cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)n, (int)nr, 1.0f, X, (int)n,
-                    s0 == 0 ? 0.0f : 1.0f, Hm, (int)n);
+        mw_gram_acc(e->pool, n, nr, X, n, s0 == 0, Hm, e->n_pos);
     }
-    for (uint64_t i = 0; i < n; i++)
-        for (uint64_t j = 0; j < i; j++) Hm[i * n + j] = Hm[j * n + i];
+    mw_sym_lower_from_upper(Hm, n);
     ly->H_valid[g] = !(ly->live & group_deps[g]);
     *H = Hm;
     return MW_OK;
@@ -1136,7 +1134,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
     if (e.rows_b > INT32_MAX || e.E > INT32_MAX || e.Q > INT32_MAX || e.F > INT32_MAX ||
         e.n_pos > INT32_MAX / 2)
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "dimensions too large for BLAS");
-    openblas_set_num_threads((int)opt.n_threads);
+    mw_blas_init(); /* one-threaded OpenBLAS; the pool gives the parallelism */
     e.n_threads = opt.n_threads;
     enum mw_status st = mw_pool_init(opt.n_threads, &e.pool, err);
     if (st) return st;

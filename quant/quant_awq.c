@@ -15,15 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
+#include "../calib/mw_blas.h"
 #include "quant_methods.h"
 
-/* Σ_rows dᵀ H d with d = w - q, through one GEMM (D H) and row dots. */
-static double out_err(const float *D, uint64_t n_out, uint64_t n_in, const float *H, float *tmp)
+/* Σ_rows dᵀ H d with d = w - q, through one GEMM (D H, fixed tiles: the
+ * same bits for any thread count) and row dots in order. */
+static double out_err(struct mw_pool *pool, const float *D, uint64_t n_out, uint64_t n_in,
+                      const float *H, float *tmp)
 {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_out, (int)n_in, (int)n_in, 1.0f,
-                D, (int)n_in, H, (int)n_in, 0.0f, tmp, (int)n_in);
+    mw_gemm(pool, false, false, n_out, n_in, n_in, 1.0f, D, n_in, H, n_in, 0.0f, tmp, n_in, 0);
     double e = 0;
     for (uint64_t i = 0; i < n_out * n_in; i++) e += (double)D[i] * tmp[i];
     return e;
@@ -70,11 +70,14 @@ enum mw_status quant_awq_group(const struct quant_awq_group *G, float *best_alph
     uint8_t *qb = malloc((size_t)maxw * 2 + 64); /* >= any type's bytes per element * count */
     float *s = malloc((size_t)n_in * sizeof(float));
     float *imp = malloc((size_t)n_in * sizeof(float));
+    struct mw_pool *pool = NULL;
     enum mw_status st = MW_OK;
     if (!ws || !tmp || !wsel || !qb || !s || !imp) {
         st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "AWQ: out of memory");
         goto done;
     }
+    mw_blas_init();
+    if ((st = mw_pool_init(G->n_threads ? G->n_threads : 1, &pool, err)) != MW_OK) goto done;
     double best = INFINITY;
     float ba = 0;
     const int n_grid = G->n_grid ? G->n_grid : 20;
@@ -102,7 +105,7 @@ enum mw_status quant_awq_group(const struct quant_awq_group *G, float *best_alph
             for (uint64_t r = 0; r < no; r++)
                 for (uint64_t j = 0; j < n_in; j++)
                     ws[r * n_in + j] = w[r * n_in + j] - tmp[r * n_in + j] / s[j];
-            e += out_err(ws, no, n_in, G->H, tmp);
+            e += out_err(pool, ws, no, n_in, G->H, tmp);
         }
         if (st != MW_OK) goto done;
         if (e < best) {
@@ -112,6 +115,7 @@ enum mw_status quant_awq_group(const struct quant_awq_group *G, float *best_alph
     }
     *best_alpha = ba;
 done:
+    mw_pool_free(pool);
     free(ws);
     free(tmp);
     free(wsel);

@@ -10,21 +10,15 @@
  * the block decoded at the end for the exact values llama.cpp will see.
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
+#include "../calib/mw_blas.h"
+#include "../core/mw_pool.h"
 #include "../gguf/gguf.h"
 #include "quant.h"
 #include "quant_int.h"
 #include "quant_methods.h"
-
-/* LAPACK (exported by libopenblas; lapacke.h is not installed). */
-extern void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info);
-extern void strtri_(const char *uplo, const char *diag, const int *n, float *a, const int *lda,
-                    int *info);
 
 static int grid_qmax(uint32_t t)
 {
@@ -96,18 +90,13 @@ struct gptq_job {
     uint64_t i1, i2;   /* the current lazy block */
     size_t scratch_bytes;
     uint8_t *scratch;  /* per thread: best-search scratch, block, probes */
-    unsigned n_threads;
+    struct mw_pool *pool;
     uint64_t n_out;
     /* act-order (static groups): */
     void (*fn)(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t *scr);
     const uint32_t *perm; /* sweep position -> original column */
     float *A, *B;         /* (n_out, n_in) per-element grid: value = A * level + B */
     const float *w0;      /* the original weights (grid setup) */
-};
-
-struct gptq_arg {
-    struct gptq_job *j;
-    unsigned t;
 };
 
 static void gptq_rows(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t *scr)
@@ -213,39 +202,15 @@ static void gptq_rows_perm(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t
     }
 }
 
-static void *gptq_thread(void *p)
+static void gptq_task(void *arg, unsigned ith, unsigned nth)
 {
-    struct gptq_arg *A = p;
-    struct gptq_job *J = A->j;
-    const uint64_t per = (J->n_out + J->n_threads - 1) / J->n_threads;
-    const uint64_t r0 = per * A->t;
-    const uint64_t r1 = r0 + per < J->n_out ? r0 + per : J->n_out;
-    if (r0 < r1) J->fn(J, r0, r1, J->scratch + (size_t)A->t * J->scratch_bytes);
-    return NULL;
+    struct gptq_job *J = arg;
+    const uint64_t r0 = J->n_out * ith / nth, r1 = J->n_out * (ith + 1) / nth;
+    if (r0 < r1) J->fn(J, r0, r1, J->scratch + (size_t)ith * J->scratch_bytes);
 }
 
-/* Rows of J split over J->n_threads threads (the calling one included). */
-static void run_rows(struct gptq_job *J)
-{
-    const unsigned nt = J->n_threads;
-    if (nt == 1) {
-        J->fn(J, 0, J->n_out, J->scratch);
-        return;
-    }
-    pthread_t th[256];
-    struct gptq_arg args[256];
-    unsigned started = 0;
-    for (unsigned t = 1; t < nt; t++) {
-        args[t] = (struct gptq_arg){J, t};
-        if (pthread_create(&th[t], NULL, gptq_thread, &args[t]) != 0) break;
-        started = t;
-    }
-    args[0] = (struct gptq_arg){J, 0};
-    gptq_thread(&args[0]);
-    for (unsigned t = 1; t <= started; t++) pthread_join(th[t], NULL);
-    /* rows of threads that failed to start: run them here */
-    for (unsigned t = started + 1; t < nt; t++) gptq_thread(&args[t]);
-}
+/* Rows of J split over the pool's threads (rows are independent given U). */
+static void run_rows(struct gptq_job *J) { mw_pool_run(J->pool, gptq_task, J); }
 
 struct diag_item {
     float h;
@@ -272,23 +237,18 @@ static void reverse_f(float *a, size_t n)
  * instead of the 4/3 n³ of factor + inverse + factor): with P the
  * reversal permutation and P H P = L Lᵀ, H^-1 = P L^-ᵀ L^-1 P, so
  * U = P L^-1 P (upper, positive diagonal: the unique factor). Reversing
- * the flat row-major array is P·P; LAPACK's column-major 'L' is the
- * row-major upper triangle. */
-static int chol_inv_upper(float *A, int n)
+ * the flat row-major array is P·P, which turns the lower L^-1 into the
+ * upper U. Fixed tiles over the pool (mw_blas.h): the same bits for any
+ * thread count. */
+static int chol_inv_upper(struct mw_pool *pool, float *A, uint64_t n)
 {
-    int info = 0;
     const size_t nn = (size_t)n * (size_t)n;
-    reverse_f(A, nn);                          /* P H P (symmetric) */
-    spotrf_("L", &n, A, &n, &info);            /* row-major upper: Lᵀ */
+    reverse_f(A, nn); /* P H P (symmetric) */
+    int info = mw_chol_lower(pool, A, n);
     if (info) return info;
-    strtri_("L", "N", &n, A, &n, &info);       /* row-major upper: (L^-1)ᵀ */
-    if (info) return info;
-    reverse_f(A, nn);                          /* row-major lower: (P L^-1 P)ᵀ */
-    for (size_t i = 0; i < (size_t)n; i++)
-        for (size_t j = i + 1; j < (size_t)n; j++) {
-            A[i * n + j] = A[j * n + i];
-            A[j * n + i] = 0.0f;
-        }
+    if ((info = mw_tri_inv_lower(pool, A, n))) return info;
+    reverse_f(A, nn); /* upper: P L^-1 P */
+    for (size_t i = 1; i < (size_t)n; i++) memset(A + i * n, 0, i * sizeof(float));
     return 0;
 }
 
@@ -333,12 +293,15 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
     float *wp = act && nw_ok ? malloc((size_t)nw * sizeof(float)) : NULL;
     float *Ag = act && nw_ok ? malloc((size_t)nw * sizeof(float)) : NULL;
     float *Bg = act && nw_ok ? malloc((size_t)nw * sizeof(float)) : NULL;
+    struct mw_pool *pool = NULL;
     enum mw_status st = MW_OK;
     if (!U || !imp || !E || !scratch || !perm || (act && (!di || !wp || !Ag || !Bg))) {
         st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: out of memory (%llu bytes)",
                      (unsigned long long)(nn * 4 + nE * 4));
         goto done;
     }
+    mw_blas_init();
+    if ((st = mw_pool_init(nt, &pool, err)) != MW_OK) goto done;
     /* dampening; dead columns get H_jj = 1 (no compensation through them) */
     double mean = 0;
     for (uint64_t j = 0; j < n_in; j++) {
@@ -372,7 +335,13 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
             *d += damp;
             imp[j] = H[j * n_in + j] + damp;
         }
-        if (chol_inv_upper(U, (int)n_in) == 0) break;
+        const int info = chol_inv_upper(pool, U, n_in);
+        if (info == 0) break;
+        if (info < 0) {
+            st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: out of memory (%llu bytes)",
+                         (unsigned long long)(n_in * MW_BLAS_NB * sizeof(float)));
+            goto done;
+        }
         if (attempt == 3) {
             st = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
                          "GPTQ: Hessian not positive definite after dampening");
@@ -384,7 +353,7 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
     struct gptq_job J = {.type = type, .tr = tr, .qmax = grid_qmax(type), .bs = bs,
                          .bbytes = ti->type_size, .row_bytes = row_bytes, .n_in = n_in,
                          .lazy = lazy, .w = w, .U = U, .imp = imp, .out = out, .E = E,
-                         .scratch_bytes = scr, .scratch = scratch, .n_threads = nt,
+                         .scratch_bytes = scr, .scratch = scratch, .pool = pool,
                          .n_out = n_out, .fn = gptq_rows};
     if (act) {
         J.perm = perm;
@@ -404,13 +373,13 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
         J.i2 = i2;
         run_rows(&J);
         if (i2 < n_in) /* W[:, i2:] -= E (n_out x B) * U[i1:i2, i2:] */
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)n_out,
-                        (int)(n_in - i2), (int)(i2 - i1), -1.0f, E, (int)lazy,
-                        U + i1 * n_in + i2, (int)n_in, 1.0f, J.w + i2, (int)n_in);
+            mw_gemm(pool, false, false, n_out, n_in - i2, i2 - i1, -1.0f, E, lazy,
+                    U + i1 * n_in + i2, n_in, 1.0f, J.w + i2, n_in, 0);
     }
     if (act) /* the values llama.cpp will compute with, in the original order */
         tr->to_float(out, w, n_out * n_in);
 done:
+    mw_pool_free(pool);
     free(perm);
     free(di);
     free(wp);
