@@ -10,3 +10,11 @@ if(NOT MW_MINIMAL AND NOT MW_SANITIZE)
   set_tests_properties(quant_methods_cli quant_methods_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
   set_tests_properties(quant_methods_peer PROPERTIES LABELS peer)
 endif()
+# thread-count determinism of calib and every method, under several OpenBLAS
+# kernels (OPENBLAS_CORETYPE); release builds only (the sanitizer build runs
+# the same code through check_calib's mw_blas tests on small shapes)
+if(NOT MW_MINIMAL AND NOT MW_SANITIZE)
+  mw_shell_test(determinism_blas e2e/determinism_blas.sh)
+  set_tests_properties(determinism_blas PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
+                       LABELS determinism)
+endif()

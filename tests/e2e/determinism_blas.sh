@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Thread-count determinism of everything that runs on OpenBLAS (issue 10):
+# `memwall calib` and `memwall quant --corpus` with every method, and with
+# --size / --bpw, give byte-identical files at -t 1, 2, 3 and 8 and across
+# two runs, under OpenBLAS's default kernel for this CPU and with
+# OPENBLAS_CORETYPE set to Haswell, Sandybridge and Prescott (each where this
+# CPU can run it). OpenBLAS returns other bits for other row counts and
+# thread counts; memwall keeps it single-threaded and cuts every product
+# into tiles fixed by its shape (calib/mw_blas.h), so only the kernel, never
+# the thread count, may change the bits.
+#
+# Small but not trivial: 4 samples of 301 positions (two row tiles per
+# sample), tinyllama-8m's 768-wide FFN (three column tiles, three Cholesky
+# blocks of the ffn_down Hessian). Q8_0 keeps the AWQ search short.
+# Usage: determinism_blas.sh [quick]   (quick: the default kernel only)
+. "$(dirname "$0")/common.sh"
+scratch_on_shm determinism
+F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
+[ -n "$F16" ] || skip "no tinyllama-8m.llamacpp-f16.gguf"
+[ -f "$MW_DATASETS/corpora/calib.txt" ] || skip "no datasets/corpora/calib.txt"
+head -c 40000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib.txt"
+S=(--corpus "$T/calib.txt" --samples 4 --seq-len 300 -q)
+
+# same_bytes WHAT FILE...: every FILE equals the first
+same_bytes() {
+    local what=$1 first=$2
+    shift 2
+    for f in "$@"; do
+        cmp -s "$first" "$f" || fail "$what: $(basename "$first") and $(basename "$f") differ"
+    done
+}
+
+# check KERNEL: the whole matrix under one OPENBLAS_CORETYPE ("" = default)
+check() {
+    local k=$1 tag=${1:-default} full=$2
+    echo "== OpenBLAS kernel: $tag"
+    # calib: -t 1 2 3 8, and -t 1 again
+    for t in 1 2 3 8; do
+        run 0 calib "$F16" "${S[@]}" -o "$T/$tag-c$t.imatrix" -t $t || return
+    done
+    run 0 calib "$F16" "${S[@]}" -o "$T/$tag-c1b.imatrix" -t 1
+    same_bytes "$tag calib" "$T/$tag-c1.imatrix" "$T/$tag-c"{2,3,8,1b}.imatrix
+    local methods=(awq+gptq-act) threads=(1 3)
+    if [ "$full" = 1 ]; then
+        methods=(rtn gptq gptq-act awq awq+gptq awq+gptq-act)
+        threads=(1 2 3 8)
+    fi
+    for m in "${methods[@]}"; do
+        for t in "${threads[@]}"; do
+            run 0 quant "$F16" -o "$T/$tag-$m-$t.gguf" --preset Q8_0 --method "$m" "${S[@]}" -t $t || return
+        done
+        local files=()
+        for t in "${threads[@]:1}"; do files+=("$T/$tag-$m-$t.gguf"); done
+        if [ "$m" = awq+gptq-act ]; then
+            run 0 quant "$F16" -o "$T/$tag-$m-again.gguf" --preset Q8_0 --method "$m" "${S[@]}" -t 1
+            files+=("$T/$tag-$m-again.gguf")
+        fi
+        same_bytes "$tag quant --method $m" "$T/$tag-$m-1.gguf" "${files[@]}"
+        rm -f "$T/$tag-$m-"*.gguf
+    done
+    # mixed precision: --bpw with gptq-act; with the full matrix also --size
+    # with gptq (AWQ's part is the methods' above)
+    local tb=(1 3)
+    [ "$full" = 1 ] && tb=(1 2 3 8)
+    for t in "${tb[@]}"; do
+        run 0 quant "$F16" -o "$T/$tag-bpw-$t.gguf" --bpw 4.5 --method gptq-act "${S[@]}" -t $t ||
+            return
+        [ "$full" = 1 ] || continue
+        run 0 quant "$F16" -o "$T/$tag-size-$t.gguf" --size 4.5M --method gptq "${S[@]}" -t $t ||
+            return
+    done
+    local sz=() bp=()
+    for t in "${tb[@]:1}"; do sz+=("$T/$tag-size-$t.gguf"); bp+=("$T/$tag-bpw-$t.gguf"); done
+    same_bytes "$tag quant --bpw --method gptq-act" "$T/$tag-bpw-1.gguf" "${bp[@]}"
+    [ "$full" = 1 ] && same_bytes "$tag quant --size --method gptq" "$T/$tag-size-1.gguf" "${sz[@]}"
+    rm -f "$T/$tag-"*
+}
+
+# which x86 kernels this CPU can run (a Haswell kernel needs AVX2 and FMA)
+can_run() {
+    local flags
+    flags=$(grep -m1 '^flags' /proc/cpuinfo 2> /dev/null)
+    case $1 in
+        Haswell) [[ $flags == *" avx2"* && $flags == *" fma"* ]] ;;
+        Sandybridge) [[ $flags == *" avx"* ]] ;;
+        Prescott) [[ $flags == *" sse3"* || $flags == *" pni"* ]] ;;
+    esac
+}
+
+unset OPENBLAS_CORETYPE
+check "" 1
+if [ "${1:-}" != quick ] && [ "$(uname -m)" = x86_64 ]; then
+    for k in Haswell Sandybridge Prescott; do
+        if can_run $k; then
+            OPENBLAS_CORETYPE=$k check $k 0
+        else
+            echo "== OpenBLAS kernel $k: this CPU cannot run it (not checked)"
+        fi
+    done
+fi
+finish
