@@ -120,30 +120,3 @@ uint64_t calib_mem_weight_budget(uint64_t ram_bytes, const struct calib_mem *m)
     return app - need;
 }
 
-bool calib_parse_bytes(const char *s, uint64_t *out)
-{
-    if (!s || !*s) return false;
-    errno = 0;
-    char *end = NULL;
-    const double v = strtod(s, &end);
-    if (errno || end == s || !(v > 0) || !isfinite(v)) return false;
-    double mul = 1;
-    if (*end) {
-        const char u = (char)(*end | 0x20);
-        if (u == 'k') mul = 1024.0;
-        else if (u == 'm') mul = 1024.0 * 1024;
-        else if (u == 'g') mul = 1024.0 * 1024 * 1024;
-        else if (u == 't') mul = 1024.0 * 1024 * 1024 * 1024;
-        else if (u != 'b') return false;
-        end++;
-        if (u != 'b') {
-            if (*end == 'i' || *end == 'I') end++;
-            if (*end == 'b' || *end == 'B') end++;
-        }
-        if (*end) return false;
-    }
-    const double b = v * mul;
-    if (b >= 1.8e19 || b < 1) return false;
-    *out = (uint64_t)b;
-    return true;
-}

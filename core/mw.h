@@ -77,6 +77,15 @@ enum mw_status mw__fail(struct mw_err *err, enum mw_status code, uint64_t off,
  * NUL-terminated). Returns buf. */
 char *mw_err_format(const struct mw_err *err, char *buf, size_t n);
 
+/* A byte count as users write it, for every size option of every command
+ * (--size, --fit-ram, --ram, --max-memory): an integer ("5339584"), a
+ * decimal or exponent form ("1.5G", "1e9"), optionally followed by K, M,
+ * G or T (binary: 1024^n; case-insensitive; "KiB", "KB", "kb" alike) or
+ * "B". Plain integers are exact; decimal forms are rounded down to whole
+ * bytes with a unit, and must be whole without one ("1.5" is refused).
+ * False for anything else, for 0, and for 2^64 or more. */
+bool mw_parse_size(const char *s, uint64_t *out);
+
 /* --- checked arithmetic: return true on success, false on overflow --- */
 static inline bool mw_add_u64(uint64_t a, uint64_t b, uint64_t *out)
 {

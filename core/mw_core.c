@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -272,4 +273,64 @@ void mw_map_close(struct mw_map *m)
     m->data = NULL;
     m->size = 0;
     m->fd = -1;
+}
+
+// --- sizes -------------------------------------------------------------------------
+
+static bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+bool mw_parse_size(const char *s, uint64_t *out)
+{
+    if (!s || !is_digit(*s)) return false;
+    const char *p = s;
+    uint64_t ip = 0;
+    bool big = false, exact = true;
+    for (; is_digit(*p); p++)
+        if (!mw_mul_u64(ip, 10, &ip) || !mw_add_u64(ip, (uint64_t)(*p - '0'), &ip)) big = true;
+    if (*p == '.') {
+        if (!is_digit(*++p)) return false;
+        while (is_digit(*p)) p++;
+        exact = false;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        if (*p == '+' || *p == '-') p++;
+        if (!is_digit(*p)) return false;
+        while (is_digit(*p)) p++;
+        exact = false;
+    }
+    const char *unit = p;
+    int shift = 0;
+    switch (*p | 0x20) {
+    case 'k': shift = 10; break;
+    case 'm': shift = 20; break;
+    case 'g': shift = 30; break;
+    case 't': shift = 40; break;
+    default: break;
+    }
+    if (shift) {
+        p++;
+        if (*p == 'i' || *p == 'I') p++;
+    }
+    if (*p == 'b' || *p == 'B') p++;
+    if (*p) return false;
+    uint64_t v;
+    if (exact) {
+        if (big || (shift && ip > (UINT64_MAX >> shift))) return false;
+        v = ip << shift;
+    } else {
+        char num[64];
+        const size_t len = (size_t)(unit - s);
+        if (len >= sizeof num) return false;
+        memcpy(num, s, len);
+        num[len] = 0;
+        errno = 0;
+        const double d = ldexp(strtod(num, NULL), shift);
+        if (errno || !(d >= 1) || d >= 18446744073709551616.0) return false;
+        if (!shift && d != floor(d)) return false; /* fractional bytes */
+        v = (uint64_t)d;
+    }
+    if (v == 0) return false;
+    *out = v;
+    return true;
 }

@@ -83,10 +83,4 @@ enum mw_status quant_alloc_loss(uint32_t t, const float *x, uint64_t n_rows, uin
 enum mw_status quant_alloc_read_f32(const struct quant_source *src, uint64_t i, float **x,
                                     uint64_t *n_rows, struct mw_err *err);
 
-/* Parse a byte size: digits with an optional fraction, then an optional
- * suffix K M G T, KiB MiB GiB TiB or KB MB GB TB (all binary, 1024^k, as
- * `memwall plan --ram` reads them) or B. false on junk, a sign, zero, or
- * overflow. */
-bool quant_alloc_parse_size(const char *s, uint64_t *out);
-
 #endif /* MW_QUANT_ALLOC_H */

@@ -781,10 +781,9 @@ START_TEST(forward_fixtures_match_runtime)
              "rm -rf '%s' && python3 '" MW_DATASETS_DIR
              "/../tests/fixtures/mk_hf_fixture.py' %s '%s' > /dev/null 2>&1",
              dir, kind, dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "forward_fixtures_match_runtime: python3 fixture unavailable; skipped\n");
-        return;
-    }
+    /* python3 is a declared dependency (scripts/deps.sh): no fixture is a
+     * failure, never a silent pass */
+    ck_assert_msg(system(cmd) == 0, "%s: python3 fixture generation failed: %s", kind, cmd);
     struct mw_err err;
     mw_err_clear(&err);
     const struct hf_convert_opts co = {.type = HF_OUT_F32};
@@ -1081,27 +1080,6 @@ START_TEST(max_memory_too_small)
 }
 END_TEST
 
-static const struct {
-    const char *s;
-    uint64_t v;
-    bool ok;
-} bytes_cases[] = {
-    {"16G", 16ull << 30, true},  {"12GiB", 12ull << 30, true}, {"8gb", 8ull << 30, true},
-    {"512M", 512ull << 20, true}, {"1.5G", 3ull << 29, true},  {"4096", 4096, true},
-    {"100B", 100, true},          {"", 0, false},               {"G", 0, false},
-    {"-1G", 0, false},            {"16X", 0, false},            {"16Gx", 0, false},
-    {"1e30", 0, false},           {"0", 0, false},              {"nan", 0, false},
-};
-
-START_TEST(parse_bytes)
-{
-    uint64_t v = 0;
-    const bool ok = calib_parse_bytes(bytes_cases[_i].s, &v);
-    ck_assert_msg(ok == bytes_cases[_i].ok, "'%s'", bytes_cases[_i].s);
-    if (ok) ck_assert_uint_eq(v, bytes_cases[_i].v);
-}
-END_TEST
-
 static Suite *calib_suite(void)
 {
     Suite *s = suite_create("calib");
@@ -1141,7 +1119,6 @@ static Suite *calib_suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, imatrix_write_read);
     tcase_add_test(tc, mem_matches_runtime);
-    tcase_add_loop_test(tc, parse_bytes, 0, sizeof bytes_cases / sizeof bytes_cases[0]);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -58,6 +58,46 @@ START_TEST(test_checked_math)
 }
 END_TEST
 
+/* one size parser for every command's size options */
+static const struct {
+    const char *s;
+    uint64_t v;
+    bool ok;
+} size_cases[] = {
+    {"5339584", 5339584, true},        {"1K", 1024, true},
+    {"1KiB", 1024, true},              {"3M", 3ull << 20, true},
+    {"1.5MiB", 3ull << 19, true},      {"2GiB", 2ull << 30, true},
+    {"16G", 16ull << 30, true},        {"8GB", 8ull << 30, true},
+    {"8gb", 8ull << 30, true},         {"8g", 8ull << 30, true},
+    {"12GiB", 12ull << 30, true},      {"512M", 512ull << 20, true},
+    {"1.5G", 3ull << 29, true},        {"100B", 100, true},
+    {"1e9", 1000000000, true},         {"2.5e9", 2500000000ull, true},
+    {"1E3K", 1024000, true},           {"18446744073709551615", UINT64_MAX, true},
+    {"", 0, false},                    {"-5M", 0, false},
+    {"+5M", 0, false},                 {"5Q", 0, false},
+    {"M", 0, false},                   {"G", 0, false},
+    {"0", 0, false},                   {"0K", 0, false},
+    {"1.5", 0, false},                 {"1.", 0, false},
+    {".5M", 0, false},                 {"5 M", 0, false},
+    {" 5M", 0, false},                 {"99999999999999999999", 0, false},
+    {"18446744073709551616", 0, false}, {"17000000000T", 0, false},
+    {"5MiBs", 0, false},               {"0x10", 0, false},
+    {"16X", 0, false},                 {"16Gx", 0, false},
+    {"1e30", 0, false},                {"1e", 0, false},
+    {"1e-3", 0, false},                {"nan", 0, false},
+    {"inf", 0, false},                 {"1Bi", 0, false},
+};
+
+START_TEST(test_parse_size)
+{
+    uint64_t v = 0;
+    const bool ok = mw_parse_size(size_cases[_i].s, &v);
+    ck_assert_msg(ok == size_cases[_i].ok, "'%s': %d", size_cases[_i].s, ok);
+    if (ok) ck_assert_uint_eq(v, size_cases[_i].v);
+    ck_assert(!mw_parse_size(NULL, &v));
+}
+END_TEST
+
 START_TEST(test_reader_bounds)
 {
     const uint8_t data[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
@@ -145,6 +185,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, test_f16_roundtrip_exhaustive);
     tcase_add_test(tc, test_f16_rounding);
     tcase_add_test(tc, test_bf16);
+    tcase_add_loop_test(tc, test_parse_size, 0, sizeof size_cases / sizeof size_cases[0]);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -239,27 +239,6 @@ START_TEST(test_loss)
 }
 END_TEST
 
-START_TEST(test_parse_size)
-{
-    uint64_t v;
-    ck_assert(quant_alloc_parse_size("5339584", &v) && v == 5339584);
-    ck_assert(quant_alloc_parse_size("1K", &v) && v == 1024);
-    ck_assert(quant_alloc_parse_size("1KiB", &v) && v == 1024);
-    ck_assert(quant_alloc_parse_size("3M", &v) && v == 3u << 20);
-    ck_assert(quant_alloc_parse_size("1.5MiB", &v) && v == 3u << 19);
-    ck_assert(quant_alloc_parse_size("2GiB", &v) && v == (uint64_t)2 << 30);
-    ck_assert(quant_alloc_parse_size("16G", &v) && v == (uint64_t)16 << 30);
-    ck_assert(quant_alloc_parse_size("8GB", &v) && v == (uint64_t)8 << 30);
-    ck_assert(quant_alloc_parse_size("100B", &v) && v == 100);
-    static const char *const bad[] = {"", "-5M", "+5M", "5Q", "M", "0", "0K", "1.5", "1.",
-                                      ".5M", "5 M", "99999999999999999999", "17000000000T",
-                                      "5MiBs", "0x10"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ck_assert_msg(!quant_alloc_parse_size(bad[i], &v), "'%s' accepted", bad[i]);
-    ck_assert(!quant_alloc_parse_size(NULL, &v));
-}
-END_TEST
-
 static Suite *suite(void)
 {
     Suite *s = suite_create("quant_alloc");
@@ -273,7 +252,6 @@ static Suite *suite(void)
     TCase *tl = tcase_create("loss");
     tcase_set_timeout(tl, 120);
     tcase_add_test(tl, test_loss);
-    tcase_add_test(tl, test_parse_size);
     suite_add_tcase(s, tl);
     return s;
 }

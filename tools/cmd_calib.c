@@ -186,7 +186,7 @@ int cmd_calib(int argc, char **argv)
         return cmd_usage_error(cmd, usage_text, "--threads: expected 1..%d", CALIB_MAX_THREADS);
     if (batch_s && !parse_u32(batch_s, 1, 1u << 24, &ro.batch_rows))
         return cmd_usage_error(cmd, usage_text, "--batch-rows: expected 1..16777216");
-    if (maxmem_s && !calib_parse_bytes(maxmem_s, &ro.max_memory))
+    if (maxmem_s && !mw_parse_size(maxmem_s, &ro.max_memory))
         return cmd_usage_error(cmd, usage_text,
                                "--max-memory: expected a size such as 512M or 2G, got '%s'",
                                maxmem_s);

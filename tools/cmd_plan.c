@@ -231,7 +231,7 @@ int cmd_plan(int argc, char **argv)
     }
     if (!path) return cmd_usage_error(cmd, usage_text, "missing MODEL (HF dir or GGUF file)");
     uint64_t ram = 0;
-    if (ram_s && !calib_parse_bytes(ram_s, &ram))
+    if (ram_s && !mw_parse_size(ram_s, &ram))
         return cmd_usage_error(cmd, usage_text, "--ram: expected a size such as 16G");
     uint32_t ctx = 4096, threads = CALIB_MEM_DEFAULT_THREADS;
     if (ctx_s && !parse_u32(ctx_s, 1, RT_MAX_CTX, &ctx))

@@ -957,7 +957,7 @@ int cmd_quant(int argc, char **argv)
                 }
                 rq.kind = BUDGET_BPW;
             } else {
-                if (!quant_alloc_parse_size(val, &rq.file_bytes)) {
+                if (!mw_parse_size(val, &rq.file_bytes)) {
                     rc = cmd_usage_error(cmd, usage_text,
                                          "%s: '%s' is not a size (bytes, or a number with K M G "
                                          "T / KiB MiB GiB TiB)",
@@ -1104,7 +1104,7 @@ int cmd_quant(int argc, char **argv)
         struct quant_imatrix *cim = NULL;
         if (corpus_path && !im) {
             uint64_t mm = 0;
-            if (maxmem_arg && !calib_parse_bytes(maxmem_arg, &mm)) {
+            if (maxmem_arg && !mw_parse_size(maxmem_arg, &mm)) {
                 rc = cmd_usage_error(cmd, usage_text,
                                      "--max-memory: expected a size such as 512M or 2G, got '%s'",
                                      maxmem_arg);
@@ -1142,7 +1142,7 @@ int cmd_quant(int argc, char **argv)
                                                     .seq_len = (uint32_t)seq_len},
                                         .n_threads = (unsigned)threads,
                                         .scratch_prefix = out};
-        if (maxmem_arg && !calib_parse_bytes(maxmem_arg, &mo.max_memory)) {
+        if (maxmem_arg && !mw_parse_size(maxmem_arg, &mo.max_memory)) {
             rc = cmd_usage_error(cmd, usage_text,
                                  "--max-memory: expected a size such as 512M or 2G, got '%s'",
                                  maxmem_arg);
