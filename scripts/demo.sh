@@ -16,7 +16,7 @@ out=build/demo
 mkdir -p "$out"
 
 echo "== plan: what fits where"
-$mw plan "$model" --ctx 512 | head -30
+$mw plan "$model" --ctx 512
 echo "== calibrate on the bundled corpus (importance matrix, llama.cpp format)"
 $mw calib "$model" --corpus datasets/corpora/calib.txt --samples 64 --seq-len 256 \
     -o "$out/tinyllama-8m.imatrix" -t "$(nproc)"
@@ -25,7 +25,7 @@ $mw quant "$model" -o "$out/tinyllama-8m-Q4_K_M.gguf" --preset Q4_K_M \
     --imatrix "$out/tinyllama-8m.imatrix" --threads "$(nproc)"
 echo "== verify (structure, checksums, every block decoded)"
 $mw verify --deep "$out/tinyllama-8m-Q4_K_M.gguf"
-echo "== inspect (header and first tensors)"
-$mw inspect "$out/tinyllama-8m-Q4_K_M.gguf" | head -30
+echo "== inspect (header, metadata, tensor table)"
+$mw inspect "$out/tinyllama-8m-Q4_K_M.gguf"
 echo "== run a prompt (memwall-run, greedy)"
 $run -m "$out/tinyllama-8m-Q4_K_M.gguf" --verify -p "$prompt" -n 48 --temp 0 -t "$(nproc)"

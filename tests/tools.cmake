@@ -1,2 +1,4 @@
 # tools/ tests: the memwall front end end-to-end (exit codes, text and JSON).
 mw_shell_test(tools_cli e2e/cli.sh $<TARGET_FILE:mkgguf>)
+mw_shell_test(tools_pipe e2e/pipe_cli.sh)
+set_tests_properties(tools_pipe PROPERTIES SKIP_RETURN_CODE 77)

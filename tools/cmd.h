@@ -68,6 +68,9 @@ void cmd_put_text(FILE *out, const char *s);
 void cmd_put_escaped(FILE *out, const uint8_t *s, uint64_t n, uint64_t max);
 /* Flush stdout; on a write error print it and return 3, else return rc. */
 int cmd_finish_output(const char *cmd, int rc);
+/* Whether stdout is a pipe or socket whose reader has gone (SIGPIPE is
+ * ignored: writes then fail with EPIPE, which is no error of ours). */
+bool cmd_stdout_reader_gone(void);
 
 /* A one-line progress display on stderr, drawn only when stderr is a
  * terminal and not quiet: "\r\033[K<what>: <detail>  <elapsed>s ETA <n>s",

@@ -98,6 +98,7 @@ void cmd_put_escaped(FILE *out, const uint8_t *s, uint64_t n, uint64_t max)
 int cmd_finish_output(const char *cmd, int rc)
 {
     if (fflush(stdout) != 0 || ferror(stdout)) {
+        if (cmd_stdout_reader_gone()) return rc; /* `| head`: not an error */
         fprintf(stderr, "memwall %s: error writing output: %s\n", cmd, strerror(errno));
         return mw_status_exit_code(MW_E_IO);
     }

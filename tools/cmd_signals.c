@@ -16,6 +16,11 @@
  *    /proc/self/maps), removes this process's unfinished outputs and exits 3
  *    (MW_E_IO). A SIGBUS that is not on a mapped file is a bug: the outputs
  *    are removed and the signal is re-raised (core dump as usual).
+ *  - SIGPIPE is ignored. A reader that stops early (`memwall inspect F |
+ *    head`) then makes writes to stdout fail with EPIPE instead of killing
+ *    the process (exit 141 under `set -o pipefail`): the command finishes
+ *    its work, and cmd_finish_output exits quietly with the command's own
+ *    status when stdout's reader is gone (cmd_stdout_reader_gone).
  *  - SIGINT, SIGTERM, SIGHUP: the unfinished outputs are removed, then the
  *    process dies of the signal as it would have.
  *
@@ -36,6 +41,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -256,6 +262,7 @@ void cmd_signals_install_prog(const char *prog)
     g_cmd[n.n] = 0;
     g_io_exit = mw_status_exit_code(MW_E_IO);
     signal(SIGXFSZ, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sigemptyset(&sa.sa_mask);
@@ -272,4 +279,14 @@ void cmd_signals_install_prog(const char *prog)
         if (sigaction(term[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         sigaction(term[i], &sa, NULL);
     }
+}
+
+bool cmd_stdout_reader_gone(void)
+{
+    struct stat st;
+    if (fstat(STDOUT_FILENO, &st) != 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+        return false;
+    /* a pipe's write end polls POLLERR once its last reader has closed */
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = POLLOUT};
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP));
 }

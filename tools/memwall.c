@@ -39,6 +39,7 @@ static const struct mw_cmd *find_command(const char *name)
 int main(int argc, char **argv)
 {
     const int usage_rc = mw_status_exit_code(MW_E_USAGE);
+    cmd_signals_install(NULL); /* also for --version / help: SIGPIPE ignored */
     if (argc < 2) {
         usage(stderr);
         return usage_rc;

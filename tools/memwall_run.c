@@ -14,12 +14,13 @@
 
 int main(int argc, char **argv)
 {
+    /* the model is mapped: a file truncated or rewritten under us raises
+     * SIGBUS; report it (file, offset) and exit 3 instead of crashing;
+     * SIGPIPE is ignored (a reader that closes early is no error) */
+    cmd_signals_install_prog("memwall-run");
     if (argc >= 2 && (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "-V") == 0)) {
         printf("memwall-run %s\n", MW_VERSION_STRING);
         return 0;
     }
-    /* the model is mapped: a file truncated or rewritten under us raises
-     * SIGBUS; report it (file, offset) and exit 3 instead of crashing */
-    cmd_signals_install_prog("memwall-run");
     return run_cli_main("memwall-run", RUN_CLI_ANY, argc, argv);
 }

@@ -8,6 +8,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "run_cli.h"
+#include "cmd.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -823,7 +824,7 @@ done:
     rt_ctx_free(c);
     rt_tok_free(t);
     rt_model_close(m);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
+    if ((fflush(stdout) != 0 || ferror(stdout)) && !cmd_stdout_reader_gone()) {
         fprintf(stderr, "%s: error writing output: %s\n", cl.prog, strerror(errno));
         if (rc == 0) rc = mw_status_exit_code(MW_E_IO);
     }
