@@ -23,8 +23,9 @@
 #include "gguf/gguf.h"
 #include "hf/hf_tok.h"
 
-#define TINY_DIR MW_SHARED_DIR "/models/tinyllama-8m"
-#define TINY_REF MW_SHARED_DIR "/models/reference/tinyllama-8m.llamacpp-f16.gguf"
+/* bundled in datasets/: a missing file is a broken checkout (a failure) */
+#define TINY_DIR MW_DATASETS_DIR "/tinyllama-8m"
+#define TINY_REF MW_DATASETS_DIR "/reference/tinyllama-8m.llamacpp-f16.gguf"
 
 static const char LLAMA3_RX[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
@@ -172,10 +173,8 @@ static void assert_tok_kvs_equal(const struct gguf_file *a, const struct gguf_fi
 
 START_TEST(tinyllama_matches_llamacpp)
 {
-    if (!file_exists(TINY_DIR "/tokenizer.model") || !file_exists(TINY_REF)) {
-        fprintf(stderr, "check_hf_tok: %s missing, tinyllama test skipped\n", TINY_DIR);
-        return;
-    }
+    ck_assert_msg(file_exists(TINY_DIR "/tokenizer.model") && file_exists(TINY_REF),
+                  "%s/tokenizer.model or %s missing (bundled in datasets/)", TINY_DIR, TINY_REF);
     struct mw_err err;
     mw_err_clear(&err);
     struct hf_tok *t = NULL;
@@ -421,8 +420,7 @@ START_TEST(spm_truncated_and_garbled)
     size_t n = 0;
     uint8_t *orig = read_file(TINY_DIR "/tokenizer.model", &n);
     if (!orig) {
-        fprintf(stderr, "check_hf_tok: tinyllama tokenizer.model missing, skipped\n");
-        return;
+        ck_abort_msg("%s/tokenizer.model missing (bundled in datasets/)", TINY_DIR);
     }
     struct mw_err err;
     struct hf_tok *t = NULL;

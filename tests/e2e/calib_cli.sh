@@ -6,7 +6,7 @@
 # (tinyllama-8m and the qwen2 / llama3 / odd fixtures: biases, NEOX RoPE,
 # llama3 rope_freqs, linear scaling, head_dim 12).
 . "$(dirname "$0")/calib_common.sh"
-[ -d "$TINY" ] || { echo "SKIP: no $TINY"; exit $SKIP; }
+[ -d "$TINY" ] || { skip "no $TINY"; }
 OUT=$T/o.imatrix
 small=(--samples 4 --seq-len 64)
 

@@ -12,7 +12,7 @@
 # in release builds only ("quick": sanitizer builds, smaller run, sizes and
 # bytes only).
 . "$(dirname "$0")/calib_common.sh"
-[ -d "$TINY" ] || { echo "SKIP: no $TINY"; exit $SKIP; }
+[ -d "$TINY" ] || { skip "no $TINY"; }
 quick=${1:-}
 if [ "$quick" = quick ]; then sz=(--samples 6 --seq-len 64); bound=8M; npos=65
 else sz=(--samples 32 --seq-len 256); bound=24M; npos=257; fi

@@ -3,7 +3,7 @@
 # sizes equal the tensor data memwall quant writes; the KV column follows
 # 2 * n_layer * n_ctx * n_head_kv * head_dim * bytes.
 . "$(dirname "$0")/calib_common.sh"
-[ -d "$TINY" ] || { echo "SKIP: no $TINY"; exit $SKIP; }
+[ -d "$TINY" ] || { skip "no $TINY"; }
 run 2 plan && has "$err" "missing MODEL" "no args"
 run 2 plan "$TINY" --ram lots && has "$err" "--ram" "bad ram"
 run 2 plan "$TINY" --kv q4 && has "$err" "--kv" "bad kv"

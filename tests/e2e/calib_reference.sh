@@ -9,13 +9,13 @@
 #    weights in mixed f16/f32: max relative error below 2e-3, mean below 1e-4.
 # With "peer": llama.cpp's quantizer (tests/peer llama-peer) accepts our file.
 . "$(dirname "$0")/calib_common.sh"
-NPZ="$MW_SHARED/models/reference/tinyllama-8m.calib-imatrix.npz"
-have_python || { echo "SKIP: python3 not available"; exit $SKIP; }
-[ -d "$TINY" ] && [ -f "$LC_IMATRIX" ] || { echo "SKIP: no tinyllama-8m data"; exit $SKIP; }
+NPZ="$MW_DATASETS/reference/tinyllama-8m.calib-imatrix.npz"
+have_python || { skip "python3 not available"; }
+[ -d "$TINY" ] && [ -f "$LC_IMATRIX" ] || { skip "no tinyllama-8m data"; }
 
 if [ "${1:-}" = peer ]; then
     peer=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log"); prc=$?
-    [ $prc -eq 77 ] && { echo "SKIP: llama.cpp peer not available"; exit $SKIP; }
+    [ $prc -eq 77 ] && { skip "llama.cpp peer not available"; }
     [ $prc -eq 0 ] && [ -x "$peer" ] || { cat "$T/peer-setup.log"; fail "peer setup exit $prc"; finish; }
     run 0 calib "$TINY" --corpus "$CALIB" -o "$T/p.imatrix" --samples 16 --seq-len 256 -t 2 -q
     for preset in Q4_K_M IQ4_NL Q2_K; do
@@ -37,7 +37,7 @@ if [ -f "$NPZ" ]; then
         fail "numpy reference: $r"
     echo "vs numpy FP32 reference (npz): $r"
 else
-    echo "note: $NPZ missing; numpy comparison skipped"
+    fail "$NPZ missing (bundled in datasets/)"
 fi
 run 0 calib "$TINY" --corpus "$CALIB" -o "$T/lc.imatrix" --samples all --seq-len 256 \
     --llamacpp-chunks -t 2 -q

@@ -147,8 +147,9 @@ has "$out" "t.q8_0" "inspect tensors"
 has "$out" "4 tensors, 102 params, 174 bytes" "inspect totals"
 
 # --- a file written by llama.cpp (no memwall checksums) ---
-ref="${MW_SHARED:-}/models/reference/tinyllama-8m.llamacpp-f16.gguf"
-if [ -n "${MW_SHARED:-}" ] && [ -r "$ref" ]; then
+# (bundled in datasets/: missing is a failure, never a silent pass)
+ref="${MW_DATASETS:-}/reference/tinyllama-8m.llamacpp-f16.gguf"
+if [ -r "$ref" ]; then
     run 0 verify "$ref"
     has "$out" "no checksums" "verify llama.cpp file"
     has "$out" "OK: 75 tensors" "verify llama.cpp file"
@@ -162,7 +163,8 @@ if [ -n "${MW_SHARED:-}" ] && [ -r "$ref" ]; then
     json_ok "inspect llama.cpp --json"
     json_eq 'len(d["tensors"])' "75"
 else
-    echo "note: $ref not present; llama.cpp file checks skipped"
+    echo "FAIL: $ref missing (bundled in datasets/)"
+    fails=$((fails + 1))
 fi
 
 echo "cli: $fails failures"

@@ -8,6 +8,7 @@ rm -rf "$MW_TMP" && mkdir -p "$MW_TMP" || exit 1
 T=$MW_TMP
 fails=0
 SKIP=77
+. "$(dirname "${BASH_SOURCE[0]}")/skip.sh"
 
 # scratch_on_shm NAME: move $T to a fresh /dev/shm dir when there is one (the
 # gguf writer fsyncs every output, ~0.5 s per file on some build disks);

@@ -5,7 +5,7 @@
 # tokenizer.json and tokenizer.model. Damage is made on copies by
 # tests/fixtures/hf_corrupt.py on the fixtures of mk_hf_fixture.py.
 source "$(dirname "${BASH_SOURCE[0]}")/hf_common.sh"
-have_python || { echo "SKIP: python3 needed for the fixtures"; exit $SKIP; }
+have_python || { skip "python3 needed for the fixtures"; }
 
 python3 "$FIX/mk_hf_fixture.py" llama3 "$T/llama3" || exit 1
 python3 "$FIX/mk_hf_fixture.py" qwen2 "$T/qwen2" || exit 1

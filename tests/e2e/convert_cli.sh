@@ -4,7 +4,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/hf_common.sh"
 
 SRC=$(model_dir tinyllama-8m)
-[ -n "$SRC" ] || { echo "SKIP: no tinyllama-8m in datasets/ or shared/"; exit $SKIP; }
+[ -n "$SRC" ] || { skip "no tinyllama-8m in datasets/ or shared/"; }
 
 # --- usage: exit 2 ---
 run 2 convert

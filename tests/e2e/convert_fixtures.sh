@@ -9,7 +9,7 @@
 #   convert_fixtures.sh [peer]   without "peer": the memwall side only
 source "$(dirname "${BASH_SOURCE[0]}")/hf_common.sh"
 WITH_PEER=${1:-}
-have_python || { echo "SKIP: python3 needed for the fixtures"; exit $SKIP; }
+have_python || { skip "python3 needed for the fixtures"; }
 
 for k in qwen2 llama3 odd; do
     python3 "$FIX/mk_hf_fixture.py" "$k" "$T/$k" || exit 1
@@ -39,7 +39,7 @@ has "$out" "llama.rope.scaling.type" "linear rope scaling"
 
 [ "$WITH_PEER" = peer ] || finish
 find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && exit $SKIP; finish; }
+[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
 
 expect() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 for k in qwen2 llama3 odd; do

@@ -12,7 +12,7 @@ REF_PPL=58.248257
 WITH_PEER=${1:-}
 
 SRC=$(model_dir tinyllama-8m)
-[ -n "$SRC" ] || { echo "SKIP: no tinyllama-8m in datasets/ or shared/"; exit $SKIP; }
+[ -n "$SRC" ] || { skip "no tinyllama-8m in datasets/ or shared/"; }
 run 0 convert "$SRC" -o "$T/t-f16.gguf" -q || finish
 run 0 convert "$SRC" -o "$T/t-q8_0.gguf" --type q8_0 -q || finish
 REF="$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf"
@@ -25,7 +25,7 @@ fi
 
 [ "$WITH_PEER" = peer ] || finish
 find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && exit $SKIP; finish; }
+[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
 "$PEER" info "$T/t-f16.gguf" > "$T/info" 2> "$T/info.err" ||
     { fail "llama.cpp cannot load the F16 file: $(tail -n 3 "$T/info.err")"; finish; }
 grep -q '^n_vocab 4096$' "$T/info" || fail "n_vocab: $(grep n_vocab "$T/info")"

@@ -20,7 +20,7 @@ SRC0=""
 for d in "$MW_DATASETS/tinyllama-8m" "$MW_SHARED/models/tinyllama-8m"; do
     [ -f "$d/config.json" ] && { SRC0=$d; break; }
 done
-[ -n "$SRC0" ] || { echo "SKIP: no tinyllama-8m in datasets/ or shared/"; exit $SKIP; }
+[ -n "$SRC0" ] || { skip "no tinyllama-8m in datasets/ or shared/"; }
 [ -x "$FAULT" ] || { echo "usage: faults_convert.sh MW_FAULT"; exit 2; }
 
 S=$T/src

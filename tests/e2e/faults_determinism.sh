@@ -24,7 +24,7 @@ HF=""
 for d in "$MW_DATASETS/tinyllama-8m" "$MW_SHARED/models/tinyllama-8m"; do
     [ -f "$d/config.json" ] && { HF=$d; break; }
 done
-[ -n "$F16" ] || [ -n "$HF" ] || { echo "SKIP: no tinyllama-8m inputs"; exit $SKIP; }
+[ -n "$F16" ] || [ -n "$HF" ] || { skip "no tinyllama-8m inputs"; }
 full=0
 $MW_EMU "$MEMWALL" help 2> /dev/null | grep -q '^  convert' && full=1
 

@@ -21,7 +21,7 @@ ref() {
 }
 F16_0=$(ref tinyllama-8m.llamacpp-f16.gguf)
 IMAT_0=$(ref tinyllama-8m.llamacpp.imatrix.gguf)
-[ -n "$F16_0" ] || { echo "SKIP: no tinyllama-8m.llamacpp-f16.gguf"; exit $SKIP; }
+[ -n "$F16_0" ] || { skip "no tinyllama-8m.llamacpp-f16.gguf"; }
 [ -x "$FAULT" ] || { echo "usage: faults_quant.sh MW_FAULT"; exit 2; }
 
 O=$T/outdir

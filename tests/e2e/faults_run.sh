@@ -10,10 +10,10 @@
 source "$(dirname "${BASH_SOURCE[0]}")/faults_common.sh"
 F16_0=$(ref tinyllama-8m.llamacpp-f16.gguf)
 EVAL=$MW_DATASETS/corpora/eval.txt
-[ -n "$F16_0" ] && [ -f "$EVAL" ] || { echo "SKIP: no tinyllama-8m.llamacpp-f16.gguf or eval.txt"; exit $SKIP; }
+[ -n "$F16_0" ] && [ -f "$EVAL" ] || { skip "no tinyllama-8m.llamacpp-f16.gguf or eval.txt"; }
 [ -x "$FAULT" ] || { echo "usage: faults_run.sh MW_FAULT"; exit 2; }
 RUNBIN="$MW_BIN/memwall-run"
-[ -x "$RUNBIN" ] || { echo "SKIP: no memwall-run"; exit $SKIP; }
+[ -x "$RUNBIN" ] || { skip "no memwall-run"; }
 SRC=$T/model.gguf
 size=$(stat -c %s "$F16_0")
 

@@ -13,8 +13,8 @@ source "$(dirname "$0")/common.sh"
 scratch_on_shm quant-alloc
 f16=$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf
 im=$MW_DATASETS/reference/tinyllama-8m.llamacpp.imatrix.gguf
-[ -f "$f16" ] && [ -f "$im" ] || { echo "SKIP: no tinyllama-8m reference files"; exit $SKIP; }
-have_python || { echo "SKIP: no python3"; exit $SKIP; }
+[ -f "$f16" ] && [ -f "$im" ] || { skip "no tinyllama-8m reference files"; }
+have_python || { skip "no python3"; }
 
 data_bytes() { # FILE -> tensor data bytes and parameter count
     "$MEMWALL" inspect "$1" --json | python3 -c 'import json,sys

@@ -14,7 +14,7 @@
 #    convert` followed by `memwall quant`
 source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
 
-[ -n "$F16" ] || { echo "SKIP: no tinyllama-8m.llamacpp-f16.gguf"; exit $SKIP; }
+[ -n "$F16" ] || { skip "no tinyllama-8m.llamacpp-f16.gguf"; }
 if [ -n "$MW_EMU" ]; then # under qemu: a few presets (every block family) only
     PRESETS="Q8_0 Q6_K Q4_K_M Q3_K_M Q2_K Q4_0"
     EXTRA_PRESETS="Q5_1 IQ4_NL"

@@ -8,10 +8,11 @@
 # (mixed precision) file, and its perplexity equals memwall's within 0.5 %.
 set -u
 SKIP=77
+. "$(dirname "$0")/skip.sh"
 T=${MW_TMP:?}; mkdir -p "$T"
 mw="$MW_EMU $MW_BIN/memwall"
 f16=$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf
-[ -f "$f16" ] || { echo "SKIP: no $f16"; exit $SKIP; }
+[ -f "$f16" ] || { skip "no $f16"; }
 head -c 30000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib30k.txt"
 bad=0
 fail() { echo "FAIL: $*"; bad=1; }
@@ -35,7 +36,7 @@ done
 ls "$T" | grep -q 'tmp\.spill' && fail "a spill file was left in $T"
 if [ "${1:-}" = peer ]; then
   peer=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log"); prc=$?
-  [ $prc -eq 77 ] && { echo "SKIP: llama.cpp peer not available"; exit $SKIP; }
+  [ $prc -eq 77 ] && { skip "llama.cpp peer not available"; }
   [ $prc -eq 0 ] && [ -x "$peer" ] || { cat "$T/peer-setup.log"; exit 1; }
   # a mixed-precision file too (--size with the corpus's own importance)
   $mw quant "$f16" -o "$T/alloc.gguf" --size 4449728 --corpus "$T/calib30k.txt" --method gptq -q -t 4 \

@@ -8,6 +8,7 @@ rm -rf "$MW_TMP" && mkdir -p "$MW_TMP" || exit 1
 T=$MW_TMP
 fails=0
 SKIP=77
+. "$(dirname "${BASH_SOURCE[0]}")/skip.sh"
 EVAL="$MW_DATASETS/corpora/eval.txt"
 REF_F16="$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf"
 PROMPT="It was a dark and stormy night, and"

@@ -31,10 +31,10 @@ TIE=0.02
 
 PEER=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log")
 prc=$?
-[ $prc -eq 77 ] && { echo "SKIP: llama-peer unavailable: $(tail -n 1 "$T/peer-setup.log")"; exit $SKIP; }
+[ $prc -eq 77 ] && skip "llama-peer unavailable: $(tail -n 1 "$T/peer-setup.log")"
 [ $prc -eq 0 ] || { cat "$T/peer-setup.log"; fail "tests/peer/setup.sh failed ($prc)"; finish; }
 PEER=$(echo "$PEER" | tail -n 1)
-[ -f "$REF_F16" ] && [ -f "$EVAL" ] || { echo "SKIP: no tinyllama-8m reference"; exit $SKIP; }
+[ -f "$REF_F16" ] && [ -f "$EVAL" ] || { skip "no tinyllama-8m reference"; }
 
 files=("$REF_F16")
 names=("F16 (llama.cpp convert)")

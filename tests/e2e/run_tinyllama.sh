@@ -16,8 +16,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
 MK=${1:?usage: run_tinyllama.sh RT_MKMODEL [quick]}
 QUICK=${2:-}
-[ -f "$REF_F16" ] || { echo "SKIP: no $REF_F16"; exit $SKIP; }
-[ -f "$EVAL" ] || { echo "SKIP: no $EVAL"; exit $SKIP; }
+[ -f "$REF_F16" ] || { skip "no $REF_F16"; }
+[ -f "$EVAL" ] || { skip "no $EVAL"; }
 
 # llama.cpp, greedy, 32 tokens: F16 reference file (llama-peer generate)
 GREEDY_F16="265 667 1353 317 295 265 803 4034 278 265 667 1353 317 295 265 803 4034 278 265 667 1353 4034 278 265 667 1353 4034 278 265 667 1353 4034"

@@ -28,7 +28,7 @@ REF_F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
 SAMPLE="$FIX/multilingual.txt"
 
 find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && exit $SKIP; finish; }
+[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
 
 # compare LABEL GGUF TEXT: ids of memwall-run --tokenize and llama-peer
 # tokenize must be identical; prints the count
@@ -86,7 +86,7 @@ if have_python; then
 else
     echo "note: python3 missing: no fixtures, no code point probe"
 fi
-[ ${#models[@]} -gt 0 ] || { echo "SKIP: no model to tokenize with"; exit $SKIP; }
+[ ${#models[@]} -gt 0 ] || { skip "no model to tokenize with"; }
 
 # short edge cases, one file each: empty, lone white space / \r / invalid
 # bytes / truncated sequences, contractions at the edges, NUL, BOM, NBSP and

@@ -10,14 +10,16 @@ set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-SHARED=${MW_SHARED:-$repo/../shared}
-F16=$SHARED/models/reference/tinyllama-8m.llamacpp-f16.gguf
-IMAT=$SHARED/models/reference/tinyllama-8m.llamacpp.imatrix.gguf
-EVAL=$SHARED/corpora/eval.txt
-[[ -f $F16 && -f $EVAL ]] || { echo "selftest: SKIP: $SHARED has no reference model/corpus"; exit 77; }
+. "$repo/tests/e2e/skip.sh"
+# the bundled copies (datasets/) of shared/'s reference files
+DATA=${MW_DATASETS:-$repo/datasets}
+F16=$DATA/reference/tinyllama-8m.llamacpp-f16.gguf
+IMAT=$DATA/reference/tinyllama-8m.llamacpp.imatrix.gguf
+EVAL=$DATA/corpora/eval.txt
+[[ -f $F16 && -f $EVAL ]] || { skip "$DATA has no reference model/corpus"; }
 
 peer=$(bash "$here/setup.sh") ; rc=$?
-if [[ $rc == 77 ]]; then echo "selftest: SKIP: peer not available"; exit 77; fi
+if [[ $rc == 77 ]]; then skip "peer not available"; fi
 [[ $rc == 0 && -x $peer ]] || { echo "selftest: FAIL: setup.sh exited $rc"; exit 1; }
 
 tmp=${MW_TMP:-}
