@@ -258,7 +258,7 @@ static void run_rows(struct engine *e, enum row_op op, uint64_t n_rows, uint64_t
     mw_pool_run(e->pool, row_task, &J);
 }
 
-/* Y (nr, n_out) = X (nr, n_in) W^T (+ bias) */
+/* Y (nr, n_out) = X (nr, n_in) W^T (+ bias); X's first row starts a sample */
 static void linear(struct engine *e, const float *X, uint64_t nr, uint64_t n_in, const float *W,
                    const float *bias, uint64_t n_out, float *Y, uint64_t ldy)
 {
@@ -618,9 +618,23 @@ static void group_rows(struct engine *e, enum calib_group g, uint64_t row0, uint
         }
         break;
     case CALIB_G_FFN_DOWN:
-        norm_rows(e, row0, nr, CALIB_T_FFN_NORM, e->xin);
-        swiglu(e, e->xin, nr);
-        memcpy(dst, e->g, (size_t)(nr * e->F) * sizeof(float));
+        if (row0 % e->n_pos == 0 && nr % e->n_pos == 0) { /* whole samples */
+            norm_rows(e, row0, nr, CALIB_T_FFN_NORM, e->xin);
+            swiglu(e, e->xin, nr);
+            memcpy(dst, e->g, (size_t)(nr * e->F) * sizeof(float));
+            break;
+        }
+        /* sample by sample: the GEMM's row tiles start at sample starts
+         * (mw_blas.h), so any window gives the bits of the whole-sample pass */
+        for (uint64_t r = row0; r < row0 + nr;) {
+            const uint64_t a = r / e->n_pos * e->n_pos;
+            const uint64_t b = a + e->n_pos < row0 + nr ? a + e->n_pos : row0 + nr;
+            norm_rows(e, a, e->n_pos, CALIB_T_FFN_NORM, e->xin);
+            swiglu(e, e->xin, e->n_pos);
+            memcpy(dst + (r - row0) * e->F, e->g + (r - a) * e->F,
+                   (size_t)((b - r) * e->F) * sizeof(float));
+            r = b;
+        }
         break;
     case CALIB_G_COUNT:
         break;

@@ -20,7 +20,9 @@
  * the rows of a problem are consecutive segments of seg rows and row tiles
  * start at every segment start and never cross one, so a row's result
  * depends on its place in its sample only, not on how many samples share
- * the batch (--max-memory's smaller batches give the same bits).
+ * the batch (--max-memory's smaller batches give the same bits). A call's
+ * first row must start a segment: a window that begins mid-sample would
+ * cut other tiles (callers compute whole samples and copy the rows out).
  *
  * Library rules: nothing here allocates except mw_tri_inv_lower's panel
  * (returned as MW_E_NOMEM), prints or keeps state.

@@ -32,6 +32,7 @@
 
 #include "calib/calib.h"
 #include "calib/calib_int.h"
+#include "calib/mw_blas.h"
 #include "hf/hf.h"
 #include "quant/quant.h"
 
@@ -1080,6 +1081,161 @@ START_TEST(max_memory_too_small)
 }
 END_TEST
 
+// --- mw_blas: thread-count-independent linear algebra ---------------------------
+
+static float *rand_mat(uint64_t n, uint32_t seed)
+{
+    float *a = malloc(n * sizeof *a);
+    uint32_t x = seed * 2654435761u + 1;
+    for (uint64_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        a[i] = (float)((int32_t)(x >> 8) - (1 << 23)) / (float)(1 << 23);
+    }
+    return a;
+}
+
+static struct mw_pool *pool_of(unsigned n)
+{
+    struct mw_pool *p = NULL;
+    struct mw_err err;
+    ck_assert_int_eq(mw_pool_init(n, &p, &err), MW_OK);
+    return p;
+}
+
+/* C = op(A) op(B) for every transpose pair, shapes that cut tiles (and a
+ * segment length that is not a tile multiple): within rounding of a double
+ * reference, and bit for bit the same for 1, 2 and 3 threads */
+START_TEST(blas_gemm)
+{
+    mw_blas_init();
+    const uint64_t M = 2 * 301 + 17, N = 300, K = 70, seg = 301;
+    const bool ta = _i & 1, tb = _i & 2;
+    float *A = rand_mat(M * K, 1), *B = rand_mat(N * K, 2);
+    float *C[3];
+    for (unsigned t = 0; t < 3; t++) {
+        struct mw_pool *p = pool_of(t + 1);
+        C[t] = rand_mat(M * N, 3); /* beta = 0.5 reads it */
+        mw_gemm(p, ta, tb, M, N, K, 1.5f, A, ta ? M : K, B, tb ? K : N, 0.5f, C[t], N, seg);
+        mw_pool_free(p);
+    }
+    ck_assert(memcmp(C[0], C[1], M * N * sizeof(float)) == 0);
+    ck_assert(memcmp(C[0], C[2], M * N * sizeof(float)) == 0);
+    float *C0 = rand_mat(M * N, 3);
+    for (uint64_t i = 0; i < M; i++)
+        for (uint64_t j = 0; j < N; j++) {
+            double acc = 0;
+            for (uint64_t k = 0; k < K; k++)
+                acc += (double)(ta ? A[k * M + i] : A[i * K + k]) *
+                       (tb ? B[j * K + k] : B[k * N + j]);
+            const double want = 1.5 * acc + 0.5 * C0[i * N + j];
+            ck_assert_msg(fabs(C[0][i * N + j] - want) <= 1e-4 * (1 + fabs(want)),
+                          "C[%llu,%llu] %g vs %g", (unsigned long long)i, (unsigned long long)j,
+                          (double)C[0][i * N + j], want);
+        }
+    /* one segment at a time gives the bits of all segments at once */
+    float *Cs = rand_mat(M * N, 3);
+    for (uint64_t r = 0; r < M; r += seg) {
+        const uint64_t n = M - r < seg ? M - r : seg;
+        mw_gemm(NULL, ta, tb, n, N, K, 1.5f, ta ? A + r : A + r * K, ta ? M : K, B, tb ? K : N,
+                0.5f, Cs + r * N, N, seg);
+    }
+    ck_assert(memcmp(C[0], Cs, M * N * sizeof(float)) == 0);
+    free(Cs);
+    free(C0);
+    for (unsigned t = 0; t < 3; t++) free(C[t]);
+    free(A);
+    free(B);
+}
+END_TEST
+
+/* Xᵀ X over batches of whole segments = one pass, bit for bit, for any
+ * thread count; and close to a double reference */
+START_TEST(blas_gram)
+{
+    mw_blas_init();
+    const uint64_t n = 520, seg = 301, nr = 3 * seg;
+    float *X = rand_mat(nr * n, 4);
+    float *H1 = malloc(n * n * sizeof(float)), *H2 = malloc(n * n * sizeof(float));
+    struct mw_pool *p3 = pool_of(3);
+    mw_gram_acc(NULL, n, nr, X, n, true, H1, seg);
+    mw_sym_lower_from_upper(H1, n);
+    mw_gram_acc(p3, n, seg, X, n, true, H2, seg);
+    mw_gram_acc(p3, n, 2 * seg, X + seg * n, n, false, H2, seg);
+    mw_sym_lower_from_upper(H2, n);
+    ck_assert(memcmp(H1, H2, n * n * sizeof(float)) == 0);
+    for (uint64_t i = 0; i < n; i += 7)
+        for (uint64_t j = 0; j < n; j += 5) {
+            double acc = 0;
+            for (uint64_t r = 0; r < nr; r++) acc += (double)X[r * n + i] * X[r * n + j];
+            ck_assert_msg(fabs(H1[i * n + j] - acc) <= 1e-3 * (1 + fabs(acc)), "H[%llu,%llu]",
+                          (unsigned long long)i, (unsigned long long)j);
+        }
+    mw_pool_free(p3);
+    free(H1);
+    free(H2);
+    free(X);
+}
+END_TEST
+
+/* Cholesky and triangular inverse over several blocks: L Lᵀ = A and
+ * L^-1 L = I within rounding, the same bits for 1 and 3 threads */
+START_TEST(blas_chol_inv)
+{
+    mw_blas_init();
+    const uint64_t n = 2 * MW_BLAS_NB + 37, nr = 3 * n;
+    float *X = rand_mat(nr * n, 5);
+    float *A = malloc(n * n * sizeof(float));
+    mw_gram_acc(NULL, n, nr, X, n, true, A, 0);
+    mw_sym_lower_from_upper(A, n);
+    for (uint64_t i = 0; i < n; i++) A[i * n + i] += 1.0f;
+    float *L[2];
+    for (unsigned t = 0; t < 2; t++) {
+        struct mw_pool *p = pool_of(t ? 3 : 1);
+        L[t] = malloc(n * n * sizeof(float));
+        memcpy(L[t], A, n * n * sizeof(float));
+        ck_assert_int_eq(mw_chol_lower(p, L[t], n), 0);
+        for (uint64_t i = 0; i < n; i++) /* the lower triangle is the result */
+            for (uint64_t j = i + 1; j < n; j++) L[t][i * n + j] = 0.0f;
+        mw_pool_free(p);
+    }
+    ck_assert(memcmp(L[0], L[1], n * n * sizeof(float)) == 0);
+    for (uint64_t i = 0; i < n; i += 3)
+        for (uint64_t j = 0; j <= i; j += 2) {
+            double acc = 0;
+            for (uint64_t k = 0; k <= j; k++) acc += (double)L[0][i * n + k] * L[0][j * n + k];
+            ck_assert_msg(fabs(acc - A[i * n + j]) <= 1e-3 * (1 + fabs(A[i * n + j])),
+                          "LLt[%llu,%llu]", (unsigned long long)i, (unsigned long long)j);
+        }
+    float *Li[2];
+    for (unsigned t = 0; t < 2; t++) {
+        struct mw_pool *p = pool_of(t ? 3 : 1);
+        Li[t] = malloc(n * n * sizeof(float));
+        memcpy(Li[t], L[0], n * n * sizeof(float));
+        ck_assert_int_eq(mw_tri_inv_lower(p, Li[t], n), 0);
+        for (uint64_t i = 0; i < n; i++)
+            for (uint64_t j = i + 1; j < n; j++) Li[t][i * n + j] = 0.0f;
+        mw_pool_free(p);
+    }
+    ck_assert(memcmp(Li[0], Li[1], n * n * sizeof(float)) == 0);
+    for (uint64_t i = 0; i < n; i += 3)
+        for (uint64_t j = 0; j <= i; j += 2) {
+            double acc = 0;
+            for (uint64_t k = j; k <= i; k++) acc += (double)Li[0][i * n + k] * L[0][k * n + j];
+            ck_assert_msg(fabs(acc - (i == j)) <= 1e-3, "Li L[%llu,%llu] = %g",
+                          (unsigned long long)i, (unsigned long long)j, acc);
+        }
+    /* not positive definite: the LAPACK info, not a crash */
+    A[5 * n + 5] = -1e6f;
+    ck_assert_int_gt(mw_chol_lower(NULL, A, n), 0);
+    for (unsigned t = 0; t < 2; t++) {
+        free(L[t]);
+        free(Li[t]);
+    }
+    free(A);
+    free(X);
+}
+END_TEST
+
 static Suite *calib_suite(void)
 {
     Suite *s = suite_create("calib");
@@ -1092,6 +1248,12 @@ static Suite *calib_suite(void)
     tcase_add_loop_test(tc, corpus_jsonl_bad, 0, sizeof jsonl_bad / sizeof jsonl_bad[0]);
     tcase_add_test(tc, corpus_gzip);
     tcase_add_test(tc, corpus_load_missing);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("mw_blas");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, blas_gemm, 0, 4);
+    tcase_add_test(tc, blas_gram);
+    tcase_add_test(tc, blas_chol_inv);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("samples");

@@ -14,7 +14,7 @@ endif()
 # kernels (OPENBLAS_CORETYPE); release builds only (the sanitizer build runs
 # the same code through check_calib's mw_blas tests on small shapes)
 if(NOT MW_MINIMAL AND NOT MW_SANITIZE)
-  mw_shell_test(determinism_blas e2e/determinism_blas.sh)
+  mw_shell_test(determinism_blas e2e/determinism_blas.sh $<TARGET_FILE:check_calib>)
   set_tests_properties(determinism_blas PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
                        LABELS determinism)
 endif()

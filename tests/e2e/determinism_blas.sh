@@ -12,8 +12,11 @@
 # Small but not trivial: 4 samples of 301 positions (two row tiles per
 # sample), tinyllama-8m's 768-wide FFN (three column tiles, three Cholesky
 # blocks of the ffn_down Hessian). Q8_0 keeps the AWQ search short.
-# Usage: determinism_blas.sh [quick]   (quick: the default kernel only)
+# The unit tests of calib (check_calib: statistics equal for every thread
+# count, batch size and row window) run under each kernel too.
+# Usage: determinism_blas.sh CHECK_CALIB [quick]   (quick: the default kernel only)
 . "$(dirname "$0")/common.sh"
+CHECK_CALIB=${1:?usage: determinism_blas.sh CHECK_CALIB [quick]}
 scratch_on_shm determinism
 F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
 [ -n "$F16" ] || skip "no tinyllama-8m.llamacpp-f16.gguf"
@@ -34,6 +37,10 @@ same_bytes() {
 check() {
     local k=$1 tag=${1:-default} full=$2
     echo "== OpenBLAS kernel: $tag"
+    if [ -n "$k" ]; then
+        CK_TIMEOUT_MULTIPLIER=10 "$CHECK_CALIB" > "$T/check_calib.log" 2>&1 ||
+            { tail -5 "$T/check_calib.log"; fail "check_calib under OPENBLAS_CORETYPE=$k"; }
+    fi
     # calib: -t 1 2 3 8, and -t 1 again
     for t in 1 2 3 8; do
         run 0 calib "$F16" "${S[@]}" -o "$T/$tag-c$t.imatrix" -t $t || return
@@ -89,7 +96,7 @@ can_run() {
 
 unset OPENBLAS_CORETYPE
 check "" 1
-if [ "${1:-}" != quick ] && [ "$(uname -m)" = x86_64 ]; then
+if [ "${2:-}" != quick ] && [ "$(uname -m)" = x86_64 ]; then
     for k in Haswell Sandybridge Prescott; do
         if can_run $k; then
             OPENBLAS_CORETYPE=$k check $k 0
