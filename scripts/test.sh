@@ -16,10 +16,16 @@ fuzz_other=${MW_FUZZ_OTHER_SECONDS:-15}
 results=()
 fail=0
 
-step() {
+t_start=$(date +%s)
+step() { # name, command...: runs it, records ok/FAILED with its wall time
   local name=$1; shift
+  local t0 t
+  t0=$(date +%s)
   echo "=== $name"
-  if "$@"; then results+=("ok      $name"); else results+=("FAILED  $name"); fail=1; fi
+  if "$@"; then t="ok    "; else t="FAILED"; fail=1; fi
+  t0=$(( $(date +%s) - t0 ))
+  results+=("$(printf '%s %5ds  %s' "$t" "$t0" "$name")")
+  echo "=== $name: $t in ${t0}s"
 }
 
 build() { # dir, cmake args...
@@ -61,10 +67,11 @@ step "fuzz build (clang)" build build/ci-fuzz -DCMAKE_C_COMPILER=clang -DMW_FUZZ
   -DCMAKE_BUILD_TYPE=Debug
 step "fuzzing (gguf ${fuzz_secs}s, others ${fuzz_other}s)" bash scripts/fuzz.sh build/ci-fuzz "$fuzz_secs" "$fuzz_other"
 
-echo "=== summary"
+echo "=== summary (wall time per step)"
 printf '%s\n' "${results[@]}"
 passed=$(printf '%s\n' "${results[@]}" | grep -c '^ok' || true)
 failed=$(printf '%s\n' "${results[@]}" | grep -c '^FAILED' || true)
+echo "total: $(( $(date +%s) - t_start ))s on $(nproc) cores"
 echo "steps: $passed passed, $failed failed"
 # last, so that a log cut to its tail still says which tests failed and why
 [ -s "$failures" ] && { echo "=== failures"; cat "$failures"; }
