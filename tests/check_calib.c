@@ -1177,6 +1177,21 @@ START_TEST(blas_gram)
 }
 END_TEST
 
+/* fn (mw_chol_lower or mw_tri_inv_lower) on a copy of A with a pool of
+ * `threads`; the lower triangle (the result), upper part zeroed */
+static float *lower_of(int (*fn)(struct mw_pool *, float *, uint64_t), const float *A, uint64_t n,
+                       unsigned threads)
+{
+    struct mw_pool *p = pool_of(threads);
+    float *L = malloc(n * n * sizeof(float));
+    memcpy(L, A, n * n * sizeof(float));
+    ck_assert_int_eq(fn(p, L, n), 0);
+    for (uint64_t i = 0; i < n; i++)
+        for (uint64_t j = i + 1; j < n; j++) L[i * n + j] = 0.0f;
+    mw_pool_free(p);
+    return L;
+}
+
 /* Cholesky and triangular inverse over several blocks: L Lᵀ = A and
  * L^-1 L = I within rounding, the same bits for 1 and 3 threads */
 START_TEST(blas_chol_inv)
@@ -1188,16 +1203,7 @@ START_TEST(blas_chol_inv)
     mw_gram_acc(NULL, n, nr, X, n, true, A, 0);
     mw_sym_lower_from_upper(A, n);
     for (uint64_t i = 0; i < n; i++) A[i * n + i] += 1.0f;
-    float *L[2];
-    for (unsigned t = 0; t < 2; t++) {
-        struct mw_pool *p = pool_of(t ? 3 : 1);
-        L[t] = malloc(n * n * sizeof(float));
-        memcpy(L[t], A, n * n * sizeof(float));
-        ck_assert_int_eq(mw_chol_lower(p, L[t], n), 0);
-        for (uint64_t i = 0; i < n; i++) /* the lower triangle is the result */
-            for (uint64_t j = i + 1; j < n; j++) L[t][i * n + j] = 0.0f;
-        mw_pool_free(p);
-    }
+    float *L[2] = {lower_of(mw_chol_lower, A, n, 1), lower_of(mw_chol_lower, A, n, 3)};
     ck_assert(memcmp(L[0], L[1], n * n * sizeof(float)) == 0);
     for (uint64_t i = 0; i < n; i += 3)
         for (uint64_t j = 0; j <= i; j += 2) {
@@ -1206,16 +1212,8 @@ START_TEST(blas_chol_inv)
             ck_assert_msg(fabs(acc - A[i * n + j]) <= 1e-3 * (1 + fabs(A[i * n + j])),
                           "LLt[%llu,%llu]", (unsigned long long)i, (unsigned long long)j);
         }
-    float *Li[2];
-    for (unsigned t = 0; t < 2; t++) {
-        struct mw_pool *p = pool_of(t ? 3 : 1);
-        Li[t] = malloc(n * n * sizeof(float));
-        memcpy(Li[t], L[0], n * n * sizeof(float));
-        ck_assert_int_eq(mw_tri_inv_lower(p, Li[t], n), 0);
-        for (uint64_t i = 0; i < n; i++)
-            for (uint64_t j = i + 1; j < n; j++) Li[t][i * n + j] = 0.0f;
-        mw_pool_free(p);
-    }
+    float *Li[2] = {lower_of(mw_tri_inv_lower, L[0], n, 1),
+                    lower_of(mw_tri_inv_lower, L[0], n, 3)};
     ck_assert(memcmp(Li[0], Li[1], n * n * sizeof(float)) == 0);
     for (uint64_t i = 0; i < n; i += 3)
         for (uint64_t j = 0; j <= i; j += 2) {

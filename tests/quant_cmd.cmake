@@ -4,7 +4,11 @@
 # tests/peer/setup.sh cannot build llama-peer here).
 mw_check_test(check_quant_preset SOURCES check_quant_preset.c LIBS mw_quant mw_gguf mw_core)
 mw_shell_test(quant_cli e2e/quant_cli.sh)
-set_tests_properties(quant_cli PROPERTIES SKIP_RETURN_CODE 77)
+set_tests_properties(quant_cli PROPERTIES SKIP_RETURN_CODE 77 COST 700) # long: start first
+set_tests_properties(check_quant_preset PROPERTIES COST 500)
+if(MW_SANITIZE) # -O0 + ASan: the lighter variant (as under qemu)
+  set_property(TEST quant_cli APPEND PROPERTY ENVIRONMENT "MW_LIGHT=1")
+endif()
 # Timeouts from the measured worst case, load 4 on 2 cores (two CPU hogs
 # beside ctest -j2): under qemu check_quant_preset 173 s, quant_cli 436 s
 # (lighter qemu variants); natively 9 s and 14 s at load 2. About 3x margin.

@@ -7,7 +7,8 @@ endif()
 if(NOT MW_MINIMAL AND NOT MW_SANITIZE)
   mw_shell_test(quant_methods_cli e2e/quant_methods_cli.sh)
   mw_shell_test(quant_methods_peer e2e/quant_methods_cli.sh peer)
-  set_tests_properties(quant_methods_cli quant_methods_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+  set_tests_properties(quant_methods_cli quant_methods_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
+                       COST 800)
   set_tests_properties(quant_methods_peer PROPERTIES LABELS peer)
 endif()
 # thread-count determinism of calib and every method, under several OpenBLAS
@@ -15,6 +16,7 @@ endif()
 # the same code through check_calib's mw_blas tests on small shapes)
 if(NOT MW_MINIMAL AND NOT MW_SANITIZE)
   mw_shell_test(determinism_blas e2e/determinism_blas.sh $<TARGET_FILE:check_calib>)
+  # COST: the longest tests start first, so -j2 does not end on a long tail
   set_tests_properties(determinism_blas PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
-                       LABELS determinism)
+                       LABELS determinism COST 1000)
 endif()

@@ -33,7 +33,7 @@ mw_shell_test(runtime_tinyllama e2e/run_tinyllama.sh $<TARGET_FILE:rt_mkmodel> $
 set_tests_properties(runtime_cli runtime_tinyllama PROPERTIES TIMEOUT 900)
 if(NOT CMAKE_CROSSCOMPILING)
   mw_shell_test(runtime_peer e2e/run_peer.sh $<TARGET_FILE:rt_mkmodel>)
-  set_tests_properties(runtime_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77 TIMEOUT 1800)
+  set_tests_properties(runtime_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77 TIMEOUT 1800 COST 900)
 endif()
 
 mw_fuzz_target(runtime LIBS mw_runtime)

@@ -9,7 +9,7 @@ F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
 [ -n "$F16" ] || skip "no tinyllama-8m.llamacpp-f16.gguf"
 RUNBIN="$MW_BIN/memwall-run"
 big=$T/big.txt
-for _ in $(seq 200); do echo "It was a dark and stormy night, and the rain fell in torrents."; done > "$big"
+for _ in $(seq 20); do echo "It was a dark and stormy night, and the rain fell in torrents."; done > "$big"
 
 # closed_early NAME CMD...: CMD's stdout is a pipe whose reader closes it at
 # once (and lingers a moment, so that every write of CMD meets a closed pipe
@@ -33,7 +33,7 @@ closed_early "verify --json" $MW_EMU "$MEMWALL" verify --json --deep "$F16"
 closed_early "help" $MW_EMU "$MEMWALL" --help
 closed_early "quant --dry-run" $MW_EMU "$MEMWALL" quant "$F16" -o "$T/x.gguf" --preset Q4_K_M --dry-run
 closed_early "memwall-run --tokenize" $MW_EMU "$RUNBIN" -m "$F16" --tokenize "$big" -q
-closed_early "memwall-run -p" $MW_EMU "$RUNBIN" -m "$F16" -p "Once upon a time" -n 64 --temp 0 -q
+closed_early "memwall-run -p" $MW_EMU "$RUNBIN" -m "$F16" -p "Once upon a time" -n 8 --temp 0 -q
 if "$MEMWALL" --help 2>&1 | grep -q "^  plan"; then
     closed_early "plan" $MW_EMU "$MEMWALL" plan "$F16" --ctx 512
 fi

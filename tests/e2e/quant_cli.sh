@@ -16,7 +16,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
 
 [ -n "$F16" ] || { skip "no tinyllama-8m.llamacpp-f16.gguf"; }
 DET_PRESETS="Q4_K_M Q2_K Q4_0" DET_IM_THREADS="1 2 8"
-if [ -n "$MW_EMU" ]; then # under qemu: a few presets (every block family) only
+# under qemu and the sanitizers (MW_LIGHT=1): a few presets (every block
+# family) only; the native release build runs them all
+if [ -n "$MW_EMU" ] || [ "${MW_LIGHT:-0}" = 1 ]; then
     PRESETS="Q8_0 Q4_K_M Q3_K_M Q2_K Q4_0"
     EXTRA_PRESETS="Q5_1 IQ4_NL"
     DET_PRESETS="Q4_K_M" DET_IM_THREADS="1 8"
