@@ -125,7 +125,6 @@ struct engine {
     const struct rt_hparams *hp;
     const struct calib_samples *s;
     struct mw_pool *pool;
-    unsigned n_threads;
     uint32_t n_samples, n_pos, spb;
     uint64_t T, rows_b;
     uint64_t E, Q, KV, F, hd;
@@ -588,6 +587,29 @@ static enum mw_status check_group(const struct calib_layer *ly, enum calib_group
     return MW_OK;
 }
 
+/* Rows [row0, row0+nr) of the input of g (ATTN_OUT or FFN_DOWN), computed
+ * one whole sample at a time and copied out: the GEMMs' row tiles start at
+ * sample starts (mw_blas.h), so any window, aligned or not, has the bits of
+ * the layer pass. */
+static void sample_rows(struct engine *e, enum calib_group g, uint64_t row0, uint64_t nr,
+                        float *dst)
+{
+    const bool attn = g == CALIB_G_ATTN_OUT;
+    const uint64_t w = attn ? e->Q : e->F;
+    for (uint64_t r = row0; r < row0 + nr;) {
+        const uint64_t a = r / e->n_pos * e->n_pos;
+        const uint64_t b = a + e->n_pos < row0 + nr ? a + e->n_pos : row0 + nr;
+        norm_rows(e, a, e->n_pos, attn ? CALIB_T_ATTN_NORM : CALIB_T_FFN_NORM, e->xin);
+        if (attn)
+            attention(e, e->xin, 1, e->one, e->Q);
+        else
+            swiglu(e, e->xin, e->n_pos);
+        memcpy(dst + (r - row0) * w, (attn ? e->one : e->g) + (r - a) * w,
+               (size_t)((b - r) * w) * sizeof(float));
+        r = b;
+    }
+}
+
 /* Rows [row0, row0+nr) of group g's current input into dst (nr, n_in);
  * nr <= rows_b. May use xin/q/k/v/S/g/u/one scratch. */
 static void group_rows(struct engine *e, enum calib_group g, uint64_t row0, uint64_t nr,
@@ -606,35 +628,10 @@ static void group_rows(struct engine *e, enum calib_group g, uint64_t row0, uint
             memcpy(dst, e->xo + row0 * e->Q, (size_t)(nr * e->Q) * sizeof(float));
             break;
         }
-        /* sample by sample with the current weights */
-        for (uint64_t r = row0; r < row0 + nr;) {
-            const uint64_t sI = r / e->n_pos, a = sI * e->n_pos;
-            const uint64_t b = a + e->n_pos < row0 + nr ? a + e->n_pos : row0 + nr;
-            norm_rows(e, a, e->n_pos, CALIB_T_ATTN_NORM, e->xin);
-            attention(e, e->xin, 1, e->one, e->Q);
-            memcpy(dst + (r - row0) * e->Q, e->one + (r - a) * e->Q,
-                   (size_t)((b - r) * e->Q) * sizeof(float));
-            r = b;
-        }
+        sample_rows(e, g, row0, nr, dst); /* with the current weights */
         break;
     case CALIB_G_FFN_DOWN:
-        if (row0 % e->n_pos == 0 && nr % e->n_pos == 0) { /* whole samples */
-            norm_rows(e, row0, nr, CALIB_T_FFN_NORM, e->xin);
-            swiglu(e, e->xin, nr);
-            memcpy(dst, e->g, (size_t)(nr * e->F) * sizeof(float));
-            break;
-        }
-        /* sample by sample: the GEMM's row tiles start at sample starts
-         * (mw_blas.h), so any window gives the bits of the whole-sample pass */
-        for (uint64_t r = row0; r < row0 + nr;) {
-            const uint64_t a = r / e->n_pos * e->n_pos;
-            const uint64_t b = a + e->n_pos < row0 + nr ? a + e->n_pos : row0 + nr;
-            norm_rows(e, a, e->n_pos, CALIB_T_FFN_NORM, e->xin);
-            swiglu(e, e->xin, e->n_pos);
-            memcpy(dst + (r - row0) * e->F, e->g + (r - a) * e->F,
-                   (size_t)((b - r) * e->F) * sizeof(float));
-            r = b;
-        }
+        sample_rows(e, g, row0, nr, dst);
         break;
     case CALIB_G_COUNT:
         break;
@@ -1149,7 +1146,6 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
         e.n_pos > INT32_MAX / 2)
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "dimensions too large for BLAS");
     mw_blas_init(); /* one-threaded OpenBLAS; the pool gives the parallelism */
-    e.n_threads = opt.n_threads;
     enum mw_status st = mw_pool_init(opt.n_threads, &e.pool, err);
     if (st) return st;
     if ((st = alloc_stats(&e, err))) goto fail;

@@ -51,7 +51,7 @@ static const char usage_text[] =
     "                             minimizing the estimated loss with tensor data of at\n"
     "                             most B bits per weight (hit within 1%)\n"
     "  --size S                   the same for the whole output file: at most S bytes\n"
-    "                             (suffixes K M G T, KiB MiB GiB, binary)\n"
+    "                             (4500000, 4.5e6, K M G T, KiB MiB GiB: binary)\n"
 #if defined(MW_HAVE_FULL)
     "  --fit-ram R --ctx N        the file that fits a device of R bytes RAM after the KV\n"
     "  [--kv f16|q8_0]            cache of N positions and the runtime overhead (the\n"
@@ -834,7 +834,7 @@ int cmd_quant(int argc, char **argv)
     const char *srcp = NULL, *out = NULL, *preset_name = NULL, *imatrix_path = NULL;
     const char *corpus_path = NULL, *method_name = NULL;
     unsigned long n_samples = 0, seq_len = 0;
-    const char *maxmem_arg = NULL; /* --max-memory (with --corpus) */
+    uint64_t max_memory = 0; /* --max-memory (with --corpus); 0: not given */
     struct quant_opts o = {.rules = {.output_type = -1, .token_embd_type = -1}};
     struct quant_overrides *ov = NULL;
     bool quiet = false, dry = false, end_of_opts = false;
@@ -974,7 +974,14 @@ int cmd_quant(int argc, char **argv)
                 goto done;
             }
             break;
-        case 18: maxmem_arg = val; break;
+        case 18:
+            if (!mw_parse_size(val, &max_memory)) {
+                rc = cmd_usage_error(cmd, usage_text,
+                                     "--max-memory: expected a size such as 512M or 2G, got '%s'",
+                                     val);
+                goto done;
+            }
+            break;
         default: kv_name = val; break;
         }
     }
@@ -1103,18 +1110,11 @@ int cmd_quant(int argc, char **argv)
          * header keys name the corpus while predicting: an upper bound) */
         struct quant_imatrix *cim = NULL;
         if (corpus_path && !im) {
-            uint64_t mm = 0;
-            if (maxmem_arg && !mw_parse_size(maxmem_arg, &mm)) {
-                rc = cmd_usage_error(cmd, usage_text,
-                                     "--max-memory: expected a size such as 512M or 2G, got '%s'",
-                                     maxmem_arg);
-                goto cleanup;
-            }
             if (!quiet)
                 fprintf(stderr, "memwall quant: importance for the allocation from %s "
                                 "(a statistics pass)\n", corpus_path);
             if ((s = corpus_imatrix(srcp, corpus_path, (uint32_t)n_samples, (uint32_t)seq_len,
-                                    (unsigned)threads, mm, &cim, &err)) != MW_OK)
+                                    (unsigned)threads, max_memory, &cim, &err)) != MW_OK)
                 goto fail;
             o.imatrix = cim;
             o.imatrix_file = corpus_path;
@@ -1141,13 +1141,7 @@ int cmd_quant(int argc, char **argv)
                                         .samples = {.n_samples = (uint32_t)n_samples,
                                                     .seq_len = (uint32_t)seq_len},
                                         .n_threads = (unsigned)threads,
-                                        .scratch_prefix = out};
-        if (maxmem_arg && !mw_parse_size(maxmem_arg, &mo.max_memory)) {
-            rc = cmd_usage_error(cmd, usage_text,
-                                 "--max-memory: expected a size such as 512M or 2G, got '%s'",
-                                 maxmem_arg);
-            goto cleanup;
-        }
+                                        .max_memory = max_memory, .scratch_prefix = out};
         if (method_name && !quant_method_parse(method_name, &mo.method)) {
             rc = cmd_usage_error(cmd, usage_text, "--method: unknown method '%s'", method_name);
             goto cleanup;
@@ -1156,7 +1150,7 @@ int cmd_quant(int argc, char **argv)
         psrc = &msrc;
     }
 #else
-    if (corpus_path || method_name || maxmem_arg) {
+    if (corpus_path || method_name || max_memory) {
         rc = cmd_usage_error(cmd, usage_text, "--corpus/--method need the full build");
         goto cleanup;
     }
