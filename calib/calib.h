@@ -64,8 +64,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/mw.h"
-#include "../runtime/rt.h"
+#include "core/mw.h"
+#include "runtime/rt.h"
 
 // --- corpus ---------------------------------------------------------------------
 /*

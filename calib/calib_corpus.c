@@ -4,7 +4,7 @@
  * (calib.h). Untrusted input: every error names the file, the byte offset
  * and the line; the decompressed size is capped.
  */
-#include "calib_int.h"
+#include "calib/calib_int.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -14,9 +14,9 @@
  * bitwise the same statistics as no callback.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "calib_int.h"
-#include "../runtime/rt_int.h"
-#include "mw_blas.h"
+#include "calib/calib_int.h"
+#include "runtime/rt_int.h"
+#include "calib/mw_blas.h"
 
 #include <cblas.h>
 #include <errno.h>

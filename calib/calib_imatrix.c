@@ -4,7 +4,7 @@
  * Reading them back is quant/'s quant_imatrix_load.
  */
 #define _XOPEN_SOURCE 700
-#include "calib_int.h"
+#include "calib/calib_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,8 +6,8 @@
 #ifndef MW_CALIB_INT_H
 #define MW_CALIB_INT_H
 
-#include "calib.h"
-#include "../core/mw_pool.h"
+#include "calib/calib.h"
+#include "core/mw_pool.h"
 
 #include <pthread.h>
 

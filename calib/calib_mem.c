@@ -6,7 +6,7 @@
  * (rt__kv_bytes); tests/check_calib.c compares it with rt_ctx_mem() on a
  * real model.
  */
-#include "calib_int.h"
+#include "calib/calib_int.h"
 
 #include <errno.h>
 #include <math.h>

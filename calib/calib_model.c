@@ -9,7 +9,7 @@
  */
 #define _XOPEN_SOURCE 700
 #define _DEFAULT_SOURCE /* madvise */
-#include "calib_int.h"
+#include "calib/calib_int.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -19,9 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../hf/hf.h"
-#include "../hf/hf_tok.h"
-#include "../quant/quant.h"
+#include "hf/hf.h"
+#include "hf/hf_tok.h"
+#include "quant/quant.h"
 
 struct calib_model {
     char *path;

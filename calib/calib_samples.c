@@ -4,7 +4,7 @@
  * document at a time, no BOS, no special-token parsing; tokenization stops
  * as soon as the stream holds enough tokens for the samples asked for.
  */
-#include "calib_int.h"
+#include "calib/calib_int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * computes a tile changes nothing in its bits; sums across tiles run in a
  * fixed order within one task.
  */
-#include "mw_blas.h"
+#include "calib/mw_blas.h"
 
 #include <cblas.h>
 #include <stdatomic.h>

@@ -33,8 +33,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../core/mw.h"
-#include "../core/mw_pool.h"
+#include "core/mw.h"
+#include "core/mw_pool.h"
 
 #define MW_BLAS_TILE_M 256 /* most rows of C per call */
 #define MW_BLAS_TILE_N 256 /* columns of C per call */

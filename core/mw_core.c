@@ -1,6 +1,6 @@
 /* core/mw_core.c — error records, bounded reader, f16/bf16, mmap. */
 #define _GNU_SOURCE
-#include "mw.h"
+#include "core/mw.h"
 
 #include <errno.h>
 #include <fcntl.h>

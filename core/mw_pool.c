@@ -7,7 +7,7 @@
  * with a join at its end. Workers sleep on a condition variable between
  * stages. No allocation after mw_pool_init().
  */
-#include "mw_pool.h"
+#include "core/mw_pool.h"
 
 #include <pthread.h>
 

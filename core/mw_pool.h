@@ -8,7 +8,7 @@
 #ifndef MW_POOL_H
 #define MW_POOL_H
 
-#include "mw.h"
+#include "core/mw.h"
 
 /* fn(arg, ith, nth) runs once on every thread, ith = 0 .. nth-1 (0 is the
  * calling thread). */

@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/mw.h"
+#include "core/mw.h"
 
 #define GGUF_MAGIC "GGUF"
 #define GGUF_VERSION 3

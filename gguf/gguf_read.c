@@ -3,7 +3,7 @@
  * Everything in the header is checked before any view is handed out; the
  * rules are those of formats.md §1.8 plus the "robust reader" additions. */
 #define _GNU_SOURCE
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* gguf/gguf_types.c — the ggml type table (size half of the type traits) and
  * KV value type names. formats.md §3.1 and §1.4. */
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 #include <strings.h>
 

@@ -7,7 +7,7 @@
  * slots are filled in, the header is rewritten in place, the file is fsync'd
  * and renamed over the target (then the directory is fsync'd). */
 #define _GNU_SOURCE
-#include "gguf.h"
+#include "gguf/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>

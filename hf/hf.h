@@ -54,8 +54,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/mw.h"
-#include "../gguf/gguf.h"
+#include "core/mw.h"
+#include "gguf/gguf.h"
 
 /* --- safetensors dtypes --------------------------------------------------- */
 

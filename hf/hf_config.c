@@ -1,7 +1,7 @@
 /* hf/hf_config.c — config.json (cJSON), plus the small file and JSON helpers
  * the other hf/ sources share. */
 #define _POSIX_C_SOURCE 200809L
-#include "hf_int.h"
+#include "hf/hf_int.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -4,8 +4,8 @@
  * optional mw_pool (each row is a function of its source row alone, so the
  * output does not depend on the thread count). */
 #define _XOPEN_SOURCE 700
-#include "hf_int.h"
-#include "hf_tok.h"
+#include "hf/hf_int.h"
+#include "hf/hf_tok.h"
 #include "quant/quant.h"
 #include "core/mw_pool.h"
 

@@ -1,7 +1,7 @@
 /* hf/hf_inspect.c — describe an HF checkpoint dir or a .safetensors file as
  * text or JSON, through a caller callback (library code never prints). */
 #define _POSIX_C_SOURCE 200809L
-#include "hf_int.h"
+#include "hf/hf_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "hf.h"
+#include "hf/hf.h"
 
 struct hf_st {
     char *path;

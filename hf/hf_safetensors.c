@@ -1,7 +1,7 @@
 /* hf/hf_safetensors.c — safetensors files (validated header, mmap'd data) and
  * checkpoint directories (single file or sharded via the index json). */
 #define _DEFAULT_SOURCE
-#include "hf_int.h"
+#include "hf/hf_int.h"
 
 #include <errno.h>
 #include <stdio.h>

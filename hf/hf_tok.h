@@ -85,8 +85,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/mw.h"
-#include "../gguf/gguf.h"
+#include "core/mw.h"
+#include "gguf/gguf.h"
 
 /* Largest token count accepted (config.json vocab_size or highest id + 1). */
 #define HF_TOK_MAX_VOCAB (1u << 23)

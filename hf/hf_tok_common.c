@@ -5,7 +5,7 @@
  * SpecialVocab finds them, and the GGUF emission.
  */
 #define _GNU_SOURCE
-#include "hf_tok_int.h"
+#include "hf/hf_tok_int.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "hf_tok.h"
+#include "hf/hf_tok.h"
 
 /* Append-only byte pool; every string stored is followed by a NUL. */
 struct hf__pool {

@@ -5,7 +5,7 @@
  * Errors name the JSON path of the offending value: model.vocab["Ġthe"],
  * model.merges[12], added_tokens[3].id, pre_tokenizer.pretokenizers[0].
  */
-#include "hf_tok_int.h"
+#include "hf/hf_tok_int.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -8,7 +8,7 @@
  * wire types 6/7 are rejected, unknown fields of the valid wire types are
  * skipped. Error offsets are absolute byte offsets in the file.
  */
-#include "hf_tok_int.h"
+#include "hf/hf_tok_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -12,8 +12,22 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
-#include "../gguf/gguf.h"
+#include "gguf/gguf.h"
+
+/* ggml's nearest_int: add 1.5*2^23 in f32 and read the low mantissa bits.
+ * Round half to even for |v| <= 4194303; defined (garbage) elsewhere. */
+/* Shared by the quantizers here and the methods/ module. */
+static inline int quant_nint(float v)
+{
+    const float t = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &t, sizeof i);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+static inline int quant_clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 struct quant_traits {
     uint32_t type; /* ggml type id */

@@ -2,7 +2,7 @@
  * quant/quant_alloc.c — per-tensor loss measurement and the budgeted type
  * allocation of `memwall quant --bpw/--size/--fit-ram` (quant_alloc.h).
  */
-#include "quant_alloc.h"
+#include "quant/quant_alloc.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -36,8 +36,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../core/mw.h"
-#include "quant.h"
+#include "core/mw.h"
+#include "quant/quant.h"
 
 #define QUANT_ALLOC_MAX_STATES ((uint64_t)1 << 18)
 

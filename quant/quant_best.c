@@ -16,7 +16,7 @@
  * measure, and equal errors keep ggml's bytes. Deterministic: the result is
  * a function of the row and the imatrix only.
  */
-#include "quant_int.h"
+#include "quant/quant_int.h"
 
 #include <math.h>
 

@@ -12,7 +12,7 @@
  * quantization byte for byte (shared/docs/formats.md §3, §4; tested against
  * ggml's test vectors and the §4.5 hashes, on x86-64 and aarch64).
  */
-#include "quant_int.h"
+#include "quant/quant_int.h"
 
 #include <string.h>
 

@@ -12,7 +12,7 @@
  *   legacy: v = value / (float)ncall when ncall > 0, else the value.
  * Then, as llama_model_quantize does, any non-finite value is an error.
  */
-#include "quant.h"
+#include "quant/quant.h"
 
 #include <math.h>
 #include <stdio.h>

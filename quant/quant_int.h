@@ -12,7 +12,7 @@
  *
  * Robustness: none of these functions has undefined behaviour on any float
  * input (NaN, Inf, huge values): float-to-int conversions go through
- * quant__nint (a bit trick, defined for every input) or through clamped
+ * quant_nint (a bit trick, defined for every input) or through clamped
  * casts. For such inputs the bytes are deterministic but meaningless — as in
  * ggml, whose debug build would assert there.
  */
@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "quant.h"
+#include "quant/quant.h"
 
 #define QUANT_QK_K 256    /* k-quant super-block */
 #define QUANT_QK_LEG 32   /* legacy / IQ4_NL block */
@@ -34,18 +34,6 @@
  * as the floats every computation converts them to. */
 extern const int8_t quant__iq4_values[16];
 extern const float quant__iq4_levels[16];
-
-/* ggml's nearest_int: add 1.5*2^23 in f32 and read the low mantissa bits.
- * Round half to even for |v| <= 4194303; defined (garbage) elsewhere. */
-static inline int quant__nint(float v)
-{
-    const float t = v + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &t, sizeof i);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
-static inline int quant__clampi(int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); }
 
 /* The element of x[0..n) with the largest |x|, as ggml picks it: scanning
  * from 0 and replacing only on strictly greater |x| (first of equal maxima

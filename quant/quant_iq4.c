@@ -10,7 +10,7 @@
  *   IQ4_NL: d:f16 | qs:u8[16]
  *   IQ4_XS: d:f16 | scales_h:u16 | scales_l:u8[4] | qs:u8[128]
  */
-#include "quant_int.h"
+#include "quant/quant_int.h"
 
 #include <math.h>
 
@@ -156,7 +156,7 @@ void quant__from_float_iq4_xs(const float *x, void *blocks, uint64_t n, const fl
         uint16_t scales_h = 0;
         memset(b + 4, 0, 4);
         for (int ib = 0; ib < 8; ib++) {
-            const int l = quant__clampi(quant__nint(id * scales[ib]), -32, 31);
+            const int l = quant_clampi(quant_nint(id * scales[ib]), -32, 31);
             const float dl = d * (float)l;
             iq4_pack(x + 32 * ib, dl != 0 ? 1 / dl : 0.0f, b + 8 + 16 * ib);
             b[4 + ib / 2] |= (uint8_t)(((l + 32) & 0xF) << (4 * (ib % 2)));

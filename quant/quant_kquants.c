@@ -8,7 +8,7 @@
  * quantize the scales, re-quantize every element against the stored
  * (f16-rounded) scales, and pack. Q4_K and Q5_K share one codec.
  */
-#include "quant_int.h"
+#include "quant/quant_int.h"
 
 #include <math.h>
 
@@ -68,7 +68,7 @@ static void q2k_block(const float *x, const float *qw, uint8_t *b)
         }
         if (max_scale > 0) {
             const float iscale = 15.0f / max_scale;
-            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)quant__nint(iscale * scales[j]);
+            for (int j = 0; j < 16; j++) sc[j] = (uint8_t)quant_nint(iscale * scales[j]);
             quant__put_f16(b + 80, max_scale / 15.0f);
         } else {
             memset(sc, 0, 16);
@@ -77,7 +77,7 @@ static void q2k_block(const float *x, const float *qw, uint8_t *b)
         if (max_min > 0) {
             const float iscale = 15.0f / max_min;
             for (int j = 0; j < 16; j++)
-                sc[j] |= (uint8_t)((unsigned)quant__nint(iscale * mins[j]) << 4);
+                sc[j] |= (uint8_t)((unsigned)quant_nint(iscale * mins[j]) << 4);
             quant__put_f16(b + 82, max_min / 15.0f);
         } else {
             quant__put_f16(b + 82, 0.0f);
@@ -103,7 +103,7 @@ static void q2k_block(const float *x, const float *qw, uint8_t *b)
         if (d == 0) continue;
         const float m = mm * (float)(sc[j] >> 4);
         for (int l = 0; l < 16; l++)
-            L[16 * j + l] = (uint8_t)quant__clampi(quant__nint((x[16 * j + l] + m) / d), 0, 3);
+            L[16 * j + l] = (uint8_t)quant_clampi(quant_nint((x[16 * j + l] + m) / d), 0, 3);
     }
     quant__pack_2bit(L, b + 16);
 }
@@ -171,8 +171,8 @@ static void q3k_block(const float *x, const float *qw, uint8_t *b)
             const float iscale = -32.0f / max_scale;
             for (int j = 0; j < 16; j++) {
                 /* ggml stores nint() in an int8 before clamping */
-                const int8_t l = (int8_t)quant__nint(iscale * scales[j]);
-                q3k_scale_put(sc, j, quant__clampi(l, -32, 31) + 32);
+                const int8_t l = (int8_t)quant_nint(iscale * scales[j]);
+                q3k_scale_put(sc, j, quant_clampi(l, -32, 31) + 32);
             }
             quant__put_f16(b + 108, 1 / iscale);
         } else {
@@ -196,7 +196,7 @@ static void q3k_block(const float *x, const float *qw, uint8_t *b)
         const float d = dall * (float)(int8_t)(q3k_scale_get(sc, j) - 32);
         if (d == 0) continue;
         for (int l = 0; l < 16; l++)
-            L[16 * j + l] = (int8_t)(quant__clampi(quant__nint(x[16 * j + l] / d), -4, 3) + 4);
+            L[16 * j + l] = (int8_t)(quant_clampi(quant_nint(x[16 * j + l] / d), -4, 3) + 4);
     }
     /* hmask: element j's high bit goes to bit j/32 of byte j%32 */
     uint8_t low[QK];
@@ -269,8 +269,8 @@ static void k45_block(const struct k45_fmt *f, const float *x, const float *qw, 
         const float inv_scale = max_scale > 0 ? 63.0f / max_scale : 0.0f;
         const float inv_min = max_min > 0 ? 63.0f / max_min : 0.0f;
         for (int j = 0; j < 8; j++) {
-            const uint8_t a = (uint8_t)quant__nint(inv_scale * scales[j]);
-            const uint8_t c = (uint8_t)quant__nint(inv_min * mins[j]);
+            const uint8_t a = (uint8_t)quant_nint(inv_scale * scales[j]);
+            const uint8_t c = (uint8_t)quant_nint(inv_min * mins[j]);
             ls[j] = a < 63 ? a : 63;
             lm[j] = c < 63 ? c : 63;
         }
@@ -307,7 +307,7 @@ static void k45_block(const struct k45_fmt *f, const float *x, const float *qw, 
         const float dm = dmin * (float)m;
         for (int l = 0; l < 32; l++)
             L[32 * j + l] =
-                (uint8_t)quant__clampi(quant__nint((x[32 * j + l] + dm) / d), 0, f->nmax);
+                (uint8_t)quant_clampi(quant_nint((x[32 * j + l] + dm) / d), 0, f->nmax);
     }
     uint8_t *qs = b + f->qs_off, *qh = b + 16;
     if (f->nmax == 31) memset(qh, 0, 32);
@@ -377,7 +377,7 @@ static void q6k_block(const float *x, const float *qw, uint8_t *b)
     const float iscale = -128.0f / max_scale;
     quant__put_f16(b + 208, 1 / iscale);
     for (int j = 0; j < 16; j++) {
-        const int v = quant__nint(iscale * scales[j]);
+        const int v = quant_nint(iscale * scales[j]);
         b[192 + j] = (uint8_t)(int8_t)(v < 127 ? v : 127);
     }
     const float dd = quant__get_f16(b + 208);
@@ -385,7 +385,7 @@ static void q6k_block(const float *x, const float *qw, uint8_t *b)
         const float d = dd * (float)(int8_t)b[192 + j];
         if (d == 0) continue;
         for (int l = 0; l < 16; l++)
-            L[16 * j + l] = (int8_t)(quant__clampi(quant__nint(x[16 * j + l] / d), -32, 31) + 32);
+            L[16 * j + l] = (int8_t)(quant_clampi(quant_nint(x[16 * j + l] / d), -32, 31) + 32);
     }
     for (int h = 0; h < 2; h++) {
         const int8_t *Lh = L + 128 * h;

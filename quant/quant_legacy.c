@@ -9,7 +9,7 @@
  * pass constant parameters, so each type compiles to its own branch-free
  * loops.
  */
-#include "quant_int.h"
+#include "quant/quant_int.h"
 
 #include <float.h>
 #include <math.h>

@@ -29,7 +29,7 @@
  * per-thread row ranges only decide who computes a row, never what it is.
  */
 #define _DEFAULT_SOURCE
-#include "quant.h"
+#include "quant/quant.h"
 
 #include <pthread.h>
 #include <stdarg.h>

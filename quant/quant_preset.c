@@ -14,7 +14,7 @@
  * rules (tensors with a manual override do not advance them).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "quant.h"
+#include "quant/quant.h"
 
 #include <ctype.h>
 #include <limits.h>

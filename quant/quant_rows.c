@@ -8,7 +8,7 @@
  * stack, and the only allocations are the thread table and, in
  * QUANT_MODE_BEST, one scratch buffer per thread, once per call.
  */
-#include "quant_int.h"
+#include "quant/quant_int.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -19,7 +19,7 @@
  * quant_iq4.c) the candidates are independent; in make_qkx an accepted
  * candidate moves the grid of the later ones, which is handled there.
  */
-#include "quant_int.h"
+#include "quant/quant_int.h"
 
 #include <float.h>
 #include <math.h>
@@ -32,9 +32,9 @@ const float quant__iq4_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 #define SEARCH_MAX_N 32 /* largest group a search sees */
 
 /* nint(v) as a float when |v| < 2^22: (v + 1.5*2^23) - 1.5*2^23 rounds to
- * the nearest integer, ties to even, exactly as quant__nint (and gives +0
+ * the nearest integer, ties to even, exactly as quant_nint (and gives +0
  * for 0, like the int conversion). Used where v is known to be small and
- * finite; groups holding a NaN or an Inf take quant__nint itself, whose
+ * finite; groups holding a NaN or an Inf take quant_nint itself, whose
  * result depends on NaN payload bits. */
 #define NINT_MAGIC 12582912.0f
 static inline float nint_f(float v) { return (v + NINT_MAGIC) - NINT_MAGIC; }
@@ -107,7 +107,7 @@ static inline float make_qx_n(const int n, int nmax, const float *x, int8_t *L, 
             for (int i = 0; i < n; i++) fl[k][i] = clampf(nint_f(is * x[i]), lo, hi);
         } else {
             for (int i = 0; i < n; i++)
-                fl[k][i] = (float)quant__clampi(quant__nint(is * x[i]), -nmax, nmax - 1);
+                fl[k][i] = (float)quant_clampi(quant_nint(is * x[i]), -nmax, nmax - 1);
         }
     }
     float slx[QX_NPAD], sl2[QX_NPAD];
@@ -146,7 +146,7 @@ float quant__make_q3(int n, int nmax, const float *x, int8_t *L)
     const float iscale = (float)-nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        const int l = quant__clampi(quant__nint(iscale * x[i]), -nmax, nmax - 1);
+        const int l = quant_clampi(quant_nint(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)l;
         const float w = x[i] * x[i];
         sumlx += w * x[i] * (float)l;
@@ -159,7 +159,7 @@ float quant__make_q3(int n, int nmax, const float *x, int8_t *L)
             float slx = sumlx - w * x[i] * (float)L[i];
             if (slx > 0) {
                 float sl2 = suml2 - w * (float)L[i] * (float)L[i];
-                const int nl = quant__clampi(quant__nint(x[i] * sl2 / slx), -nmax, nmax - 1);
+                const int nl = quant_clampi(quant_nint(x[i] * sl2 / slx), -nmax, nmax - 1);
                 if (nl != L[i]) {
                     slx += w * x[i] * (float)nl;
                     sl2 += w * (float)nl * (float)nl;
@@ -211,7 +211,7 @@ static inline void qkx_levels(const int n, int nmax, const float *x, float min, 
         for (int i = 0; i < n; i++) fl[i] = clampf(nint_f(is * (x[i] - min)), 0.0f, (float)nmax);
     } else {
         for (int i = 0; i < n; i++)
-            fl[i] = (float)quant__clampi(quant__nint(is * (x[i] - min)), 0, nmax);
+            fl[i] = (float)quant_clampi(quant_nint(is * (x[i] - min)), 0, nmax);
     }
 }
 
@@ -262,7 +262,7 @@ static inline float make_qkx_n(const struct quant_qkx *p, const int n, int nmax,
     float iscale = (float)nmax / (max - min);
     float scale = 1 / iscale;
     for (int i = 0; i < n; i++)
-        L[i] = (uint8_t)quant__clampi(quant__nint(iscale * (x[i] - min)), 0, nmax);
+        L[i] = (uint8_t)quant_clampi(quant_nint(iscale * (x[i] - min)), 0, nmax);
     float best = qkx_err(p->use_mad, scale, min, L, x, w, n);
     if (p->nstep < 1) {
         *neg_min = -min;
@@ -350,7 +350,7 @@ float quant__make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w
     float iscale = (float)nmax / max;
     /* L is uint8 as in ggml: a (pathological) negative level wraps, and the
      * wrapped value is what the error sums below see. */
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)quant__nint(iscale * x[i]);
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)quant_nint(iscale * x[i]);
     const float scale = 1 / iscale;
     float best_mse = 0;
     for (int i = 0; i < n; i++) {
@@ -363,7 +363,7 @@ float quant__make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w
         const float scale_is = 1 / iscale_is;
         float mse = 0;
         for (int i = 0; i < n; i++) {
-            int l = quant__nint(iscale_is * x[i]);
+            int l = quant_nint(iscale_is * x[i]);
             l = l < nmax ? l : nmax;
             const float diff = x[i] - scale_is * (float)l;
             mse += w[i] * diff * diff;
@@ -375,7 +375,7 @@ float quant__make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w
     }
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = quant__nint(iscale * x[i]);
+        int l = quant_nint(iscale * x[i]);
         l = l < nmax ? l : nmax;
         L[i] = (uint8_t)l;
         sumlx += w[i] * x[i] * (float)l;
@@ -387,7 +387,7 @@ float quant__make_qp(int n, int nmax, const float *x, uint8_t *L, const float *w
             float slx = sumlx - w[i] * x[i] * (float)L[i];
             float sl2 = suml2 - w[i] * (float)L[i] * (float)L[i];
             if (slx > 0 && sl2 > 0) {
-                int nl = quant__nint(x[i] * sl2 / slx);
+                int nl = quant_nint(x[i] * sl2 / slx);
                 nl = nl < nmax ? nl : nmax;
                 if (nl != L[i]) {
                     slx += w[i] * x[i] * (float)nl;

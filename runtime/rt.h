@@ -42,8 +42,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/mw.h"
-#include "../gguf/gguf.h"
+#include "core/mw.h"
+#include "gguf/gguf.h"
 
 // --- model ---
 

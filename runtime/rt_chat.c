@@ -3,7 +3,7 @@
  * (rt.h). tokenizer.chat_template is Jinja; it is not interpreted, only
  * recognised by the markers it contains.
  */
-#include "rt_int.h"
+#include "runtime/rt_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>

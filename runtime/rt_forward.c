@@ -15,7 +15,7 @@
  * follows llama.cpp's CPU flash attention (attn_chunk / attn_tiled below);
  * SiLU is x/(1+expf(-x)).
  */
-#include "rt_int.h"
+#include "runtime/rt_int.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON) && !defined(MW_FORCE_SCALAR)
 #include <arm_neon.h>
@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../quant/quant.h"
+#include "quant/quant.h"
 
 #define RT_TILE 16
 #define RT_DEFAULT_BATCH 64

@@ -9,9 +9,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "rt.h"
-#include "../core/mw_pool.h"
-#include "rt_kernels.h"
+#include "runtime/rt.h"
+#include "core/mw_pool.h"
+#include "runtime/rt_kernels.h"
 
 // --- model ---
 

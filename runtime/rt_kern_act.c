@@ -15,7 +15,7 @@
  *    NaN scaled values become -127 in both variants (fmaxf / FMAXNM).
  *  - Q8_K blocks that are all zero get zero bsums (ggml leaves them unset).
  */
-#include "rt_kern_int.h"
+#include "runtime/rt_kern_int.h"
 
 #include <math.h>
 

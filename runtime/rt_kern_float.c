@@ -6,7 +6,7 @@
  * in double on its scalar path and in f32 vectors on NEON — either agrees
  * with this within ~n/16 * 2^-24 * sum|w*x|.
  */
-#include "rt_kern_int.h"
+#include "runtime/rt_kern_int.h"
 
 #if RT_HAVE_NEON
 #include <arm_neon.h>

@@ -20,8 +20,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "../core/mw.h"
-#include "rt_kernels.h"
+#include "core/mw.h"
+#include "runtime/rt_kernels.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the kernels read little-endian block fields directly"

@@ -13,7 +13,7 @@
  * Q4_K 256*15*63*128, Q5_K 256*31*63*128 (< 2^27), Q6_K 256*32*128*128
  * (< 2^28); summs <= 16*63*2*128*16. All exact in int32.
  */
-#include "rt_kern_int.h"
+#include "runtime/rt_kern_int.h"
 
 static inline int32_t idot(const int8_t *q, const int8_t *a, int len)
 {

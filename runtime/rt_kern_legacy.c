@@ -11,7 +11,7 @@
  * where dw, mw are the weight block's f16 scale and min, da, sa the
  * activation's f16 d and s. |isum| <= 32 * 128 * 128, exact in int32.
  */
-#include "rt_kern_int.h"
+#include "runtime/rt_kern_int.h"
 
 static inline int32_t idot32(const int8_t *q, const int8_t *a)
 {

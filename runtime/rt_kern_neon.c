@@ -15,7 +15,7 @@
  * b % 4), so the results are bit-identical to rt_kern_legacy.c /
  * rt_kern_kquants.c.
  */
-#include "rt_kern_int.h"
+#include "runtime/rt_kern_int.h"
 
 #if RT_HAVE_NEON
 #include <arm_neon.h>
@@ -101,7 +101,7 @@ static inline void q6_unpack(uint8x16_t l0, uint8x16_t l1, uint8x16_t l2, uint8x
 // --- baseline: emulated dot products ---
 
 #define RT_SFX(name) name##_neon
-#include "rt_kern_neon.inc"
+#include "runtime/rt_kern_neon.inc"
 #undef RT_SFX
 
 // --- dot-product extension (SDOT) ---
@@ -117,7 +117,7 @@ static inline void q6_unpack(uint8x16_t l0, uint8x16_t l1, uint8x16_t l2, uint8x
 #endif
 #define RT_SDOT 1
 #define RT_SFX(name) name##_sdot
-#include "rt_kern_neon.inc"
+#include "runtime/rt_kern_neon.inc"
 #undef RT_SFX
 #undef RT_SDOT
 #if defined(__clang__)

@@ -2,7 +2,7 @@
  * runtime/rt_kern_table.c — CPU detection, the dispatch tables (one per
  * variant, static const, filled with designated initializers), rt_matvec.
  */
-#include "rt_kern_int.h"
+#include "runtime/rt_kern_int.h"
 
 #include <stdlib.h>
 #include <string.h>

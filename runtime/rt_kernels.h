@@ -57,7 +57,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../gguf/gguf.h"
+#include "gguf/gguf.h"
 
 // --- CPU features ---
 

@@ -9,7 +9,7 @@
  * (for Q8_0 head_dim is a multiple of 32, so heads never share a block).
  * K rows hold keys after RoPE, at the position they were computed for.
  */
-#include "rt_int.h"
+#include "runtime/rt_int.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON) && !defined(MW_FORCE_SCALAR)
 #include <arm_neon.h>
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../quant/quant.h"
+#include "quant/quant.h"
 
 bool rt_kv_type_parse(const char *s, enum rt_kv_type *out)
 {

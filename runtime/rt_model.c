@@ -9,7 +9,7 @@
  * derived from them with checked arithmetic. Errors name the key or tensor.
  */
 #define _GNU_SOURCE
-#include "rt_int.h"
+#include "runtime/rt_int.h"
 
 #include <errno.h>
 #include <math.h>
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "../quant/quant.h"
+#include "quant/quant.h"
 
 #define MAX_LAYERS 512
 #define MAX_HEAD_DIM 1024   /* attention scratch and the rope table are sized by it */

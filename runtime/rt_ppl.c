@@ -8,7 +8,7 @@
  * llama.cpp does.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "rt_int.h"
+#include "runtime/rt_int.h"
 
 #include <errno.h>
 #include <math.h>

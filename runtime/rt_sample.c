@@ -4,7 +4,7 @@
  * splitmix64 generator. Candidates are ordered by (logit desc, id asc), so
  * the result depends only on the logits, the options and the seed.
  */
-#include "rt_int.h"
+#include "runtime/rt_int.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -9,13 +9,13 @@
  * wins, as in llama.cpp's token_to_id) and, for BPE, "left right" -> merge
  * rank (the first duplicate wins, as std::map::emplace).
  */
-#include "rt_tok_int.h"
+#include "runtime/rt_tok_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gguf/gguf.h"
+#include "gguf/gguf.h"
 
 enum tok_kind { TOK_SPM, TOK_BPE };
 

@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rt.h"
+#include "runtime/rt.h"
 
 enum rt_pre {
     RT_PRE_SPM = 0,     /* SentencePiece: no pre-tokenizer */

@@ -11,7 +11,7 @@
  * its unicode_set_whitespace. tests/e2e/tok_peer.sh checks the split of
  * every code point U+0080..U+3FFFF and U+E0000..U+E0FFF against llama.cpp.
  */
-#include "rt_tok_int.h"
+#include "runtime/rt_tok_int.h"
 
 #include <string.h>
 

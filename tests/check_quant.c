@@ -19,8 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../quant/quant.h"
-#include "../quant/quant_int.h"
+#include "quant/quant.h"
+#include "quant/quant_int.h"
 
 static uint32_t bits(float f)
 {

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../quant/quant_alloc.h"
+#include "quant/quant_alloc.h"
 
 /* xorshift64*: deterministic test data */
 static uint64_t rng_next(uint64_t *s)

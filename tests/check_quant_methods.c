@@ -1,4 +1,4 @@
-/* Unit tests for quant/quant_methods.h:
+/* Unit tests for methods/methods.h:
  *  - GPTQ on a synthetic layer (correlated, unevenly scaled inputs) lowers
  *    the output error ||X Wᵀ - X Qᵀ||² below importance-weighted RTN
  *    (QUANT_MODE_BEST with imatrix diag(H), the same ggml grid) for every
@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../gguf/gguf.h"
-#include "../quant/quant.h"
-#include "../quant/quant_methods.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "methods/methods.h"
 
 #define N_ROWS 1024 /* calibration rows */
 #define N_IN 512

@@ -25,7 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../quant/quant.h"
+#include "quant/quant.h"
 
 static void *xmalloc(size_t n)
 {

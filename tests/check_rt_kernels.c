@@ -21,9 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../quant/quant.h"
-#include "../quant/quant_int.h"
-#include "../runtime/rt_kern_int.h"
+#include "quant/quant.h"
+#include "quant/quant_int.h"
+#include "runtime/rt_kern_int.h"
 
 // --- allocation counter (linked with -Wl,--wrap=malloc,... when available) ---
 

@@ -24,7 +24,7 @@
 #include "runtime/rt.h"
 #include "runtime/rt_int.h"
 #include "runtime/rt_tok_int.h"
-#include "tests/tools/rt_fixture.h"
+#include "tools/rt_fixture.h"
 
 // --- allocation counting (link-time wrap) ---
 

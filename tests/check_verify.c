@@ -16,10 +16,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../gguf/gguf.h"
-#include "../quant/quant.h"
-#include "../verify/verify.h"
-#include "../verify/verify_int.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "verify/verify.h"
+#include "verify/verify_int.h"
 #include "tools/fixtures.h"
 
 // --- scratch files ---

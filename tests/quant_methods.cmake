@@ -2,7 +2,7 @@
 # decode consistency, thread determinism, argument errors).
 if(NOT MW_MINIMAL)
   mw_check_test(check_quant_methods SOURCES check_quant_methods.c
-                LIBS mw_quant_methods mw_calib mw_quant mw_gguf mw_core)
+                LIBS mw_methods mw_calib mw_quant mw_gguf mw_core)
 endif()
 if(NOT MW_MINIMAL AND NOT MW_SANITIZE)
   mw_shell_test(quant_methods_cli e2e/quant_methods_cli.sh)

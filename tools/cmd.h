@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "../core/mw.h"
+#include "core/mw.h"
 
 /* X(name, one-line help) */
 #define MW_COMMANDS(X)                                                                       \

@@ -16,9 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../calib/calib.h"
-#include "../quant/quant.h"
-#include "cmd.h"
+#include "calib/calib.h"
+#include "quant/quant.h"
+#include "tools/cmd.h"
 
 static const char usage_text[] =
     "usage: memwall calib MODEL --corpus FILE -o OUT.imatrix [options]\n"

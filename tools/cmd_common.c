@@ -1,7 +1,7 @@
 /* tools/cmd_common.c — helpers shared by the memwall subcommands. */
 #define _POSIX_C_SOURCE 200809L
-#include "cmd.h"
-#include "json_writer.h"
+#include "tools/cmd.h"
+#include "tools/json_writer.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../hf/hf.h"
-#include "cmd.h"
+#include "hf/hf.h"
+#include "tools/cmd.h"
 
 static const char usage_text[] =
     "usage: memwall convert HF_DIR -o OUT.gguf [--type f16|bf16|f32|q8_0] [--name NAME]\n"

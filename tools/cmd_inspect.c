@@ -9,12 +9,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../gguf/gguf.h"
+#include "gguf/gguf.h"
 #if defined(MW_HAVE_FULL)
-#include "../hf/hf.h"
+#include "hf/hf.h"
 #endif
-#include "cmd.h"
-#include "json_writer.h"
+#include "tools/cmd.h"
+#include "tools/json_writer.h"
 
 static const char usage_text[] =
     "usage: memwall inspect FILE.gguf|FILE.safetensors|HF_DIR [--json]\n"

@@ -4,8 +4,8 @@
  * protocol, on the device runtime (tools/run_cli.c; memwall-run
  * --perplexity runs the same code).
  */
-#include "cmd.h"
-#include "run_cli.h"
+#include "tools/cmd.h"
+#include "tools/run_cli.h"
 
 int cmd_perplexity(int argc, char **argv)
 {

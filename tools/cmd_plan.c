@@ -14,10 +14,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../calib/calib.h"
-#include "../hf/hf.h"
-#include "../quant/quant.h"
-#include "cmd.h"
+#include "calib/calib.h"
+#include "hf/hf.h"
+#include "quant/quant.h"
+#include "tools/cmd.h"
 
 static const char usage_text[] =
     "usage: memwall plan MODEL [--ram SIZE] [--ctx N] [--kv f16|q8_0] [--threads N]\n"

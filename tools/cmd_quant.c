@@ -16,19 +16,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../quant/quant.h"
-#include "../quant/quant_alloc.h"
+#include "quant/quant.h"
+#include "quant/quant_alloc.h"
 #if defined(MW_HAVE_FULL)
-#include "../quant/quant_methods.h"
-#include "../calib/calib.h"
-#include "../runtime/rt.h"
+#include "methods/methods.h"
+#include "calib/calib.h"
+#include "runtime/rt.h"
 #endif
 #if defined(MW_HAVE_FULL)
-#include "../hf/hf.h"
-#include "../hf/hf_tok.h"
+#include "hf/hf.h"
+#include "hf/hf_tok.h"
 #endif
-#include "cmd.h"
-#include "json_writer.h"
+#include "tools/cmd.h"
+#include "tools/json_writer.h"
 
 static const char usage_text[] =
     "usage: memwall quant SRC -o OUT.gguf (--preset P | --bpw B | --size S"

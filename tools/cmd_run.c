@@ -3,8 +3,8 @@
  * same code as the phone binary memwall-run (tools/run_cli.c): generation
  * from -p PROMPT, or an interactive chat with -i.
  */
-#include "cmd.h"
-#include "run_cli.h"
+#include "tools/cmd.h"
+#include "tools/run_cli.h"
 
 int cmd_run(int argc, char **argv)
 {

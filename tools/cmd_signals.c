@@ -51,7 +51,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cmd.h"
+#include "tools/cmd.h"
 
 #define FD_SCAN_MAX 4096 /* fds looked at for temp files */
 

@@ -14,9 +14,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../verify/verify.h"
-#include "cmd.h"
-#include "json_writer.h"
+#include "verify/verify.h"
+#include "tools/cmd.h"
+#include "tools/json_writer.h"
 
 static const char usage_text[] =
     "usage: memwall verify FILE.gguf [--json] [--deep] [--quiet]\n"

@@ -1,5 +1,5 @@
 /* tools/json_writer.c — see json_writer.h. */
-#include "json_writer.h"
+#include "tools/json_writer.h"
 
 #include <inttypes.h>
 #include <math.h>

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cmd.h"
+#include "tools/cmd.h"
 
 static const struct mw_cmd commands[] = {
 #define MW__CMD_ROW(name, help) {#name, cmd_##name, help},

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../core/mw.h"
-#include "cmd.h"
-#include "run_cli.h"
+#include "core/mw.h"
+#include "tools/cmd.h"
+#include "tools/run_cli.h"
 
 int main(int argc, char **argv)
 {

@@ -7,8 +7,8 @@
  * stderr.
  */
 #define _POSIX_C_SOURCE 200809L
-#include "run_cli.h"
-#include "cmd.h"
+#include "tools/run_cli.h"
+#include "tools/cmd.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -22,8 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../core/mw.h"
-#include "../runtime/rt.h"
+#include "core/mw.h"
+#include "runtime/rt.h"
 
 struct opts {
     const char *model;

@@ -38,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../core/mw.h"
+#include "core/mw.h"
 
 enum verify_level {
     VERIFY_ERROR = 0, /* integrity failure: the file is not intact */

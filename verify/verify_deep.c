@@ -1,9 +1,9 @@
 /* verify/verify_deep.c — `verify --deep`: decode blocks, require finite values. */
-#include "verify_int.h"
+#include "verify/verify_int.h"
 
 #include <math.h>
 
-#include "../quant/quant.h"
+#include "quant/quant.h"
 
 bool verify__deep_range(struct vctx *c, uint64_t i, const struct quant_traits *qt, uint64_t lo,
                         uint64_t hi)

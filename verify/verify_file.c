@@ -3,7 +3,7 @@
  * order verify.h lists them: reader, bounds, padding, checksums, deep.
  */
 #define _DEFAULT_SOURCE /* madvise, sysconf */
-#include "verify_int.h"
+#include "verify/verify_int.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,7 +13,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "../quant/quant.h"
+#include "quant/quant.h"
 
 /* Release checked pages in batches of at least this many bytes. */
 #define RELEASE_BATCH ((uint64_t)4 << 20)

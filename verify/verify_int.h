@@ -5,9 +5,9 @@
 #ifndef MW_VERIFY_INT_H
 #define MW_VERIFY_INT_H
 
-#include "verify.h"
+#include "verify/verify.h"
 
-#include "../gguf/gguf.h"
+#include "gguf/gguf.h"
 
 #define VERIFY_DEFAULT_MAX_ITEMS 1000u
 /* Bytes hashed/decoded between two madvise(MADV_DONTNEED) calls; tensors up

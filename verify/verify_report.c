@@ -1,5 +1,5 @@
 /* verify/verify_report.c — findings list of a verify run. */
-#include "verify_int.h"
+#include "verify/verify_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>

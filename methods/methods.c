@@ -1,6 +1,6 @@
 /*
- * quant/quant_methods.c — the calibration-driven quantization driver
- * (quant_methods.h): plan -> calib_run with a per-group callback that
+ * methods/methods.c — the calibration-driven quantization driver
+ * (methods.h): plan -> calib_run with a per-group callback that
  * quantizes the group's weights (GPTQ or importance-weighted rounding) and
  * writes the dequantized values back -> a source whose layer tensors are
  * already quantized.
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "quant_methods.h"
+#include "methods/methods.h"
 
 bool quant_method_parse(const char *s, enum quant_method *out)
 {

@@ -1,5 +1,5 @@
 /*
- * quant/quant_methods.h — calibration-aware quantization methods on top of
+ * methods/methods.h — calibration-aware quantization methods on top of
  * the ggml block formats of quant.h: GPTQ (Hessian-based error
  * compensation) and AWQ (activation-aware per-input-channel scaling, folded
  * into the producing norm / linear layer). Library mw_quant_methods (links
@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "../core/mw.h"
+#include "core/mw.h"
 
 /* Types GPTQ can place on their own grid: Q4_0 Q8_0 Q3_K Q4_K Q5_K Q6_K. */
 bool quant_gptq_supported(uint32_t type);
@@ -66,7 +66,7 @@ double quant_output_error(const float *w, const float *q, uint64_t n_out, uint64
 
 
 
-/* --- AWQ (quant_awq.c) --- */
+/* --- AWQ (methods_awq.c) --- */
 /* s_j = mean_abs_j^alpha, normalized so that max(s)·min(s) = 1. */
 void quant_awq_scales(const double *mean_abs, uint64_t n, float alpha, float *s);
 
@@ -89,9 +89,9 @@ struct quant_awq_group {
 enum mw_status quant_awq_group(const struct quant_awq_group *g, float *best_alpha,
                                struct mw_err *err);
 
-/* --- the `memwall quant --corpus F --method M` driver (quant_methods.c) --- */
-#include "../calib/calib.h"
-#include "quant.h"
+/* --- the `memwall quant --corpus F --method M` driver (methods.c) --- */
+#include "calib/calib.h"
+#include "quant/quant.h"
 
 /* Fold AWQ scales sc (n_in of group g) into the layer inside an on_group
  * callback for stage g: the group's input is divided by s where it is made

@@ -1,5 +1,5 @@
 /*
- * quant/quant_awq.c — AWQ (activation-aware scaling) for the groups whose
+ * methods/methods_awq.c — AWQ (activation-aware scaling) for the groups whose
  * input is an RMSNorm output (ATTN_IN: q/k/v after attn_norm; FFN_IN:
  * gate/up after ffn_norm). Per input channel j, s_j = mean|x_j|^alpha
  * (normalized so that max(s)·min(s) = 1); for each alpha of the grid the
@@ -9,14 +9,14 @@
  * model, so AWQ never loses by this measure) is folded: norm /= s, columns
  * *= s — the float model's outputs are unchanged, llama.cpp sees ordinary
  * tensors. Wide weights are searched on QUANT_AWQ_SEARCH_ROWS evenly spaced
- * output rows (quant_methods.h).
+ * output rows (methods.h).
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../calib/mw_blas.h"
-#include "quant_methods.h"
+#include "calib/mw_blas.h"
+#include "methods/methods.h"
 
 /* Σ_rows dᵀ H d with d = w - q, through one GEMM (D H, fixed tiles: the
  * same bits for any thread count) and row dots in order. */

@@ -1,5 +1,5 @@
 /*
- * quant/quant_gptq.c — GPTQ on the ggml block grid (see quant_methods.h).
+ * methods/methods_gptq.c — GPTQ on the ggml block grid (see methods.h).
  *
  * Per ggml block, the grid is found by "probing": the block's scales/mins
  * come from QUANT_MODE_BEST on the current weights; every format here
@@ -13,12 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../calib/mw_blas.h"
-#include "../core/mw_pool.h"
-#include "../gguf/gguf.h"
-#include "quant.h"
-#include "quant_int.h"
-#include "quant_methods.h"
+#include "calib/mw_blas.h"
+#include "core/mw_pool.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "methods/methods.h"
 
 static int grid_qmax(uint32_t t)
 {
@@ -128,7 +127,7 @@ static void gptq_rows(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t *scr
                 int q = 0;
                 if (a[e] != 0.0f && isfinite(a[e])) {
                     const float v = (x - bb[e]) / a[e];
-                    q = isfinite(v) ? quant__clampi(quant__nint(fmaxf(fminf(v, 1e6f), -1e6f)), 0,
+                    q = isfinite(v) ? quant_clampi(quant_nint(fmaxf(fminf(v, 1e6f), -1e6f)), 0,
                                                     J->qmax)
                                     : 0;
                 }
@@ -189,7 +188,7 @@ static void gptq_rows_perm(struct gptq_job *J, uint64_t r0, uint64_t r1, uint8_t
             if (a[oc] != 0.0f && isfinite(a[oc])) {
                 const float v = (x - b[oc]) / a[oc];
                 q = isfinite(v)
-                        ? quant__clampi(quant__nint(fmaxf(fminf(v, 1e6f), -1e6f)), 0, J->qmax)
+                        ? quant_clampi(quant_nint(fmaxf(fminf(v, 1e6f), -1e6f)), 0, J->qmax)
                         : 0;
             }
             grid_set_q(J->type, orow + (oc / bs) * J->bbytes, (int)(oc % bs), q);
