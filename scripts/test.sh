@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The test command: builds memwall four ways and runs every test.
+# The test command: checks the module graph, builds memwall four ways and runs every test.
+#   0. scripts/lint_modules.sh: no back edge, no cross-module *_int.h, no ../
+#      include, no printing or exit() in library code
 #   1. release build with -Werror, all tests (unit, end-to-end, llama.cpp interop),
 #      then every command under valgrind memcheck
 #   2. ASan+UBSan build with -Werror, all tests but the llama.cpp peer ones
@@ -50,6 +52,7 @@ run_ctest() { # dir, ctest args... (names of failed tests and their last lines k
   return $rc
 }
 
+step "module lint (docs/architecture.md)" bash scripts/lint_modules.sh
 step "release build" build build/ci-release -DCMAKE_BUILD_TYPE=Release
 step "release tests" run_ctest build/ci-release
 step "valgrind (memcheck, every command)" bash scripts/valgrind.sh build/ci-release
