@@ -6,15 +6,12 @@
 #define _XOPEN_SOURCE 700
 #include "calib/calib_int.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "core/mw_file.h"
 
 struct entry {
     char name[GGUF_MAX_NAME + 1];
@@ -52,9 +49,11 @@ static enum mw_status entries(const struct calib_stats *st, struct entry **out, 
     return MW_OK;
 }
 
+/* To path, or (path NULL) to a malloc'd buffer *mem of *mem_n bytes: the
+ * same bytes either way (gguf_writer_open_mem). */
 static enum mw_status write_gguf(const struct calib_stats *st, const struct calib_imatrix_meta *mt,
                                  const struct entry *e, uint64_t n, const char *path,
-                                 struct mw_err *err)
+                                 void **mem, uint64_t *mem_n, struct mw_err *err)
 {
     struct gguf_writer *w = NULL;
     float *buf = NULL;
@@ -85,7 +84,7 @@ static enum mw_status write_gguf(const struct calib_stats *st, const struct cali
         s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "imatrix row");
         goto out;
     }
-    TRY(gguf_writer_open(w, path, err));
+    TRY(path ? gguf_writer_open(w, path, err) : gguf_writer_open_mem(w, err));
     for (uint64_t i = 0; i < n; i++) {
         const struct calib_group_stats *gs = e[i].gs;
         for (uint64_t j = 0; j < gs->n_in; j++) buf[j] = (float)gs->sum_sq[j];
@@ -93,7 +92,7 @@ static enum mw_status write_gguf(const struct calib_stats *st, const struct cali
         const float c = (float)gs->count;
         TRY(gguf_writer_write(w, &c, sizeof c, err));
     }
-    TRY(gguf_writer_finish(w, err));
+    TRY(path ? gguf_writer_finish(w, err) : gguf_writer_finish_mem(w, mem, mem_n, err));
 #undef TRY
 out:
     free(buf);
@@ -101,7 +100,7 @@ out:
     return s;
 }
 
-// --- legacy .dat: buffered, then temp file + fsync + rename ---
+// --- legacy .dat: buffered, then written atomically (core/mw_file.h) ---
 
 struct obuf {
     uint8_t *p;
@@ -143,60 +142,6 @@ static void put_f32(struct obuf *b, float f)
     put(b, t, 4);
 }
 
-static enum mw_status write_atomic(const char *path, const uint8_t *d, size_t n, struct mw_err *err)
-{
-    mw_err_set_path(err, path);
-    const size_t plen = strlen(path);
-    char *tmp = malloc(plen + 16);
-    if (!tmp) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-    memcpy(tmp, path, plen);
-    memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-    const int fd = mkstemp(tmp);
-    if (fd < 0) {
-        const int e = errno;
-        free(tmp);
-        return MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "cannot create temporary file: %s",
-                       strerror(e));
-    }
-    enum mw_status s = MW_OK;
-    mode_t um = umask(0);
-    umask(um);
-    (void)fchmod(fd, 0666 & ~um);
-    size_t done = 0;
-    while (done < n) {
-        const ssize_t k = write(fd, d + done, n - done);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            const int e = k < 0 ? errno : EIO;
-            s = MW_FAIL(err, e == ENOSPC || e == EFBIG ? MW_E_NOSPACE : MW_E_IO, done, "write: %s",
-                        strerror(e));
-            break;
-        }
-        done += (size_t)k;
-    }
-    if (!s && fsync(fd) != 0)
-        s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "fsync: %s", strerror(errno));
-    if (close(fd) != 0 && !s)
-        s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "close: %s", strerror(errno));
-    if (!s && rename(tmp, path) != 0)
-        s = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "rename: %s", strerror(errno));
-    if (s) {
-        unlink(tmp);
-    } else {
-        char *copy = strdup(path);
-        if (copy) {
-            const int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-            if (dfd >= 0) {
-                fsync(dfd);
-                close(dfd);
-            }
-            free(copy);
-        }
-    }
-    free(tmp);
-    return s;
-}
-
 static enum mw_status write_legacy(const struct calib_stats *st,
                                    const struct calib_imatrix_meta *mt, const struct entry *e,
                                    uint64_t n, const char *path, struct mw_err *err)
@@ -228,15 +173,17 @@ static enum mw_status write_legacy(const struct calib_stats *st,
     put_i32(&b, (int32_t)(dl > INT32_MAX ? 0 : dl));
     put(&b, ds, dl > INT32_MAX ? 0 : dl);
     enum mw_status s = b.fail ? MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "imatrix buffer")
-                              : write_atomic(path, b.p, b.n, err);
+                              : mw_file_write_atomic(path, b.p, b.n, err);
     free(b.p);
     return s;
 }
 
-enum mw_status calib_imatrix_write(const struct calib_stats *st,
-                                   const struct calib_imatrix_meta *meta,
-                                   enum calib_imatrix_fmt fmt, const char *path,
-                                   struct mw_err *err)
+/* The entries with meta's defaults filled in, then the GGUF or .dat bytes to
+ * path, or (path NULL) the GGUF bytes to *mem. */
+static enum mw_status imatrix_out(const struct calib_stats *st,
+                                  const struct calib_imatrix_meta *meta,
+                                  enum calib_imatrix_fmt fmt, const char *path, void **mem,
+                                  uint64_t *mem_n, struct mw_err *err)
 {
     static const char *const none[1] = {""};
     struct calib_imatrix_meta mt = {.datasets = none, .n_datasets = 0};
@@ -249,7 +196,22 @@ enum mw_status calib_imatrix_write(const struct calib_stats *st,
     if (fmt == CALIB_IMATRIX_LEGACY)
         s = write_legacy(st, &mt, e, n, path, err);
     else
-        s = write_gguf(st, &mt, e, n, path, err);
+        s = write_gguf(st, &mt, e, n, path, mem, mem_n, err);
     free(e);
     return s;
+}
+
+enum mw_status calib_imatrix_write(const struct calib_stats *st,
+                                   const struct calib_imatrix_meta *meta,
+                                   enum calib_imatrix_fmt fmt, const char *path,
+                                   struct mw_err *err)
+{
+    return imatrix_out(st, meta, fmt, path, NULL, NULL, err);
+}
+
+enum mw_status calib_imatrix_write_mem(const struct calib_stats *st,
+                                       const struct calib_imatrix_meta *meta, void **buf,
+                                       uint64_t *size, struct mw_err *err)
+{
+    return imatrix_out(st, meta, CALIB_IMATRIX_GGUF, NULL, buf, size, err);
 }

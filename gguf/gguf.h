@@ -285,6 +285,17 @@ enum mw_status gguf_writer_write(struct gguf_writer *w, const void *data, size_t
 /* All data written? Patch checksums, fsync, rename onto path, fsync the
  * directory. MW_E_USAGE if data is missing. */
 enum mw_status gguf_writer_finish(struct gguf_writer *w, struct mw_err *err);
+/* In-memory output: the same bytes gguf_writer_open + gguf_writer_finish
+ * would put in the file, in one malloc'd buffer. gguf_writer_open_mem takes
+ * the place of gguf_writer_open (allocates the whole output at once:
+ * MW_E_NOMEM); data is streamed with gguf_writer_write as for a file;
+ * gguf_writer_finish_mem takes the place of gguf_writer_finish and hands the
+ * buffer to the caller, who free()s *buf. gguf_writer_finish on a writer
+ * opened in memory (and gguf_writer_finish_mem on one opened on a file) is
+ * MW_E_USAGE. */
+enum mw_status gguf_writer_open_mem(struct gguf_writer *w, struct mw_err *err);
+enum mw_status gguf_writer_finish_mem(struct gguf_writer *w, void **buf, uint64_t *size,
+                                      struct mw_err *err);
 /* Bytes the finished file will have (valid after all tensors are added). */
 uint64_t gguf_writer_file_size(const struct gguf_writer *w);
 

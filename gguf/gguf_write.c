@@ -2,21 +2,22 @@
  *
  * The whole layout (KVs, tensor infos, offsets) is fixed before any data is
  * written, so the header is built once in memory with zeroed checksum slots,
- * written to a temp file beside the target, tensor data is streamed through a
- * buffer while each tensor's XXH3 is computed, and at the end the checksum
- * slots are filled in, the header is rewritten in place, the file is fsync'd
- * and renamed over the target (then the directory is fsync'd). */
+ * written to a temp file beside the target (core/mw_file.h), tensor data is
+ * streamed through a buffer while each tensor's XXH3 is computed, and at the
+ * end the checksum slots are filled in, the header is rewritten in place, the
+ * file is fsync'd and renamed over the target (then the directory is
+ * fsync'd). The in-memory variant (gguf_writer_open_mem) sends the same bytes
+ * to a growable buffer instead of the temp file. */
 #define _GNU_SOURCE
 #include "gguf/gguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "core/mw_file.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -52,8 +53,9 @@ struct gguf_writer {
     size_t ck_tensors_off; /* offset in hdr of the first u64 of the tensors array */
     size_t ck_header_off;  /* offset in hdr of the header checksum value */
     uint64_t *hashes;
-    int fd;
-    char *path, *tmp_path;
+    bool mem;            /* output to `out` (gguf_writer_open_mem), not a file */
+    struct buf out;      /* the in-memory output */
+    struct mw_outfile file; /* the temp file (gguf_writer_open) */
     uint8_t *wbuf;
     size_t wbuf_n;
     uint64_t cur;        /* current tensor */
@@ -112,7 +114,7 @@ enum mw_status gguf_writer_init(struct gguf_writer **out, struct mw_err *err)
     if (!w) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     w->alignment = GGUF_DEFAULT_ALIGNMENT;
     w->checksums = true;
-    w->fd = -1;
+    w->file = (struct mw_outfile)MW_OUTFILE_INIT;
     *out = w;
     return MW_OK;
 }
@@ -120,8 +122,7 @@ enum mw_status gguf_writer_init(struct gguf_writer **out, struct mw_err *err)
 void gguf_writer_free(struct gguf_writer *w)
 {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    if (w->tmp_path && !w->finished) unlink(w->tmp_path);
+    mw_outfile_discard(&w->file); /* removes the temp file of an unfinished writer */
     for (uint64_t i = 0; i < w->n_kv; i++) free(w->keys[i]);
     free(w->keys);
     for (uint64_t i = 0; i < w->n_t; i++) free(w->t[i].name);
@@ -129,8 +130,7 @@ void gguf_writer_free(struct gguf_writer *w)
     free(w->kv.p);
     free(w->hdr.p);
     free(w->hashes);
-    free(w->path);
-    free(w->tmp_path);
+    free(w->out.p);
     free(w->wbuf);
     if (w->xs) XXH3_freeState(w->xs);
     free(w);
@@ -154,11 +154,12 @@ static enum mw_status check_can_add(struct gguf_writer *w, const char *key, size
     return MW_OK;
 }
 
-/* Registers key, and writes key + type id into the KV buffer. */
-static enum mw_status begin_kv(struct gguf_writer *w, const char *key, uint32_t vt,
-                               struct mw_err *err)
+/* Checks key (check_can_add), then appends the n bytes of rec (NULL: key +
+ * type id vt) to the KV buffer and registers key. */
+static enum mw_status add_kv(struct gguf_writer *w, const char *key, uint32_t vt,
+                             const uint8_t *rec, size_t n, struct mw_err *err)
 {
-    size_t klen;
+    size_t klen = 0;
     enum mw_status s = check_can_add(w, key, &klen, err);
     if (s) return s;
     if (w->n_kv == w->keys_cap) {
@@ -169,12 +170,21 @@ static enum mw_status begin_kv(struct gguf_writer *w, const char *key, uint32_t 
         w->keys_cap = cap;
     }
     char *kc = strdup(key);
-    if (!kc || !buf_str(&w->kv, key, klen) || !buf_u32(&w->kv, vt)) {
+    const bool ok =
+        rec ? buf_put(&w->kv, rec, n) : buf_str(&w->kv, key, klen) && buf_u32(&w->kv, vt);
+    if (!kc || !ok) {
         free(kc);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     }
     w->keys[w->n_kv++] = kc;
     return MW_OK;
+}
+
+/* Registers key, and writes key + type id into the KV buffer. */
+static enum mw_status begin_kv(struct gguf_writer *w, const char *key, uint32_t vt,
+                               struct mw_err *err)
+{
+    return add_kv(w, key, vt, NULL, 0, err);
 }
 
 static enum mw_status set_scalar(struct gguf_writer *w, const char *key, uint32_t vt,
@@ -282,25 +292,12 @@ enum mw_status gguf_writer_copy_kv(struct gguf_writer *w, const struct gguf_file
 {
     const char *key = gguf_kv_key(src, i);
     if (!key) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "no KV %llu", (unsigned long long)i);
-    size_t klen;
-    enum mw_status s = check_can_add(w, key, &klen, err);
-    if (s) return s;
-    if (w->n_kv == w->keys_cap) {
-        size_t cap = w->keys_cap ? w->keys_cap * 2 : 32;
-        char **k = realloc(w->keys, cap * sizeof *k);
-        if (!k) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-        w->keys = k;
-        w->keys_cap = cap;
-    }
     const uint64_t a = gguf_kv_off(src, i), b = gguf_kv_end(src, i);
     size_t n;
-    char *kc = strdup(key);
-    if (!kc || !mw_u64_to_size(b - a, &n) || !buf_put(&w->kv, gguf_base(src) + a, n)) {
-        free(kc);
+    if (!mw_u64_to_size(b - a, &n))
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-    }
-    w->keys[w->n_kv++] = kc;
-    return MW_OK;
+    /* the whole record, verbatim */
+    return add_kv(w, key, 0, gguf_base(src) + a, n, err);
 }
 
 enum mw_status gguf_writer_set_checksums(struct gguf_writer *w, bool on, struct mw_err *err)
@@ -382,39 +379,34 @@ uint64_t gguf_writer_file_size(const struct gguf_writer *w)
 
 /* --- output --- */
 
-static enum mw_status io_fail(struct gguf_writer *w, int e, const char *what, struct mw_err *err)
+static enum mw_status io_fail(struct gguf_writer *w, enum mw_status s)
 {
     w->failed = true;
-    mw_err_set_path(err, w->path);
-    enum mw_status code = (e == ENOSPC || e == EFBIG || e == EDQUOT) ? MW_E_NOSPACE : MW_E_IO;
-    return MW_FAIL(err, code, MW_ERR_OFF_NONE, "%s: %s", what, strerror(e));
+    return s;
 }
 
-static enum mw_status write_all(struct gguf_writer *w, const uint8_t *p, size_t n,
-                                struct mw_err *err)
+static enum mw_status out_flush(struct gguf_writer *w, struct mw_err *err)
 {
-    while (n) {
-        ssize_t k = write(w->fd, p, n);
-        if (k < 0) {
-            if (errno == EINTR) continue;
-            return io_fail(w, errno, "write", err);
-        }
-        if (k == 0) return io_fail(w, EIO, "write", err);
-        p += k;
-        n -= (size_t)k;
-    }
+    enum mw_status s = mw_outfile_write(&w->file, w->wbuf, w->wbuf_n, err);
+    if (s) return io_fail(w, s);
+    w->wbuf_n = 0;
     return MW_OK;
 }
 
 static enum mw_status out_put(struct gguf_writer *w, const void *d, size_t n, struct mw_err *err)
 {
+    if (w->mem) {
+        if (buf_put(&w->out, d, n)) return MW_OK;
+        w->failed = true;
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    }
     const uint8_t *p = d;
     while (n) {
         if (w->wbuf_n == WBUF_SIZE) {
-            enum mw_status s = write_all(w, w->wbuf, w->wbuf_n, err);
+            enum mw_status s = out_flush(w, err);
             if (s) return s;
-            w->wbuf_n = 0;
-            posix_fadvise(w->fd, 0, 0, POSIX_FADV_DONTNEED); /* write back now, cache nothing */
+            /* write back now, cache nothing */
+            posix_fadvise(w->file.fd, 0, 0, POSIX_FADV_DONTNEED);
         }
         size_t k = WBUF_SIZE - w->wbuf_n;
         if (k > n) k = n;
@@ -480,46 +472,53 @@ static enum mw_status build_header(struct gguf_writer *w, struct mw_err *err)
     return MW_OK;
 }
 
-enum mw_status gguf_writer_open(struct gguf_writer *w, const char *path, struct mw_err *err)
+/* Everything gguf_writer_open and gguf_writer_open_mem share: the header is
+ * built and sent to the output (the temp file for path != NULL, else the
+ * in-memory buffer). */
+static enum mw_status writer_open(struct gguf_writer *w, const char *path, struct mw_err *err)
 {
-    mw_err_set_path(err, path);
     if (w->opened) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "writer already opened");
     w->opened = true;
-    w->path = strdup(path);
-    size_t plen = strlen(path);
-    w->tmp_path = malloc(plen + 16);
-    w->wbuf = malloc(WBUF_SIZE);
+    w->mem = path == NULL;
+    w->wbuf = w->mem ? NULL : malloc(WBUF_SIZE);
     w->hashes = calloc(w->n_t ? (size_t)w->n_t : 1, sizeof *w->hashes);
     w->xs = XXH3_createState();
-    if (!w->path || !w->tmp_path || !w->wbuf || !w->hashes || !w->xs) {
+    if ((!w->mem && !w->wbuf) || !w->hashes || !w->xs) {
         w->failed = true;
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     }
-    memcpy(w->tmp_path, path, plen);
-    memcpy(w->tmp_path + plen, ".tmp.XXXXXX", 12);
     enum mw_status s = build_header(w, err);
-    if (s) {
-        w->failed = true;
-        return s;
+    if (s) return io_fail(w, s);
+    if (w->mem) {
+        /* the whole output is known: allocate it once */
+        uint64_t total = 0;
+        size_t n;
+        if (!mw_add_u64(w->hdr.n, w->blob_size, &total) || !mw_u64_to_size(total, &n) ||
+            !buf_reserve(&w->out, n)) {
+            w->failed = true;
+            return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory (%llu bytes)",
+                           (unsigned long long)total);
+        }
+    } else if ((s = mw_outfile_open(&w->file, path, err))) {
+        return io_fail(w, s);
     }
-    int fd = mkostemp(w->tmp_path, O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
-        free(w->tmp_path);
-        w->tmp_path = NULL; /* nothing to remove */
-        return io_fail(w, e, "cannot create temporary file", err);
-    }
-    w->fd = fd;
-    /* mkstemp makes 0600; give the file the usual 0666 & ~umask. */
-    mode_t um = umask(0);
-    umask(um);
-    if (fchmod(fd, 0666 & ~um) != 0) return io_fail(w, errno, "fchmod", err);
     s = out_put(w, w->hdr.p, w->hdr.n, err);
     if (s) return s;
     w->cur = 0;
     w->cur_done = 0;
     XXH3_64bits_reset(w->xs);
     return MW_OK;
+}
+
+enum mw_status gguf_writer_open(struct gguf_writer *w, const char *path, struct mw_err *err)
+{
+    mw_err_set_path(err, path);
+    return writer_open(w, path, err);
+}
+
+enum mw_status gguf_writer_open_mem(struct gguf_writer *w, struct mw_err *err)
+{
+    return writer_open(w, NULL, err);
 }
 
 /* Close the current tensor: store its hash, write its padding, advance. */
@@ -540,7 +539,7 @@ static enum mw_status end_tensor(struct gguf_writer *w, struct mw_err *err)
 enum mw_status gguf_writer_write(struct gguf_writer *w, const void *data, size_t n,
                                  struct mw_err *err)
 {
-    if (!w->opened || w->finished || w->failed || w->fd < 0)
+    if (!w->opened || w->finished || w->failed)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "writer not open");
     const uint8_t *p = data;
     while (n) {
@@ -563,21 +562,11 @@ enum mw_status gguf_writer_write(struct gguf_writer *w, const void *data, size_t
     return MW_OK;
 }
 
-static enum mw_status fsync_dir(struct gguf_writer *w, struct mw_err *err)
+/* All data written? Fill in the checksum slots of the header (which then
+ * holds the final header bytes). */
+static enum mw_status finish_header(struct gguf_writer *w, struct mw_err *err)
 {
-    char *copy = strdup(w->path);
-    if (!copy) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    free(copy);
-    if (dfd < 0) return MW_OK; /* the rename happened; directory sync is best effort */
-    fsync(dfd);
-    close(dfd);
-    return MW_OK;
-}
-
-enum mw_status gguf_writer_finish(struct gguf_writer *w, struct mw_err *err)
-{
-    if (!w->opened || w->finished || w->failed || w->fd < 0)
+    if (!w->opened || w->finished || w->failed)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "writer not open");
     /* zero-byte tensors cannot exist (ne >= 1), so cur < n_t means data is missing */
     if (w->cur < w->n_t) {
@@ -586,29 +575,39 @@ enum mw_status gguf_writer_finish(struct gguf_writer *w, struct mw_err *err)
                        "tensor '%s': %llu of %llu bytes written; data missing", w->t[w->cur].name,
                        (unsigned long long)w->cur_done, (unsigned long long)w->t[w->cur].nbytes);
     }
-    enum mw_status s = write_all(w, w->wbuf, w->wbuf_n, err);
-    if (s) return s;
-    w->wbuf_n = 0;
-    size_t done = w->checksums ? 0 : w->hdr.n; /* nothing to patch without checksums */
     if (w->checksums) {
         for (uint64_t i = 0; i < w->n_t; i++)
             mw_put_le64(w->hdr.p + w->ck_tensors_off + 8 * i, w->hashes[i]);
         /* header hash with its own slot zero (it is zero in hdr right now) */
         mw_put_le64(w->hdr.p + w->ck_header_off, XXH3_64bits(w->hdr.p, w->hdr.n));
     }
-    while (done < w->hdr.n) {
-        ssize_t k = pwrite(w->fd, w->hdr.p + done, w->hdr.n - done, (off_t)done);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return io_fail(w, k < 0 ? errno : EIO, "pwrite header", err);
-        done += (size_t)k;
-    }
-    if (fsync(w->fd) != 0) return io_fail(w, errno, "fsync", err);
-    if (close(w->fd) != 0) {
-        w->fd = -1;
-        return io_fail(w, errno, "close", err);
-    }
-    w->fd = -1;
-    if (rename(w->tmp_path, w->path) != 0) return io_fail(w, errno, "rename", err);
+    return MW_OK;
+}
+
+enum mw_status gguf_writer_finish(struct gguf_writer *w, struct mw_err *err)
+{
+    if (w->mem) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "writer opened in memory");
+    enum mw_status s = finish_header(w, err);
+    if (s || (s = out_flush(w, err))) return s;
+    /* nothing to patch without checksums */
+    if (w->checksums &&
+        (s = mw_outfile_pwrite(&w->file, w->hdr.p, w->hdr.n, 0, "pwrite header", err)))
+        return io_fail(w, s);
+    if ((s = mw_outfile_commit(&w->file, err))) return io_fail(w, s);
     w->finished = true;
-    return fsync_dir(w, err);
+    return MW_OK;
+}
+
+enum mw_status gguf_writer_finish_mem(struct gguf_writer *w, void **buf, uint64_t *size,
+                                      struct mw_err *err)
+{
+    if (!w->mem) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "writer not opened in memory");
+    enum mw_status s = finish_header(w, err);
+    if (s) return s;
+    memcpy(w->out.p, w->hdr.p, w->hdr.n);
+    w->finished = true;
+    *buf = w->out.p;
+    *size = w->out.n;
+    w->out = (struct buf){0};
+    return MW_OK;
 }

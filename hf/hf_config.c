@@ -96,122 +96,6 @@ enum mw_status hf__util_read_file(const char *path, uint64_t max, char **buf, si
     return MW_OK;
 }
 
-// --- JSON --------------------------------------------------------------------
-
-static int cmp_cstr_ptr(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-bool hf__util_json_dup(const cJSON *obj, const char **dup)
-{
-    *dup = NULL;
-    size_t n = 0;
-    for (const cJSON *c = obj ? obj->child : NULL; c; c = c->next) n++;
-    if (n < 2) return true;
-    if (n <= 16) { /* small objects: no allocation */
-        for (const cJSON *a = obj->child; a; a = a->next)
-            for (const cJSON *b = a->next; b; b = b->next)
-                if (a->string && b->string && strcmp(a->string, b->string) == 0) {
-                    *dup = b->string;
-                    return true;
-                }
-        return true;
-    }
-    const char **names = malloc(n * sizeof *names);
-    if (!names) return false;
-    size_t k = 0;
-    for (const cJSON *c = obj->child; c; c = c->next) names[k++] = c->string ? c->string : "";
-    qsort(names, n, sizeof *names, cmp_cstr_ptr);
-    for (size_t i = 1; i < n; i++)
-        if (strcmp(names[i - 1], names[i]) == 0) {
-            *dup = names[i];
-            break;
-        }
-    free(names);
-    return true;
-}
-
-/* Depth-first duplicate-key search; path receives the JSON path of the
- * first duplicate. */
-static enum mw_status json_check_dups(const cJSON *v, char *path, size_t cap, size_t plen,
-                                      struct mw_err *err)
-{
-    if (cJSON_IsObject(v)) {
-        const char *dup;
-        if (!hf__util_json_dup(v, &dup))
-            return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory checking keys");
-        if (dup) {
-            snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", dup);
-            mw_err_set_where(err, "%s", path);
-            return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "duplicate key");
-        }
-        for (const cJSON *c = v->child; c; c = c->next) {
-            if (!cJSON_IsObject(c) && !cJSON_IsArray(c)) continue;
-            int w = snprintf(path + plen, cap - plen, "%s%s", plen ? "." : "", c->string);
-            size_t np = (w < 0) ? plen : plen + (size_t)w;
-            if (np >= cap) np = cap - 1;
-            enum mw_status s = json_check_dups(c, path, cap, np, err);
-            if (s != MW_OK) return s;
-            path[plen] = '\0';
-        }
-    } else if (cJSON_IsArray(v)) {
-        size_t i = 0;
-        for (const cJSON *c = v->child; c; c = c->next, i++) {
-            if (!cJSON_IsObject(c) && !cJSON_IsArray(c)) continue;
-            int w = snprintf(path + plen, cap - plen, "[%zu]", i);
-            size_t np = (w < 0) ? plen : plen + (size_t)w;
-            if (np >= cap) np = cap - 1;
-            enum mw_status s = json_check_dups(c, path, cap, np, err);
-            if (s != MW_OK) return s;
-            path[plen] = '\0';
-        }
-    }
-    return MW_OK;
-}
-
-enum mw_status hf__util_json_parse(const char *text, size_t len, const char *path, cJSON **out,
-                              struct mw_err *err)
-{
-    *out = NULL;
-    mw_err_set_path(err, path);
-    if (len == 0) return MW_FAIL(err, MW_E_FORMAT, 0, "empty file (expected a JSON object)");
-    if (memchr(text, '\0', len)) {
-        const char *z = memchr(text, '\0', len);
-        return MW_FAIL(err, MW_E_FORMAT, (uint64_t)(z - text), "NUL byte in JSON text");
-    }
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!root) {
-        uint64_t off = (end && end >= text && end <= text + len) ? (uint64_t)(end - text) : 0;
-        return MW_FAIL(err, MW_E_FORMAT, off, "JSON syntax error");
-    }
-    for (const char *p = end ? end : text + len; p < text + len; p++) {
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            cJSON_Delete(root);
-            return MW_FAIL(err, MW_E_FORMAT, (uint64_t)(p - text),
-                           "unexpected bytes after the JSON value");
-        }
-    }
-    char jpath[160] = "";
-    enum mw_status s = json_check_dups(root, jpath, sizeof jpath, 0, err);
-    if (s != MW_OK) {
-        cJSON_Delete(root);
-        return s;
-    }
-    *out = root;
-    return MW_OK;
-}
-
-bool hf__util_json_u64(const cJSON *v, uint64_t *out)
-{
-    if (!cJSON_IsNumber(v)) return false;
-    double d = v->valuedouble;
-    if (!(d >= 0.0) || d >= 9007199254740992.0 || d != floor(d)) return false;
-    *out = (uint64_t)d;
-    return true;
-}
-
 // --- config.json -------------------------------------------------------------
 
 static const struct {
@@ -406,7 +290,7 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
 {
     memset(c, 0, sizeof *c);
     cJSON *root;
-    enum mw_status s = hf__util_json_parse(json, len, name, &root, err);
+    enum mw_status s = hf__json_parse(json, len, name, false, &root, err);
     if (s != MW_OK) return s;
     if (!cJSON_IsObject(root)) {
         s = MW_FAIL(err, MW_E_FORMAT, 0, "expected a JSON object at the top level");

@@ -54,23 +54,31 @@ struct hf_plan {
     char source_dtype[32];
 };
 
-/* --- hf_config.c: files and JSON ------------------------------------------ */
+/* --- hf_json.c: the JSON wrapper ------------------------------------------- */
+
+/* Parse the n bytes of buf (no NUL needed; any size, copied) as one JSON
+ * value with cJSON. Rejected, MW_E_FORMAT with err->path = name: an empty
+ * text, a NUL byte, a syntax error, bytes other than white space after the
+ * value — each at its byte offset (err->off) and its line and column, which
+ * go into err->where ("line 2 column 7") when pos_in_where, else at the end
+ * of the message (callers whose err->where names JSON paths only); and a
+ * duplicate object key anywhere (cJSON keeps both), err->where naming its
+ * JSON path. MW_E_NOMEM. The caller owns *out (cJSON_Delete). */
+enum mw_status hf__json_parse(const void *buf, size_t n, const char *name, bool pos_in_where,
+                              cJSON **out, struct mw_err *err);
+/* First duplicate key among the members of obj (NULL if none). Allocates;
+ * returns false on allocation failure. */
+bool hf__util_json_dup(const cJSON *obj, const char **dup);
+/* A JSON number that is an exact integer in [0, 2^53). */
+bool hf__util_json_u64(const cJSON *v, uint64_t *out);
+
+/* --- hf_config.c: files ----------------------------------------------------- */
 
 /* Read a whole (small) file into a NUL-terminated heap buffer of *len bytes
  * (plus the NUL). Missing file: MW_E_FORMAT "does not exist"; larger than
  * max: MW_E_FORMAT; other failures MW_E_IO. err->path is set to path. */
 enum mw_status hf__util_read_file(const char *path, uint64_t max, char **buf, size_t *len,
                              struct mw_err *err);
-/* Parse JSON text with cJSON (no NUL needed); errors name the byte offset of
- * the syntax error. Duplicate object keys anywhere are rejected too (cJSON
- * keeps them), naming the JSON path. */
-enum mw_status hf__util_json_parse(const char *text, size_t len, const char *path, cJSON **out,
-                              struct mw_err *err);
-/* First duplicate key among the members of obj (NULL if none). Allocates;
- * returns false on allocation failure. */
-bool hf__util_json_dup(const cJSON *obj, const char **dup);
-/* A JSON number that is an exact integer in [0, 2^53). */
-bool hf__util_json_u64(const cJSON *v, uint64_t *out);
 /* Join dir and name with '/' into a new heap string (NULL on overflow/OOM). */
 char *hf__util_path_join(const char *dir, const char *name);
 /* Does path exist (as anything)? */

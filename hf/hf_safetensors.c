@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/mw_file.h"
+
 // --- dtypes ------------------------------------------------------------------
 
 static const struct {
@@ -525,14 +527,8 @@ bool hf_st_meta_get(const struct hf_st *st, uint64_t i, const char **key, const 
 void hf_st_release(const struct hf_st *st, uint64_t off, uint64_t n)
 {
     if (!st || !st->mapped || !st->base || off >= st->size) return;
-    long ps = sysconf(_SC_PAGESIZE);
-    uint64_t page = ps > 0 ? (uint64_t)ps : 4096;
-    uint64_t end = (n > st->size - off) ? st->size : off + n;
-    uint64_t a = off & ~(page - 1);
-    uint64_t b = end + (page - 1);
-    if (b < end || b > st->size + page - 1) b = st->size + page - 1;
-    b &= ~(page - 1);
-    if (b > a) madvise((void *)(uintptr_t)(st->base + a), (size_t)(b - a), MADV_DONTNEED);
+    /* only the pages wholly inside the range (core/mw_file.c says why) */
+    mw_map_drop(st->base, st->size, off, n > st->size - off ? st->size : off + n);
 }
 
 // --- checkpoint directory ------------------------------------------------------
@@ -583,7 +579,7 @@ static enum mw_status load_index(const char *ipath, cJSON **root_out,
     enum mw_status s = hf__util_read_file(ipath, 256u << 20, &buf, &len, err);
     if (s != MW_OK) return s;
     cJSON *root;
-    s = hf__util_json_parse(buf, len, ipath, &root, err);
+    s = hf__json_parse(buf, len, ipath, false, &root, err);
     free(buf);
     if (s != MW_OK) return s;
     *root_out = root;

@@ -7,6 +7,8 @@
 #define _GNU_SOURCE
 #include "hf/hf_tok_int.h"
 
+#include "hf/hf_int.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,66 +176,6 @@ void hf__special_set_add(struct hf__special *sp, enum hf_tok_special k, bool v)
 
 /* ------------------------------------------------------------------ */
 /* JSON                                                               */
-
-enum mw_status hf__json_parse(const void *buf, size_t n, const char *name, cJSON **out,
-                              struct mw_err *err)
-{
-    *out = NULL;
-    mw_err_set_path(err, name);
-    if (n > HF_TOK_MAX_FILE_BYTES)
-        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "file too large (%zu bytes)", n);
-    /* Own NUL-terminated copy: cJSON never reads past the terminator. */
-    char *copy = malloc(n + 1);
-    if (!copy) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-    if (n) memcpy(copy, buf, n);
-    copy[n] = 0;
-    const char *end = NULL;
-    cJSON *root = NULL;
-    size_t off = 0;
-    bool bad = false;
-    const char *why = "JSON syntax error";
-    if (n == 0) {
-        bad = true;
-        why = "empty file";
-    } else if (memchr(copy, 0, n)) {
-        bad = true;
-        off = (size_t)((const char *)memchr(copy, 0, n) - copy);
-        why = "NUL byte in JSON text";
-    } else {
-        root = cJSON_ParseWithLengthOpts(copy, n + 1, &end, 0);
-        if (!root) {
-            bad = true;
-            off = end && end >= copy && end <= copy + n ? (size_t)(end - copy) : 0;
-        } else {
-            off = end && end >= copy && end <= copy + n ? (size_t)(end - copy) : n;
-            while (off < n && (copy[off] == ' ' || copy[off] == '\t' || copy[off] == '\n' ||
-                               copy[off] == '\r'))
-                off++;
-            if (off < n) {
-                bad = true;
-                why = "trailing data after the JSON value";
-            }
-        }
-    }
-    if (bad) {
-        unsigned long line = 1, col = 1;
-        for (size_t i = 0; i < off && i < n; i++) {
-            if (copy[i] == '\n') {
-                line++;
-                col = 1;
-            } else {
-                col++;
-            }
-        }
-        cJSON_Delete(root);
-        free(copy);
-        mw_err_set_where(err, "line %lu column %lu", line, col);
-        return MW_FAIL(err, MW_E_FORMAT, off, "%s", why);
-    }
-    free(copy);
-    *out = root;
-    return MW_OK;
-}
 
 void hf__json_quote(char *dst, size_t cap, const char *s)
 {
@@ -611,7 +553,7 @@ static enum mw_status side_json(const char *dir, const char *fname, struct side 
     *out = NULL;
     enum mw_status s = side_map(sd, dir, fname, &m, err);
     if (s || !sd->present) return s;
-    s = hf__json_parse(m.data, (size_t)m.size, sd->path, out, err);
+    s = hf__json_parse(m.data, (size_t)m.size, sd->path, true, out, err);
     mw_map_close(&m);
     return s;
 }
@@ -861,7 +803,11 @@ enum mw_status hf_tok_parse_json(const void *buf, size_t n, const char *name, in
     if (!name) name = "tokenizer.json";
     cJSON *root = NULL;
     struct hf_tok *t = NULL;
-    enum mw_status s = hf__json_parse(buf, n, name, &root, err);
+    if (n > HF_TOK_MAX_FILE_BYTES) {
+        mw_err_set_path(err, name);
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "file too large (%zu bytes)", n);
+    }
+    enum mw_status s = hf__json_parse(buf, n, name, true, &root, err);
     if (s) return s;
     if ((s = hf__json_build(root, name, n_vocab < 0 ? -1 : n_vocab, &t, err))) goto done;
     if ((s = hf__tok_set_source(t, name, err))) goto done;

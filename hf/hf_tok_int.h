@@ -68,10 +68,8 @@ bool hf__looks_special(const char *s);
 void hf__special_set_id(struct hf__special *sp, enum hf_tok_special k, int64_t id);
 void hf__special_set_add(struct hf__special *sp, enum hf_tok_special k, bool v);
 
-/* Parse JSON bytes (any size up to HF_TOK_MAX_FILE_BYTES; need not be
- * NUL-terminated). Syntax errors -> MW_E_FORMAT with offset and line:col. */
-enum mw_status hf__json_parse(const void *buf, size_t n, const char *name, cJSON **out,
-                              struct mw_err *err);
+/* JSON text is parsed by hf__json_parse (hf_int.h, hf_json.c), with the
+ * line and column of a syntax error in err->where. */
 /* Write a JSON-path-friendly, escaped, truncated copy of s into dst. */
 void hf__json_quote(char *dst, size_t cap, const char *s);
 

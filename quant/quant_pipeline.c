@@ -31,13 +31,14 @@
 #define _DEFAULT_SOURCE
 #include "quant/quant.h"
 
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
+
+#include "core/mw_file.h"
+#include "core/mw_pool.h"
 
 #define DEFAULT_SLAB ((size_t)32 << 20)
 #define SCRATCH_FLOATS ((uint64_t)16384) /* f32 per worker conversion batch */
@@ -48,7 +49,6 @@
 struct gguf_src {
     const struct gguf_file *f;
     struct quant_tensor_desc *t;
-    long page;
 };
 
 static const uint8_t *gsrc_data(void *ud, uint64_t i)
@@ -60,15 +60,10 @@ static const uint8_t *gsrc_data(void *ud, uint64_t i)
 static void gsrc_release(void *ud, uint64_t i, uint64_t off, uint64_t n)
 {
     const struct gguf_src *g = ud;
-    const uint8_t *d = gguf_tensor_data(g->f, i);
-    if (!d || n == 0 || g->page <= 0) return;
-    /* Drop whole pages inside the range: a clean, read-only file mapping
-     * refaults them from the file if they are ever touched again. */
-    const uintptr_t pg = (uintptr_t)g->page;
-    uintptr_t a = (uintptr_t)(d + off), b = (uintptr_t)(d + off + n);
-    a = (a + pg - 1) & ~(pg - 1);
-    b &= ~(pg - 1);
-    if (b > a) (void)madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
+    const struct gguf_tensor *t = gguf_tensor_get(g->f, i);
+    if (!t || !gguf_tensor_data(g->f, i) || n == 0) return;
+    const uint64_t from = t->file_off + off;
+    mw_map_drop(gguf_base(g->f), gguf_file_size(g->f), from, from + n);
 }
 
 static enum mw_status gsrc_read(void *ud, uint64_t i, quant_sink_fn sink, void *sink_ud,
@@ -113,7 +108,6 @@ enum mw_status quant_source_gguf(const struct gguf_file *f, struct quant_source 
     }
     g->f = f;
     g->t = t;
-    g->page = sysconf(_SC_PAGESIZE);
     src->kv = f;
     src->n_tensors = n;
     src->tensors = t;
@@ -364,8 +358,6 @@ struct job {
 };
 
 struct worker {
-    pthread_t th;
-    bool started;
     const struct job *job;
     uint64_t r0, r1; /* rows of the slab, relative */
     float *scratch;
@@ -414,9 +406,8 @@ static void f32_to_plain(uint32_t t, const float *x, uint8_t *o, uint64_t n)
     }
 }
 
-static void *worker_run(void *arg)
+static void worker_run(struct worker *w)
 {
-    struct worker *w = arg;
     const struct job *j = w->job;
     const uint64_t batch = w->scratch_n / j->ne0; /* >= 1 */
     for (uint64_t r = w->r0; r < w->r1 && w->s == MW_OK;) {
@@ -439,13 +430,25 @@ static void *worker_run(void *arg)
         }
         r += nb;
     }
-    return NULL;
 }
 
+/* The workers of one quant_plan_write: n of them, each with its scratch, run
+ * on one thread pool created once for the whole file (mp; NULL when its
+ * threads could not be started: every worker then runs on the caller — same
+ * rows, same bytes). */
 struct pool {
     unsigned n;
+    unsigned active; /* workers with rows in the current slab */
     struct worker *w;
+    struct mw_pool *mp;
 };
+
+static void slab_task(void *arg, unsigned ith, unsigned nth)
+{
+    (void)nth;
+    struct pool *pl = arg;
+    if (ith < pl->active) worker_run(&pl->w[ith]);
+}
 
 static enum mw_status run_slab(struct pool *pl, const struct job *j, struct mw_err *err)
 {
@@ -456,15 +459,13 @@ static enum mw_status run_slab(struct pool *pl, const struct job *j, struct mw_e
         w->r0 = j->nrows * k / nt;
         w->r1 = j->nrows * (k + 1) / nt;
         w->s = MW_OK;
-        w->started = false;
         mw_err_clear(&w->err);
     }
-    for (unsigned k = 1; k < nt; k++)
-        pl->w[k].started = pthread_create(&pl->w[k].th, NULL, worker_run, &pl->w[k]) == 0;
-    worker_run(&pl->w[0]);
-    for (unsigned k = 1; k < nt; k++) {
-        if (pl->w[k].started) pthread_join(pl->w[k].th, NULL);
-        else worker_run(&pl->w[k]); /* could not start a thread: same rows, same bytes */
+    pl->active = nt;
+    if (pl->mp && nt > 1) {
+        mw_pool_run(pl->mp, slab_task, pl);
+    } else {
+        for (unsigned k = 0; k < nt; k++) worker_run(&pl->w[k]);
     }
     for (unsigned k = 0; k < nt; k++) {
         if (pl->w[k].s == MW_OK) continue;
@@ -770,6 +771,7 @@ enum mw_status quant_plan_write(const struct quant_plan *p, const char *out_path
     c.pool.n = nt;
     c.pool.w = calloc(nt, sizeof *c.pool.w);
     if (!c.pool.w) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    if (nt > 1 && mw_pool_init(nt, &c.pool.mp, NULL) != MW_OK) c.pool.mp = NULL;
 
     TRY(gguf_writer_init(&c.w, err));
     TRY(write_kvs(p, c.w, err));
@@ -794,6 +796,7 @@ enum mw_status quant_plan_write(const struct quant_plan *p, const char *out_path
     }
 out:
     gguf_writer_free(c.w);
+    mw_pool_free(c.pool.mp);
     for (unsigned k = 0; k < nt; k++) free(c.pool.w[k].scratch);
     free(c.pool.w);
     free(c.inbuf);

@@ -1,17 +1,19 @@
 /*
- * quant/quant_rows.c — quant_rows(): a matrix, row by row, over pthreads.
+ * quant/quant_rows.c — quant_rows(): a matrix, row by row, over a thread
+ * pool (core/mw_pool.h).
  *
  * Every row is quantized by the type's from_float (or quant_row_best) alone,
  * a pure function of that row and the imatrix, so splitting the rows into
  * contiguous ranges, one per thread, gives the same bytes for every thread
  * count. Nothing is allocated per row: from_float keeps its scratch on its
- * stack, and the only allocations are the thread table and, in
- * QUANT_MODE_BEST, one scratch buffer per thread, once per call.
+ * stack, and the only allocations are the pool and, in QUANT_MODE_BEST, one
+ * scratch buffer per thread, once per call.
  */
 #include "quant/quant_int.h"
 
-#include <pthread.h>
 #include <stdlib.h>
+
+#include "core/mw_pool.h"
 
 struct rows_job {
     const struct quant_traits *qt;
@@ -25,9 +27,8 @@ struct rows_job {
     uint64_t r0, r1;     /* rows [r0, r1) */
 };
 
-static void *rows_run(void *arg)
+static void rows_run(const struct rows_job *j)
 {
-    const struct rows_job *j = arg;
     for (uint64_t r = j->r0; r < j->r1; r++) {
         const float *xr = j->x + r * j->n_per_row;
         uint8_t *o = j->out + r * j->row_bytes;
@@ -36,15 +37,19 @@ static void *rows_run(void *arg)
         else
             j->qt->from_float(xr, o, j->n_per_row, j->imatrix);
     }
-    return NULL;
 }
 
-static void rows_free(struct rows_job *jobs, uint64_t nt, pthread_t *tids, bool *started)
+/* mw_pool task: thread ith runs job ith (the pool has one thread per job). */
+static void rows_task(void *arg, unsigned ith, unsigned nth)
+{
+    (void)nth;
+    rows_run((const struct rows_job *)arg + ith);
+}
+
+static void rows_free(struct rows_job *jobs, uint64_t nt)
 {
     for (uint64_t k = 0; jobs && k < nt; k++) free(jobs[k].scratch);
     free(jobs);
-    free(tids);
-    free(started);
 }
 
 enum mw_status quant_rows(uint32_t t, const float *x, uint64_t n_rows, uint64_t n_per_row,
@@ -80,16 +85,14 @@ enum mw_status quant_rows_mode(uint32_t t, enum quant_mode mode, const float *x,
     uint64_t nt = n_threads ? n_threads : 1;
     if (nt > n_rows) nt = n_rows;
     struct rows_job *jobs = calloc((size_t)nt, sizeof *jobs);
-    pthread_t *tids = calloc((size_t)nt, sizeof *tids);
-    bool *started = calloc((size_t)nt, sizeof *started);
-    bool ok = jobs && tids && started;
+    bool ok = jobs != NULL;
     const size_t scratch = mode == QUANT_MODE_BEST ? quant_row_best_scratch(t, n_per_row) : 0;
     if (ok && mode == QUANT_MODE_BEST) {
         ok = scratch > 0;
         for (uint64_t k = 0; ok && k < nt; k++) ok = (jobs[k].scratch = malloc(scratch)) != NULL;
     }
     if (!ok) {
-        rows_free(jobs, nt, tids, started);
+        rows_free(jobs, nt);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "quant_rows: %llu threads' scratch",
                        (unsigned long long)nt);
     }
@@ -102,16 +105,16 @@ enum mw_status quant_rows_mode(uint32_t t, enum quant_mode mode, const float *x,
                                     out, n_per_row, row_bytes, r,  r + len};
         r += len;
     }
-    /* Thread 0's range runs on the caller. A range whose thread cannot be
-     * created runs on the caller too: the bytes do not depend on who
-     * quantizes a row. */
-    for (uint64_t k = 1; k < nt; k++)
-        started[k] = pthread_create(&tids[k], NULL, rows_run, &jobs[k]) == 0;
-    rows_run(&jobs[0]);
-    for (uint64_t k = 1; k < nt; k++) {
-        if (started[k]) pthread_join(tids[k], NULL);
-        else rows_run(&jobs[k]);
+    /* One pool thread per range (the caller is thread 0). When the threads
+     * cannot be started every range runs on the caller: the bytes do not
+     * depend on who quantizes a row. */
+    struct mw_pool *pool = NULL;
+    if (nt > 1 && mw_pool_init((unsigned)nt, &pool, NULL) == MW_OK) {
+        mw_pool_run(pool, rows_task, jobs);
+        mw_pool_free(pool);
+    } else {
+        for (uint64_t k = 0; k < nt; k++) rows_run(&jobs[k]);
     }
-    rows_free(jobs, nt, tids, started);
+    rows_free(jobs, nt);
     return MW_OK;
 }

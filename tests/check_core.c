@@ -1,11 +1,20 @@
 /* Unit tests for core/: status table, error formatting, checked arithmetic,
  * bounded reader, f16/bf16 conversions. */
+#define _GNU_SOURCE
 #include <check.h>
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/mw.h"
+#include "core/mw_file.h"
 
 START_TEST(test_status_exit_codes)
 {
@@ -174,6 +183,137 @@ START_TEST(test_bf16)
 }
 END_TEST
 
+/* --- atomic output files, mapped-page release (core/mw_file.h) --- */
+
+/* A new directory under the test build directory; the caller frees it. */
+static char *core_tmpdir(void)
+{
+    char *d = strdup(MW_TEST_TMPDIR "/core-XXXXXX");
+    ck_assert_ptr_nonnull(d && mkdtemp(d) ? d : NULL);
+    return d;
+}
+
+/* Names in dir other than . and .., joined by spaces into buf. */
+static int dir_names(const char *dir, char *buf, size_t cap)
+{
+    DIR *d = opendir(dir);
+    ck_assert_ptr_nonnull(d);
+    int n = 0;
+    size_t used = 0;
+    buf[0] = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        n++;
+        int k = snprintf(buf + used, cap - used, "%s%s", used ? " " : "", e->d_name);
+        if (k > 0 && (size_t)k < cap - used) used += (size_t)k;
+    }
+    closedir(d);
+    return n;
+}
+
+START_TEST(test_outfile_atomic)
+{
+    char *dir = core_tmpdir();
+    char path[512], names[1024];
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    struct mw_err err;
+    mw_err_clear(&err);
+    /* the kernel applies the umask: the file gets 0666 & ~umask, and the
+     * process umask is what it was */
+    const mode_t old = umask(027);
+    ck_assert_int_eq(mw_file_write_atomic(path, "hello", 5, &err), MW_OK);
+    ck_assert_uint_eq(umask(old), 027);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0640);
+    ck_assert_int_eq((int)st.st_size, 5);
+    ck_assert_int_eq(dir_names(dir, names, sizeof names), 1);
+
+    /* while open: PATH.tmp.XXXXXX (6 of [A-Za-z0-9]) beside PATH, which
+     * keeps its old bytes; discard removes the temp file */
+    struct mw_outfile f = MW_OUTFILE_INIT;
+    ck_assert_int_eq(mw_outfile_open(&f, path, &err), MW_OK);
+    ck_assert_int_ge(f.fd, 0);
+    const size_t pl = strlen(path);
+    ck_assert_uint_eq(strlen(f.tmp), pl + 11);
+    ck_assert(strncmp(f.tmp, path, pl) == 0 && strncmp(f.tmp + pl, ".tmp.", 5) == 0);
+    for (int i = 0; i < 6; i++) ck_assert(isalnum((unsigned char)f.tmp[pl + 5 + i]));
+    ck_assert_int_eq(mw_outfile_write(&f, "0123456789", 10, &err), MW_OK);
+    ck_assert_int_eq(dir_names(dir, names, sizeof names), 2);
+    mw_outfile_discard(&f);
+    mw_outfile_discard(&f); /* idempotent */
+    ck_assert_int_eq(dir_names(dir, names, sizeof names), 1);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert_int_eq((int)st.st_size, 5);
+
+    /* pwrite patches in place; commit replaces the old file */
+    ck_assert_int_eq(mw_outfile_open(&f, path, &err), MW_OK);
+    ck_assert_int_eq(mw_outfile_write(&f, "0123456789", 10, &err), MW_OK);
+    ck_assert_int_eq(mw_outfile_pwrite(&f, "ab", 2, 3, "patch", &err), MW_OK);
+    ck_assert_int_eq(mw_outfile_commit(&f, &err), MW_OK);
+    ck_assert_int_eq(f.fd, -1);
+    ck_assert_ptr_null(f.tmp);
+    ck_assert_int_eq(dir_names(dir, names, sizeof names), 1);
+    char got[16] = {0};
+    FILE *fp = fopen(path, "rb");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_uint_eq(fread(got, 1, sizeof got, fp), 10);
+    fclose(fp);
+    ck_assert_str_eq(got, "012ab56789");
+
+    /* no directory: an I/O error naming the final path, nothing created */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/no/such/x.bin", dir);
+    mw_err_clear(&err);
+    ck_assert_int_eq(mw_file_write_atomic(bad, "x", 1, &err), MW_E_IO);
+    ck_assert_str_eq(err.path, bad);
+    ck_assert_ptr_nonnull(strstr(err.msg, "cannot create temporary file"));
+    ck_assert_int_eq(dir_names(dir, names, sizeof names), 1);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+END_TEST
+
+/* Dropping pages of a read-only file mapping never changes what it reads,
+ * and ranges that do not cover a whole page, or lie outside the mapping,
+ * are harmless. */
+START_TEST(test_map_drop)
+{
+    char *dir = core_tmpdir();
+    char path[512];
+    snprintf(path, sizeof path, "%s/m.bin", dir);
+    const long pg = sysconf(_SC_PAGESIZE);
+    ck_assert_int_gt(pg, 0);
+    const size_t n = (size_t)pg * 3 + 100; /* a partial last page */
+    uint8_t *b = malloc(n);
+    for (size_t i = 0; i < n; i++) b[i] = (uint8_t)(i * 7 + 1);
+    struct mw_err err;
+    ck_assert_int_eq(mw_file_write_atomic(path, b, n, &err), MW_OK);
+    struct mw_map m;
+    ck_assert_int_eq(mw_map_open(&m, path, &err), MW_OK);
+    ck_assert(memcmp(m.data, b, n) == 0);
+    const uint64_t ranges[][2] = {{1, 10},
+                                  {10, (uint64_t)pg + 5},
+                                  {(uint64_t)pg - 1, 2 * (uint64_t)pg + 1},
+                                  {0, (uint64_t)pg},
+                                  {2 * (uint64_t)pg + 50, n},
+                                  {5, 5},
+                                  {9, 3},
+                                  {0, (uint64_t)n * 4}};
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+        mw_map_drop(m.data, m.size, ranges[r][0], ranges[r][1]);
+        ck_assert_msg(memcmp(m.data, b, n) == 0, "range %zu", r);
+    }
+    mw_map_drop(NULL, 0, 0, 10);
+    mw_map_close(&m);
+    free(b);
+    unlink(path);
+    rmdir(dir);
+    free(dir);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -185,6 +325,8 @@ static Suite *core_suite(void)
     tcase_add_test(tc, test_f16_roundtrip_exhaustive);
     tcase_add_test(tc, test_f16_rounding);
     tcase_add_test(tc, test_bf16);
+    tcase_add_test(tc, test_outfile_atomic);
+    tcase_add_test(tc, test_map_drop);
     tcase_add_loop_test(tc, test_parse_size, 0, sizeof size_cases / sizeof size_cases[0]);
     suite_add_tcase(s, tc);
     return s;

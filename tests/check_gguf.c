@@ -399,7 +399,9 @@ END_TEST
 
 /* --- writer / reader round trip --- */
 
-static void write_sample(const char *path, const uint8_t *nested_src, size_t nested_n)
+/* The sample file to path, or (path NULL) to memory: *mem, *mem_n. */
+static void write_sample_to(const char *path, const uint8_t *nested_src, size_t nested_n,
+                            void **mem, uint64_t *mem_n)
 {
     struct mw_err err;
     mw_err_clear(&err);
@@ -436,19 +438,79 @@ static void write_sample(const char *path, const uint8_t *nested_src, size_t nes
     ck_assert_int_eq(gguf_writer_add_tensor(w, "b.weight", GGUF_TYPE_Q8_0, 1, ne_b, &err), MW_OK);
     ck_assert_int_eq(gguf_writer_add_tensor(w, "c.weight", GGUF_TYPE_BF16, 3, ne_c, &err), MW_OK);
     const uint64_t predicted = gguf_writer_file_size(w);
-    ck_assert_int_eq(gguf_writer_open(w, path, &err), MW_OK);
+    if (path)
+        ck_assert_int_eq(gguf_writer_open(w, path, &err), MW_OK);
+    else
+        ck_assert_int_eq(gguf_writer_open_mem(w, &err), MW_OK);
     /* a: 768 bytes, written in odd chunks; then b and c in one call */
     uint8_t data[768 + 34 + 256];
     for (size_t i = 0; i < sizeof data; i++) data[i] = (uint8_t)(i * 131 + 7);
     ck_assert_int_eq(gguf_writer_write(w, data, 5, &err), MW_OK);
     ck_assert_int_eq(gguf_writer_write(w, data + 5, 700, &err), MW_OK);
     ck_assert_int_eq(gguf_writer_write(w, data + 705, sizeof data - 705, &err), MW_OK);
+    if (!path) {
+        void *dummy = NULL;
+        uint64_t dummy_n = 0;
+        /* the file-path finish refuses a writer opened in memory, and back */
+        ck_assert_int_eq(gguf_writer_finish(w, &err), MW_E_USAGE);
+        ck_assert_int_eq(gguf_writer_finish_mem(w, mem, mem_n, &err), MW_OK);
+        ck_assert_uint_eq(*mem_n, predicted);
+        ck_assert_int_eq(gguf_writer_finish_mem(w, &dummy, &dummy_n, &err), MW_E_USAGE);
+        gguf_writer_free(w);
+        return;
+    }
+    ck_assert_int_eq(gguf_writer_finish_mem(w, mem, mem_n, &err), MW_E_USAGE);
     ck_assert_int_eq(gguf_writer_finish(w, &err), MW_OK);
     gguf_writer_free(w);
     struct stat st;
     ck_assert_int_eq(stat(path, &st), 0);
     ck_assert_uint_eq((uint64_t)st.st_size, predicted);
 }
+
+static void write_sample(const char *path, const uint8_t *nested_src, size_t nested_n)
+{
+    void *mem = NULL;
+    uint64_t mem_n = 0;
+    write_sample_to(path, nested_src, nested_n, &mem, &mem_n);
+}
+
+/* gguf_writer_open_mem / finish_mem: the bytes the file writer writes, and
+ * the reader takes them back. */
+START_TEST(test_mem_output)
+{
+    char *dir = make_tmpdir();
+    char *p = path_in(dir, "file.gguf");
+    write_sample(p, NULL, 0);
+    size_t fn = 0;
+    uint8_t *fb = read_file(p, &fn);
+    ck_assert_ptr_nonnull(fb);
+    void *mb = NULL;
+    uint64_t mn = 0;
+    write_sample_to(NULL, NULL, 0, &mb, &mn);
+    ck_assert_ptr_nonnull(mb);
+    ck_assert_uint_eq(mn, fn);
+    ck_assert(memcmp(mb, fb, fn) == 0);
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct gguf_file *f;
+    ck_assert_int_eq(gguf_open_mem(mb, mn, "mem", 0, &f, &err), MW_OK);
+    ck_assert_uint_eq(gguf_tensor_count(f), 3);
+    ck_assert_int_eq(gguf_tensor_find(f, "c.weight"), 2);
+    uint64_t hh = 0;
+    ck_assert(gguf_hash_header(f, &hh));
+    const int64_t k = gguf_kv_find(f, GGUF_KEY_CK_HEADER);
+    ck_assert_int_ge(k, 0);
+    uint64_t stored = 0;
+    ck_assert(gguf_value_as_u64(gguf_kv_value(f, (uint64_t)k), &stored));
+    ck_assert_uint_eq(hh, stored);
+    gguf_close(f);
+    ck_assert_int_eq(count_entries(dir), 1); /* nothing but the file output */
+    free(mb);
+    free(fb);
+    free(p);
+    free(dir);
+}
+END_TEST
 
 START_TEST(test_round_trip)
 {
@@ -798,6 +860,7 @@ static Suite *gguf_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("writer");
     tcase_add_test(tc, test_round_trip);
+    tcase_add_test(tc, test_mem_output);
     tcase_add_test(tc, test_ggml_example_bytes);
     tcase_add_test(tc, test_writer_misuse);
     tcase_add_test(tc, test_atomic_fsize_limit);

@@ -12,32 +12,7 @@
 
 #include "runtime/rt_tok_int.h"
 
-static void check_split(enum rt_pre pre, const char *text, const char *const *want, size_t n_want)
-{
-    uint32_t cps[128];
-    size_t lens[128], n = 0;
-    const size_t len = strlen(text);
-    for (size_t i = 0; i < len && n < 128;)
-        cps[n++] = rt__utf8_decode((const uint8_t *)text, len, &i);
-    const size_t nw = rt__pre_split(pre, cps, n, lens);
-    ck_assert_msg(nw == n_want, "'%s': %zu words, want %zu", text, nw, n_want);
-    size_t c = 0;
-    for (size_t w = 0; w < nw; w++) {
-        char word[256];
-        size_t o = 0;
-        for (size_t k = c; k < c + lens[w]; k++) o += rt__utf8_encode(cps[k], (uint8_t *)word + o);
-        word[o] = '\0';
-        ck_assert_msg(strcmp(word, want[w]) == 0, "'%s' word %zu: '%s', want '%s'", text, w, word,
-                      want[w]);
-        c += lens[w];
-    }
-}
-
-#define SPLIT(pre, text, ...)                                                  \
-    do {                                                                       \
-        static const char *const w_[] = {__VA_ARGS__};                          \
-        check_split(pre, text, w_, sizeof w_ / sizeof w_[0]);                  \
-    } while (0)
+#include "check_split.h"
 
 START_TEST(classes_of_other_scripts)
 {

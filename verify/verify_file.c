@@ -13,6 +13,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "core/mw_file.h"
 #include "quant/quant.h"
 
 /* Release checked pages in batches of at least this many bytes. */
@@ -37,11 +38,9 @@ void verify__release_below(struct vctx *c, uint64_t off, bool force)
     uint64_t end = off == c->size ? off : off & ~(c->page - 1);
     if (end <= c->dropped) return;
     if (!force && end - c->dropped < RELEASE_BATCH) return;
-    size_t len;
-    if (!mw_u64_to_size(end - c->dropped, &len)) return;
-    /* MAP_PRIVATE, PROT_READ, never written: dropping the pages only unmaps
-     * them; a later access faults them in again from the page cache. */
-    (void)madvise((void *)(uintptr_t)(c->base + c->dropped), len, MADV_DONTNEED);
+    /* dropped and end are page boundaries or the file's end: every page of
+     * [dropped, end) goes */
+    mw_map_drop(c->base, c->size, c->dropped, end);
     c->dropped = end;
 }
 

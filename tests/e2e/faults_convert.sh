@@ -16,20 +16,15 @@
 # Usage (ctest): faults_convert.sh MW_FAULT
 source "$(dirname "${BASH_SOURCE[0]}")/faults_common.sh"
 
-SRC0=""
-for d in "$MW_DATASETS/tinyllama-8m" "$MW_SHARED/models/tinyllama-8m"; do
-    [ -f "$d/config.json" ] && { SRC0=$d; break; }
-done
+SRC0=$(model_dir tinyllama-8m)
 [ -n "$SRC0" ] || { skip "no tinyllama-8m in datasets/ or shared/"; }
 [ -x "$FAULT" ] || { echo "usage: faults_convert.sh MW_FAULT"; exit 2; }
 
 S=$T/src
-O=$T/outdir
-mkdir -p "$O"
+faults_setup
 cp -r "$SRC0" "$S"
 restore_src() { rm -f "$S/model.safetensors"; cp "$SRC0/model.safetensors" "$S/model.safetensors"; }
-echo "previous output, must survive" > "$T/keep"
-put_keep() { cp "$T/keep" "$O/o.gguf"; }
+WRITE=(convert "$S" --type q8_0 -q)
 
 # --- references ---------------------------------------------------------------
 for t in f16 q8_0; do
@@ -37,127 +32,27 @@ for t in f16 q8_0; do
     run 0 verify "$T/ref-$t.gguf"
 done
 REF=$T/ref-q8_0.gguf
-rerun_ok() { # NAME: a clean rerun now gives the reference bytes
-    rm -f "$O/o.gguf"
-    run 0 convert "$S" -o "$O/o.gguf" --type q8_0 -q &&
-        { cmp -s "$REF" "$O/o.gguf" || fail "$1: rerun output differs from the reference"; }
-    rm -f "$O/o.gguf"
-}
 
-# --- (a) the disk fills: RLIMIT_FSIZE ------------------------------------------
-echo "(a) RLIMIT_FSIZE"
-for lim in 0 4096 1048593 4000000 9000000; do
-    for keep in yes no; do
-        rm -f "$O/o.gguf"
-        [ $keep = yes ] && put_keep
-        fault "fsize $lim (keep $keep)" --fsize $lim -- convert "$S" -o "$O/o.gguf" --type q8_0 -q
-        [ "$rc" -eq 3 ] || fail "fsize $lim: exit $rc ($status), want 3; stderr: $err"
-        has "$err" "memwall convert: $O/o.gguf" "fsize $lim"
-        has "$err" "File too large [E_NOSPACE]" "fsize $lim"
-        after_failure "fsize $lim" "$O" "$O/o.gguf" "$([ $keep = yes ] && echo "$T/keep")"
-    done
-done
+# --- (a) the disk fills ---------------------------------------------------------
+faults_fsize 0 4096 1048593 4000000 9000000
 # the same with SIGXFSZ ignored by the parent (how CI runners often start us)
-fault "fsize 1 MiB, SIGXFSZ ignored" --fsize 1048576 --ignore-xfsz -- \
-    convert "$S" -o "$O/o.gguf" --type q8_0 -q
+fault "fsize 1 MiB, SIGXFSZ ignored" --fsize 1048576 --ignore-xfsz -- "${WRITE[@]}" -o "$O/o.gguf"
 [ "$rc" -eq 3 ] || fail "fsize/ignored: exit $rc, want 3"
 after_failure "fsize/ignored" "$O" "$O/o.gguf" ""
 rerun_ok "fsize"
+faults_tmpfs # the 9 MB q8_0 output does not fit
 
-# --- (a) the disk fills: a small tmpfs -----------------------------------------
-echo "(a) full tmpfs"
-export MEMWALL MW_EMU S REF T
-# 16 MiB tmpfs, 10 MiB of it taken: the 9 MB q8_0 output does not fit. Then
-# the filler goes and the same command succeeds on the same filesystem.
-smallfs 16m "$T/small" '
-    D=$T/small
-    head -c 10485760 /dev/zero > "$D/filler" || exit 90
-    cp "$T/keep" "$D/o.gguf"
-    $MW_EMU "$MEMWALL" convert "$S" -o "$D/o.gguf" --type q8_0 -q 2> "$T/small.err"
-    echo "rc $?" > "$T/small.rep"
-    cmp -s "$T/keep" "$D/o.gguf" && echo "keep ok" >> "$T/small.rep"
-    ls -A "$D" | grep "\.tmp\." >> "$T/small.rep"
-    rm -f "$D/filler"
-    $MW_EMU "$MEMWALL" convert "$S" -o "$D/o.gguf" --type q8_0 -q 2>> "$T/small.err"
-    echo "rerun $?" >> "$T/small.rep"
-    cmp -s "$REF" "$D/o.gguf" && echo "rerun same" >> "$T/small.rep"
-    exit 0'
-r=$?
-if [ $r -eq 77 ]; then
-    echo "  small tmpfs: SKIP (mounting not permitted here: $(tail -n 1 "$T/smallfs.log" 2> /dev/null))"
-elif [ $r -ne 0 ]; then
-    fail "small tmpfs: setup failed ($r): $(cat "$T/smallfs.log" 2> /dev/null)"
-else
-    rep=$(cat "$T/small.rep")
-    echo "  small tmpfs: $(echo "$rep" | tr '\n' ';')"
-    has "$rep" "rc 3" "tmpfs full: exit status"
-    has "$(cat "$T/small.err")" "No space left on device [E_NOSPACE]" "tmpfs full: message"
-    has "$rep" "keep ok" "tmpfs full: existing output"
-    [[ $rep == *.tmp.* ]] && fail "tmpfs full: temp file left behind"
-    has "$rep" "rerun 0" "tmpfs full: rerun after freeing space"
-    has "$rep" "rerun same" "tmpfs full: rerun output"
-fi
-
-# --- (b) SIGKILL at several points ---------------------------------------------
-echo "(b) SIGKILL"
-fired=0
-points=("--at-size 0" "--at-size 1" "--at-size 2097152" "--at-size 4194304" "--at-size 8388608"
-        "--at-ms 3" "--at-ms 9" "--at-ms 20")
-k=0
-for p in "${points[@]}"; do
-    k=$((k + 1))
-    rm -f "$O/o.gguf"
-    keep=""
-    if [ $((k % 2)) -eq 0 ]; then put_keep; keep=$T/keep; fi
-    # shellcheck disable=SC2086
-    fault "kill $p" --slice-us 50 --watch "$O" $p --kill -- convert "$S" -o "$O/o.gguf" --type q8_0 -q
-    if [ "$triggered" = 1 ]; then
-        fired=$((fired + 1))
-        [ "$status" = "signal 9" ] || fail "kill $p: status $status, want signal 9"
-        after_kill "kill $p" "$O" "$O/o.gguf" "$keep" "$REF"
-    else # finished before the point was reached: then it must be complete
-        [ "$rc" -eq 0 ] || fail "kill $p (not fired): exit $rc"
-        cmp -s "$REF" "$O/o.gguf" || fail "kill $p (not fired): output differs"
-    fi
-done
-[ $fired -ge 5 ] || fail "SIGKILL fired mid-write in only $fired of ${#points[@]} cases"
+# --- (b) SIGKILL at several points, SIGINT/TERM/HUP ------------------------------
+faults_kill 5 "--at-size 0" "--at-size 1" "--at-size 2097152" "--at-size 4194304" \
+    "--at-size 8388608" "--at-ms 3" "--at-ms 9" "--at-ms 20"
 rerun_ok "SIGKILL"
-for sig in INT TERM HUP; do
-    put_keep
-    fault "SIG$sig" --slice-us 50 --watch "$O" --at-size 2097152 --signal $sig -- \
-        convert "$S" -o "$O/o.gguf" --type q8_0 -q
-    if [ "$triggered" = 1 ]; then
-        [[ $status == "signal "* ]] || fail "SIG$sig: status $status, want death by the signal"
-        after_failure "SIG$sig" "$O" "$O/o.gguf" "$T/keep"
-    fi
-done
+faults_signals INT TERM HUP
 rerun_ok "SIGINT/TERM/HUP"
 
 # --- (c) the source changes while it is read -------------------------------------
-echo "(c) source faults"
-for len in 8000000 0; do
-    restore_src
-    put_keep
-    fault "truncate source to $len" --slice-us 50 --watch "$O" --at-size 2097152 \
-        --truncate "$S/model.safetensors" $len -- convert "$S" -o "$O/o.gguf" --type q8_0 -q
-    [ "$triggered" = 1 ] || fail "truncate $len: conversion ended before the fault"
-    [ "$rc" -eq 3 ] || fail "truncate $len: exit $rc ($status), want 3; stderr: $err"
-    has "$err" "memwall convert: $S/model.safetensors: offset " "truncate $len"
-    has "$err" "changed or was truncated while being read" "truncate $len"
-    has "$err" "unfinished output removed [E_IO]" "truncate $len"
-    after_failure "truncate $len" "$O" "$O/o.gguf" "$T/keep"
-done
-restore_src
-rerun_ok "truncated source"
-
-# unlinked (or replaced) while being read: the open file is still read whole
-fault "unlink source" --slice-us 50 --watch "$O" --at-size 2097152 \
-    --unlink "$S/model.safetensors" -- convert "$S" -o "$O/o.gguf" --type q8_0 -q
-[ "$rc" -eq 0 ] || fail "unlink source: exit $rc; stderr: $err"
-cmp -s "$REF" "$O/o.gguf" || fail "unlink source: output differs from the reference"
-[ -z "$(temps "$O")" ] || fail "unlink source: temp file left"
-rm -f "$O/o.gguf"
-restore_src
+# truncated (half, empty) -> SIGBUS, handled; unlinked (or replaced) while
+# being read: the open file is still read whole
+faults_source 2097152 "$S/model.safetensors"
 
 # FIFOs planted as inputs: refused at once, never a hang (timeout guard)
 for f in model.safetensors config.json; do

@@ -13,17 +13,9 @@ QUICK=0
 [ "${1:-}" = quick ] && QUICK=1
 source "$(dirname "${BASH_SOURCE[0]}")/faults_common.sh" ""
 
-ref() {
-    if [ -f "$MW_DATASETS/reference/$1" ]; then echo "$MW_DATASETS/reference/$1"
-    elif [ -f "$MW_SHARED/models/reference/$1" ]; then echo "$MW_SHARED/models/reference/$1"
-    else echo ""; fi
-}
 F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
 IMAT=$(ref tinyllama-8m.llamacpp.imatrix.gguf)
-HF=""
-for d in "$MW_DATASETS/tinyllama-8m" "$MW_SHARED/models/tinyllama-8m"; do
-    [ -f "$d/config.json" ] && { HF=$d; break; }
-done
+HF=$(model_dir tinyllama-8m)
 [ -n "$F16" ] || [ -n "$HF" ] || { skip "no tinyllama-8m inputs"; }
 full=0
 $MW_EMU "$MEMWALL" help 2> /dev/null | grep -q '^  convert' && full=1

@@ -14,135 +14,35 @@
 # Usage (ctest): faults_quant.sh MW_FAULT
 source "$(dirname "${BASH_SOURCE[0]}")/faults_common.sh"
 
-ref() {
-    if [ -f "$MW_DATASETS/reference/$1" ]; then echo "$MW_DATASETS/reference/$1"
-    elif [ -f "$MW_SHARED/models/reference/$1" ]; then echo "$MW_SHARED/models/reference/$1"
-    else echo ""; fi
-}
 F16_0=$(ref tinyllama-8m.llamacpp-f16.gguf)
 IMAT_0=$(ref tinyllama-8m.llamacpp.imatrix.gguf)
 [ -n "$F16_0" ] || { skip "no tinyllama-8m.llamacpp-f16.gguf"; }
 [ -x "$FAULT" ] || { echo "usage: faults_quant.sh MW_FAULT"; exit 2; }
 
-O=$T/outdir
-mkdir -p "$O"
+faults_setup
 SRC=$T/src.gguf
 restore_src() { rm -f "$SRC"; cp "$F16_0" "$SRC"; }
 restore_src
-echo "previous output, must survive" > "$T/keep"
-put_keep() { cp "$T/keep" "$O/o.gguf"; }
 Q=(--preset Q8_0 -t 2 -q)
+WRITE=(quant "$SRC" "${Q[@]}")
 
-run 0 quant "$SRC" -o "$T/ref.gguf" "${Q[@]}" || finish
+run 0 "${WRITE[@]}" -o "$T/ref.gguf" || finish
 run 0 verify "$T/ref.gguf"
 REF=$T/ref.gguf
-rerun_ok() {
-    rm -f "$O/o.gguf"
-    run 0 quant "$SRC" -o "$O/o.gguf" "${Q[@]}" &&
-        { cmp -s "$REF" "$O/o.gguf" || fail "$1: rerun output differs from the reference"; }
-    rm -f "$O/o.gguf"
-}
 
 # --- (a) the disk fills ----------------------------------------------------------
-echo "(a) RLIMIT_FSIZE"
-for lim in 0 1048593 6000000; do
-    for keep in yes no; do
-        rm -f "$O/o.gguf"
-        [ $keep = yes ] && put_keep
-        fault "fsize $lim (keep $keep)" --fsize $lim -- quant "$SRC" -o "$O/o.gguf" "${Q[@]}"
-        [ "$rc" -eq 3 ] || fail "fsize $lim: exit $rc ($status), want 3; stderr: $err"
-        has "$err" "memwall quant: $O/o.gguf" "fsize $lim"
-        has "$err" "File too large [E_NOSPACE]" "fsize $lim"
-        after_failure "fsize $lim" "$O" "$O/o.gguf" "$([ $keep = yes ] && echo "$T/keep")"
-    done
-done
+faults_fsize 0 1048593 6000000
 rerun_ok "fsize"
+faults_tmpfs
 
-echo "(a) full tmpfs"
-export MEMWALL MW_EMU SRC REF T
-smallfs 16m "$T/small" '
-    D=$T/small
-    head -c 10485760 /dev/zero > "$D/filler" || exit 90
-    cp "$T/keep" "$D/o.gguf"
-    $MW_EMU "$MEMWALL" quant "$SRC" -o "$D/o.gguf" --preset Q8_0 -t 2 -q 2> "$T/small.err"
-    echo "rc $?" > "$T/small.rep"
-    cmp -s "$T/keep" "$D/o.gguf" && echo "keep ok" >> "$T/small.rep"
-    ls -A "$D" | grep -v -e "^o.gguf\$" -e "^filler\$" | sed "s/^/left /" >> "$T/small.rep"
-    rm -f "$D/filler"
-    $MW_EMU "$MEMWALL" quant "$SRC" -o "$D/o.gguf" --preset Q8_0 -t 2 -q 2>> "$T/small.err"
-    echo "rerun $?" >> "$T/small.rep"
-    cmp -s "$REF" "$D/o.gguf" && echo "rerun same" >> "$T/small.rep"
-    exit 0'
-r=$?
-if [ $r -eq 77 ]; then
-    echo "  small tmpfs: SKIP (mounting not permitted here: $(tail -n 1 "$T/smallfs.log" 2> /dev/null))"
-elif [ $r -ne 0 ]; then
-    fail "small tmpfs: setup failed ($r): $(cat "$T/smallfs.log" 2> /dev/null)"
-else
-    rep=$(cat "$T/small.rep")
-    echo "  small tmpfs: $(echo "$rep" | tr '\n' ';')"
-    has "$rep" "rc 3" "tmpfs full: exit status"
-    has "$(cat "$T/small.err")" "No space left on device [E_NOSPACE]" "tmpfs full: message"
-    has "$rep" "keep ok" "tmpfs full: existing output"
-    [[ $rep == *"left "* ]] && fail "tmpfs full: file(s) left behind: $rep"
-    has "$rep" "rerun 0" "tmpfs full: rerun after freeing space"
-    has "$rep" "rerun same" "tmpfs full: rerun output"
-fi
-
-# --- (b) SIGKILL ---------------------------------------------------------------------
-echo "(b) SIGKILL"
-fired=0
-points=("--at-size 0" "--at-size 1048576" "--at-size 3145728" "--at-size 6291456" "--at-ms 5"
-        "--at-ms 25")
-k=0
-for p in "${points[@]}"; do
-    k=$((k + 1))
-    rm -f "$O/o.gguf"
-    keep=""
-    if [ $((k % 2)) -eq 0 ]; then put_keep; keep=$T/keep; fi
-    # shellcheck disable=SC2086
-    fault "kill $p" --slice-us 50 --watch "$O" $p --kill -- quant "$SRC" -o "$O/o.gguf" "${Q[@]}"
-    if [ "$triggered" = 1 ]; then
-        fired=$((fired + 1))
-        [ "$status" = "signal 9" ] || fail "kill $p: status $status, want signal 9"
-        after_kill "kill $p" "$O" "$O/o.gguf" "$keep" "$REF"
-    else
-        [ "$rc" -eq 0 ] || fail "kill $p (not fired): exit $rc"
-        cmp -s "$REF" "$O/o.gguf" || fail "kill $p (not fired): output differs"
-    fi
-done
-[ $fired -ge 4 ] || fail "SIGKILL fired mid-write in only $fired of ${#points[@]} cases"
+# --- (b) SIGKILL, SIGINT ---------------------------------------------------------------
+faults_kill 4 "--at-size 0" "--at-size 1048576" "--at-size 3145728" "--at-size 6291456" \
+    "--at-ms 5" "--at-ms 25"
 rerun_ok "SIGKILL"
-put_keep
-fault "SIGINT" --slice-us 50 --watch "$O" --at-size 2097152 --signal INT -- \
-    quant "$SRC" -o "$O/o.gguf" "${Q[@]}"
-if [ "$triggered" = 1 ]; then
-    [ "$status" = "signal 2" ] || fail "SIGINT: status $status, want signal 2"
-    after_failure "SIGINT" "$O" "$O/o.gguf" "$T/keep"
-fi
+faults_signals INT
 
 # --- (c) the source changes while it is read ----------------------------------------
-echo "(c) source faults"
-for len in 8000000 0; do
-    restore_src
-    put_keep
-    fault "truncate source to $len" --slice-us 50 --watch "$O" --at-size 1048576 \
-        --truncate "$SRC" $len -- quant "$SRC" -o "$O/o.gguf" "${Q[@]}"
-    [ "$triggered" = 1 ] || fail "truncate $len: quant ended before the fault"
-    [ "$rc" -eq 3 ] || fail "truncate $len: exit $rc ($status), want 3; stderr: $err"
-    has "$err" "memwall quant: $SRC: offset " "truncate $len"
-    has "$err" "unfinished output removed [E_IO]" "truncate $len"
-    after_failure "truncate $len" "$O" "$O/o.gguf" "$T/keep"
-done
-restore_src
-rerun_ok "truncated source"
-
-fault "unlink source" --slice-us 50 --watch "$O" --at-size 1048576 --unlink "$SRC" -- \
-    quant "$SRC" -o "$O/o.gguf" "${Q[@]}"
-[ "$rc" -eq 0 ] || fail "unlink source: exit $rc; stderr: $err"
-cmp -s "$REF" "$O/o.gguf" || fail "unlink source: output differs from the reference"
-rm -f "$O/o.gguf"
-restore_src
+faults_source 1048576 "$SRC"
 
 # FIFOs and bad imatrix files: refused at once (a hang would hit the timeout)
 mkfifo "$T/fifo.gguf"
@@ -196,10 +96,7 @@ fi
 
 # the Hugging Face source (full builds): a shard truncated while quant reads it
 if $MW_EMU "$MEMWALL" help 2> /dev/null | grep -q '^  convert'; then
-    HF0=""
-    for d in "$MW_DATASETS/tinyllama-8m" "$MW_SHARED/models/tinyllama-8m"; do
-        [ -f "$d/config.json" ] && { HF0=$d; break; }
-    done
+    HF0=$(model_dir tinyllama-8m)
     if [ -n "$HF0" ]; then
         cp -r "$HF0" "$T/hf"
         run 0 quant "$T/hf" -o "$T/ref-hf.gguf" "${Q[@]}"
