@@ -15,7 +15,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "calib/calib_int.h"
-#include "runtime/rt_int.h"
+#include "runtime/rt_ops.h"
 #include "calib/mw_blas.h"
 
 #include <cblas.h>
@@ -178,10 +178,11 @@ static float *alloc_f(uint64_t n, bool *ok)
     return p;
 }
 
-// --- RoPE: the runtime's own (runtime/rt_int.h rt__rope_cache / rt__rope_apply,
-// ggml's ggml_rope_cache_init and normal / NEOX pairing): one model definition ---
-
 // --- row-parallel small ops -------------------------------------------------------------
+// RMSNorm, RoPE and SwiGLU are the runtime's own (runtime/rt_ops.h): one model
+// definition, bit for bit. The softmax is not: the runtime's is llama.cpp's
+// online flash-attention softmax over its KV cache, this one a plain causal
+// softmax over whole samples (softmax_causal below).
 
 enum row_op {
     OP_NORM,      /* dst = rmsnorm(src) * w        (E) */
@@ -210,16 +211,9 @@ static void row_task(void *arg, unsigned ith, unsigned nth)
     calib__split(J->n_rows, ith, nth, &lo, &hi);
     for (uint64_t r = lo; r < hi; r++) {
         switch (J->op) {
-        case OP_NORM: {
-            const float *x = J->src + r * J->n;
-            float *o = J->dst + r * J->n;
-            double sum = 0.0;
-            for (uint64_t i = 0; i < J->n; i++) sum += (double)(x[i] * x[i]);
-            const float mean = (float)(sum / (double)J->n);
-            const float scale = 1.0f / sqrtf(mean + hp->rms_eps);
-            for (uint64_t i = 0; i < J->n; i++) o[i] = (x[i] * scale) * J->w[i];
+        case OP_NORM:
+            rt_rmsnorm(J->dst + r * J->n, J->src + r * J->n, J->w, J->n, hp->rms_eps);
             break;
-        }
         case OP_ADD: {
             float *o = J->dst + r * J->n;
             const float *x = J->src + r * J->n;
@@ -235,16 +229,13 @@ static void row_task(void *arg, unsigned ith, unsigned nth)
             const uint64_t pos = (J->row0 + r) % e->n_pos;
             const float *rc = e->rope + pos * hp->n_rot;
             float *q = e->q + r * e->Q, *k = e->k + r * e->KV;
-            for (uint32_t h = 0; h < hp->n_head; h++) rt__rope_apply(hp, rc, q + h * e->hd);
-            for (uint32_t h = 0; h < hp->n_head_kv; h++) rt__rope_apply(hp, rc, k + h * e->hd);
+            for (uint32_t h = 0; h < hp->n_head; h++) rt_rope_apply(hp, rc, q + h * e->hd);
+            for (uint32_t h = 0; h < hp->n_head_kv; h++) rt_rope_apply(hp, rc, k + h * e->hd);
             break;
         }
-        case OP_SWIGLU: {
-            float *gx = J->dst + r * J->n;
-            const float *ux = J->src + r * J->n;
-            for (uint64_t i = 0; i < J->n; i++) gx[i] = gx[i] / (1.0f + expf(-gx[i])) * ux[i];
+        case OP_SWIGLU:
+            rt_swiglu(J->dst + r * J->n, J->src + r * J->n, J->n);
             break;
-        }
         }
     }
 }
@@ -1223,7 +1214,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
             }
         }
         for (uint32_t p = 0; p < e.n_pos; p++)
-            rt__rope_cache(hp, ff, (int32_t)p, e.rope + (uint64_t)p * hp->n_rot);
+            rt_rope_cache(hp, ff, (int32_t)p, e.rope + (uint64_t)p * hp->n_rot);
         free(ff);
     }
     if ((st = embed(&e, err))) goto fail;

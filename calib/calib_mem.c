@@ -1,10 +1,9 @@
 /*
  * calib/calib_mem.c — the device memory formula (calib.h "memory budget"):
- * what runtime/rt_ctx_init allocates for a context, the KV cache, and the
- * share of a device's RAM an app can use. Kept in step with
- * runtime/rt_forward.c (rt_ctx_init's xcalloc list) and runtime/rt_kv.c
- * (rt__kv_bytes); tests/check_calib.c compares it with rt_ctx_mem() on a
- * real model.
+ * what the runtime takes for a model and a context (rt_mem_estimate: the
+ * runtime's own allocation list), a fixed base, and the share of a device's
+ * RAM an app can use. tests/check_calib.c compares it with rt_ctx_mem() on
+ * a real model.
  */
 #include "calib/calib_int.h"
 
@@ -12,34 +11,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Bytes of one row of n elements of ggml type t (0 if invalid). */
-static uint64_t row_bytes(uint32_t t, uint64_t n)
-{
-    const struct gguf_type_info *ti = gguf_type_get(t);
-    if (!ti || ti->blck == 0) return 0;
-    const uint64_t blocks = (n + ti->blck - 1) / ti->blck;
-    return blocks * ti->type_size;
-}
-
-/* The runtime's activation format for weights of type t (rt_kernels.h). */
-static uint32_t partner_type(uint32_t t)
-{
-    switch (t) {
-    case GGUF_TYPE_F32:
-    case GGUF_TYPE_F16:
-    case GGUF_TYPE_BF16: return t;
-    case GGUF_TYPE_Q8_0:
-    case GGUF_TYPE_Q4_0:
-    case GGUF_TYPE_Q5_0:
-    case GGUF_TYPE_IQ4_NL: return GGUF_TYPE_Q8_0;
-    case GGUF_TYPE_Q4_1:
-    case GGUF_TYPE_Q5_1: return GGUF_TYPE_Q8_1;
-    default: return GGUF_TYPE_Q8_K; /* k-quants, IQ4_XS */
-    }
-}
-
-static uint64_t round16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
 
 void calib_mem_arch_from_hparams(const struct rt_hparams *hp, uint64_t n_bias_floats,
                                  struct calib_mem_arch *out)
@@ -56,52 +27,29 @@ void calib_mem_arch_from_hparams(const struct rt_hparams *hp, uint64_t n_bias_fl
     out->n_bias_floats = n_bias_floats;
 }
 
+/* Above this a size is treated as an overflow (as it always was here). */
+#define MEM_MAX 18000000000000000000ull
+
 enum mw_status calib_mem_estimate(const struct calib_mem_arch *a, const struct calib_mem_opts *o,
                                   struct calib_mem *out, struct mw_err *err)
 {
     memset(out, 0, sizeof *out);
     if (o->n_ctx == 0) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "context size 0");
-    if (a->n_head_kv == 0 || a->n_head % a->n_head_kv != 0 || a->head_dim == 0)
-        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
-                       "%u heads are not a multiple of %u kv heads", a->n_head, a->n_head_kv);
-    if (o->kv_type == RT_KV_Q8_0 && a->head_dim % 32 != 0)
-        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
-                       "a q8_0 KV cache needs a head size that is a multiple of 32 "
-                       "(this model: %u)",
-                       a->head_dim);
-    const unsigned nt = o->n_threads ? o->n_threads : CALIB_MEM_DEFAULT_THREADS;
-    uint64_t B = o->n_batch ? o->n_batch : CALIB_MEM_DEFAULT_BATCH;
-    if (B > o->n_ctx) B = o->n_ctx;
-    const uint64_t E = a->n_embd, F = a->n_ff, hd = a->head_dim;
-    const uint64_t Q = (uint64_t)a->n_head * hd, KV = (uint64_t)a->n_head_kv * hd;
-    const uint64_t R = a->n_head / a->n_head_kv, C = o->n_ctx;
-    (void)C;
-    const uint32_t kvt = o->kv_type == RT_KV_Q8_0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F16;
-    /* long double keeps the sums exact for any real model and lets us detect
-     * absurd ones without a chain of checked products */
-    long double kv = 2.0L * a->n_layer * (long double)C * (long double)row_bytes(kvt, KV);
-    long double fl = (long double)B * (E + (E > Q ? E : Q) + Q + 2 * KV + 2 * F + a->n_rot) +
-                     a->n_vocab + KV + a->n_rot;
-    uint64_t big = E > F ? E : F;
-    big = big > Q ? big : Q;
-    const uint32_t wt = o->weight_type;
-    long double scratch = 4.0L * fl + 3.0L * B * round16(row_bytes(partner_type(wt), big));
-    const uint64_t qact = round16(row_bytes(kvt, hd));
-    /* per thread (flash-attention tiles of RT_FA_TILE = 64 positions): KQ
-     * scores (R, 64), V rows (64, hd), a K row, f32 and f16 accumulators
-     * (R, hd), max/sum (2R), the mat-vec tile (16 floats), the query in the
-     * K cache's format (R rows), and the 72-byte per-thread struct */
-    scratch += (long double)nt * (4.0L * (R * 64 + 64 * hd + hd + R * hd + 2 * R + 16) +
-                                  2.0L * R * hd + (long double)R * qact + 72);
-    const long double owned =
-        4.0L * ((2.0L * a->n_layer + 1) * E + (long double)a->n_bias_floats) +
-        512.0L * a->n_layer + 2048.0L; /* per-layer views and the model struct (bounds) */
-    if (kv > 1.8e19L || scratch > 1.8e19L || row_bytes(kvt, KV) == 0 ||
-        row_bytes(partner_type(wt), big) == 0)
+    const struct rt_hparams hp = {.n_layer = a->n_layer, .n_embd = a->n_embd, .n_ff = a->n_ff,
+                                  .n_head = a->n_head, .n_head_kv = a->n_head_kv,
+                                  .head_dim = a->head_dim, .n_rot = a->n_rot,
+                                  .n_vocab = a->n_vocab};
+    const struct rt_ctx_opts co = {
+        .n_ctx = o->n_ctx, .kv_type = o->kv_type, .n_batch = o->n_batch,
+        .n_threads = o->n_threads ? o->n_threads : CALIB_MEM_DEFAULT_THREADS};
+    struct rt_mem rm;
+    enum mw_status s = rt_mem_estimate(&hp, a->n_bias_floats, &co, o->weight_type, &rm, err);
+    if (s) return s;
+    if (rm.kv_bytes > MEM_MAX || rm.scratch_bytes > MEM_MAX)
         return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "memory estimate overflows");
-    out->kv_bytes = (uint64_t)kv;
-    out->scratch_bytes = (uint64_t)scratch;
-    out->owned_bytes = (uint64_t)owned;
+    out->kv_bytes = rm.kv_bytes;
+    out->scratch_bytes = rm.scratch_bytes;
+    out->owned_bytes = rm.owned_bytes;
     out->base_bytes = CALIB_MEM_BASE_BYTES;
     out->overhead_bytes = out->scratch_bytes + out->owned_bytes + out->base_bytes;
     return MW_OK;

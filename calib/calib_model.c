@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/mw_file.h"
 #include "hf/hf.h"
 #include "hf/hf_tok.h"
 #include "quant/quant.h"
@@ -211,18 +212,13 @@ done:
 
 // --- open ---
 
-static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)
+void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
+                           uint64_t *n_bias_floats)
 {
-    enum mw_status s = hf_model_open(m->path, &m->hf, err);
-    if (s) return s;
-    if ((s = hf_plan_build(m->hf, HF_OUT_F32, &m->plan, err))) return s;
-    const struct hf_config *c = hf_model_config(m->hf);
-    struct rt_hparams *hp = &m->hp;
     memset(hp, 0, sizeof *hp);
     hp->arch = c->arch == HF_ARCH_QWEN2 ? RT_ARCH_QWEN2 : RT_ARCH_LLAMA;
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", c->gguf_arch);
-    const char *base = strrchr(m->path, '/');
-    snprintf(hp->name, sizeof hp->name, "%s", base && base[1] ? base + 1 : m->path);
+    hp->n_vocab = c->n_vocab;
     hp->n_embd = c->n_embd;
     hp->n_layer = c->n_layer;
     hp->n_head = c->n_head;
@@ -239,6 +235,26 @@ static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)
     hp->rope_neox = hp->arch == RT_ARCH_QWEN2;
     hp->tied_output = c->tie_embeddings;
     hp->file_type = UINT32_MAX;
+    if (n_bias_floats) {
+        const uint64_t q = (uint64_t)c->n_head * c->head_dim;
+        const uint64_t kv = (uint64_t)c->n_head_kv * c->head_dim;
+        uint64_t per_layer = 0;
+        if (c->attention_bias) per_layer += q + 2 * kv + (c->arch == HF_ARCH_QWEN2 ? 0 : c->n_embd);
+        if (c->mlp_bias) per_layer += 2 * (uint64_t)c->n_ff + c->n_embd;
+        *n_bias_floats = (uint64_t)c->n_layer * per_layer;
+    }
+}
+
+static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)
+{
+    enum mw_status s = hf_model_open(m->path, &m->hf, err);
+    if (s) return s;
+    if ((s = hf_plan_build(m->hf, HF_OUT_F32, &m->plan, err))) return s;
+    const struct hf_config *c = hf_model_config(m->hf);
+    struct rt_hparams *hp = &m->hp;
+    calib_hparams_from_hf(c, hp, NULL);
+    const char *base = strrchr(m->path, '/');
+    snprintf(hp->name, sizeof hp->name, "%s", base && base[1] ? base + 1 : m->path);
     mw_err_set_path(err, m->path);
     if (hp->n_layer == 0 || hp->n_embd == 0 || hp->n_head == 0 || hp->n_head_kv == 0 ||
         hp->head_dim == 0 || hp->n_ff == 0 || hp->n_head % hp->n_head_kv != 0 ||
@@ -327,21 +343,6 @@ static enum mw_status copy_sink(void *ud, const void *data, size_t n, struct mw_
     return MW_OK;
 }
 
-/* The layer's weights are now f32 copies: drop the whole pages of the
- * mapped source range, so that the resident set holds one layer at a time,
- * not every layer read so far (a clean read-only file mapping refaults them
- * from the file if they are touched again). */
-static void drop_pages(const void *p, uint64_t n)
-{
-    const long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0 || n == 0) return;
-    const uintptr_t pg = (uintptr_t)page;
-    uintptr_t a = (uintptr_t)p, b = (uintptr_t)p + (uintptr_t)n;
-    a = (a + pg - 1) & ~(pg - 1);
-    b &= ~(pg - 1);
-    if (b > a) (void)madvise((void *)a, (size_t)(b - a), MADV_DONTNEED);
-}
-
 static enum mw_status load_index(const struct calib_model *m, int64_t i, float *dst, uint64_t n,
                                  struct mw_err *err)
 {
@@ -359,7 +360,11 @@ static enum mw_status load_index(const struct calib_model *m, int64_t i, float *
         const uint64_t rows = ne / t->ne[0], rb = t->nbytes / rows;
         const uint8_t *p = gguf_tensor_data(m->gf, (uint64_t)i);
         for (uint64_t r = 0; r < rows; r++) qt->to_float(p + r * rb, dst + r * t->ne[0], t->ne[0]);
-        drop_pages(p, t->nbytes);
+        /* the layer's weights are now f32 copies: drop the mapped source
+         * pages, so that the resident set holds one layer at a time, not
+         * every layer read so far */
+        mw_map_drop(gguf_base(m->gf), gguf_file_size(m->gf), t->file_off,
+                    t->file_off + t->nbytes);
         return MW_OK;
     }
     const struct hf_plan_tensor *pt = hf_plan_get(m->plan, (uint64_t)i);

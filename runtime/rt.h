@@ -154,6 +154,25 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
 void rt_ctx_free(struct rt_ctx *c); /* NULL-safe; joins the workers */
 
 void rt_ctx_mem(const struct rt_ctx *c, struct rt_mem *out);
+
+/* The memory a context and its model would take, before any file exists
+ * (memwall plan, quant --fit-ram): kv_bytes and scratch_bytes count the
+ * very buffers rt_ctx_init allocates (one list, rt_forward.c), with every
+ * quantized activation row sized for weight_type's activation format
+ * (rt_ctx_init sizes them for the model's actual weights; a type without a
+ * kernel counts as Q8_K); owned_bytes bounds the model's own memory from
+ * above: the 2*n_layer+1 norms and n_bias_floats bias floats as f32, at most
+ * 512 bytes of views per layer and 2048 for the model struct. From hp it
+ * reads n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab
+ * (and n_ctx_train when o->n_ctx is 0). o: rt_ctx_init's defaults (NULL: all
+ * of them); the limits RT_MAX_CTX / RT_MAX_THREADS are not applied. Sets
+ * n_ctx, n_threads and kv_type too; mapped_bytes and weight_bytes are 0.
+ * Errors: MW_E_USAGE (n_head not a multiple of n_head_kv, head_dim 0, a
+ * q8_0 cache with a head size not a multiple of 32), MW_E_VALUE (a size
+ * overflows 64 bits). */
+enum mw_status rt_mem_estimate(const struct rt_hparams *hp, uint64_t n_bias_floats,
+                               const struct rt_ctx_opts *o, uint32_t weight_type,
+                               struct rt_mem *out, struct mw_err *err);
 uint32_t rt_ctx_n_ctx(const struct rt_ctx *c);
 /* Positions filled in the KV cache. */
 uint32_t rt_ctx_n_past(const struct rt_ctx *c);

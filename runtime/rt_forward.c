@@ -8,14 +8,13 @@
  * kv head) pairs (attention). A matrix is read in tiles of RT_TILE rows and
  * each tile is applied to all tokens of the step while it is in cache.
  *
- * Numerics follow ggml's CPU ops for these graphs: RMSNorm sums squares in
- * double, scales in f32, then multiplies by the weight; RoPE angles by
- * repeated f32 multiplication (ggml_rope_cache_init); mat-vecs quantize the
+ * Numerics follow ggml's CPU ops for these graphs: RMSNorm, RoPE and SwiGLU
+ * are rt_ops.h's (shared with calib/); mat-vecs quantize the
  * activation to the weight type's partner format (rt_kernels.h); attention
- * follows llama.cpp's CPU flash attention (attn_chunk / attn_tiled below);
- * SiLU is x/(1+expf(-x)).
+ * follows llama.cpp's CPU flash attention (attn_chunk / attn_tiled below).
  */
 #include "runtime/rt_int.h"
+#include "runtime/rt_ops.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON) && !defined(MW_FORCE_SCALAR)
 #include <arm_neon.h>
@@ -33,56 +32,6 @@
 #define RT_TILE 16
 #define RT_DEFAULT_BATCH 64
 #define RT_DEFAULT_CTX_CAP 4096
-
-// --- RoPE ---
-
-void rt__rope_cache(const struct rt_hparams *hp, const float *freq_factors, int32_t pos,
-                    float *cache)
-{
-    const float theta_scale = powf(hp->rope_base, -2.0f / (float)hp->n_rot);
-    float theta = (float)pos;
-    for (uint32_t i0 = 0; i0 < hp->n_rot; i0 += 2) {
-        const float ff = freq_factors ? freq_factors[i0 / 2] : 1.0f;
-        const float t = hp->rope_freq_scale * (theta / ff);
-        cache[i0] = cosf(t);
-        cache[i0 + 1] = sinf(t);
-        theta *= theta_scale;
-    }
-}
-
-void rt__rope_apply(const struct rt_hparams *hp, const float *cache, float *x)
-{
-    const uint32_t n_rot = hp->n_rot;
-    if (hp->rope_neox) {
-        const uint32_t half = n_rot / 2;
-        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
-            const float c = cache[i0], s = cache[i0 + 1];
-            const float x0 = x[i0 / 2], x1 = x[i0 / 2 + half];
-            x[i0 / 2] = x0 * c - x1 * s;
-            x[i0 / 2 + half] = x0 * s + x1 * c;
-        }
-    } else {
-        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
-            const float c = cache[i0], s = cache[i0 + 1];
-            const float x0 = x[i0], x1 = x[i0 + 1];
-            x[i0] = x0 * c - x1 * s;
-            x[i0 + 1] = x0 * s + x1 * c;
-        }
-    }
-}
-
-// --- small ops ---
-
-static void rmsnorm(float *out, const float *x, const float *w, uint32_t n, float eps)
-{
-    double sum = 0.0;
-    for (uint32_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / (double)n);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (uint32_t i = 0; i < n; i++) out[i] = (x[i] * scale) * w[i];
-}
-
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 
 // --- activation slots ---
 
@@ -154,7 +103,7 @@ static void tok_task(void *arg, unsigned ith, unsigned nth)
         case OP_NORM_QUANT: {
             float *xb = c->xb + (uint64_t)b * c->xb_ld;
             const float *x = c->x + (uint64_t)(st->row_from + b) * E;
-            rmsnorm(xb, x, st->norm_w, (uint32_t)E, hp->rms_eps);
+            rt_rmsnorm(xb, x, st->norm_w, E, hp->rms_eps);
             quantize_row(c, st->plan, xb, (uint32_t)E, b);
             break;
         }
@@ -166,9 +115,9 @@ static void tok_task(void *arg, unsigned ith, unsigned nth)
             float *q = c->q + (uint64_t)b * qdim;
             float *k = c->k + (uint64_t)b * kvdim;
             for (uint32_t h = 0; h < hp->n_head; h++)
-                rt__rope_apply(hp, rc, q + (uint64_t)h * hp->head_dim);
+                rt_rope_apply(hp, rc, q + (uint64_t)h * hp->head_dim);
             for (uint32_t h = 0; h < hp->n_head_kv; h++)
-                rt__rope_apply(hp, rc, k + (uint64_t)h * hp->head_dim);
+                rt_rope_apply(hp, rc, k + (uint64_t)h * hp->head_dim);
             rt__kv_store(&c->kv, rt__kv_k(&c->kv, st->il, st->pos0 + b), k);
             rt__kv_store(&c->kv, rt__kv_v(&c->kv, st->il, st->pos0 + b),
                          c->v + (uint64_t)b * kvdim);
@@ -177,7 +126,7 @@ static void tok_task(void *arg, unsigned ith, unsigned nth)
         case OP_SWIGLU_QUANT: {
             float *g = c->hb + (uint64_t)b * hp->n_ff;
             const float *u = c->hb2 + (uint64_t)b * hp->n_ff;
-            for (uint32_t i = 0; i < hp->n_ff; i++) g[i] = silu(g[i]) * u[i];
+            rt_swiglu(g, u, hp->n_ff);
             quantize_row(c, st->plan, g, hp->n_ff, b);
             break;
         }
@@ -466,7 +415,7 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
     for (uint32_t b = 0; b < n_tok; b++) {
         emb->to_float(m->tok_embd.data + (uint64_t)tok[b] * m->tok_embd.row_bytes,
                       c->x + (uint64_t)b * E, E);
-        rt__rope_cache(hp, m->rope_freqs, (int32_t)(pos0 + b), c->rope + (uint64_t)b * hp->n_rot);
+        rt_rope_cache(hp, m->rope_freqs, (int32_t)(pos0 + b), c->rope + (uint64_t)b * hp->n_rot);
     }
 
     struct act_plan plan;
@@ -571,40 +520,183 @@ const float *rt_ctx_logits(const struct rt_ctx *c) { return c->logits_last; }
 
 // --- context ---
 
-static void *xcalloc(struct rt_ctx *c, uint64_t n, uint64_t size, bool *ok)
+/* Bounds of what rt_model_open allocates besides the f32 vectors
+ * (rt_model_owned_bytes), for rt_mem_estimate. */
+#define RT_LAYER_BOUND 512
+#define RT_MODEL_BOUND 2048
+_Static_assert(sizeof(struct rt_layer) <= RT_LAYER_BOUND, "raise RT_LAYER_BOUND");
+_Static_assert(sizeof(struct rt_model) <= RT_MODEL_BOUND, "raise RT_MODEL_BOUND");
+
+/* rt_ctx_opts with every default filled in. */
+static struct rt_ctx_opts ctx_opts(const struct rt_hparams *hp, const struct rt_ctx_opts *o)
+{
+    struct rt_ctx_opts opt = {0};
+    if (o) opt = *o;
+    if (opt.n_ctx == 0)
+        opt.n_ctx = hp->n_ctx_train < RT_DEFAULT_CTX_CAP ? hp->n_ctx_train : RT_DEFAULT_CTX_CAP;
+    if (opt.n_threads == 0) opt.n_threads = 1;
+    if (opt.n_batch == 0) opt.n_batch = RT_DEFAULT_BATCH;
+    if (opt.n_batch > opt.n_ctx) opt.n_batch = opt.n_ctx;
+    return opt;
+}
+
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+static uint64_t round16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
+
+/* The sizes the scratch list below depends on. */
+struct ctx_dims {
+    uint64_t B, E, F, qdim, kvdim, hd, n_rep, n_rot, n_vocab;
+    uint64_t act_stride; /* one quantized activation row, rounded to 16 bytes */
+    uint64_t qact;       /* one query head in the K cache's format, rounded to 16 */
+    unsigned n_threads;
+};
+
+static struct ctx_dims ctx_dims_of(const struct rt_hparams *hp, const struct rt_ctx_opts *opt,
+                                   uint64_t act_row, uint64_t qact_row)
+{
+    return (struct ctx_dims){
+        .B = opt->n_batch, .E = hp->n_embd, .F = hp->n_ff,
+        .qdim = (uint64_t)hp->n_head * hp->head_dim,
+        .kvdim = (uint64_t)hp->n_head_kv * hp->head_dim, .hd = hp->head_dim,
+        .n_rep = hp->n_head / hp->n_head_kv, .n_rot = hp->n_rot, .n_vocab = hp->n_vocab,
+        .act_stride = round16(act_row), .qact = round16(qact_row),
+        .n_threads = opt->n_threads};
+}
+
+/* n * size bytes, counted in c->scratch_bytes; allocated (zeroed) only when
+ * alloc. A failure or an overflow clears *ok and makes later calls no-ops. */
+static void *xcalloc(struct rt_ctx *c, uint64_t n, uint64_t size, bool alloc, bool *ok)
 {
     uint64_t bytes;
     size_t sz;
-    if (!*ok || !mw_mul_u64(n, size, &bytes) || !mw_u64_to_size(bytes, &sz)) {
+    if (!*ok || !mw_mul_u64(n, size, &bytes) ||
+        !mw_add_u64(c->scratch_bytes, bytes, &c->scratch_bytes)) {
+        *ok = false;
+        return NULL;
+    }
+    if (!alloc) return NULL;
+    if (!mw_u64_to_size(bytes, &sz)) {
         *ok = false;
         return NULL;
     }
     void *p = calloc(1, sz ? sz : 1);
     if (!p) *ok = false;
-    c->scratch_bytes += bytes;
     return p;
 }
 
-static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+/* One thread's attention rows. */
+static void thread_scratch(struct rt_ctx *c, const struct ctx_dims *d, struct rt_thread_scratch *ts,
+                           bool alloc, bool *ok)
+{
+    ts->kq = xcalloc(c, d->n_rep * RT_FA_TILE, sizeof(float), alloc, ok);
+    ts->vt = xcalloc(c, (uint64_t)RT_FA_TILE * d->hd, sizeof(float), alloc, ok);
+    ts->krow = xcalloc(c, d->hd, sizeof(float), alloc, ok);
+    ts->acc = xcalloc(c, d->n_rep * d->hd, sizeof(float), alloc, ok);
+    ts->acc16 = xcalloc(c, d->n_rep * d->hd, sizeof(uint16_t), alloc, ok);
+    ts->ms = xcalloc(c, 2 * d->n_rep, sizeof(float), alloc, ok);
+    ts->qact = xcalloc(c, d->n_rep, d->qact, alloc, ok);
+    ts->qact_stride = d->qact;
+    ts->tile = xcalloc(c, RT_TILE, sizeof(float), alloc, ok);
+}
+
+/* Every scratch buffer of a context, the one list: rt_ctx_init allocates
+ * it (alloc), rt_mem_estimate only counts it (c->scratch_bytes, which must
+ * start at 0). */
+static void ctx_scratch(struct rt_ctx *c, const struct ctx_dims *d, bool alloc, bool *ok)
+{
+    const uint64_t B = d->B;
+    c->x = xcalloc(c, B * d->E, sizeof(float), alloc, ok);
+    c->xb_ld = max_u64(d->E, d->qdim);
+    c->xb = xcalloc(c, B * c->xb_ld, sizeof(float), alloc, ok);
+    c->q = xcalloc(c, B * d->qdim, sizeof(float), alloc, ok);
+    c->k = xcalloc(c, B * d->kvdim, sizeof(float), alloc, ok);
+    c->v = xcalloc(c, B * d->kvdim, sizeof(float), alloc, ok);
+    c->hb = xcalloc(c, B * d->F, sizeof(float), alloc, ok);
+    c->hb2 = xcalloc(c, B * d->F, sizeof(float), alloc, ok);
+    c->rope = xcalloc(c, B * d->n_rot, sizeof(float), alloc, ok);
+    c->logits_last = xcalloc(c, d->n_vocab, sizeof(float), alloc, ok);
+    c->shift_row = xcalloc(c, d->kvdim, sizeof(float), alloc, ok);
+    c->shift_rope = xcalloc(c, d->n_rot, sizeof(float), alloc, ok);
+    c->act_stride = d->act_stride;
+    for (int i = 0; i < RT_ACT_SLOTS; i++) c->act[i] = xcalloc(c, B, c->act_stride, alloc, ok);
+    c->ts = xcalloc(c, d->n_threads, sizeof *c->ts, alloc, ok);
+    if (alloc) {
+        for (unsigned t = 0; *ok && t < d->n_threads; t++) thread_scratch(c, d, &c->ts[t], true, ok);
+        return;
+    }
+    /* counting: every thread has the same rows */
+    const uint64_t before = c->scratch_bytes;
+    struct rt_thread_scratch one;
+    c->scratch_bytes = 0;
+    thread_scratch(c, d, &one, false, ok);
+    uint64_t all;
+    if (!*ok || !mw_mul_u64(c->scratch_bytes, d->n_threads, &all) ||
+        !mw_add_u64(before, all, &c->scratch_bytes))
+        *ok = false;
+}
+
+enum mw_status rt_mem_estimate(const struct rt_hparams *hp, uint64_t n_bias_floats,
+                               const struct rt_ctx_opts *o, uint32_t weight_type,
+                               struct rt_mem *out, struct mw_err *err)
+{
+    memset(out, 0, sizeof *out);
+    if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0 || hp->head_dim == 0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "%u heads are not a multiple of %u kv heads", hp->n_head, hp->n_head_kv);
+    const struct rt_ctx_opts opt = ctx_opts(hp, o);
+    if (opt.kv_type == RT_KV_Q8_0 && hp->head_dim % 32 != 0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "a q8_0 KV cache needs a head size that is a multiple of 32 "
+                       "(this model: %u)",
+                       hp->head_dim);
+    /* the activation formats are the same in every kernel table */
+    const struct rt_kernels *ks = rt_kernels_select(NULL);
+    const struct rt_kernel *wk = rt_kernel_get(ks, weight_type);
+    const struct rt_act_format *af = wk ? rt_kernel_act(ks, wk) : &ks->act[GGUF_TYPE_Q8_K];
+    const struct rt_kernel *kk =
+        rt_kernel_get(ks, opt.kv_type == RT_KV_Q8_0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F16);
+    /* the widest input any weight has (rt_ctx_init: the largest row its
+     * weights need), in whole activation blocks */
+    const uint64_t big = max_u64(max_u64(hp->n_embd, hp->n_ff), (uint64_t)hp->n_head * hp->head_dim);
+    const uint64_t act_row = (big + af->blck - 1) / af->blck * af->type_size;
+    const uint64_t qact_row = kk ? rt_row_bytes(rt_kernel_act(ks, kk)->type, hp->head_dim) : 0;
+    const struct ctx_dims d = ctx_dims_of(hp, &opt, act_row, qact_row);
+    struct rt_ctx c = {0};
+    bool ok = true;
+    ctx_scratch(&c, &d, false, &ok);
+    bool kv_ok;
+    out->kv_bytes = rt__kv_bytes(opt.kv_type, hp->n_layer, opt.n_ctx, (uint32_t)d.kvdim, &kv_ok);
+    out->scratch_bytes = c.scratch_bytes;
+    /* norms (2 per layer + output_norm) and biases as f32, views, the struct */
+    uint64_t fl, ow, views;
+    ok = ok && kv_ok && qact_row != 0 && d.kvdim <= UINT32_MAX &&
+         mw_mul_u64(2 * (uint64_t)hp->n_layer + 1, hp->n_embd, &fl) &&
+         mw_add_u64(fl, n_bias_floats, &fl) && mw_mul_u64(fl, sizeof(float), &ow) &&
+         mw_mul_u64(hp->n_layer, RT_LAYER_BOUND, &views) && mw_add_u64(ow, views, &ow) &&
+         mw_add_u64(ow, RT_MODEL_BOUND, &ow);
+    if (!ok) {
+        memset(out, 0, sizeof *out);
+        return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "memory estimate overflows");
+    }
+    out->owned_bytes = ow;
+    out->n_ctx = opt.n_ctx;
+    out->n_threads = opt.n_threads;
+    out->kv_type = opt.kv_type;
+    return MW_OK;
+}
 
 enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o,
                            struct rt_ctx **out, struct mw_err *err)
 {
     *out = NULL;
     const struct rt_hparams *hp = &m->hp;
-    struct rt_ctx_opts opt = {0};
-    if (o) opt = *o;
-    if (opt.n_ctx == 0)
-        opt.n_ctx = hp->n_ctx_train < RT_DEFAULT_CTX_CAP ? hp->n_ctx_train : RT_DEFAULT_CTX_CAP;
+    const struct rt_ctx_opts opt = ctx_opts(hp, o);
     if (opt.n_ctx > RT_MAX_CTX)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "--ctx %u exceeds the limit %u",
                        opt.n_ctx, RT_MAX_CTX);
-    if (opt.n_threads == 0) opt.n_threads = 1;
     if (opt.n_threads > RT_MAX_THREADS)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "--threads %u exceeds the limit %u",
                        opt.n_threads, RT_MAX_THREADS);
-    if (opt.n_batch == 0) opt.n_batch = RT_DEFAULT_BATCH;
-    if (opt.n_batch > opt.n_ctx) opt.n_batch = opt.n_ctx;
     if (opt.kv_type == RT_KV_Q8_0 && hp->head_dim % 32 != 0)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "--kv-type q8_0 needs a head size that is a multiple of 32 (this model: %u)",
@@ -630,54 +722,22 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
                     rt_kv_type_name(opt.kv_type));
         goto fail;
     }
-
-    const uint64_t B = c->n_batch, E = hp->n_embd, F = hp->n_ff;
-    const uint64_t qdim = (uint64_t)hp->n_head * hp->head_dim;
-    bool ok = true;
-    c->x = xcalloc(c, B * E, sizeof(float), &ok);
-    c->xb_ld = max_u64(E, qdim);
-    c->xb = xcalloc(c, B * c->xb_ld, sizeof(float), &ok);
-    c->q = xcalloc(c, B * qdim, sizeof(float), &ok);
-    c->k = xcalloc(c, B * kvdim, sizeof(float), &ok);
-    c->v = xcalloc(c, B * kvdim, sizeof(float), &ok);
-    c->hb = xcalloc(c, B * F, sizeof(float), &ok);
-    c->hb2 = xcalloc(c, B * F, sizeof(float), &ok);
-    c->rope = xcalloc(c, B * hp->n_rot, sizeof(float), &ok);
-    c->logits_last = xcalloc(c, hp->n_vocab, sizeof(float), &ok);
-    c->shift_row = xcalloc(c, kvdim, sizeof(float), &ok);
-    c->shift_rope = xcalloc(c, hp->n_rot, sizeof(float), &ok);
-    /* activation rows: the largest any weight needs, rounded to 16 bytes so
-     * every row stays aligned for its block struct */
+    /* activation rows: the largest any weight needs (rounded to 16 bytes
+     * so every row stays aligned for its block struct) */
     uint64_t act = 0;
-    {
-        const struct rt_weight *all[8];
-        for (uint32_t il = 0; il < hp->n_layer; il++) {
-            const struct rt_layer *ly = &m->layers[il];
-            all[0] = &ly->wq, all[1] = &ly->wk, all[2] = &ly->wv, all[3] = &ly->wo;
-            all[4] = &ly->wgate, all[5] = &ly->wup, all[6] = &ly->wdown, all[7] = &m->output;
-            for (int j = 0; j < 8; j++) {
-                const struct rt_act_format *af = rt_kernel_act(c->ks, all[j]->k);
-                act = max_u64(act, rt_row_bytes(af->type, all[j]->n_in));
-            }
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const struct rt_layer *ly = &m->layers[il];
+        const struct rt_weight *all[8] = {&ly->wq,    &ly->wk,  &ly->wv,    &ly->wo,
+                                          &ly->wgate, &ly->wup, &ly->wdown, &m->output};
+        for (int j = 0; j < 8; j++) {
+            const struct rt_act_format *af = rt_kernel_act(c->ks, all[j]->k);
+            act = max_u64(act, rt_row_bytes(af->type, all[j]->n_in));
         }
     }
-    c->act_stride = (act + 15) & ~(uint64_t)15;
-    for (int i = 0; i < RT_ACT_SLOTS; i++) c->act[i] = xcalloc(c, B, c->act_stride, &ok);
-    const uint32_t n_rep = hp->n_head / hp->n_head_kv;
-    c->ts = xcalloc(c, c->n_threads, sizeof *c->ts, &ok);
-    const uint64_t qact = (rt_row_bytes(c->kact->type, hp->head_dim) + 15) & ~(uint64_t)15;
-    for (unsigned t = 0; ok && t < c->n_threads; t++) {
-        struct rt_thread_scratch *ts = &c->ts[t];
-        ts->kq = xcalloc(c, (uint64_t)n_rep * RT_FA_TILE, sizeof(float), &ok);
-        ts->vt = xcalloc(c, (uint64_t)RT_FA_TILE * hp->head_dim, sizeof(float), &ok);
-        ts->krow = xcalloc(c, hp->head_dim, sizeof(float), &ok);
-        ts->acc = xcalloc(c, (uint64_t)n_rep * hp->head_dim, sizeof(float), &ok);
-        ts->acc16 = xcalloc(c, (uint64_t)n_rep * hp->head_dim, sizeof(uint16_t), &ok);
-        ts->ms = xcalloc(c, 2 * (uint64_t)n_rep, sizeof(float), &ok);
-        ts->qact = xcalloc(c, n_rep, qact, &ok);
-        ts->qact_stride = qact;
-        ts->tile = xcalloc(c, RT_TILE, sizeof(float), &ok);
-    }
+    const struct ctx_dims d =
+        ctx_dims_of(hp, &opt, act, rt_row_bytes(c->kact->type, hp->head_dim));
+    bool ok = true;
+    ctx_scratch(c, &d, true, &ok);
     if (!ok) {
         s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
                     "scratch for --ctx %u, batch %u, %u threads", c->n_ctx, c->n_batch,

@@ -221,17 +221,4 @@ static inline uint16_t rt__f2h(float f)
 #endif
 }
 
-// --- RoPE (rt_forward.c; also used by the context shift) ---
-
-/* cos/sin table for position pos: cache[2i] = cos(theta_i), cache[2i+1] =
- * sin(theta_i), i < n_rot/2, computed exactly as ggml_rope_cache_init does
- * (theta_i = pos * base^(-2i/n_rot) by repeated f32 multiplication, divided
- * by freq_factors[i], times the linear freq_scale). */
-void rt__rope_cache(const struct rt_hparams *hp, const float *freq_factors, int32_t pos,
-                    float *cache);
-/* Rotate one head vector x (head_dim floats; the first n_rot take part) with
- * a table from rt__rope_cache: normal mode pairs (2i, 2i+1), NEOX mode pairs
- * (i, i + n_rot/2). */
-void rt__rope_apply(const struct rt_hparams *hp, const float *cache, float *x);
-
 #endif /* MW_RT_INT_H */

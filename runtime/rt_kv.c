@@ -10,6 +10,7 @@
  * K rows hold keys after RoPE, at the position they were computed for.
  */
 #include "runtime/rt_int.h"
+#include "runtime/rt_ops.h"
 
 #if defined(__aarch64__) && defined(__ARM_NEON) && !defined(MW_FORCE_SCALAR)
 #include <arm_neon.h>
@@ -123,12 +124,12 @@ enum mw_status rt_ctx_shift(struct rt_ctx *c, uint32_t n_keep, uint32_t n_drop, 
     const struct rt_kv *kv = &c->kv;
     /* Rotating by theta(p) then by theta(-n_drop) is a rotation by
      * theta(p - n_drop): the key as if computed at its new position. */
-    rt__rope_cache(hp, c->m->rope_freqs, -(int32_t)n_drop, c->shift_rope);
+    rt_rope_cache(hp, c->m->rope_freqs, -(int32_t)n_drop, c->shift_rope);
     for (uint32_t il = 0; il < kv->n_layer; il++) {
         for (uint32_t p = n_keep + n_drop; p < c->n_past; p++) {
             rt__kv_load(kv, rt__kv_k(kv, il, p), 0, kv->kv_dim, c->shift_row);
             for (uint32_t h = 0; h < hp->n_head_kv; h++)
-                rt__rope_apply(hp, c->shift_rope, c->shift_row + (uint64_t)h * hp->head_dim);
+                rt_rope_apply(hp, c->shift_rope, c->shift_row + (uint64_t)h * hp->head_dim);
             rt__kv_store(kv, rt__kv_k(kv, il, p - n_drop), c->shift_row);
             memmove(rt__kv_v(kv, il, p - n_drop), rt__kv_v(kv, il, p), kv->row_bytes);
         }
