@@ -193,6 +193,18 @@ bool calib_model_is_gguf(const struct calib_model *m);
 /* Hyper-parameters in the runtime's struct (arch, n_embd, n_layer, heads,
  * head_dim, n_ff, n_rot, n_ctx_train, rms_eps, rope_*, n_vocab). */
 const struct rt_hparams *calib_model_hparams(const struct calib_model *m);
+
+struct hf_config;
+/* The runtime hyper-parameters a GGUF converted from Hugging Face config c
+ * would carry (the one config.json -> rt_hparams mapping: arch, arch_name,
+ * sizes, n_rot = head_dim, n_ctx_train, n_vocab = vocab_size, rms_eps,
+ * rope_* (linear scaling only), tied_output; name "" and has_rope_freqs
+ * false: the caller knows the path and the tensors; file_type UINT32_MAX).
+ * *n_bias_floats (if not NULL) gets the f32 bias elements over all layers
+ * the checkpoint must have (hf_plan_build's rule: attention_bias -> q/k/v,
+ * and o except on qwen2; mlp_bias -> gate/up/down). */
+void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
+                           uint64_t *n_bias_floats);
 /* The runtime tokenizer over the model's vocabulary (owned by m). */
 const struct rt_tok *calib_model_tok(const struct calib_model *m);
 
@@ -490,11 +502,19 @@ enum mw_status calib_imatrix_write(const struct calib_stats *st,
                                    const struct calib_imatrix_meta *meta,
                                    enum calib_imatrix_fmt fmt, const char *path,
                                    struct mw_err *err);
+/* The GGUF bytes calib_imatrix_write(st, meta, CALIB_IMATRIX_GGUF, path)
+ * writes, in a malloc'd buffer the caller free()s (*buf, *size). Errors:
+ * MW_E_VALUE, MW_E_NOMEM as above. */
+enum mw_status calib_imatrix_write_mem(const struct calib_stats *st,
+                                       const struct calib_imatrix_meta *meta, void **buf,
+                                       uint64_t *size, struct mw_err *err);
 
 // --- memory budget (memwall plan; quant --fit-ram uses the same) ---------------------
 /*
  * What the device runtime (runtime/rt_forward.c rt_ctx_init, rt_model.c)
- * allocates for a model, as rt_ctx_mem() reports it at start:
+ * allocates for a model, as rt_ctx_mem() reports it at start; kv, scratch
+ * and owned are the runtime's own estimate (rt_mem_estimate, runtime/rt.h),
+ * which counts rt_ctx_init's allocation list. It amounts to:
  *   weights   the tensor data the graph reads (mmap'd; input)
  *   kv        2 * n_layer * n_ctx * row_bytes(kv_type, n_head_kv*head_dim)
  *             (F16: 2 bytes per element; Q8_0: 34 bytes per 32)
@@ -539,7 +559,8 @@ struct calib_mem {
 };
 
 /* Architecture from runtime hyper-parameters (n_bias_floats from the
- * caller: 0 for llama; qwen2: n_layer * (Q + 2*KV)). */
+ * caller: the bias floats of every layer, calib_hparams_from_hf gives them
+ * for a Hugging Face config; qwen2: n_layer * (Q + 2*KV)). */
 void calib_mem_arch_from_hparams(const struct rt_hparams *hp, uint64_t n_bias_floats,
                                  struct calib_mem_arch *out);
 /* The formula above. Errors: MW_E_USAGE (n_ctx 0, q8_0 cache with a head
@@ -552,5 +573,29 @@ uint64_t calib_mem_app_budget(uint64_t ram_bytes);
 /* Bytes left for weights on a device with ram_bytes: app budget - kv -
  * overhead, or 0 when nothing is left. */
 uint64_t calib_mem_weight_budget(uint64_t ram_bytes, const struct calib_mem *m);
+
+// --- quant --fit-ram (calib_fit.c) ---------------------------------------------------
+
+struct calib_fit {
+    uint64_t ram_bytes;      /* the device */
+    uint64_t app_bytes;      /* calib_mem_app_budget(ram_bytes) */
+    uint64_t kv_bytes;       /* the KV cache of n_ctx positions */
+    uint64_t overhead_bytes; /* the runtime's overhead */
+    uint64_t weight_bytes;   /* left for the weights (the file): app - kv - overhead, or 0 */
+};
+
+struct gguf_file;
+/* The memory formula above (weights mostly Q4_K, default threads and batch)
+ * for the model of f (a GGUF file), or of Hugging Face config c when f is
+ * NULL (calib_hparams_from_hf), on a device of ram_bytes with a context of
+ * n_ctx positions in a kv cache. Errors: those of rt_model_from_gguf and
+ * calib_mem_estimate (MW_E_USAGE: n_ctx 0, a q8_0 cache with a head size
+ * not a multiple of 32, heads not a multiple of the kv heads), MW_E_USAGE
+ * when nothing is left for the weights (*out filled; the message, worded
+ * for `memwall quant --fit-ram`, gives the app share, KV cache and
+ * overhead). */
+enum mw_status calib_fit_ram(const struct gguf_file *f, const struct hf_config *c,
+                             uint64_t ram_bytes, uint32_t n_ctx, enum rt_kv_type kv,
+                             struct calib_fit *out, struct mw_err *err);
 
 #endif /* MW_CALIB_H */

@@ -295,6 +295,30 @@ struct hf_convert_opts {
 enum mw_status hf_convert(const char *hf_dir, const char *out_path,
                           const struct hf_convert_opts *opts, struct mw_err *err);
 
+/* The KVs hf_convert writes for m (opened from hf_dir, planned as p for type
+ * ot; general.name the directory's name), with the tokenizer's, as an
+ * in-memory GGUF file without tensors: *out reads the buffer *buf, which
+ * the caller free()s after gguf_close(*out). The quant pipeline takes a
+ * checkpoint's KVs from here. Errors: those of the tokenizer (a size other
+ * than config.json's vocab_size: MW_E_FORMAT) and of the writer. */
+enum mw_status hf_convert_kvs(const char *hf_dir, const struct hf_model *m,
+                              const struct hf_plan *p, enum hf_out_type ot, void **buf,
+                              struct gguf_file **out, struct mw_err *err);
+
+/* --- the checkpoint as a quant pipeline source (hf_quant.c) --- */
+struct quant_source;
+struct hf_quant_src;
+/* Open hf_dir and fill *src (valid until hf_quant_source_close(*h)): the
+ * tensors of its F16 conversion plan in source order, each streamed from
+ * the shards when read, and the KVs of hf_convert_kvs(.., HF_OUT_F16, ..),
+ * so quantizing the directory writes what quantizing its `memwall convert`
+ * output would. Errors: those of hf_model_open, hf_plan_build,
+ * hf_convert_kvs; MW_E_NOMEM. */
+enum mw_status hf_quant_source_open(const char *hf_dir, struct quant_source *src,
+                                    struct hf_quant_src **h, struct mw_err *err);
+const struct hf_config *hf_quant_source_config(const struct hf_quant_src *h);
+void hf_quant_source_close(struct hf_quant_src *h); /* NULL-safe */
+
 /* --- inspect ------------------------------------------------------------------ */
 
 /* True when path looks like an HF input for inspect: a directory, or a file

@@ -280,6 +280,80 @@ out:
     return s;
 }
 
+/* The tokenizer of hf_dir, whose size must be config.json's vocab_size. */
+static enum mw_status load_tok(const char *hf_dir, const struct hf_config *c, struct hf_tok **tok,
+                               struct mw_err *err)
+{
+    enum mw_status s = hf_tok_load(hf_dir, tok, err);
+    if (s != MW_OK) return s;
+    if (hf_tok_n_vocab(*tok) != c->n_vocab) {
+        mw_err_set_path(err, hf_tok_source(*tok));
+        mw_err_set_where(err, "tokenizer");
+        s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                    "%u tokens, but config.json vocab_size (the embedding rows) is %u",
+                    hf_tok_n_vocab(*tok), c->n_vocab);
+        hf_tok_free(*tok);
+        *tok = NULL;
+    }
+    return s;
+}
+
+/* The metadata, in convert_hf_to_gguf.py's order (general.name: name, or
+ * the directory's name). */
+static enum mw_status write_kvs(struct gguf_writer *w, const char *hf_dir,
+                                const struct hf_config *c, const struct hf_plan *p,
+                                const struct hf_tok *tok, const char *name, enum hf_out_type ot,
+                                struct mw_err *err)
+{
+    enum mw_status s;
+    char base[256];
+    hf__util_basename(hf_dir, base, sizeof base);
+    if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 || strcmp(base, "/") == 0) {
+        char *real = realpath(hf_dir, NULL); /* "convert . -o x": name the directory */
+        if (real) hf__util_basename(real, base, sizeof base);
+        free(real);
+    }
+    TRY(gguf_writer_set_str(w, "general.architecture", c->gguf_arch, err));
+    TRY(gguf_writer_set_str(w, "general.type", "model", err));
+    TRY(gguf_writer_set_str(w, "general.name", name ? name : base, err));
+    TRY(set_arch_kvs(w, c, ot, err));
+    TRY(gguf_writer_set_u32(w, "general.quantization_version", 2, err));
+    TRY(hf_tok_write_gguf(tok, w, hf_arch_name(c->arch), err));
+    TRY(gguf_writer_set_str(w, "memwall.version", MW_VERSION_STRING, err));
+    TRY(gguf_writer_set_str(w, "memwall.source", base, err));
+    TRY(gguf_writer_set_str(w, "memwall.source_dtype", p->source_dtype, err));
+    TRY(gguf_writer_set_str(w, "memwall.convert.type", hf_out_type_name(ot), err));
+out:
+    return s;
+}
+
+enum mw_status hf_convert_kvs(const char *hf_dir, const struct hf_model *m,
+                              const struct hf_plan *p, enum hf_out_type ot, void **buf,
+                              struct gguf_file **out, struct mw_err *err)
+{
+    mw_err_clear(err);
+    *buf = NULL;
+    *out = NULL;
+    struct hf_tok *tok = NULL;
+    struct gguf_writer *w = NULL;
+    uint64_t size = 0;
+    enum mw_status s;
+    TRY(load_tok(hf_dir, &m->cfg, &tok, err));
+    TRY(gguf_writer_init(&w, err));
+    TRY(write_kvs(w, hf_dir, &m->cfg, p, tok, NULL, ot, err));
+    TRY(gguf_writer_open_mem(w, err));
+    TRY(gguf_writer_finish_mem(w, buf, &size, err));
+    TRY(gguf_open_mem(*buf, size, hf_dir, GGUF_OPEN_DEFAULT, out, err));
+out:
+    if (s != MW_OK) {
+        free(*buf);
+        *buf = NULL;
+    }
+    gguf_writer_free(w);
+    hf_tok_free(tok);
+    return s;
+}
+
 enum mw_status hf_convert(const char *hf_dir, const char *out_path,
                           const struct hf_convert_opts *opts, struct mw_err *err)
 {
@@ -295,37 +369,12 @@ enum mw_status hf_convert(const char *hf_dir, const char *out_path,
 
     /* 1. read and validate everything before creating the output */
     TRY(hf_model_open(hf_dir, &m, err));
-    const struct hf_config *c = &m->cfg;
     TRY(hf_plan_build(m, o->type, &p, err));
-    TRY(hf_tok_load(hf_dir, &tok, err));
-    if (hf_tok_n_vocab(tok) != c->n_vocab) {
-        mw_err_set_path(err, hf_tok_source(tok));
-        mw_err_set_where(err, "tokenizer");
-        s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
-                    "%u tokens, but config.json vocab_size (the embedding rows) is %u",
-                    hf_tok_n_vocab(tok), c->n_vocab);
-        goto out;
-    }
+    TRY(load_tok(hf_dir, &m->cfg, &tok, err));
 
     /* 2. metadata, in convert_hf_to_gguf.py's order */
-    char base[256];
-    hf__util_basename(hf_dir, base, sizeof base);
-    if (strcmp(base, ".") == 0 || strcmp(base, "..") == 0 || strcmp(base, "/") == 0) {
-        char *real = realpath(hf_dir, NULL); /* "convert . -o x": name the directory */
-        if (real) hf__util_basename(real, base, sizeof base);
-        free(real);
-    }
     TRY(gguf_writer_init(&w, err));
-    TRY(gguf_writer_set_str(w, "general.architecture", c->gguf_arch, err));
-    TRY(gguf_writer_set_str(w, "general.type", "model", err));
-    TRY(gguf_writer_set_str(w, "general.name", o->name ? o->name : base, err));
-    TRY(set_arch_kvs(w, c, o->type, err));
-    TRY(gguf_writer_set_u32(w, "general.quantization_version", 2, err));
-    TRY(hf_tok_write_gguf(tok, w, hf_arch_name(c->arch), err));
-    TRY(gguf_writer_set_str(w, "memwall.version", MW_VERSION_STRING, err));
-    TRY(gguf_writer_set_str(w, "memwall.source", base, err));
-    TRY(gguf_writer_set_str(w, "memwall.source_dtype", p->source_dtype, err));
-    TRY(gguf_writer_set_str(w, "memwall.convert.type", hf_out_type_name(o->type), err));
+    TRY(write_kvs(w, hf_dir, &m->cfg, p, tok, o->name, o->type, err));
 
     for (uint64_t i = 0; i < p->n; i++) {
         const struct hf_plan_tensor *e = &p->t[i];

@@ -170,4 +170,27 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
                                     const struct quant_methods_opts *mo, struct quant_source *out,
                                     struct quant_methods_src **h, struct mw_err *err);
 void quant_methods_source_free(struct quant_methods_src *h); /* NULL-safe */
+
+/* The importance of the inputs of mo's model on mo's corpus samples
+ * (mo->samples, n_threads, max_memory: calibration alone; method fields
+ * unused): one statistics-only calib_run, as llama.cpp's imatrix (GGUF,
+ * dataset = the corpus's file name), loaded as quant_imatrix_load would
+ * load that file (methods_imatrix.c; nothing touches the disk). What a
+ * budget allocation weighs its losses with under --corpus without
+ * --imatrix. Errors: those of calib_* and quant_imatrix_load_mem. */
+enum mw_status quant_methods_imatrix(const struct quant_methods_opts *mo,
+                                     struct quant_imatrix **out, struct mw_err *err);
+
+/* quant_budget_allocate (quant/quant_alloc.h) for `--corpus` runs: with mo
+ * (not NULL) and no imatrix in o, the losses weigh columns by
+ * quant_methods_imatrix(mo) — for the allocation only: the method computes
+ * its own statistics per layer — announced first through o->log
+ * (QUANT_LOG_INFO). mo NULL: quant_budget_allocate as it is. Errors: those
+ * of both. */
+struct quant_budget;
+struct quant_budget_result;
+enum mw_status quant_methods_budget(const struct quant_source *src, const struct quant_opts *o,
+                                    const struct quant_budget *b,
+                                    const struct quant_methods_opts *mo,
+                                    struct quant_budget_result *r, struct mw_err *err);
 #endif /* MW_QUANT_METHODS_H */

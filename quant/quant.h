@@ -145,6 +145,13 @@ struct quant_overrides;
  * the message says which), MW_E_NOMEM. */
 enum mw_status quant_overrides_add(struct quant_overrides **ov, const char *spec,
                                    struct mw_err *err);
+/* Append an entry that gives the tensor named exactly name (compared
+ * bytewise, case included; no regex) type `type`. Its spec — what
+ * quant_overrides_spec returns and memwall.quant.type_overrides records —
+ * reads "^name$=TYPE" with the regex metacharacters of name escaped.
+ * Errors: MW_E_USAGE (NULL name, unknown type), MW_E_NOMEM. */
+enum mw_status quant_overrides_add_exact(struct quant_overrides **ov, const char *name,
+                                         uint32_t type, struct mw_err *err);
 void quant_overrides_free(struct quant_overrides *ov); /* NULL-safe */
 uint64_t quant_overrides_count(const struct quant_overrides *ov);
 const char *quant_overrides_spec(const struct quant_overrides *ov, uint64_t i); /* as given */
@@ -172,6 +179,10 @@ struct quant_rules {
     int32_t token_embd_type; /* -1, or a ggml type for token_embd.weight */
     const struct quant_overrides *overrides; /* may be NULL */
 };
+
+/* How a choice came about, for plan listings: "keep", "rule", "pure",
+ * "override", or "fallback" when the row-length fallback changed it. */
+const char *quant_choice_reason_name(const struct quant_choice *c);
 
 /* Does llama-quantize quantize this tensor at all (formats.md §8.2)? */
 bool quant_tensor_is_quantizable(const struct quant_tensor_desc *t, bool leave_output);

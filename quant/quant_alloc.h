@@ -83,4 +83,74 @@ enum mw_status quant_alloc_loss(uint32_t t, const float *x, uint64_t n_rows, uin
 enum mw_status quant_alloc_read_f32(const struct quant_source *src, uint64_t i, float **x,
                                     uint64_t *n_rows, struct mw_err *err);
 
+/* --- a budget over a plan (quant_budget.c) ---
+ *
+ * The whole allocation of `memwall quant --bpw/--size/--fit-ram`: build the
+ * plan of (src, o) — o->rules.overrides are the user's overrides — and take
+ * as items its tensors that the plan converts by a rule (not kept, not the
+ * source type, not overridden); candidates QUANT_BUDGET_TYPES whose block
+ * divides ne[0]. The sizes are checked first (an impossible budget is
+ * refused before any loss is measured), then every item's loss is measured
+ * under every candidate (quant_alloc_loss on at most QUANT_BUDGET_MAX_ROWS
+ * evenly spaced rows, scaled up; per expert with a per-expert imatrix;
+ * output.weight without imatrix entry weighs its columns by output_norm²),
+ * solved (quant_alloc_solve) and applied as one exact-name override per
+ * item after the user's (quant_overrides_add_exact). BPW: tensor data bytes
+ * <= bpw * elements / 8. SIZE: the whole file quant_plan_file_size gives
+ * (header, KVs, checksums, padding) <= file_bytes: the header the exact
+ * entries add is first estimated, then the target is lowered by any excess
+ * of the real layout until the file fits (at most 8 rounds).
+ */
+#define QUANT_BUDGET_MAX_ROWS 4096
+
+/* Weights (elements) of all tensors of p: the denominator of its bpw. */
+uint64_t quant_plan_n_elements(const struct quant_plan *p);
+
+enum quant_budget_kind { QUANT_BUDGET_BPW = 1, QUANT_BUDGET_SIZE = 2 };
+
+struct quant_budget {
+    enum quant_budget_kind kind;
+    double bpw;          /* BPW: bits per weight of the tensor data */
+    uint64_t file_bytes; /* SIZE: bytes of the whole file */
+    const char *what;    /* how refusals name the budget ("--bpw", "--size") */
+    /* memwall.quant.method / method_params values that are known only
+     * later (--corpus): the plans measured carry placeholders of these
+     * lengths (0: the source's own), so the file can only come out smaller
+     * than predicted. */
+    uint32_t reserve_method, reserve_method_params;
+    unsigned n_threads; /* for the loss measurement; 0: 1 */
+};
+
+/* One allocated tensor. */
+struct quant_budget_row {
+    const struct quant_tensor_desc *t;
+    uint32_t type;    /* chosen */
+    uint64_t bytes;   /* its cost (SIZE: padded to 32) */
+    double loss;      /* estimated loss under type */
+    double loss_q8_0; /* under Q8_0, or -1 when Q8_0 was no candidate */
+};
+
+struct quant_budget_result {
+    /* the user's overrides followed by one exact entry per row: use as
+     * o->rules.overrides of the final plan (freed by quant_budget_result_free) */
+    struct quant_overrides *overrides;
+    struct quant_budget_row *rows; /* plan order */
+    uint64_t n_rows;
+    struct quant_alloc_result solve;
+    uint64_t file_bytes; /* predicted: quant_plan_file_size of the final plan */
+    uint64_t data_bytes; /* its tensor data (quant_plan_out_bytes) */
+    uint64_t n_elements; /* weights of all its tensors */
+    bool refused; /* with MW_E_USAGE: the budget cannot be met (err says why) */
+};
+
+/* Errors: MW_E_USAGE with refused set (no tensor to allocate, a budget below
+ * the smallest file or header), those of quant_plan_build,
+ * quant_alloc_loss/read_f32 (naming the tensor), MW_E_VALUE (the file did
+ * not fit after the rounds), MW_E_NOMEM. o is not modified (its log is not
+ * called: the final plan repeats the notices). */
+enum mw_status quant_budget_allocate(const struct quant_source *src, const struct quant_opts *o,
+                                     const struct quant_budget *b,
+                                     struct quant_budget_result *out, struct mw_err *err);
+void quant_budget_result_free(struct quant_budget_result *r); /* NULL-safe, idempotent */
+
 #endif /* MW_QUANT_ALLOC_H */

@@ -173,6 +173,7 @@ int quant_tensor_name_cmp(const char *a, const char *b)
 
 struct quant_override {
     char *spec;
+    char *name; /* exact entry: the tensor name (no regex); NULL: regex entry */
     regex_t re;
     uint32_t type;
 };
@@ -181,6 +182,28 @@ struct quant_overrides {
     uint64_t n, cap;
     struct quant_override *v;
 };
+
+/* A free slot at the end of *ovp (created when NULL); not yet counted. */
+static enum mw_status overrides_slot(struct quant_overrides **ovp, struct quant_override **slot,
+                                     struct mw_err *err)
+{
+    struct quant_overrides *ov = *ovp;
+    if (!ov) {
+        ov = calloc(1, sizeof *ov);
+        if (!ov) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        *ovp = ov;
+    }
+    if (ov->n == ov->cap) {
+        const uint64_t cap = ov->cap ? ov->cap * 2 : 4;
+        struct quant_override *v = realloc(ov->v, (size_t)cap * sizeof *v);
+        if (!v) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        ov->v = v;
+        ov->cap = cap;
+    }
+    *slot = &ov->v[ov->n];
+    memset(*slot, 0, sizeof **slot);
+    return MW_OK;
+}
 
 enum mw_status quant_overrides_add(struct quant_overrides **ovp, const char *spec,
                                    struct mw_err *err)
@@ -199,19 +222,9 @@ enum mw_status quant_overrides_add(struct quant_overrides **ovp, const char *spe
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "type override '%s': unknown type '%s'",
                        spec, eq + 1);
 
-    struct quant_overrides *ov = *ovp;
-    if (!ov) {
-        ov = calloc(1, sizeof *ov);
-        if (!ov) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-        *ovp = ov;
-    }
-    if (ov->n == ov->cap) {
-        const uint64_t cap = ov->cap ? ov->cap * 2 : 4;
-        struct quant_override *v = realloc(ov->v, (size_t)cap * sizeof *v);
-        if (!v) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-        ov->v = v;
-        ov->cap = cap;
-    }
+    struct quant_override *o;
+    enum mw_status s = overrides_slot(ovp, &o, err);
+    if (s != MW_OK) return s;
     const size_t plen = (size_t)(eq - spec);
     char *pat = malloc(plen + 1);
     char *dup = strdup(spec);
@@ -222,7 +235,6 @@ enum mw_status quant_overrides_add(struct quant_overrides **ovp, const char *spe
     }
     for (size_t i = 0; i < plen; i++) pat[i] = (char)tolower((unsigned char)spec[i]);
     pat[plen] = 0;
-    struct quant_override *o = &ov->v[ov->n];
     const int rc = regcomp(&o->re, pat, REG_EXTENDED | REG_NOSUB);
     if (rc != 0) {
         char msg[128];
@@ -235,7 +247,40 @@ enum mw_status quant_overrides_add(struct quant_overrides **ovp, const char *spe
     free(pat);
     o->spec = dup;
     o->type = (uint32_t)t;
-    ov->n++;
+    (*ovp)->n++;
+    return MW_OK;
+}
+
+enum mw_status quant_overrides_add_exact(struct quant_overrides **ovp, const char *name,
+                                         uint32_t type, struct mw_err *err)
+{
+    const struct gguf_type_info *ti = gguf_type_get(type);
+    if (!name || !ti || !ti->name)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "exact type override: no name or type");
+    struct quant_override *o;
+    enum mw_status s = overrides_slot(ovp, &o, err);
+    if (s != MW_OK) return s;
+    /* the spec as a regex that selects name alone: "^name$=TYPE", the
+     * metacharacters of name escaped */
+    const size_t len = strlen(name), tl = strlen(ti->name);
+    char *dup = strdup(name);
+    char *spec = len <= (SIZE_MAX - tl - 4) / 2 ? malloc(2 * len + tl + 4) : NULL;
+    if (!dup || !spec) {
+        free(dup);
+        free(spec);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    }
+    size_t k = 0;
+    spec[k++] = '^';
+    for (const char *p = name; *p; p++) {
+        if (strchr(".[]()*+?{}|^$\\", *p)) spec[k++] = '\\';
+        spec[k++] = *p;
+    }
+    snprintf(spec + k, tl + 3, "$=%s", ti->name);
+    o->spec = spec;
+    o->name = dup;
+    o->type = type;
+    (*ovp)->n++;
     return MW_OK;
 }
 
@@ -243,7 +288,8 @@ void quant_overrides_free(struct quant_overrides *ov)
 {
     if (!ov) return;
     for (uint64_t i = 0; i < ov->n; i++) {
-        regfree(&ov->v[i].re);
+        if (!ov->v[i].name) regfree(&ov->v[i].re);
+        free(ov->v[i].name);
         free(ov->v[i].spec);
     }
     free(ov->v);
@@ -263,8 +309,22 @@ static const struct quant_override *override_for(const struct quant_overrides *o
 {
     if (!ov) return NULL;
     for (uint64_t i = 0; i < ov->n; i++)
-        if (regexec(&ov->v[i].re, name, 0, NULL, 0) == 0) return &ov->v[i];
+        if (ov->v[i].name ? strcmp(ov->v[i].name, name) == 0
+                          : regexec(&ov->v[i].re, name, 0, NULL, 0) == 0)
+            return &ov->v[i];
     return NULL;
+}
+
+const char *quant_choice_reason_name(const struct quant_choice *c)
+{
+    if (c->fallback) return "fallback";
+    switch (c->reason) {
+    case QUANT_KEEP: return "keep";
+    case QUANT_RULE: return "rule";
+    case QUANT_PURE: return "pure";
+    case QUANT_OVERRIDE: return "override";
+    }
+    return "?";
 }
 
 // --- which tensors are quantized (tensor_allows_quantization) ---

@@ -800,23 +800,47 @@ END_TEST
 
 // --- imatrix files ---
 
+/* The statistics the imatrix tests write: tinyllama-8m, 2 samples of 32
+ * tokens; freed with imatrix_stats_free. */
+struct imatrix_fixture {
+    struct calib_model *m;
+    struct calib_samples *s;
+    struct calib_stats *st;
+    struct calib_imatrix_meta meta; /* one dataset, "calib.txt" */
+    struct mw_err err;              /* cleared */
+};
+
+static const char *const imatrix_ds[1] = {"calib.txt"};
+
+static struct calib_stats *imatrix_stats(struct imatrix_fixture *f)
+{
+    f->m = open_model(TINY_DIR);
+    f->s = samples_of(f->m, 2, 32, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_run_opts o = {.n_threads = 2};
+    f->meta = (struct calib_imatrix_meta){.datasets = imatrix_ds, .n_datasets = 1};
+    mw_err_clear(&f->err);
+    return f->st = run(f->m, f->s, &o);
+}
+
+static void imatrix_stats_free(struct imatrix_fixture *f)
+{
+    calib_stats_free(f->st);
+    calib_samples_free(f->s);
+    calib_model_close(f->m);
+}
+
 START_TEST(imatrix_write_read)
 {
-    struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 2, 32, CALIB_CHUNK_BOS_PREPEND);
-    struct calib_run_opts o = {.n_threads = 2};
-    struct calib_stats *st = run(m, s, &o);
-    const char *ds[1] = {"calib.txt"};
-    const struct calib_imatrix_meta meta = {.datasets = ds, .n_datasets = 1};
-    struct mw_err err;
-    mw_err_clear(&err);
+    struct imatrix_fixture fx;
+    const struct calib_stats *st = imatrix_stats(&fx);
+    struct mw_err *err = &fx.err;
     const char *paths[2] = {MW_TEST_TMPDIR "/calib-test.imatrix", MW_TEST_TMPDIR "/calib-test.dat"};
     for (int f = 0; f < 2; f++) {
         unlink(paths[f]);
-        ck_assert_int_eq(calib_imatrix_write(st, &meta, (enum calib_imatrix_fmt)f, paths[f], &err),
-                         MW_OK);
+        ck_assert_int_eq(
+            calib_imatrix_write(st, &fx.meta, (enum calib_imatrix_fmt)f, paths[f], err), MW_OK);
         struct quant_imatrix *im = NULL;
-        ck_assert_int_eq(quant_imatrix_load(paths[f], &im, &err), MW_OK);
+        ck_assert_int_eq(quant_imatrix_load(paths[f], &im, err), MW_OK);
         ck_assert(quant_imatrix_is_legacy(im) == (f == 1));
         ck_assert_uint_eq(quant_imatrix_count(im), 56);
         ck_assert_uint_eq(quant_imatrix_chunk_count(im), 2);
@@ -844,14 +868,14 @@ START_TEST(imatrix_write_read)
     }
     /* GGUF layout as llama-imatrix writes it */
     struct gguf_file *g = NULL;
-    ck_assert_int_eq(gguf_open(paths[0], GGUF_OPEN_DEFAULT, &g, &err), MW_OK);
+    ck_assert_int_eq(gguf_open(paths[0], GGUF_OPEN_DEFAULT, &g, err), MW_OK);
     ck_assert_uint_eq(gguf_tensor_count(g), 112);
     const char *type;
     uint64_t len;
-    ck_assert_int_eq(gguf_get_str(g, "general.type", &type, &len, &err), MW_OK);
+    ck_assert_int_eq(gguf_get_str(g, "general.type", &type, &len, err), MW_OK);
     ck_assert(len == 7 && memcmp(type, "imatrix", 7) == 0);
     uint32_t v;
-    ck_assert_int_eq(gguf_get_u32(g, "imatrix.chunk_size", &v, &err), MW_OK);
+    ck_assert_int_eq(gguf_get_u32(g, "imatrix.chunk_size", &v, err), MW_OK);
     ck_assert_uint_eq(v, 33);
     for (uint64_t i = 0; i + 1 < gguf_tensor_count(g); i++) {
         const struct gguf_tensor *a = gguf_tensor_get(g, i), *b = gguf_tensor_get(g, i + 1);
@@ -867,17 +891,43 @@ START_TEST(imatrix_write_read)
     }
     gguf_close(g);
     /* a directory that does not exist: an I/O error, nothing written */
-    ck_assert_int_eq(calib_imatrix_write(st, &meta, CALIB_IMATRIX_GGUF,
-                                         MW_TEST_TMPDIR "/no/such/dir/x.imatrix", &err),
+    ck_assert_int_eq(calib_imatrix_write(st, &fx.meta, CALIB_IMATRIX_GGUF,
+                                         MW_TEST_TMPDIR "/no/such/dir/x.imatrix", err),
                      MW_E_IO);
-    ck_assert_int_eq(calib_imatrix_write(st, &meta, CALIB_IMATRIX_LEGACY,
-                                         MW_TEST_TMPDIR "/no/such/dir/x.dat", &err),
+    ck_assert_int_eq(calib_imatrix_write(st, &fx.meta, CALIB_IMATRIX_LEGACY,
+                                         MW_TEST_TMPDIR "/no/such/dir/x.dat", err),
                      MW_E_IO);
     unlink(paths[0]);
     unlink(paths[1]);
-    calib_stats_free(st);
-    calib_samples_free(s);
-    calib_model_close(m);
+    imatrix_stats_free(&fx);
+}
+END_TEST
+
+/* calib_imatrix_write_mem: the bytes calib_imatrix_write puts in the GGUF
+ * file; the GGUF reader takes them back. */
+START_TEST(imatrix_write_mem)
+{
+    struct imatrix_fixture fx;
+    const struct calib_stats *st = imatrix_stats(&fx);
+    struct mw_err *err = &fx.err;
+    const char *path = MW_TEST_TMPDIR "/calib-test-mem.imatrix";
+    unlink(path);
+    ck_assert_int_eq(calib_imatrix_write(st, &fx.meta, CALIB_IMATRIX_GGUF, path, err), MW_OK);
+    void *buf = NULL;
+    uint64_t n = 0;
+    ck_assert_int_eq(calib_imatrix_write_mem(st, &fx.meta, &buf, &n, err), MW_OK);
+    struct mw_map fm;
+    ck_assert_int_eq(mw_map_open(&fm, path, err), MW_OK);
+    ck_assert_uint_eq(n, fm.size);
+    ck_assert(memcmp(buf, fm.data, (size_t)n) == 0);
+    mw_map_close(&fm);
+    struct gguf_file *g = NULL;
+    ck_assert_int_eq(gguf_open_mem(buf, n, "imatrix", GGUF_OPEN_DEFAULT, &g, err), MW_OK);
+    ck_assert_uint_eq(gguf_tensor_count(g), 112);
+    gguf_close(g);
+    free(buf);
+    unlink(path);
+    imatrix_stats_free(&fx);
 }
 END_TEST
 
@@ -1278,6 +1328,7 @@ static Suite *calib_suite(void)
     tc = tcase_create("files");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, imatrix_write_read);
+    tcase_add_test(tc, imatrix_write_mem);
     tcase_add_test(tc, mem_matches_runtime);
     suite_add_tcase(s, tc);
     return s;

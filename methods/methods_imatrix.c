@@ -1,0 +1,70 @@
+/*
+ * methods/methods_imatrix.c — the importance a budget allocation weighs its
+ * losses with when `memwall quant --corpus` has no --imatrix: one
+ * statistics-only calibration pass over the samples the method will use,
+ * as llama.cpp's imatrix (mean x²), built in memory.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "methods/methods.h"
+#include "quant/quant_alloc.h"
+
+enum mw_status quant_methods_imatrix(const struct quant_methods_opts *mo,
+                                     struct quant_imatrix **out, struct mw_err *err)
+{
+    struct calib_corpus *c = NULL;
+    struct calib_model *m = NULL;
+    struct calib_samples *smp = NULL;
+    struct calib_stats *st = NULL;
+    void *buf = NULL;
+    uint64_t size = 0;
+    enum mw_status s;
+    *out = NULL;
+    if ((s = calib_corpus_load(mo->corpus_path, CALIB_CORPUS_AUTO, &c, err)) != MW_OK) goto done;
+    if ((s = calib_model_open(mo->model_path, &m, err)) != MW_OK) goto done;
+    struct calib_sample_opts so = mo->samples;
+    so.n_ctx_max = calib_model_hparams(m)->n_ctx_train;
+    if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, err)) != MW_OK) goto done;
+    struct calib_run_opts ro = {.n_threads = mo->n_threads ? mo->n_threads : 1,
+                                .max_memory = mo->max_memory};
+    if ((s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto done;
+    const char *base = strrchr(mo->corpus_path, '/');
+    const char *ds[1] = {base ? base + 1 : mo->corpus_path};
+    const struct calib_imatrix_meta meta = {.datasets = ds, .n_datasets = 1};
+    if ((s = calib_imatrix_write_mem(st, &meta, &buf, &size, err)) != MW_OK) goto done;
+    s = quant_imatrix_load_mem(buf, size, mo->corpus_path, out, err);
+done:
+    free(buf);
+    calib_stats_free(st);
+    calib_samples_free(smp);
+    calib_corpus_free(c);
+    calib_model_close(m);
+    return s;
+}
+
+enum mw_status quant_methods_budget(const struct quant_source *src, const struct quant_opts *o,
+                                    const struct quant_budget *b,
+                                    const struct quant_methods_opts *mo,
+                                    struct quant_budget_result *r, struct mw_err *err)
+{
+    memset(r, 0, sizeof *r);
+    struct quant_opts ao = *o;
+    struct quant_imatrix *cim = NULL;
+    if (mo && !o->imatrix) {
+        if (o->log) {
+            char msg[4200];
+            snprintf(msg, sizeof msg, "importance for the allocation from %s (a statistics pass)",
+                     mo->corpus_path);
+            o->log(o->log_ud, QUANT_LOG_INFO, msg);
+        }
+        const enum mw_status s = quant_methods_imatrix(mo, &cim, err);
+        if (s != MW_OK) return s;
+        ao.imatrix = cim;
+        ao.imatrix_file = mo->corpus_path;
+    }
+    const enum mw_status s = quant_budget_allocate(src, &ao, b, r, err);
+    quant_imatrix_free(cim);
+    return s;
+}

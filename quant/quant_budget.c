@@ -1,0 +1,342 @@
+/*
+ * quant/quant_budget.c — mixed precision to a budget over a plan
+ * (quant_alloc.h "a budget over a plan"): the items and their candidates,
+ * the loss measurement, the size checks, the solver rounds against the real
+ * file layout, and the exact-name overrides that carry the choice into the
+ * final plan.
+ */
+#include "quant/quant_alloc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Candidate types, cheapest first. */
+static const uint32_t cand_types[] = {GGUF_TYPE_Q2_K, GGUF_TYPE_Q3_K, GGUF_TYPE_IQ4_XS,
+                                      GGUF_TYPE_Q4_K, GGUF_TYPE_Q5_K, GGUF_TYPE_Q6_K,
+                                      GGUF_TYPE_Q8_0, GGUF_TYPE_F16};
+#define N_CAND (sizeof cand_types / sizeof cand_types[0])
+
+struct item {
+    uint64_t plan_i;
+    const struct quant_tensor_desc *t;
+    struct quant_alloc_cand cand[N_CAND];
+    uint32_t n_cand;
+};
+
+static uint64_t pad_to(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+uint64_t quant_plan_n_elements(const struct quant_plan *p)
+{
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < quant_plan_count(p); i++) {
+        const uint64_t *ne = quant_plan_get(p, i)->src->ne;
+        n += ne[0] * ne[1] * ne[2] * ne[3];
+    }
+    return n;
+}
+
+/* What a tensor of out_bytes costs against budget b. */
+static uint64_t cost(const struct quant_budget *b, uint64_t out_bytes)
+{
+    return b->kind == QUANT_BUDGET_BPW ? out_bytes : pad_to(out_bytes, 32);
+}
+
+/* Loss of one tensor under type t (rows sampled when there are many). */
+static enum mw_status tensor_loss(const struct quant_plan_entry *e, const float *x, uint64_t rows,
+                                  const float *imp, uint32_t t, unsigned nt, double *loss,
+                                  struct mw_err *err)
+{
+    const uint64_t n = e->src->ne[0], ne1 = e->src->ne[1], nex = rows / (ne1 ? ne1 : 1);
+    enum mw_status s;
+    if (nex > 1 && e->imatrix) { /* per-expert importance */
+        double sum = 0;
+        for (uint64_t ex = 0; ex < nex; ex++) {
+            double l;
+            if ((s = quant_alloc_loss(t, x + ex * ne1 * n, ne1, n, e->imatrix + ex * n,
+                                      e->imatrix + ex * n, nt, &l, err)) != MW_OK)
+                return s;
+            sum += l;
+        }
+        *loss = sum;
+        return MW_OK;
+    }
+    if (rows <= QUANT_BUDGET_MAX_ROWS)
+        return quant_alloc_loss(t, x, rows, n, e->imatrix, imp, nt, loss, err);
+    const uint64_t stride = (rows + QUANT_BUDGET_MAX_ROWS - 1) / QUANT_BUDGET_MAX_ROWS;
+    const uint64_t ns = (rows + stride - 1) / stride;
+    float *sub = malloc((size_t)(ns * n) * sizeof *sub);
+    if (!sub) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    for (uint64_t r = 0; r < ns; r++)
+        memcpy(sub + r * n, x + r * stride * n, (size_t)n * sizeof *x);
+    s = quant_alloc_loss(t, sub, ns, n, e->imatrix, imp, nt, loss, err);
+    free(sub);
+    *loss *= (double)rows / (double)ns;
+    return s;
+}
+
+/* The items of p0 with every candidate's bytes; losses too when asked. */
+static enum mw_status measure(const struct quant_source *src, const struct quant_plan *p0,
+                              const struct quant_budget *b, bool losses, struct item **out_items,
+                              uint64_t *out_n, struct mw_err *err)
+{
+    const uint64_t np = quant_plan_count(p0);
+    struct item *it = calloc(np ? (size_t)np : 1, sizeof *it);
+    float *onorm = NULL, *x = NULL;
+    uint64_t n = 0;
+    enum mw_status s = MW_OK;
+    if (!it) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    /* output.weight reads rmsnorm(h) * output_norm (unit mean square before
+     * the norm weight): importance output_norm_j^2 where no imatrix has it */
+    for (uint64_t i = 0; i < src->n_tensors && !onorm && losses; i++) {
+        if (strcmp(src->tensors[i].name, "output_norm.weight") != 0) continue;
+        uint64_t r;
+        if ((s = quant_alloc_read_f32(src, i, &onorm, &r, err)) != MW_OK) goto out;
+        for (uint64_t j = 0; j < src->tensors[i].ne[0]; j++) onorm[j] *= onorm[j];
+    }
+    for (uint64_t i = 0; i < np; i++) {
+        const struct quant_plan_entry *e = quant_plan_get(p0, i);
+        if (e->choice.type == e->src->type || e->choice.reason == QUANT_OVERRIDE ||
+            e->choice.reason == QUANT_KEEP)
+            continue;
+        struct item *a = &it[n];
+        a->plan_i = i;
+        a->t = e->src;
+        uint64_t rows = 0;
+        if (losses && (s = quant_alloc_read_f32(src, e->src_index, &x, &rows, err)) != MW_OK)
+            goto out;
+        const float *imp = e->imatrix;
+        if (!imp && onorm && strcmp(e->src->name, "output.weight") == 0) imp = onorm;
+        for (size_t k = 0; k < N_CAND; k++) {
+            const uint32_t t = cand_types[k];
+            const struct gguf_type_info *ti = gguf_type_get(t);
+            uint64_t nb;
+            if (!ti || e->src->ne[0] % ti->blck || !gguf_tensor_nbytes(t, e->src->ne, &nb))
+                continue;
+            double l = 0;
+            if (losses && (s = tensor_loss(e, x, rows, imp, t, b->n_threads, &l, err)) != MW_OK) {
+                mw_err_set_where(err, "tensor '%s'", e->src->name);
+                goto out;
+            }
+            a->cand[a->n_cand++] =
+                (struct quant_alloc_cand){.type = t, .bytes = cost(b, nb), .loss = l};
+        }
+        free(x);
+        x = NULL;
+        if (a->n_cand) n++;
+    }
+out:
+    free(x);
+    free(onorm);
+    if (s != MW_OK) {
+        free(it);
+        return s;
+    }
+    *out_items = it;
+    *out_n = n;
+    return MW_OK;
+}
+
+/* A refusal: the budget cannot be met. */
+#define REFUSE(r, ...) ((r)->refused = true, MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, __VA_ARGS__))
+
+/* The target the items may take; 0 with *s set when refused or failed. */
+static uint64_t first_target(const struct quant_plan *p0, const struct quant_budget *b,
+                             const struct item *it, uint64_t n, struct quant_budget_result *r,
+                             enum mw_status *s, struct mw_err *err)
+{
+    uint64_t fixed = 0, min_items = 0, max_items = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        min_items += it[k].cand[0].bytes;
+        max_items += it[k].cand[it[k].n_cand - 1].bytes;
+    }
+    for (uint64_t i = 0, k = 0; i < quant_plan_count(p0); i++) {
+        const struct quant_plan_entry *e = quant_plan_get(p0, i);
+        if (k < n && it[k].plan_i == i) {
+            k++;
+            continue;
+        }
+        fixed += cost(b, e->out_bytes);
+    }
+    uint64_t target;
+    *s = MW_OK;
+    if (b->kind == QUANT_BUDGET_BPW) {
+        const double want = b->bpw * (double)r->n_elements / 8.0;
+        if (!(want >= (double)(fixed + min_items))) {
+            *s = REFUSE(r,
+                        "%s %g is below the smallest this model can have (%.4f bpw: Q2_K or "
+                        "the cheapest valid type everywhere)",
+                        b->what ? b->what : "--bpw", b->bpw,
+                        (double)(fixed + min_items) * 8.0 / (double)r->n_elements);
+            return 0;
+        }
+        target = (uint64_t)want - fixed;
+    } else {
+        uint64_t fs0, data0 = 0;
+        if ((*s = quant_plan_file_size(p0, &fs0, err)) != MW_OK) return 0;
+        for (uint64_t i = 0; i < quant_plan_count(p0); i++)
+            data0 += pad_to(quant_plan_get(p0, i)->out_bytes, 32);
+        uint64_t hdr = fs0 > data0 ? fs0 - data0 : 0;
+        /* first estimate of what the exact-name overrides add to the
+         * header (~ one string each); the rounds correct it */
+        for (uint64_t k = 0; k < n; k++) hdr += 8 + strlen(it[k].t->name) + 12;
+        if (b->file_bytes < hdr + fixed + min_items) {
+            const uint64_t v = hdr + fixed + min_items;
+            *s = REFUSE(r,
+                        "%s is below the smallest file this model can have: %llu (%.2f MiB) "
+                        "(Q2_K or the cheapest valid type everywhere)",
+                        b->what ? b->what : "--size", (unsigned long long)v,
+                        (double)v / 1048576.0);
+            return 0;
+        }
+        target = b->file_bytes - hdr - fixed;
+    }
+    return target > max_items ? max_items : target;
+}
+
+/* The plan of (src, o) with the user's overrides then the n items at
+ * their chosen types; checks that the plan applied them. */
+static enum mw_status apply(const struct quant_source *src, struct quant_opts *o,
+                            const struct quant_overrides *user_ov, const struct item *it,
+                            uint64_t n, const uint32_t *choice, struct quant_budget_result *r,
+                            struct quant_plan **p1, struct mw_err *err)
+{
+    enum mw_status s = MW_OK;
+    quant_overrides_free(r->overrides);
+    r->overrides = NULL;
+    for (uint64_t i = 0; i < quant_overrides_count(user_ov) && s == MW_OK; i++)
+        s = quant_overrides_add(&r->overrides, quant_overrides_spec(user_ov, i), err);
+    for (uint64_t k = 0; k < n && s == MW_OK; k++)
+        s = quant_overrides_add_exact(&r->overrides, it[k].t->name, it[k].cand[choice[k]].type,
+                                      err);
+    if (s != MW_OK) return s;
+    o->rules.overrides = r->overrides;
+    quant_plan_free(*p1);
+    *p1 = NULL;
+    if ((s = quant_plan_build(src, o, p1, err)) != MW_OK) return s;
+    for (uint64_t k = 0; k < n; k++) {
+        const struct quant_plan_entry *e = quant_plan_get(*p1, it[k].plan_i);
+        if (e->src != it[k].t || e->choice.type != it[k].cand[choice[k]].type)
+            return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                           "tensor '%s': the plan did not take the allocated type",
+                           it[k].t->name);
+    }
+    return MW_OK;
+}
+
+enum mw_status quant_budget_allocate(const struct quant_source *src, const struct quant_opts *o,
+                                     const struct quant_budget *b,
+                                     struct quant_budget_result *r, struct mw_err *err)
+{
+    mw_err_clear(err);
+    memset(r, 0, sizeof *r);
+    struct quant_opts lo = *o; /* the plans built here would repeat the final plan's notices */
+    lo.log = NULL;
+    lo.progress = NULL;
+    struct quant_source asrc = *src;
+    /* placeholders for the method keys to reserve */
+    char *wm = malloc((size_t)b->reserve_method + 1);
+    char *wp = malloc((size_t)b->reserve_method_params + 1);
+    struct quant_plan *p0 = NULL, *p1 = NULL;
+    struct item *it = NULL;
+    struct quant_alloc_item *ai = NULL;
+    uint32_t *choice = NULL;
+    uint64_t n = 0;
+    enum mw_status s;
+    if (!wm || !wp) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        goto out;
+    }
+    memset(wm, 'x', b->reserve_method), wm[b->reserve_method] = 0;
+    memset(wp, 'x', b->reserve_method_params), wp[b->reserve_method_params] = 0;
+    if (b->reserve_method) asrc.method = wm;
+    if (b->reserve_method_params) asrc.method_params = wp;
+    if ((s = quant_plan_build(&asrc, &lo, &p0, err)) != MW_OK) goto out;
+    r->n_elements = quant_plan_n_elements(p0);
+    /* sizes first (cheap): an impossible budget is refused before the
+     * losses are measured */
+    if ((s = measure(&asrc, p0, b, false, &it, &n, err)) != MW_OK) goto out;
+    if (n == 0) {
+        s = REFUSE(r, "no tensor left to allocate types to");
+        goto out;
+    }
+    ai = calloc((size_t)n, sizeof *ai);
+    choice = calloc((size_t)n, sizeof *choice);
+    if (!ai || !choice) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        goto out;
+    }
+    uint64_t min_items = 0;
+    for (uint64_t k = 0; k < n; k++) min_items += it[k].cand[0].bytes;
+    uint64_t target = first_target(p0, b, it, n, r, &s, err);
+    if (s != MW_OK) goto out;
+    free(it);
+    it = NULL;
+    if ((s = measure(&asrc, p0, b, true, &it, &n, err)) != MW_OK) goto out;
+    for (uint64_t k = 0; k < n; k++)
+        ai[k] = (struct quant_alloc_item){.n_cand = it[k].n_cand, .cand = it[k].cand};
+    uint64_t fs = 0;
+    for (int iter = 0; iter < 8; iter++) {
+        if ((s = quant_alloc_solve(ai, n, target, choice, &r->solve, err)) != MW_OK) {
+            if (s == MW_E_VALUE) {
+                char msg[sizeof err->msg];
+                snprintf(msg, sizeof msg, "%s", err->msg);
+                mw_err_clear(err);
+                s = REFUSE(r, "budget too small: %s", msg);
+            }
+            goto out;
+        }
+        if ((s = apply(&asrc, &lo, o->rules.overrides, it, n, choice, r, &p1, err)) != MW_OK)
+            goto out;
+        if ((s = quant_plan_file_size(p1, &fs, err)) != MW_OK) goto out;
+        if (b->kind == QUANT_BUDGET_BPW || fs <= b->file_bytes) break;
+        const uint64_t over = fs - b->file_bytes;
+        if (target < over + min_items) {
+            s = REFUSE(r, "budget too small for this model's header");
+            goto out;
+        }
+        target -= over;
+    }
+    if (b->kind != QUANT_BUDGET_BPW && fs > b->file_bytes) {
+        s = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "could not fit %llu bytes (predicted %llu)",
+                    (unsigned long long)b->file_bytes, (unsigned long long)fs);
+        goto out;
+    }
+    if (!(r->rows = calloc((size_t)n, sizeof *r->rows))) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        goto out;
+    }
+    for (uint64_t k = 0; k < n; k++) {
+        const struct quant_alloc_cand *c = &it[k].cand[choice[k]];
+        struct quant_budget_row *w = &r->rows[k];
+        *w = (struct quant_budget_row){
+            .t = it[k].t, .type = c->type, .bytes = c->bytes, .loss = c->loss, .loss_q8_0 = -1};
+        for (uint32_t j = 0; j < it[k].n_cand; j++)
+            if (it[k].cand[j].type == GGUF_TYPE_Q8_0) w->loss_q8_0 = it[k].cand[j].loss;
+    }
+    r->n_rows = n;
+    r->file_bytes = fs;
+    r->data_bytes = quant_plan_out_bytes(p1);
+out:
+    if (s != MW_OK) {
+        const bool refused = r->refused;
+        quant_budget_result_free(r);
+        r->refused = refused;
+    }
+    quant_plan_free(p0);
+    quant_plan_free(p1);
+    free(it);
+    free(ai);
+    free(choice);
+    free(wm);
+    free(wp);
+    return s;
+}
+
+void quant_budget_result_free(struct quant_budget_result *r)
+{
+    if (!r) return;
+    quant_overrides_free(r->overrides);
+    free(r->rows);
+    memset(r, 0, sizeof *r);
+}
