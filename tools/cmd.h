@@ -5,9 +5,10 @@
  * that need hf/ or calib/, which MW_MINIMAL builds leave out), plus its file
  * tools/cmd_<name>.c defining `int cmd_<name>(int argc, char **argv)` and
  * that file in tools/CMakeLists.txt. argv[0] is the command name; the
- * function parses its own flags, calls public module headers only, prints,
- * and returns the process exit code (0 ok, 1 bad input / failed
- * verification, 2 usage, 3 I/O or resource: mw_status_exit_code()).
+ * function parses its options (a table for tools/cmd_opts.h, through
+ * cmd_parse_args), calls public module headers only, prints, and returns
+ * the process exit code (0 ok, 1 bad input / failed verification, 2 usage,
+ * 3 I/O or resource: mw_status_exit_code()).
  */
 #ifndef MW_TOOLS_CMD_H
 #define MW_TOOLS_CMD_H
@@ -17,6 +18,7 @@
 #include <stdio.h>
 
 #include "core/mw.h"
+#include "tools/cmd_opts.h"
 
 /* X(name, one-line help) */
 #define MW_COMMANDS(X)                                                                       \
@@ -54,6 +56,13 @@ bool cmd_is_help(const char *arg);
 /* Print "memwall CMD: MSG" and the usage text to stderr; returns 2. */
 int cmd_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* cmd_opts_parse(p) for command cmd: --help prints usage on stdout and
+ * returns 0 (3 if stdout fails); a usage error prints as cmd_usage_error and
+ * returns 2; CMD_GO_ON when the command goes on. */
+#define CMD_GO_ON (-1)
+int cmd_parse_args(struct cmd_opts *p, const char *cmd, const char *usage, int argc, char **argv);
+/* cmd_opts_finish(p) the same way: CMD_GO_ON or 2. */
+int cmd_parse_late(struct cmd_opts *p, const char *cmd, const char *usage);
 /* Print "memwall CMD: <mw_err_format(err)>" to stderr; returns the exit code
  * of err->code. */
 int cmd_fail(const char *cmd, const struct mw_err *err);
@@ -63,6 +72,9 @@ int cmd_fail(const char *cmd, const struct mw_err *err);
  * C1) and invalid UTF-8 as \xNN, so an input file cannot send terminal
  * escape sequences through a message. */
 void cmd_put_text(FILE *out, const char *s);
+/* cmd_put_text's output into buf: at most cap-1 bytes, cut before a
+ * character or escape that does not fit; returns buf. */
+const char *cmd_text(const char *s, char *buf, size_t cap);
 /* Write n bytes of untrusted text printable: \n \t \" \\ and \xNN escapes;
  * at most max bytes of s, then "..." (max 0: no limit). */
 void cmd_put_escaped(FILE *out, const uint8_t *s, uint64_t n, uint64_t max);

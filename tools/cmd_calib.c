@@ -5,11 +5,8 @@
  * read it back with quant's imatrix reader. The work is calib/ (calib.h).
  */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -52,13 +49,13 @@ static void on_progress(void *ud, uint32_t done, uint32_t n, double el)
     cmd_progress_draw(ud, "calib", n ? (double)done / n : 1.0, detail);
 }
 
-static bool parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+/* --samples N|all (all: 0) */
+static bool parse_samples(void *ctx, const char *val, char *msg, size_t cap)
 {
-    errno = 0;
-    char *end = NULL;
-    const unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) return false;
-    *out = (uint32_t)v;
+    (void)msg, (void)cap;
+    uint64_t n = 0;
+    if (strcmp(val, "all") != 0 && !cmd_parse_u64(val, 1, UINT32_MAX, &n)) return false;
+    *(uint32_t *)ctx = (uint32_t)n;
     return true;
 }
 
@@ -107,89 +104,45 @@ static enum mw_status read_back(const char *path, const struct calib_stats *st,
 int cmd_calib(int argc, char **argv)
 {
     const char *cmd = "calib";
-    const char *model = NULL, *corpus = NULL, *out = NULL, *fmt = "auto";
-    const char *samples_s = NULL, *seq_s = NULL, *threads_s = NULL, *batch_s = NULL;
-    const char *maxmem_s = NULL;
-    bool quiet = false, legacy = false, llamacpp = false, end_of_opts = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!end_of_opts && a[0] == '-' && a[1] != 0) {
-            if (strcmp(a, "--") == 0) {
-                end_of_opts = true;
-                continue;
-            }
-            if (cmd_is_help(a)) {
-                fputs(usage_text, stdout);
-                return cmd_finish_output(cmd, 0);
-            }
-            if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-                quiet = true;
-                continue;
-            }
-            if (strcmp(a, "--legacy") == 0) {
-                legacy = true;
-                continue;
-            }
-            if (strcmp(a, "--llamacpp-chunks") == 0) {
-                llamacpp = true;
-                continue;
-            }
-            const char *const valued[] = {"-o",        "--output",  "--corpus", "--format",
-                                          "--samples", "--seq-len", "-t",       "--threads",
-                                          "--batch-rows", "--max-memory"};
-            const char **slot[] = {&out,       &out,    &corpus,    &fmt,    &samples_s,
-                                   &seq_s,     &threads_s, &threads_s, &batch_s, &maxmem_s};
-            bool known = false;
-            for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
-                const size_t l = strlen(valued[k]);
-                const char *val;
-                if (strcmp(a, valued[k]) == 0) {
-                    if (i + 1 >= argc)
-                        return cmd_usage_error(cmd, usage_text, "%s needs a value", a);
-                    val = argv[++i];
-                } else if (valued[k][1] == '-' && strncmp(a, valued[k], l) == 0 && a[l] == '=') {
-                    val = a + l + 1;
-                } else {
-                    continue;
-                }
-                *slot[k] = val;
-                known = true;
-                break;
-            }
-            if (!known) return cmd_usage_error(cmd, usage_text, "unknown option '%s'", a);
-        } else if (model) {
-            return cmd_usage_error(cmd, usage_text, "one MODEL at a time (got '%s' and '%s')",
-                                   model, a);
-        } else {
-            model = a;
-        }
-    }
+    const char *model = NULL, *corpus = NULL, *out = NULL;
+    bool quiet = false, legacy = false, llamacpp = false;
+    static const char *const fmt_names[] = {"auto", "text", "jsonl", NULL};
+    static const enum calib_corpus_fmt fmt_values[] = {CALIB_CORPUS_AUTO, CALIB_CORPUS_TEXT,
+                                                       CALIB_CORPUS_JSONL};
+    int fmt = 0;
+    struct calib_sample_opts so = {.n_samples = CALIB_DEFAULT_SAMPLES,
+                                   .seq_len = CALIB_DEFAULT_SEQ_LEN};
+    struct calib_run_opts ro = {.n_threads = 1};
+    /* the late ones are checked in this order, after what is missing */
+    const struct cmd_opt spec[] = {
+        {"-q", "--quiet", CMD_OPT_FLAG, .flag = &quiet},
+        {NULL, "--legacy", CMD_OPT_FLAG, .flag = &legacy},
+        {NULL, "--llamacpp-chunks", CMD_OPT_FLAG, .flag = &llamacpp},
+        {"-o", "--output", CMD_OPT_STR, .str = &out},
+        {NULL, "--corpus", CMD_OPT_STR, .str = &corpus},
+        {NULL, "--format", CMD_OPT_ENUM, .idx = &fmt, .names = fmt_names, .late = true,
+         .bad = "unknown --format '%v' (auto, text, jsonl)"},
+        {NULL, "--samples", CMD_OPT_CALL, .ctx = &so.n_samples, .call = parse_samples,
+         .late = true, .bad = "--samples: expected a positive number or 'all'"},
+        {NULL, "--seq-len", CMD_OPT_U32, .u32 = &so.seq_len, .min = 1, .max = 1u << 20,
+         .late = true, .bad = "--seq-len: expected 1..%x"},
+        {"-t", "--threads", CMD_OPT_U32, .u32 = &ro.n_threads, .min = 1,
+         .max = CALIB_MAX_THREADS, .late = true, .bad = "--threads: expected 1..%x"},
+        {NULL, "--batch-rows", CMD_OPT_U32, .u32 = &ro.batch_rows, .min = 1, .max = 1u << 24,
+         .late = true, .bad = "--batch-rows: expected 1..%x"},
+        {NULL, "--max-memory", CMD_OPT_SIZE, .u64 = &ro.max_memory, .late = true,
+         .bad = "--max-memory: expected a size such as 512M or 2G, got '%v'"},
+    };
+    struct cmd_opts op = {CMD_OPTS_TABLE(spec), .pos = &model, .max_pos = 1,
+                          .too_many = "one MODEL at a time (got '%p' and '%a')"};
+    int rc = cmd_parse_args(&op, cmd, usage_text, argc, argv);
+    if (rc != CMD_GO_ON) return rc;
     if (!model) return cmd_usage_error(cmd, usage_text, "missing MODEL (HF dir or GGUF file)");
     if (!corpus) return cmd_usage_error(cmd, usage_text, "missing --corpus FILE");
     if (!out || !out[0]) return cmd_usage_error(cmd, usage_text, "missing -o OUT.imatrix");
-    enum calib_corpus_fmt cf;
-    if (strcmp(fmt, "auto") == 0) cf = CALIB_CORPUS_AUTO;
-    else if (strcmp(fmt, "text") == 0) cf = CALIB_CORPUS_TEXT;
-    else if (strcmp(fmt, "jsonl") == 0) cf = CALIB_CORPUS_JSONL;
-    else return cmd_usage_error(cmd, usage_text, "unknown --format '%s' (auto, text, jsonl)", fmt);
-    struct calib_sample_opts so = {.n_samples = CALIB_DEFAULT_SAMPLES,
-                                   .seq_len = CALIB_DEFAULT_SEQ_LEN,
-                                   .chunking = llamacpp ? CALIB_CHUNK_LLAMACPP
-                                                        : CALIB_CHUNK_BOS_PREPEND};
-    if (samples_s && strcmp(samples_s, "all") == 0) so.n_samples = 0;
-    else if (samples_s && !parse_u32(samples_s, 1, UINT32_MAX, &so.n_samples))
-        return cmd_usage_error(cmd, usage_text, "--samples: expected a positive number or 'all'");
-    if (seq_s && !parse_u32(seq_s, 1, 1u << 20, &so.seq_len))
-        return cmd_usage_error(cmd, usage_text, "--seq-len: expected 1..1048576");
-    struct calib_run_opts ro = {.n_threads = 1};
-    if (threads_s && !parse_u32(threads_s, 1, CALIB_MAX_THREADS, &ro.n_threads))
-        return cmd_usage_error(cmd, usage_text, "--threads: expected 1..%d", CALIB_MAX_THREADS);
-    if (batch_s && !parse_u32(batch_s, 1, 1u << 24, &ro.batch_rows))
-        return cmd_usage_error(cmd, usage_text, "--batch-rows: expected 1..16777216");
-    if (maxmem_s && !mw_parse_size(maxmem_s, &ro.max_memory))
-        return cmd_usage_error(cmd, usage_text,
-                               "--max-memory: expected a size such as 512M or 2G, got '%s'",
-                               maxmem_s);
+    if ((rc = cmd_parse_late(&op, cmd, usage_text)) != CMD_GO_ON) return rc;
+    const enum calib_corpus_fmt cf = fmt_values[fmt];
+    so.chunking = llamacpp ? CALIB_CHUNK_LLAMACPP : CALIB_CHUNK_BOS_PREPEND;
     struct stat sb;
     if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode))
         return cmd_usage_error(cmd, usage_text, "-o '%s' is a directory", out);
@@ -200,7 +153,7 @@ int cmd_calib(int argc, char **argv)
     struct calib_corpus *c = NULL;
     struct calib_samples *smp = NULL;
     struct calib_stats *st = NULL;
-    int rc = 0;
+    rc = 0;
     const double t0 = cmd_now_s();
     enum mw_status s = calib_corpus_load(corpus, cf, &c, &err);
     if (!s) s = calib_model_open(model, &m, &err);

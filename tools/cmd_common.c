@@ -22,6 +22,22 @@ int cmd_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
     return mw_status_exit_code(MW_E_USAGE);
 }
 
+int cmd_parse_args(struct cmd_opts *p, const char *cmd, const char *usage, int argc, char **argv)
+{
+    switch (cmd_opts_parse(p, argc, argv)) {
+    case CMD_OPTS_OK: return CMD_GO_ON;
+    case CMD_OPTS_HELP: fputs(usage, stdout); return cmd_finish_output(cmd, 0);
+    case CMD_OPTS_ERR: break;
+    }
+    return cmd_usage_error(cmd, usage, "%s", p->msg);
+}
+
+int cmd_parse_late(struct cmd_opts *p, const char *cmd, const char *usage)
+{
+    if (cmd_opts_finish(p) == CMD_OPTS_OK) return CMD_GO_ON;
+    return cmd_usage_error(cmd, usage, "%s", p->msg);
+}
+
 int cmd_fail(const char *cmd, const struct mw_err *err)
 {
     char buf[1024];
@@ -32,29 +48,41 @@ int cmd_fail(const char *cmd, const struct mw_err *err)
     return mw_status_exit_code(err->code);
 }
 
+/* Bytes of the character at p[0] (n left) written as they are, or 0 when
+ * the byte p[0] is to be escaped as \xNN. */
+static size_t text_unit(const unsigned char *p, size_t n)
+{
+    if (p[0] >= 0x20 && p[0] < 0x7f) return 1;
+    const size_t len = p[0] >= 0x80 ? jw_utf8_len(p, n) : 0;
+    /* C1 controls (U+0080..U+009F, UTF-8 C2 80..C2 9F) act as escape
+     * sequences on some terminals: escaped like C0 and DEL */
+    return len == 2 && p[0] == 0xc2 && p[1] < 0xa0 ? 0 : len;
+}
+
 void cmd_put_text(FILE *out, const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     const size_t n = strlen(s);
-    size_t i = 0;
-    while (i < n) {
-        const unsigned char c = p[i];
-        if (c >= 0x20 && c < 0x7f) {
-            fputc(c, out);
-            i++;
-            continue;
-        }
-        const size_t len = c >= 0x80 ? jw_utf8_len(p + i, n - i) : 0;
-        /* C1 controls (U+0080..U+009F, UTF-8 C2 80..C2 9F) act as escape
-         * sequences on some terminals: escaped like C0 and DEL */
-        if (len == 0 || (len == 2 && c == 0xc2 && p[i + 1] < 0xa0)) {
-            fprintf(out, "\\x%02x", c);
-            i++;
-            continue;
-        }
-        fwrite(p + i, 1, len, out);
-        i += len;
+    for (size_t i = 0; i < n;) {
+        const size_t len = text_unit(p + i, n - i);
+        if (len == 0) fprintf(out, "\\x%02x", p[i++]);
+        else fwrite(p + i, 1, len, out), i += len;
     }
+}
+
+const char *cmd_text(const char *s, char *buf, size_t cap)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    const size_t n = strlen(s);
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t len = text_unit(p + i, n - i);
+        if (o + (len ? len : 4) >= cap) break;
+        if (len == 0) o += (size_t)snprintf(buf + o, cap - o, "\\x%02x", p[i++]);
+        else memcpy(buf + o, p + i, len), o += len, i += len;
+    }
+    if (cap) buf[o] = 0;
+    return buf;
 }
 
 void cmd_put_escaped(FILE *out, const uint8_t *s, uint64_t n, uint64_t max)

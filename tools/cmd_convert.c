@@ -6,10 +6,7 @@
  * and maps the result to the exit status.
  */
 #define _POSIX_C_SOURCE 200809L
-#include <errno.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -43,68 +40,35 @@ static void on_progress(void *ud, uint64_t done, uint64_t total, uint64_t ti, ui
     cmd_progress_draw(ud, "convert", total ? (double)done / (double)total : 1.0, detail);
 }
 
+static bool parse_type(void *ctx, const char *val, char *msg, size_t cap)
+{
+    (void)msg, (void)cap;
+    return hf_out_type_parse(val, ctx);
+}
+
 int cmd_convert(int argc, char **argv)
 {
     const char *cmd = "convert";
-    const char *dir = NULL, *out = NULL, *name = NULL, *type = "f16", *threads = NULL;
-    bool quiet = false, end_of_opts = false;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!end_of_opts && a[0] == '-' && a[1] != 0) {
-            const char *val = NULL;
-            if (strcmp(a, "--") == 0) {
-                end_of_opts = true;
-                continue;
-            }
-            if (cmd_is_help(a)) {
-                fputs(usage_text, stdout);
-                return cmd_finish_output(cmd, 0);
-            }
-            if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-                quiet = true;
-                continue;
-            }
-            const char *const valued[] = {"-o", "--output", "--type", "--name", "-t",
-                                          "--threads"};
-            const char **slot[] = {&out, &out, &type, &name, &threads, &threads};
-            bool known = false;
-            for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
-                size_t l = strlen(valued[k]);
-                if (strcmp(a, valued[k]) == 0) {
-                    if (i + 1 >= argc)
-                        return cmd_usage_error(cmd, usage_text, "%s needs a value", a);
-                    val = argv[++i];
-                } else if (valued[k][1] == '-' && strncmp(a, valued[k], l) == 0 && a[l] == '=') {
-                    val = a + l + 1;
-                } else {
-                    continue;
-                }
-                *slot[k] = val;
-                known = true;
-                break;
-            }
-            if (!known) return cmd_usage_error(cmd, usage_text, "unknown option '%s'", a);
-        } else if (dir) {
-            return cmd_usage_error(cmd, usage_text, "one HF_DIR at a time (got '%s' and '%s')",
-                                   dir, a);
-        } else {
-            dir = a;
-        }
-    }
+    const char *dir = NULL, *out = NULL;
+    bool quiet = false;
+    struct hf_convert_opts opts = {.type = HF_OUT_F16}; /* n_threads 0: not given */
+    const struct cmd_opt spec[] = {
+        {"-q", "--quiet", CMD_OPT_FLAG, .flag = &quiet},
+        {"-o", "--output", CMD_OPT_STR, .str = &out},
+        {NULL, "--type", CMD_OPT_CALL, .ctx = &opts.type, .call = parse_type, .late = true,
+         .bad = "unknown --type '%v' (f16, bf16, f32, q8_0)"},
+        {NULL, "--name", CMD_OPT_STR, .str = &opts.name},
+        {"-t", "--threads", CMD_OPT_U32, .u32 = &opts.n_threads, .min = 1, .max = 512,
+         .late = true, .bad = "--threads: '%v' is not 1..512"},
+    };
+    struct cmd_opts op = {CMD_OPTS_TABLE(spec), .pos = &dir, .max_pos = 1,
+                          .too_many = "one HF_DIR at a time (got '%p' and '%a')"};
+    int rc = cmd_parse_args(&op, cmd, usage_text, argc, argv);
+    if (rc != CMD_GO_ON) return rc;
     if (!dir) return cmd_usage_error(cmd, usage_text, "missing HF_DIR");
     if (!out || !out[0]) return cmd_usage_error(cmd, usage_text, "missing -o OUT.gguf");
-    struct hf_convert_opts opts = {.name = name};
-    if (!hf_out_type_parse(type, &opts.type))
-        return cmd_usage_error(cmd, usage_text, "unknown --type '%s' (f16, bf16, f32, q8_0)",
-                               type);
-    if (threads) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long v = strtoul(threads, &end, 10);
-        if (errno || !end || *end || end == threads || threads[0] == '-' || v < 1 || v > 512)
-            return cmd_usage_error(cmd, usage_text, "--threads: '%s' is not 1..512", threads);
-        opts.n_threads = (unsigned)v;
-    } else {
+    if ((rc = cmd_parse_late(&op, cmd, usage_text)) != CMD_GO_ON) return rc;
+    if (!opts.n_threads) {
         long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
         opts.n_threads = ncpu < 1 ? 1u : ncpu > 64 ? 64u : (unsigned)ncpu;
     }

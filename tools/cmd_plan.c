@@ -75,13 +75,7 @@ static enum mw_status model_open(const char *path, struct model *m, struct mw_er
     if (S_ISDIR(st.st_mode)) {
         if ((s = hf_model_open(path, &m->hf, err))) return s;
         if ((s = hf_plan_build(m->hf, HF_OUT_F16, &m->plan, err))) return s;
-        const struct hf_config *c = hf_model_config(m->hf);
-        m->hp = (struct rt_hparams){.n_embd = c->n_embd, .n_layer = c->n_layer,
-                                    .n_head = c->n_head, .n_head_kv = c->n_head_kv,
-                                    .head_dim = c->head_dim, .n_ff = c->n_ff,
-                                    .n_rot = c->head_dim, .n_ctx_train = c->n_ctx,
-                                    .n_vocab = c->n_vocab};
-        snprintf(m->hp.arch_name, sizeof m->hp.arch_name, "%s", c->gguf_arch);
+        calib_hparams_from_hf(hf_model_config(m->hf), &m->hp, &m->n_bias);
         m->n_t = hf_plan_count(m->plan);
         m->t = calloc(m->n_t ? m->n_t : 1, sizeof *m->t);
         if (!m->t) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor table");
@@ -91,7 +85,6 @@ static enum mw_status model_open(const char *path, struct model *m, struct mw_er
                                                  .n_dims = pt->n_dims};
             for (int d = 0; d < GGUF_MAX_DIMS; d++)
                 m->t[i].ne[d] = d < (int)pt->n_dims ? pt->ne[d] : 1;
-            if (strstr(pt->name, ".bias")) m->n_bias += pt->ne[0];
             if (strcmp(pt->name, "token_embd.weight") == 0 && pt->ne[1] <= UINT32_MAX)
                 m->hp.n_vocab = (uint32_t)pt->ne[1];
         }
@@ -175,14 +168,10 @@ static void put_size(char *buf, size_t n, uint64_t b)
     else snprintf(buf, n, "%.1f MiB", mib(b));
 }
 
-static bool parse_u32(const char *s, uint32_t lo, uint32_t hi, uint32_t *out)
+static bool parse_kv(void *ctx, const char *val, char *msg, size_t cap)
 {
-    errno = 0;
-    char *end = NULL;
-    const unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *end || s[0] == '-' || v < lo || v > hi) return false;
-    *out = (uint32_t)v;
-    return true;
+    (void)msg, (void)cap;
+    return rt_kv_type_parse(val, ctx);
 }
 
 static const char *const preset_names[] = {"F16",    "Q8_0",   "Q6_K",   "Q5_K_M", "Q5_K_S",
@@ -195,52 +184,27 @@ static const double bpw_rows[] = {2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.5};
 int cmd_plan(int argc, char **argv)
 {
     const char *cmd = "plan";
-    const char *path = NULL, *ram_s = NULL, *ctx_s = NULL, *kv_s = "f16", *thr_s = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (a[0] == '-' && a[1] != 0) {
-            if (cmd_is_help(a)) {
-                fputs(usage_text, stdout);
-                return cmd_finish_output(cmd, 0);
-            }
-            const char *const valued[] = {"--ram", "--ctx", "--kv", "--threads", "-t"};
-            const char **slot[] = {&ram_s, &ctx_s, &kv_s, &thr_s, &thr_s};
-            bool known = false;
-            for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) {
-                const size_t l = strlen(valued[k]);
-                const char *val;
-                if (strcmp(a, valued[k]) == 0) {
-                    if (i + 1 >= argc)
-                        return cmd_usage_error(cmd, usage_text, "%s needs a value", a);
-                    val = argv[++i];
-                } else if (valued[k][1] == '-' && strncmp(a, valued[k], l) == 0 && a[l] == '=') {
-                    val = a + l + 1;
-                } else {
-                    continue;
-                }
-                *slot[k] = val;
-                known = true;
-                break;
-            }
-            if (!known) return cmd_usage_error(cmd, usage_text, "unknown option '%s'", a);
-        } else if (path) {
-            return cmd_usage_error(cmd, usage_text, "one MODEL at a time");
-        } else {
-            path = a;
-        }
-    }
-    if (!path) return cmd_usage_error(cmd, usage_text, "missing MODEL (HF dir or GGUF file)");
+    const char *path = NULL;
     uint64_t ram = 0;
-    if (ram_s && !mw_parse_size(ram_s, &ram))
-        return cmd_usage_error(cmd, usage_text, "--ram: expected a size such as 16G");
     uint32_t ctx = 4096, threads = CALIB_MEM_DEFAULT_THREADS;
-    if (ctx_s && !parse_u32(ctx_s, 1, RT_MAX_CTX, &ctx))
-        return cmd_usage_error(cmd, usage_text, "--ctx: expected 1..%u", RT_MAX_CTX);
-    if (thr_s && !parse_u32(thr_s, 1, RT_MAX_THREADS, &threads))
-        return cmd_usage_error(cmd, usage_text, "--threads: expected 1..%u", RT_MAX_THREADS);
-    enum rt_kv_type kv;
-    if (!rt_kv_type_parse(kv_s, &kv))
-        return cmd_usage_error(cmd, usage_text, "--kv: expected f16 or q8_0");
+    enum rt_kv_type kv = RT_KV_F16;
+    /* the late ones are checked in this order, after what is missing */
+    const struct cmd_opt spec[] = {
+        {NULL, "--ram", CMD_OPT_SIZE, .u64 = &ram, .late = true,
+         .bad = "--ram: expected a size such as 16G"},
+        {NULL, "--ctx", CMD_OPT_U32, .u32 = &ctx, .min = 1, .max = RT_MAX_CTX, .late = true,
+         .bad = "--ctx: expected 1..%x"},
+        {"-t", "--threads", CMD_OPT_U32, .u32 = &threads, .min = 1, .max = RT_MAX_THREADS,
+         .late = true, .bad = "--threads: expected 1..%x"},
+        {NULL, "--kv", CMD_OPT_CALL, .ctx = &kv, .call = parse_kv, .late = true,
+         .bad = "--kv: expected f16 or q8_0"},
+    };
+    struct cmd_opts op = {CMD_OPTS_TABLE(spec), .flags = CMD_OPTS_NO_DASHDASH,
+                          .pos = &path, .max_pos = 1, .too_many = "one MODEL at a time"};
+    int rc = cmd_parse_args(&op, cmd, usage_text, argc, argv);
+    if (rc != CMD_GO_ON) return rc;
+    if (!path) return cmd_usage_error(cmd, usage_text, "missing MODEL (HF dir or GGUF file)");
+    if ((rc = cmd_parse_late(&op, cmd, usage_text)) != CMD_GO_ON) return rc;
 
     struct mw_err err;
     mw_err_clear(&err);

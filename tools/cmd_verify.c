@@ -145,26 +145,17 @@ int cmd_verify(int argc, char **argv)
 {
     const char *cmd = "verify";
     struct verify_opts opts = {0};
-    bool json = false, quiet = false, end_of_opts = false;
+    bool json = false, quiet = false;
     const char *path = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!end_of_opts && a[0] == '-' && a[1] != 0) {
-            if (strcmp(a, "--") == 0) end_of_opts = true;
-            else if (cmd_is_help(a)) {
-                fputs(usage_text, stdout);
-                return cmd_finish_output(cmd, 0);
-            } else if (strcmp(a, "--json") == 0) json = true;
-            else if (strcmp(a, "--deep") == 0) opts.deep = true;
-            else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) quiet = true;
-            else return cmd_usage_error(cmd, usage_text, "unknown option '%s'", a);
-        } else if (path) {
-            return cmd_usage_error(cmd, usage_text, "one file at a time (got '%s' and '%s')",
-                                   path, a);
-        } else {
-            path = a;
-        }
-    }
+    const struct cmd_opt spec[] = {
+        {NULL, "--json", CMD_OPT_FLAG, .flag = &json},
+        {NULL, "--deep", CMD_OPT_FLAG, .flag = &opts.deep},
+        {"-q", "--quiet", CMD_OPT_FLAG, .flag = &quiet},
+    };
+    struct cmd_opts op = {CMD_OPTS_TABLE(spec), .pos = &path, .max_pos = 1,
+                          .too_many = "one file at a time (got '%p' and '%a')"};
+    const int prc = cmd_parse_args(&op, cmd, usage_text, argc, argv);
+    if (prc != CMD_GO_ON) return prc;
     if (!path) return cmd_usage_error(cmd, usage_text, "missing FILE.gguf");
 
     struct verify_report rep;

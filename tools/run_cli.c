@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tools/run_cli.h"
 #include "tools/cmd.h"
+#include "tools/cmd_opts.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -34,9 +35,9 @@ struct opts {
     const char *system;
     const char *tokenize_file; /* --tokenize */
     const char *teacher;       /* --teacher IDS */
-    int64_t n_predict;        /* -1: default */
+    uint64_t n_predict;       /* UINT64_MAX: default */
     uint32_t n_ctx;           /* 0: default */
-    unsigned n_threads;
+    uint32_t n_threads;
     uint32_t n_batch;
     enum rt_kv_type kv_type;
     bool mlock, verify, interactive, print_tokens, ignore_eos, quiet;
@@ -133,28 +134,6 @@ static int fail(const struct cli *cl, const struct mw_err *err)
     return mw_status_exit_code(err->code);
 }
 
-static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-    if (!s || !*s || *s == '-') return false;
-    errno = 0;
-    char *end;
-    const unsigned long long v = strtoull(s, &end, 10);
-    if (errno || *end || v > max) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_float(const char *s, float *out)
-{
-    if (!s || !*s) return false;
-    errno = 0;
-    char *end;
-    const double v = strtod(s, &end);
-    if (errno || *end || !isfinite(v)) return false;
-    *out = (float)v;
-    return true;
-}
-
 static double now_s(void)
 {
     struct timespec ts;
@@ -170,125 +149,70 @@ static const char *type_name(uint32_t t)
     return ti && ti->name ? ti->name : "?";
 }
 
+static bool parse_kv_type(void *ctx, const char *val, char *msg, size_t cap)
+{
+    (void)msg, (void)cap;
+    return rt_kv_type_parse(val, ctx);
+}
+
 static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->n_predict = -1;
+    o->n_predict = UINT64_MAX;
     o->n_threads = 1;
     o->kv_type = RT_KV_F16;
     o->samp = (struct rt_sampler_opts){.temp = 0.8f, .top_k = 40, .top_p = 0.95f,
                                        .min_p = 0.05f, .seed = 42};
     o->bytes = UINT64_MAX;
     const bool ppl_cmd = cl->mode == RUN_CLI_PERPLEXITY;
+    /* `when`: the modes an option belongs to (none: all) */
+    enum { ANY = 1u << RUN_CLI_ANY, RUN = 1u << RUN_CLI_RUN, PPL = 1u << RUN_CLI_PERPLEXITY };
+    struct rt_sampler_opts *sp = &o->samp;
+    const struct cmd_opt spec[] = {
+        {"-m", "--model", CMD_OPT_STR, .str = &o->model},
+        {"-p", "--prompt", CMD_OPT_STR, .str = &o->prompt, .when = ANY | RUN},
+        {"-n", "--n-predict", CMD_OPT_U64, .u64 = &o->n_predict, .max = 1u << 30,
+         .when = ANY | RUN},
+        {"-t", "--threads", CMD_OPT_U32, .u32 = &o->n_threads, .min = 1, .max = RT_MAX_THREADS},
+        {"-c", "--ctx", CMD_OPT_U32, .u32 = &o->n_ctx, .min = 1, .max = RT_MAX_CTX},
+        {NULL, "--batch", CMD_OPT_U32, .u32 = &o->n_batch, .min = 1, .max = 4096},
+        {NULL, "--kv-type", CMD_OPT_CALL, .ctx = &o->kv_type, .call = parse_kv_type},
+        {NULL, "--mlock", CMD_OPT_FLAG, .flag = &o->mlock},
+        {NULL, "--verify", CMD_OPT_FLAG, .flag = &o->verify},
+        {"-q", "--quiet", CMD_OPT_FLAG, .flag = &o->quiet},
+        {"-i", "--interactive", CMD_OPT_FLAG, .flag = &o->interactive, .when = ANY | RUN},
+        {NULL, "--system", CMD_OPT_STR, .str = &o->system, .when = ANY | RUN},
+        {NULL, "--temp", CMD_OPT_FLOAT, .flt = &sp->temp, .dmax = INFINITY, .when = ANY | RUN},
+        {NULL, "--top-k", CMD_OPT_U32, .u32 = &sp->top_k, .max = UINT32_MAX, .when = ANY | RUN},
+        {NULL, "--top-p", CMD_OPT_FLOAT, .flt = &sp->top_p, .dmax = 1, .dmin_open = true,
+         .when = ANY | RUN},
+        {NULL, "--min-p", CMD_OPT_FLOAT, .flt = &sp->min_p, .dmax = 1, .when = ANY | RUN},
+        {NULL, "--seed", CMD_OPT_U64, .u64 = &sp->seed, .max = UINT64_MAX, .when = ANY | RUN},
+        {NULL, "--ignore-eos", CMD_OPT_FLAG, .flag = &o->ignore_eos, .when = ANY | RUN},
+        {NULL, "--tokens", CMD_OPT_FLAG, .flag = &o->print_tokens, .when = ANY | RUN},
+        {NULL, "--tokenize", CMD_OPT_STR, .str = &o->tokenize_file, .when = ANY | RUN},
+        {NULL, "--teacher", CMD_OPT_STR, .str = &o->teacher, .when = ANY | RUN},
+        {NULL, "--perplexity", CMD_OPT_STR, .str = &o->ppl_file, .when = ANY},
+        {"-f", NULL, CMD_OPT_STR, .str = &o->ppl_file, .when = PPL},
+        {NULL, "--chunks", CMD_OPT_U32, .u32 = &o->chunks, .min = 1, .max = UINT32_MAX,
+         .when = ANY | PPL},
+        {NULL, "--bytes", CMD_OPT_U64, .u64 = &o->bytes, .max = UINT64_MAX - 1, .when = ANY | PPL},
+        {NULL, "--kl-divergence", CMD_OPT_STR, .str = &o->kld_base, .when = ANY | PPL},
+        {NULL, "--save-logits", CMD_OPT_STR, .str = &o->save_logits, .when = ANY | PPL},
+    };
     const char *pos[2] = {NULL, NULL};
-    int n_pos = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        uint64_t u;
-#define NEED()                                                               \
-    do {                                                                     \
-        if (!v) return usage_error(cl, "option '%s' needs a value", a);      \
-        i++;                                                                 \
-    } while (0)
-#define BAD() return usage_error(cl, "bad value '%s' for %s", v, a)
-        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-            if (ppl_cmd) printf(usage_ppl, cl->prog, cl->prog);
-            else printf(usage_any, cl->prog, cl->prog, cl->prog);
-            return -1;
-        } else if (strcmp(a, "-m") == 0 || strcmp(a, "--model") == 0) {
-            NEED();
-            o->model = v;
-        } else if (!ppl_cmd && (strcmp(a, "-p") == 0 || strcmp(a, "--prompt") == 0)) {
-            NEED();
-            o->prompt = v;
-        } else if (!ppl_cmd && (strcmp(a, "-n") == 0 || strcmp(a, "--n-predict") == 0)) {
-            NEED();
-            if (!parse_u64(v, 1u << 30, &u)) BAD();
-            o->n_predict = (int64_t)u;
-        } else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0) {
-            NEED();
-            if (!parse_u64(v, RT_MAX_THREADS, &u) || u == 0) BAD();
-            o->n_threads = (unsigned)u;
-        } else if (strcmp(a, "-c") == 0 || strcmp(a, "--ctx") == 0) {
-            NEED();
-            if (!parse_u64(v, RT_MAX_CTX, &u) || u == 0) BAD();
-            o->n_ctx = (uint32_t)u;
-        } else if (strcmp(a, "--batch") == 0) {
-            NEED();
-            if (!parse_u64(v, 4096, &u) || u == 0) BAD();
-            o->n_batch = (uint32_t)u;
-        } else if (strcmp(a, "--kv-type") == 0) {
-            NEED();
-            if (!rt_kv_type_parse(v, &o->kv_type)) BAD();
-        } else if (strcmp(a, "--mlock") == 0) {
-            o->mlock = true;
-        } else if (strcmp(a, "--verify") == 0) {
-            o->verify = true;
-        } else if (strcmp(a, "-q") == 0 || strcmp(a, "--quiet") == 0) {
-            o->quiet = true;
-        } else if (!ppl_cmd && (strcmp(a, "-i") == 0 || strcmp(a, "--interactive") == 0)) {
-            o->interactive = true;
-        } else if (!ppl_cmd && strcmp(a, "--system") == 0) {
-            NEED();
-            o->system = v;
-        } else if (!ppl_cmd && strcmp(a, "--temp") == 0) {
-            NEED();
-            if (!parse_float(v, &o->samp.temp) || o->samp.temp < 0) BAD();
-        } else if (!ppl_cmd && strcmp(a, "--top-k") == 0) {
-            NEED();
-            if (!parse_u64(v, UINT32_MAX, &u)) BAD();
-            o->samp.top_k = (uint32_t)u;
-        } else if (!ppl_cmd && strcmp(a, "--top-p") == 0) {
-            NEED();
-            if (!parse_float(v, &o->samp.top_p) || o->samp.top_p <= 0 || o->samp.top_p > 1) BAD();
-        } else if (!ppl_cmd && strcmp(a, "--min-p") == 0) {
-            NEED();
-            if (!parse_float(v, &o->samp.min_p) || o->samp.min_p < 0 || o->samp.min_p > 1) BAD();
-        } else if (!ppl_cmd && strcmp(a, "--seed") == 0) {
-            NEED();
-            if (!parse_u64(v, UINT64_MAX, &u)) BAD();
-            o->samp.seed = u;
-        } else if (!ppl_cmd && strcmp(a, "--ignore-eos") == 0) {
-            o->ignore_eos = true;
-        } else if (!ppl_cmd && strcmp(a, "--tokens") == 0) {
-            o->print_tokens = true;
-        } else if (!ppl_cmd && strcmp(a, "--tokenize") == 0) {
-            NEED();
-            o->tokenize_file = v;
-        } else if (!ppl_cmd && strcmp(a, "--teacher") == 0) {
-            NEED();
-            o->teacher = v;
-        } else if (cl->mode == RUN_CLI_ANY && strcmp(a, "--perplexity") == 0) {
-            NEED();
-            o->ppl_file = v;
-        } else if (ppl_cmd && strcmp(a, "-f") == 0) {
-            NEED();
-            o->ppl_file = v;
-        } else if (cl->mode != RUN_CLI_RUN && strcmp(a, "--chunks") == 0) {
-            NEED();
-            if (!parse_u64(v, UINT32_MAX, &u) || u == 0) BAD();
-            o->chunks = (uint32_t)u;
-        } else if (cl->mode != RUN_CLI_RUN && strcmp(a, "--bytes") == 0) {
-            NEED();
-            if (!parse_u64(v, UINT64_MAX - 1, &u)) BAD();
-            o->bytes = u;
-        } else if (cl->mode != RUN_CLI_RUN && strcmp(a, "--kl-divergence") == 0) {
-            NEED();
-            o->kld_base = v;
-        } else if (cl->mode != RUN_CLI_RUN && strcmp(a, "--save-logits") == 0) {
-            NEED();
-            o->save_logits = v;
-        } else if (a[0] == '-' && a[1] != '\0') {
-            return usage_error(cl, "unknown option '%s'", a);
-        } else if (ppl_cmd && n_pos < 2) {
-            pos[n_pos++] = a;
-        } else {
-            return usage_error(cl, "unexpected argument '%s'", a);
-        }
-#undef NEED
-#undef BAD
+    struct cmd_opts op = {CMD_OPTS_TABLE(spec), .when = 1u << cl->mode,
+                          .flags = CMD_OPTS_NO_EQ | CMD_OPTS_NO_DASHDASH, .pos = pos,
+                          .max_pos = ppl_cmd ? 2 : 0, .needs_value = "option '%a' needs a value"};
+    switch (cmd_opts_parse(&op, argc, argv)) {
+    case CMD_OPTS_OK: break;
+    case CMD_OPTS_HELP:
+        if (ppl_cmd) printf(usage_ppl, cl->prog, cl->prog);
+        else printf(usage_any, cl->prog, cl->prog, cl->prog);
+        return -1;
+    case CMD_OPTS_ERR: return usage_error(cl, "%s", op.msg);
     }
+    int n_pos = op.n_pos;
     if (ppl_cmd) {
         if (n_pos >= 1 && !o->model) o->model = pos[0], pos[0] = pos[1], n_pos--;
         if (n_pos >= 1 && !o->ppl_file) o->ppl_file = pos[0], n_pos--;
@@ -515,7 +439,7 @@ static int run_prompt(struct gen *g, struct mw_err *err)
     free(toks);
     if (s) return fail(cl, err);
     if (g->o->teacher) return run_teacher(g, err);
-    const uint64_t n_predict = g->o->n_predict < 0 ? 128 : (uint64_t)g->o->n_predict;
+    const uint64_t n_predict = g->o->n_predict == UINT64_MAX ? 128 : g->o->n_predict;
     bool eog;
     if ((s = generate(g, n_predict, &eog, err))) return fail(cl, err);
     putchar('\n');
@@ -625,7 +549,7 @@ static int run_chat(struct gen *g, struct mw_err *err)
         bos_pending = false;
     }
     g->n_keep = rt_ctx_n_past(g->c);
-    const uint64_t n_predict = g->o->n_predict < 0 ? 256 : (uint64_t)g->o->n_predict;
+    const uint64_t n_predict = g->o->n_predict == UINT64_MAX ? 256 : g->o->n_predict;
     char *line = NULL;
     size_t line_cap = 0;
     bool first = true;
