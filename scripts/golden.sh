@@ -2,7 +2,8 @@
 # Refactoring guard: run the main commands on the bundled model with fixed
 # options and print the SHA-256 of every output. Two builds that should behave
 # the same (before and after a refactor) must print the same list.
-# Usage: scripts/golden.sh BUILD_DIR OUT_DIR
+# Usage: scripts/golden.sh BUILD_DIR OUT_DIR (outputs are named relative to
+# OUT_DIR, so two runs in different directories compare; timings are dropped)
 set -euo pipefail
 bin=$(cd "$1/tools" && pwd)
 out=$2
@@ -10,6 +11,8 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 m=$src/datasets/tinyllama-8m
 c=$src/datasets/corpora/calib.txt
 mkdir -p "$out"
+cd "$out" # outputs named relative: paths recorded in files and messages match
+out=.
 mw=$bin/memwall
 q() { "$mw" quant "$m" -q -t 2 "$@"; }
 $mw convert "$m" -o "$out/f16.gguf" -q >/dev/null
@@ -35,5 +38,5 @@ $mw inspect "$out/q4km.gguf" > "$out/inspect.txt"
 $mw inspect --json "$out/q4km.gguf" > "$out/inspect.json" 2>/dev/null || true
 $mw verify --deep "$out/q4km.gguf" > "$out/verify.txt"
 $bin/memwall-run -m "$out/q4km-im.gguf" -p "It was a dark and stormy night, and" -n 32 --temp 0 -t 2 > "$out/run.txt" 2>/dev/null
-$bin/memwall-run -m "$out/q4km.gguf" --perplexity "$src/datasets/corpora/eval.txt" -c 128 --chunks 4 -t 2 > "$out/ppl.txt" 2>/dev/null || true
-cd "$out" && sha256sum $(ls | sort)
+$bin/memwall-run -m "$out/q4km.gguf" --perplexity "$src/datasets/corpora/eval.txt" -c 128 --chunks 4 -t 2 2>/dev/null | grep -v '^seconds' > "$out/ppl.txt" || true
+sha256sum $(ls | sort)
