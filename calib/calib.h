@@ -35,7 +35,7 @@
  * sample, grouped-query; SiLU x/(1+exp(-x)). No KV cache: every sample is
  * one full causal sequence.
  *
- * Statistics (llama.cpp imatrix semantics, formats.md §9.1): per group and
+ * Statistics (llama.cpp imatrix semantics, docs/formats.md §9.1): per group and
  * input channel j, over every row (every position of every sample, BOS
  * included): sum_sq[j] = Σ x_j², sum_abs[j] = Σ |x_j| (AWQ's mean |x| =
  * sum_abs / count), count = rows. Sums are in double, row by row in sample
@@ -471,7 +471,7 @@ uint32_t calib_run_batch_samples(const struct calib_model *m, const struct calib
 bool calib_run_hidden_on_disk(const struct calib_model *m, const struct calib_samples *s,
                               const struct calib_run_opts *o);
 
-// --- importance-matrix files (formats.md §9.2, §9.3) --------------------------------
+// --- importance-matrix files (docs/formats.md §9.2, §9.3) --------------------------------
 /*
  * GGUF (llama-imatrix's default): KVs general.type = "imatrix",
  * imatrix.datasets (string array), imatrix.chunk_count (u32),
@@ -582,6 +582,8 @@ struct calib_fit {
     uint64_t kv_bytes;       /* the KV cache of n_ctx positions */
     uint64_t overhead_bytes; /* the runtime's overhead */
     uint64_t weight_bytes;   /* left for the weights (the file): app - kv - overhead, or 0 */
+    char budget[160];        /* the memwall.quant.budget record:
+                              * "fit-ram=R,ctx=N,kv=T,file=W" */
 };
 
 struct gguf_file;

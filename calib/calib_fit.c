@@ -5,6 +5,7 @@
  */
 #include "calib/calib.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "hf/hf.h"
@@ -40,6 +41,9 @@ enum mw_status calib_fit_ram(const struct gguf_file *f, const struct hf_config *
     out->kv_bytes = mm.kv_bytes;
     out->overhead_bytes = mm.overhead_bytes;
     out->weight_bytes = calib_mem_weight_budget(ram_bytes, &mm);
+    snprintf(out->budget, sizeof out->budget, "fit-ram=%llu,ctx=%lu,kv=%s,file=%llu",
+             (unsigned long long)ram_bytes, (unsigned long)n_ctx, rt_kv_type_name(kv),
+             (unsigned long long)out->weight_bytes);
     if (out->weight_bytes == 0)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "--fit-ram %llu: nothing is left for the weights (app share %llu, KV "

@@ -1,6 +1,6 @@
 /*
  * calib/calib_imatrix.c — write calibration statistics as llama.cpp
- * importance matrices (formats.md §9.2 GGUF, §9.3 legacy .dat; calib.h).
+ * importance matrices (docs/formats.md §9.2 GGUF, §9.3 legacy .dat; calib.h).
  * Reading them back is quant/'s quant_imatrix_load.
  */
 #define _XOPEN_SOURCE 700

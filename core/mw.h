@@ -44,7 +44,7 @@ enum mw_status {
 /* Short stable name ("E_TRUNC") and message ("truncated") of a status. */
 const char *mw_status_name(enum mw_status s);
 const char *mw_status_msg(enum mw_status s);
-/* Process exit code for a status (DEVELOPERS.md: 0/1/2/3). */
+/* Process exit code for a status (0 ok, 1 bad input, 2 usage, 3 I/O or resource). */
 int mw_status_exit_code(enum mw_status s);
 
 #define MW_ERR_OFF_NONE UINT64_MAX
@@ -155,7 +155,7 @@ static inline void mw_put_le64(uint8_t *p, uint64_t v)
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
 }
 
-/* --- half precision (ggml's conventions, formats.md §2.1/2.2) --- */
+/* --- half precision (ggml's conventions, docs/formats.md §2.1/2.2) --- */
 float mw_f16_to_f32(uint16_t h);
 uint16_t mw_f32_to_f16(float f);
 float mw_bf16_to_f32(uint16_t h);

@@ -2,7 +2,7 @@
  * gguf/gguf.h — GGUF v3 container: type table, validating reader, streaming
  * atomic writer.
  *
- * File layout (little-endian; ../docs or shared/docs/formats.md §1):
+ * File layout (little-endian; docs/formats.md §1):
  *   "GGUF" u32 version u64 n_tensors u64 n_kv
  *   n_kv   x { string key, i32 value_type, value }
  *   n_tensors x { string name, u32 n_dims, u64 ne[n_dims], i32 type, u64 offset }
@@ -56,7 +56,7 @@
 #define GGUF_KEY_CK_HEADER "memwall.checksum.header"
 #define GGUF_CK_ALGO_NAME "xxh3-64"
 
-/* --- ggml tensor types (formats.md §3.1) --- */
+/* --- ggml tensor types (docs/formats.md §3.1) --- */
 enum gguf_type {
     GGUF_TYPE_F32 = 0,
     GGUF_TYPE_F16 = 1,
@@ -111,7 +111,7 @@ int gguf_type_from_name(const char *name);
  * size overflows. */
 bool gguf_tensor_nbytes(uint32_t t, const uint64_t ne[GGUF_MAX_DIMS], uint64_t *out);
 
-/* --- KV value types (formats.md §1.4) --- */
+/* --- KV value types (docs/formats.md §1.4) --- */
 enum gguf_vtype {
     GGUF_VT_U8 = 0,
     GGUF_VT_I8 = 1,

@@ -1,7 +1,7 @@
 /* gguf/gguf_read.c — validating GGUF reader over a mapping or a buffer.
  *
  * Everything in the header is checked before any view is handed out; the
- * rules are those of formats.md §1.8 plus the "robust reader" additions. */
+ * rules are those of docs/formats.md §1.8 plus the "robust reader" additions. */
 #define _GNU_SOURCE
 #include "gguf/gguf.h"
 

@@ -1,5 +1,5 @@
 /* gguf/gguf_types.c — the ggml type table (size half of the type traits) and
- * KV value type names. formats.md §3.1 and §1.4. */
+ * KV value type names. docs/formats.md §3.1 and §1.4. */
 #include "gguf/gguf.h"
 
 #include <strings.h>

@@ -3,7 +3,7 @@
  * llama / mistral / qwen2 onto llama.cpp's GGUF names and keys, and the
  * streaming `convert` pipeline.
  *
- * What it reads (shared/docs/formats.md §5–§6):
+ * What it reads (docs/formats.md §5–§6):
  *
  *   safetensors   u64 LE header length N, N bytes of JSON
  *                 {"name": {"dtype": "F16", "shape": [r, c],
@@ -208,7 +208,7 @@ int64_t hf_model_tensor_find(const struct hf_model *m, const char *name);
 
 enum hf_xform {
     HF_XFORM_NONE,
-    HF_XFORM_PERMUTE, /* rotate-half -> interleaved rows, formats.md §6.3 */
+    HF_XFORM_PERMUTE, /* rotate-half -> interleaved rows, docs/formats.md §6.3 */
 };
 
 /* One output tensor of a conversion. */
@@ -236,7 +236,7 @@ enum hf_out_type {
 const char *hf_out_type_name(enum hf_out_type t);
 /* Parse one of the names above (case-insensitive); false if unknown. */
 bool hf_out_type_parse(const char *s, enum hf_out_type *out);
-/* general.file_type value (formats.md §8.1): F32 0, F16 1, Q8_0 7, BF16 32. */
+/* general.file_type value (docs/formats.md §8.1): F32 0, F16 1, Q8_0 7, BF16 32. */
 uint32_t hf_out_type_ftype(enum hf_out_type t);
 
 struct hf_plan;

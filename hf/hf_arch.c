@@ -1,5 +1,5 @@
 /* hf/hf_arch.c — HF tensor names -> llama.cpp GGUF names, shapes and types
- * for llama / mistral / qwen2 (formats.md §5, §6), and the conversion plan. */
+ * for llama / mistral / qwen2 (docs/formats.md §5, §6), and the conversion plan. */
 #include "hf/hf_int.h"
 
 #include <math.h>

@@ -69,7 +69,7 @@ static bool same_repr(enum hf_dtype dt, uint32_t t)
 }
 
 /* GGUF row r of a permuted tensor comes from HF row perm_src(r)
- * (formats.md §6.3: GGUF row h*hd + 2i + j <- HF row h*hd + j*hd/2 + i). */
+ * (docs/formats.md §6.3: GGUF row h*hd + 2i + j <- HF row h*hd + j*hd/2 + i). */
 static uint64_t perm_src(uint64_t r, uint64_t hd)
 {
     const uint64_t h = r / hd, k = r % hd, half = hd / 2;

@@ -1,7 +1,7 @@
 /*
  * hf/hf_tok.h — the tokenizer part of the hf module: read a Hugging Face
  * checkpoint's tokenizer and write the tokenizer.* GGUF keys llama.cpp reads
- * (formats.md §7). Part of the hf module's public API (hf/hf.h may include
+ * (docs/formats.md §7). Part of the hf module's public API (hf/hf.h may include
  * this header).
  *
  * Which tokenizer (hf_tok_load):
@@ -137,7 +137,7 @@ void hf_tok_free(struct hf_tok *t); /* NULL-safe */
  * add_* flags (bool), [tokenizer.chat_template.<name>...,
  * tokenizer.chat_templates], [tokenizer.chat_template],
  * [.add_space_prefix] (SentencePiece models with add_dummy_prefix false). Key
- * types follow formats.md §7.1 exactly. hf_model_type is config.json
+ * types follow docs/formats.md §7.1 exactly. hf_model_type is config.json
  * model_type ("llama", "mistral", "qwen2"; NULL allowed); it is reserved for
  * family-specific adjustments and changes nothing for these three today.
  * Errors: whatever the writer returns (MW_E_USAGE for a duplicate key,

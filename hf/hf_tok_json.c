@@ -1,6 +1,6 @@
 /*
  * hf/hf_tok_json.c — Hugging Face tokenizer.json (byte-level BPE) -> "gpt2"
- * vocabulary, merges and tokenizer.ggml.pre (formats.md §7.4).
+ * vocabulary, merges and tokenizer.ggml.pre (docs/formats.md §7.4).
  *
  * Errors name the JSON path of the offending value: model.vocab["Ġthe"],
  * model.merges[12], added_tokens[3].id, pre_tokenizer.pretokenizers[0].

@@ -1,6 +1,6 @@
 /*
  * hf/hf_tok_spm.c — SentencePiece tokenizer.model (a protobuf ModelProto)
- * -> "llama" vocabulary (formats.md §7.3).
+ * -> "llama" vocabulary (docs/formats.md §7.3).
  *
  * The protobuf wire format is parsed here directly: every read is bounded by
  * the end of the enclosing message, varints are at most 10 bytes and must
@@ -343,7 +343,7 @@ enum mw_status hf__spm_build(const uint8_t *buf, uint64_t n, const char *name, i
             case SP_CONTROL: ty = 3; break;
             case SP_UNUSED: ty = 5; break;
             case SP_BYTE: ty = 6; break;
-            default: ty = 1; break; /* NORMAL and USER_DEFINED (formats.md §7.3) */
+            default: ty = 1; break; /* NORMAL and USER_DEFINED (docs/formats.md §7.3) */
             }
             if ((s = hf__tok_set(t, (uint32_t)idx, (const char *)pc.text, (size_t)pc.text_len,
                                  err)))

@@ -48,8 +48,8 @@ struct quant_methods_src {
     uint64_t *nbytes;                /* ... of this size */
     int fd;                          /* the spill file (unlinked at once), -1: none yet */
     uint64_t fend;                   /* its size */
-    char method_label[32];           /* memwall.quant.method */
-    char method_params[160];         /* memwall.quant.method_params */
+    char method_label[QUANT_METHODS_LABEL_MAX + 1];   /* memwall.quant.method */
+    char method_params[QUANT_METHODS_PARAMS_MAX + 1]; /* memwall.quant.method_params */
     const struct rt_hparams *hp;     /* the calibrated model's shapes */
     float *s_in[CALIB_G_COUNT];      /* the current block's folded AWQ scales per group */
     const struct quant_methods_opts *mo;

@@ -185,8 +185,13 @@ enum mw_status quant_methods_imatrix(const struct quant_methods_opts *mo,
  * (not NULL) and no imatrix in o, the losses weigh columns by
  * quant_methods_imatrix(mo) — for the allocation only: the method computes
  * its own statistics per layer — announced first through o->log
- * (QUANT_LOG_INFO). mo NULL: quant_budget_allocate as it is. Errors: those
- * of both. */
+ * (QUANT_LOG_INFO). With mo, the method's header keys (memwall.quant.method
+ * and method_params, known only after the calibration) are reserved at their
+ * longest, QUANT_METHODS_LABEL_MAX and QUANT_METHODS_PARAMS_MAX bytes: the
+ * file then stays within the budget. mo NULL: quant_budget_allocate as it
+ * is. Errors: those of both. */
+#define QUANT_METHODS_LABEL_MAX 31   /* memwall.quant.method's longest value */
+#define QUANT_METHODS_PARAMS_MAX 159 /* memwall.quant.method_params's longest value */
 struct quant_budget;
 struct quant_budget_result;
 enum mw_status quant_methods_budget(const struct quant_source *src, const struct quant_opts *o,

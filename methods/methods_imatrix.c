@@ -64,7 +64,12 @@ enum mw_status quant_methods_budget(const struct quant_source *src, const struct
         ao.imatrix = cim;
         ao.imatrix_file = mo->corpus_path;
     }
-    const enum mw_status s = quant_budget_allocate(src, &ao, b, r, err);
+    struct quant_budget bb = *b;
+    if (mo) {
+        bb.reserve_method = QUANT_METHODS_LABEL_MAX;
+        bb.reserve_method_params = QUANT_METHODS_PARAMS_MAX;
+    }
+    const enum mw_status s = quant_budget_allocate(src, &ao, &bb, r, err);
     quant_imatrix_free(cim);
     return s;
 }

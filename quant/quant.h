@@ -4,7 +4,7 @@
  * gguf_type_get()). One table indexed by ggml type id; nothing outside it
  * switches over types.
  *
- * Block layouts are bit-exact with ggml (shared/docs/formats.md §3).
+ * Block layouts are bit-exact with ggml (docs/formats.md §3).
  */
 #ifndef MW_QUANT_H
 #define MW_QUANT_H
@@ -93,7 +93,7 @@ void quant_row_best(uint32_t t, const float *x, void *out, uint64_t n, const flo
 /*
  * `memwall quant` as a library (quant_preset.c, quant_imatrix.c,
  * quant_pipeline.c): llama-quantize's presets and per-tensor type rules
- * (formats.md §8, llama.cpp src/llama-quant.cpp at the pinned commit),
+ * (docs/formats.md §8, llama.cpp src/llama-quant.cpp at the pinned commit),
  * importance matrices (§9: GGUF and legacy .dat), and a streaming pipeline
  * that writes llama-quantize's file layout (§1.10) through the atomic,
  * checksummed gguf writer. Nothing here prints: messages go through a log
@@ -103,7 +103,7 @@ void quant_row_best(uint32_t t, const float *x, void *out, uint64_t n, const flo
 /* A preset: llama-quantize's file type of the same name. */
 struct quant_preset {
     const char *name;      /* "Q4_K_M" */
-    uint32_t ftype;        /* general.file_type (llama_ftype, formats.md §8.1) */
+    uint32_t ftype;        /* general.file_type (llama_ftype, docs/formats.md §8.1) */
     uint32_t default_type; /* ggml type of the tensors no rule singles out */
 };
 /* Preset by name (case-insensitive), or NULL. */
@@ -132,7 +132,7 @@ struct quant_tensor_desc {
     uint64_t ne[GGUF_MAX_DIMS]; /* missing dims are 1 */
 };
 
-/* llama-quantize's tensor order (formats.md §1.10): by the layer number of
+/* llama-quantize's tensor order (docs/formats.md §1.10): by the layer number of
  * "blk.N." (other tensors count as -1), then bytewise by name. */
 int quant_tensor_name_cmp(const char *a, const char *b);
 
@@ -184,7 +184,7 @@ struct quant_rules {
  * "override", or "fallback" when the row-length fallback changed it. */
 const char *quant_choice_reason_name(const struct quant_choice *c);
 
-/* Does llama-quantize quantize this tensor at all (formats.md §8.2)? */
+/* Does llama-quantize quantize this tensor at all (docs/formats.md §8.2)? */
 bool quant_tensor_is_quantizable(const struct quant_tensor_desc *t, bool leave_output);
 
 /* Choose the type of each of the n tensors t[] exactly as llama-quantize
@@ -198,7 +198,7 @@ enum mw_status quant_choose_types(const struct quant_model_info *m,
                                   const struct quant_rules *r, struct quant_choice *out,
                                   struct mw_err *err);
 
-/* --- importance matrices (formats.md §9) --- */
+/* --- importance matrices (docs/formats.md §9) --- */
 struct quant_imatrix;
 
 /* Load an imatrix file: GGUF (llama-imatrix's default; needs the

@@ -9,7 +9,7 @@
  * Q5_1 Q8_0), quant_kquants.c (Q2_K..Q6_K), quant_iq4.c (IQ4_NL IQ4_XS), on
  * the searches and packing helpers of quant_search.c. Every to_float is
  * ggml's dequantization bit for bit and every from_float ggml's
- * quantization byte for byte (shared/docs/formats.md §3, §4; tested against
+ * quantization byte for byte (docs/formats.md §3, §4; tested against
  * ggml's test vectors and the §4.5 hashes, on x86-64 and aarch64).
  */
 #include "quant/quant_int.h"
@@ -18,7 +18,7 @@
 
 _Static_assert(GGUF_TYPE_COUNT == 43, "quant traits table must cover every ggml type id");
 
-// --- plain types (formats.md §3.2): imatrix ignored ---
+// --- plain types (docs/formats.md §3.2): imatrix ignored ---
 
 static void to_float_f32(const void *blocks, float *out, uint64_t n)
 {

@@ -1,5 +1,5 @@
 /*
- * quant/quant_imatrix.c — importance-matrix files (formats.md §9): the GGUF
+ * quant/quant_imatrix.c — importance-matrix files (docs/formats.md §9): the GGUF
  * format llama-imatrix writes by default and the legacy binary .dat format.
  * Both are untrusted input: every length is checked against the bytes
  * present before it is used, and every problem is an error naming the

@@ -1,9 +1,9 @@
 /*
  * quant/quant_int.h — internals shared by the quant/ sources (and its tests):
  * block geometry, ggml's rounding helper, and the scale searches every
- * quantizer is built from (shared/docs/formats.md §2.4, §4.2).
+ * quantizer is built from (docs/formats.md §2.4, §4.2).
  *
- * Bit-exactness rules (formats.md §2.3), which every function here and in
+ * Bit-exactness rules (docs/formats.md §2.3), which every function here and in
  * quant_*.c follows: each float operation is one IEEE binary32 operation in
  * the order ggml writes it (the build passes -ffp-contract=off, so a*b+c is
  * never fused), sums run sequentially in index order, products associate
@@ -30,7 +30,7 @@
 #define QUANT_QK_LEG 32   /* legacy / IQ4_NL block */
 #define QUANT_GROUP_EPS 1e-15f /* ggml's GROUP_MAX_EPS: "all zero" below this */
 
-/* The 16 IQ4_NL / IQ4_XS levels (formats.md §3.5), as ggml's int8 table and
+/* The 16 IQ4_NL / IQ4_XS levels (docs/formats.md §3.5), as ggml's int8 table and
  * as the floats every computation converts them to. */
 extern const int8_t quant__iq4_values[16];
 extern const float quant__iq4_levels[16];
@@ -59,7 +59,7 @@ static inline float quant__absmax(const float *x, int n, float *amax)
 static inline void quant__put_f16(uint8_t *p, float v) { mw_put_le16(p, mw_f32_to_f16(v)); }
 static inline float quant__get_f16(const uint8_t *p) { return mw_f16_to_f32(mw_le16(p)); }
 
-// --- searches (quant_search.c; formats.md §4.2) ---
+// --- searches (quant_search.c; docs/formats.md §4.2) ---
 
 /* make_qx_quants with rmse_type 1: symmetric levels l in [-nmax, nmax-1],
  * stored as L = l + nmax (L = 0 for an all-zero group). w = per-element
@@ -116,7 +116,7 @@ static inline void quant__iq4_index32(const float *x, float id, uint8_t *idx)
 // --- packing helpers (quant_search.c) ---
 
 /* Nibble-pair packing of one 32-element block (legacy types, IQ4_NL): qs[j]
- * = L[j] & 15 | (L[j+16] & 15) << 4 (formats.md §3.3). */
+ * = L[j] & 15 | (L[j+16] & 15) << 4 (docs/formats.md §3.3). */
 void quant__pack_nibbles32(const uint8_t *L, uint8_t *qs);
 /* The 5th bits of the same block as ggml's little-endian u32 qh. */
 uint32_t quant__qh32(const uint8_t *L);
@@ -124,7 +124,7 @@ uint32_t quant__qh32(const uint8_t *L);
 /* 2-bit planes of a 256 super-block (Q2_K, Q3_K): 64 bytes. L values < 4. */
 void quant__pack_2bit(const uint8_t *L, uint8_t *qs);
 
-/* The 12-byte 6-bit scale/min packing of Q4_K/Q5_K (formats.md §3.4). */
+/* The 12-byte 6-bit scale/min packing of Q4_K/Q5_K (docs/formats.md §3.4). */
 void quant__k4_scales_put(uint8_t *q, const uint8_t *ls, const uint8_t *lm);
 void quant__k4_scales_get(int j, const uint8_t *q, uint8_t *sc, uint8_t *m);
 

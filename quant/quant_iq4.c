@@ -2,7 +2,7 @@
  * quant/quant_iq4.c — the non-linear 4-bit types IQ4_NL (32-element blocks)
  * and IQ4_XS (256-element super-blocks of eight 32-element sub-blocks with
  * 6-bit sub-scales), both mapping 4-bit indices through quant__iq4_values
- * (shared/docs/formats.md §3.5, §4.3).
+ * (docs/formats.md §3.5, §4.3).
  *
  * Quantization follows ggml's quantize_iq4_nl / quantize_iq4_xs — what
  * llama-quantize calls, with the 15-candidate scale search (ntry = 7) also

@@ -1,7 +1,7 @@
 /*
  * quant/quant_kquants.c — the k-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K:
  * 256-element super-blocks of 16 or 32-element sub-blocks whose scales are
- * themselves quantized (shared/docs/formats.md §3.4, §4.3, §4.4).
+ * themselves quantized (docs/formats.md §3.4, §4.3, §4.4).
  *
  * Each type: decode, then the search that picks sub-block scales (RTN-style
  * without imatrix, importance-weighted with one), then the shared tail —

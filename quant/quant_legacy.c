@@ -1,7 +1,7 @@
 /*
  * quant/quant_legacy.c — the 32-element "legacy" blocks Q4_0, Q4_1, Q5_0,
  * Q5_1 (one codec, parameterized by bit width and by whether the block has
- * a min) and Q8_0 (shared/docs/formats.md §3.3, §4.3, §4.4).
+ * a min) and Q8_0 (docs/formats.md §3.3, §4.3, §4.4).
  *
  * Block layout of the four nibble types, in order:
  *   d:f16 | m:f16 (has_min) | qh:u8[4] (5 bits) | qs:u8[16]

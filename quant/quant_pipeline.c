@@ -3,7 +3,7 @@
  * `memwall quant`: plan (order, types, imatrix entries, every check that can
  * fail on input) before the output exists, then write one slab of rows at a
  * time through the atomic, checksummed gguf writer, in llama-quantize's
- * layout (formats.md §1.10):
+ * layout (docs/formats.md §1.10):
  *
  *   KVs      the source's, in order, without general.quantization_version,
  *            general.file_type and split.{no,count,tensors.count}; then

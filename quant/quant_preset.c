@@ -2,7 +2,7 @@
  * quant/quant_preset.c — llama-quantize's presets (file types) and its
  * per-tensor type choice: which tensors are quantized, the per-category
  * rules of each file type, --pure, the user overrides and the row-length
- * fallback (shared/docs/formats.md §5, §8; llama.cpp src/llama-quant.cpp at
+ * fallback (docs/formats.md §5, §8; llama.cpp src/llama-quant.cpp at
  * the pinned commit 80fb11ac: tensor_allows_quantization,
  * llama_tensor_get_type, llama_tensor_get_type_impl, tensor_type_fallback).
  *
@@ -26,7 +26,7 @@
 
 // --- presets ---
 
-/* llama_ftype values (formats.md §8.1) */
+/* llama_ftype values (docs/formats.md §8.1) */
 enum {
     FT_Q4_0 = 2,
     FT_Q4_1 = 3,

@@ -1,7 +1,7 @@
 /*
  * quant/quant_search.c — the scale searches shared by every quantizer
  * (ggml's make_qx_quants, make_q3_quants, make_qkx2/qkx3_quants,
- * make_qp_quants, best_index_int8; shared/docs/formats.md §4.2) and the bit
+ * make_qp_quants, best_index_int8; docs/formats.md §4.2) and the bit
  * packing helpers shared by several block layouts.
  *
  * Exactness: see quant_int.h. In particular `w*x*l` below is (w*x)*l with

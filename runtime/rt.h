@@ -10,7 +10,7 @@
  * derived from them (overflow-checked): a hostile file gives an error that
  * names the key or tensor, never a crash.
  *
- * The graph (formats.md §6, llama.cpp's llm_build_llama / llm_build_qwen2):
+ * The graph (docs/formats.md §6, llama.cpp's llm_build_llama / llm_build_qwen2):
  *   x = token_embd[tok]
  *   per layer: h = rmsnorm(x)·attn_norm; q,k,v = Wq h (+bq), Wk h (+bk), Wv h (+bv)
  *              RoPE(q,k) at the token's position — "normal" mode (pairs 2i,2i+1;
@@ -209,7 +209,7 @@ void rt_ctx_truncate(struct rt_ctx *c, uint32_t n_past);
 enum mw_status rt_ctx_shift(struct rt_ctx *c, uint32_t n_keep, uint32_t n_drop,
                             struct mw_err *err);
 
-// --- tokenizer (from the GGUF metadata, formats.md §7) ---
+// --- tokenizer (from the GGUF metadata, docs/formats.md §7) ---
 /*
  * "llama": SentencePiece BPE as llama.cpp runs it (llm_tokenizer_spm):
  *   escape spaces as U+2581, a dummy-prefix space at the start of each text

@@ -25,7 +25,7 @@
 
 static inline float clamp127(float v) { return fminf(fmaxf(v, -127.0f), 127.0f); }
 
-/* ggml's nearest_int (formats.md §2.4): half to even for |v| <= 4194303. */
+/* ggml's nearest_int (docs/formats.md §2.4): half to even for |v| <= 4194303. */
 static inline int nint(float v)
 {
     const float t = v + 12582912.0f;

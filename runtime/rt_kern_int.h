@@ -35,7 +35,7 @@
 
 #define RT_NACC 4 /* float partial sums over blocks */
 
-/* Block sizes in bytes (formats.md §3). */
+/* Block sizes in bytes (docs/formats.md §3). */
 #define RT_BS_Q4_0 18
 #define RT_BS_Q4_1 20
 #define RT_BS_Q5_0 22
@@ -53,7 +53,7 @@ _Static_assert(sizeof(struct rt_block_q8_0) == 34, "block_q8_0 is 34 bytes");
 _Static_assert(sizeof(struct rt_block_q8_1) == 36, "block_q8_1 is 36 bytes");
 _Static_assert(sizeof(struct rt_block_q8_k) == 292, "block_q8_K is 292 bytes");
 
-/* IQ4_NL levels (formats.md §3.5); equal to quant's table (tested). */
+/* IQ4_NL levels (docs/formats.md §3.5); equal to quant's table (tested). */
 extern const int8_t rt__iq4nl_values[16];
 
 static inline uint16_t rt__ld16(const uint8_t *p)
@@ -117,7 +117,7 @@ static inline float rt__reduce16(const float p[16])
     return rt__reduce4(r);
 }
 
-/* Q4_K / Q5_K 12-byte scale packing (formats.md §3.4). */
+/* Q4_K / Q5_K 12-byte scale packing (docs/formats.md §3.4). */
 static inline void rt__k4_scales(const uint8_t *sc, uint8_t S[8], uint8_t M[8])
 {
     for (int s = 0; s < 4; s++) {
@@ -130,7 +130,7 @@ static inline void rt__k4_scales(const uint8_t *sc, uint8_t S[8], uint8_t M[8])
     }
 }
 
-/* Q3_K's 16 six-bit scales minus 32 (formats.md §3.4). */
+/* Q3_K's 16 six-bit scales minus 32 (docs/formats.md §3.4). */
 static inline void rt__k3_scales(const uint8_t *sc, int8_t out[16])
 {
     for (int s = 0; s < 16; s++) {

@@ -1,6 +1,6 @@
 /*
  * runtime/rt_kern_kquants.c — scalar references of the k-quant x Q8_K
- * kernels (formats.md §3.4). One 256-element super-block at a time: decode
+ * kernels (docs/formats.md §3.4). One 256-element super-block at a time: decode
  * the quants to int8, integer dot per sub-block, times the sub-block's
  * integer scale, summed in int32 (isum); the mins of Q2_K/Q4_K/Q5_K go
  * through the activation's bsums (summs). Then the float combine shared by
@@ -157,7 +157,7 @@ void rt_dot_q6_k_q8_k_ref(uint64_t n, float *out, const void *wv, const void *av
     *out = rt__reduce4(p);
 }
 
-/* IQ4_XS (formats.md §3.5): f16 d, u16 scales_h, u8 scales_l[4], qs[128];
+/* IQ4_XS (docs/formats.md §3.5): f16 d, u16 scales_h, u8 scales_l[4], qs[128];
  * sub-block ib (32 values) has the 6-bit scale
  * (scales_l[ib/2] >> 4(ib%2) & 15) | ((scales_h >> 2ib) & 3) << 4, minus 32,
  * and IQ4_NL levels in nibble pairs (byte j: elements j and j + 16). The

@@ -1,6 +1,6 @@
 /*
  * runtime/rt_kern_legacy.c — scalar references of the 32-element block
- * kernels (formats.md §3.3, §3.5): Q8_0, Q4_0, Q5_0, IQ4_NL x Q8_0 and
+ * kernels (docs/formats.md §3.3, §3.5): Q8_0, Q4_0, Q5_0, IQ4_NL x Q8_0 and
  * Q4_1, Q5_1 x Q8_1. One block at a time: decode the 32 weights to small
  * integers, integer dot with the activation block, then the float combine
  * that every variant shares (rt_kern_int.h):

@@ -5,9 +5,9 @@
  * What it computes: out[r] = dot(W row r, x) for a weight matrix W stored in
  * one of the ggml block types the quantizer emits (F32, F16, BF16, Q8_0,
  * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS;
- * shared/docs/formats.md §3) and an activation row x that the caller first
+ * docs/formats.md §3) and an activation row x that the caller first
  * converts, once per mat-vec, to the weight type's partner format
- * (formats.md §10):
+ * (docs/formats.md §10):
  *
  *   weight type                      activation (act_type)
  *   F32                              F32   (plain floats)
@@ -75,7 +75,7 @@ struct rt_cpu {
  * environment; call once at start-up. */
 struct rt_cpu rt_cpu_detect(void);
 
-// --- activation formats (formats.md §3.3) ---
+// --- activation formats (docs/formats.md §3.3) ---
 
 #define RT_QK8_0 32
 #define RT_QK_K 256

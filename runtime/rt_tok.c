@@ -1,5 +1,5 @@
 /*
- * runtime/rt_tok.c — the tokenizer from GGUF metadata (rt.h, formats.md §7):
+ * runtime/rt_tok.c — the tokenizer from GGUF metadata (rt.h, docs/formats.md §7):
  * SentencePiece BPE ("llama") and byte-level BPE ("gpt2"), written to give
  * llama.cpp's ids (llama-vocab.cpp: llm_tokenizer_spm_session,
  * llm_tokenizer_bpe_session, tokenizer_st_partition).
@@ -19,7 +19,7 @@
 
 enum tok_kind { TOK_SPM, TOK_BPE };
 
-/* token types (formats.md §7.1) */
+/* token types (docs/formats.md §7.1) */
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
 struct str {

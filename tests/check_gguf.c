@@ -374,7 +374,7 @@ END_TEST
 
 START_TEST(test_type_table)
 {
-    /* sizes from formats.md §3.1 */
+    /* sizes from docs/formats.md §3.1 */
     ck_assert_uint_eq(gguf_type_get(GGUF_TYPE_Q4_K)->type_size, 144);
     ck_assert_uint_eq(gguf_type_get(GGUF_TYPE_Q6_K)->type_size, 210);
     ck_assert_uint_eq(gguf_type_get(GGUF_TYPE_Q8_0)->blck, 32);
@@ -637,7 +637,7 @@ END_TEST
 
 START_TEST(test_ggml_example_bytes)
 {
-    /* formats.md §1.7: ggml's own writer produces these 352 bytes. Without
+    /* docs/formats.md §1.7: ggml's own writer produces these 352 bytes. Without
      * checksum keys ours must be identical. Check a few fixed points and the
      * exact size; the full SHA-256 is checked by tests/e2e/ggml_example.sh. */
     char *dir = make_tmpdir();

@@ -3,7 +3,7 @@
  * catalogue of errors with their JSON paths), sharded checkpoints, the
  * architecture mapping (Q/K row permutation checked against an independent
  * reshape/swapaxes formulation, shapes, missing / unknown tensors), Q8_0
- * bit-exactness with ggml (shared/testvectors and formats.md §4.5), llama3
+ * bit-exactness with ggml (shared/testvectors and docs/formats.md §4.5), llama3
  * rope factors, and whole conversions of tinyllama-8m: tensor data
  * byte-identical with llama.cpp's own F16 conversion, sharded == single,
  * bf16 lossless, deterministic output (also for any thread count), no output

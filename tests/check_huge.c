@@ -13,7 +13,7 @@
  * would have patched at the end (XXH3 of the data; the header hash over
  * [0, data_start) with its own slot zero). Nothing of that is taken from the
  * reader: the tensor hashes are computed from what was written, the offsets
- * from the layout rules (formats.md §1). The reader and verify must then
+ * from the layout rules (docs/formats.md §1). The reader and verify must then
  * agree with the writer on every offset and size, find every checksum
  * right, name a flipped byte 4 GiB + 100 bytes into the big tensor, and name
  * the last tensor (at an offset above 4 GiB) when the file is cut short.
@@ -205,7 +205,7 @@ struct huge_layout {
     uint64_t file_size, off[3], nbytes[3];
 };
 
-/* Expected layout, from formats.md §1: tensors at running offsets padded to
+/* Expected layout, from docs/formats.md §1: tensors at running offsets padded to
  * 32, the blob ending padded too. data_start comes from the file. */
 static struct huge_layout expected_layout(uint64_t data_start)
 {

@@ -6,9 +6,9 @@
  *             shared/testvectors): to_float bit-exact on the plain, weighted
  *             and random block sets; from_float byte-exact without and with
  *             importance weights; error of ours <= ggml's (ratios printed)
- *   hash45    formats.md §4.5: SHA-256 of ggml's output for a 4x512 LCG input
+ *   hash45    docs/formats.md §4.5: SHA-256 of ggml's output for a 4x512 LCG input
  *             (an independent second check, also covering F16/BF16/IQ4_XS)
- *   zero      all-zero blocks per formats.md §4.4
+ *   zero      all-zero blocks per docs/formats.md §4.4
  *   threads   quant_rows: identical bytes for 1, 2, 8 and 64 threads
  *   idem      quantize -> dequantize -> requantize
  *   best      QUANT_MODE_BEST: never worse than ggml per block, deterministic
@@ -50,7 +50,7 @@ enum idem { IDEM_BYTES, IDEM_VALUES, IDEM_BOUND };
 struct qcase {
     uint32_t type;
     const char *tv;       /* test-vector name, NULL if ggml's vectors lack it */
-    const char *sha_plain, *sha_weighted; /* formats.md §4.5 (weighted NULL: imatrix ignored) */
+    const char *sha_plain, *sha_weighted; /* docs/formats.md §4.5 (weighted NULL: imatrix ignored) */
     const char *zero_plain, *zero_weighted; /* §4.4 block of zeros: "hh..", "hh*n" runs */
     enum idem idem_plain, idem_weighted;
 };
@@ -313,7 +313,7 @@ START_TEST(test_bf16_all)
 }
 END_TEST
 
-/* Q8_0: x = f32(d) * (float)q, per 34-byte block (formats.md §3.3). */
+/* Q8_0: x = f32(d) * (float)q, per 34-byte block (docs/formats.md §3.3). */
 START_TEST(test_q8_0)
 {
     const uint16_t ds[4] = {0x3800 /* 0.5 */, 0x2e66 /* ~0.1 */, 0x8001 /* -2^-24 */, 0x0000};
@@ -339,7 +339,7 @@ START_TEST(test_q8_0)
 END_TEST
 
 /* IQ4_XS has no ggml test vectors: decode hand-built blocks by the layout of
- * formats.md §3.5 (its quantizer is covered by the §4.5 hashes). */
+ * docs/formats.md §3.5 (its quantizer is covered by the §4.5 hashes). */
 START_TEST(test_iq4_xs_layout)
 {
     uint8_t b[2 * 136];
@@ -594,7 +594,7 @@ START_TEST(test_tv_error)
 }
 END_TEST
 
-// --- formats.md §4.5 ---
+// --- docs/formats.md §4.5 ---
 
 #define H_ROWS 4
 #define H_COLS 512
@@ -641,7 +641,7 @@ START_TEST(test_hash45)
         ck_assert_msg(strcmp(h, want) == 0, "type %u %s: sha256 %s, ggml %s", c->type,
                       w ? "imatrix" : "plain", h, want);
     }
-    /* the first blocks printed in formats.md §4.5 */
+    /* the first blocks printed in docs/formats.md §4.5 */
     static const struct {
         uint32_t t;
         const char *hex;
@@ -670,7 +670,7 @@ START_TEST(test_hash45)
                           out[i], v);
         }
     }
-    printf("type %-2u (%s) sha256 of the 4x512 output equals formats.md section 4.5, without%s "
+    printf("type %-2u (%s) sha256 of the 4x512 output equals docs/formats.md section 4.5, without%s "
            "imatrix\n",
            c->type, gguf_type_get(c->type)->name,
            c->sha_weighted ? " and with" : " (ignored) and with");
@@ -679,7 +679,7 @@ START_TEST(test_hash45)
 }
 END_TEST
 
-// --- formats.md §4.4: blocks of zeros ---
+// --- docs/formats.md §4.4: blocks of zeros ---
 
 START_TEST(test_zero_blocks)
 {

@@ -2,12 +2,12 @@
  * tests/check_quant_preset.c — `memwall quant` as a library: presets and
  * per-tensor type rules, importance matrices, the streaming pipeline.
  *
- *   order     llama-quantize's tensor order (formats.md §1.10)
+ *   order     llama-quantize's tensor order (docs/formats.md §1.10)
  *   tiny      tinyllama-8m (8 layers, gqa 2): the types of every preset, with
  *             and without imatrix, equal llama.cpp's own (golden lists taken
  *             from llama-quantize's output files, see golden[] below)
  *   sizes     Llama-2-7B / Llama-3-8B shapes: the bytes of every preset equal
- *             formats.md §8.4's cross-check table (GiB and bpw to 3 decimals)
+ *             docs/formats.md §8.4's cross-check table (GiB and bpw to 3 decimals)
  *   70b       80 layers, gqa 8: attn_v per preset (the 70B rule)
  *   fallback  row lengths not a multiple of 256 / 32 (§5), tied embeddings
  *   override  --type-override / --pure / output and token-embedding types
@@ -280,7 +280,7 @@ static void check_size(const struct model *m, const char *preset, double gib, do
     const uint64_t b = total_bytes(m, c);
     const double g = (double)b / 1073741824.0, w = (double)b * 8.0 / (double)total_elems(m);
     ck_assert_msg(fabs(g - gib) < 0.0005 && fabs(w - bpw) < 0.0005,
-                  "%s %s: %.4f GiB %.4f bpw, formats.md §8.4 says %.3f / %.3f", m->mi.arch, preset,
+                  "%s %s: %.4f GiB %.4f bpw, docs/formats.md §8.4 says %.3f / %.3f", m->mi.arch, preset,
                   g, w, gib, bpw);
     free(c);
 }

@@ -97,7 +97,7 @@ static const int *f16_fields(uint32_t t)
 {
     static const int o0[] = {0, -1}, o02[] = {0, 2, -1}, q2k[] = {80, 82, -1}, q3k[] = {108, -1},
                      q6k[] = {208, -1}, none[] = {-1};
-    switch (t) { /* test-only description of the layouts (formats.md §3) */
+    switch (t) { /* test-only description of the layouts (docs/formats.md §3) */
     case GGUF_TYPE_Q8_0: case GGUF_TYPE_Q4_0: case GGUF_TYPE_Q5_0: case GGUF_TYPE_IQ4_NL:
     case GGUF_TYPE_IQ4_XS: return o0;
     case GGUF_TYPE_Q4_1: case GGUF_TYPE_Q5_1: case GGUF_TYPE_Q4_K: case GGUF_TYPE_Q5_K: return o02;

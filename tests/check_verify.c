@@ -484,7 +484,7 @@ START_TEST(test_max_items)
 }
 END_TEST
 
-/* The 352-byte file of formats.md §1.7, as ggml's own writer produces it:
+/* The 352-byte file of docs/formats.md §1.7, as ggml's own writer produces it:
  * no memwall checksums, still verifies (structure only). */
 static size_t put_str(uint8_t *p, const char *s)
 {

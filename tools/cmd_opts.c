@@ -76,6 +76,10 @@ static bool convert(struct cmd_opts *p, const struct cmd_opt *o, const char *arg
     uint64_t u;
     double d;
     p->msg[0] = '\0';
+    if (o->one_of && *o->one_of) {
+        say(p, o->one_of_msg, o, arg, val);
+        return false;
+    }
     switch (o->kind) {
     case CMD_OPT_FLAG: ok = true; *o->flag = true; break;
     case CMD_OPT_STR: ok = true; *o->str = val; break;
@@ -107,6 +111,10 @@ static bool convert(struct cmd_opts *p, const struct cmd_opt *o, const char *arg
         break;
     }
     if (!ok) say(p, o->bad ? o->bad : "bad value '%v' for %a", o, arg, val);
+    if (ok && o->one_of) {
+        *o->one_of = o->one_of_val;
+        if (o->one_of_arg) *o->one_of_arg = val;
+    }
     return ok;
 }
 

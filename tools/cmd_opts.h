@@ -72,6 +72,14 @@ struct cmd_opt {
     const char *bad;          /* message for a bad value; NULL: "bad value '%v' for %a" */
     unsigned when;            /* 0: always an option; else only when cmd_opts.when shares a bit */
     bool late;                /* converted by cmd_opts_finish(), not as met */
+    /* Mutually exclusive options share one_of (0: none given yet): a good
+     * value sets it to one_of_val and *one_of_arg to the value as given; an
+     * option of the group met when it is already set is the error
+     * one_of_msg. */
+    int *one_of;
+    int one_of_val;
+    const char **one_of_arg;
+    const char *one_of_msg;
 };
 
 #define CMD_OPTS_MAX 48 /* specs per table */

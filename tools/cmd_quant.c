@@ -167,7 +167,7 @@ static void print_plan(const struct quant_plan *p)
 enum budget_kind { BUDGET_NONE, BUDGET_BPW, BUDGET_SIZE, BUDGET_RAM };
 
 struct alloc_req {
-    enum budget_kind kind;
+    int kind;             /* enum budget_kind */
     double bpw;           /* --bpw */
     uint64_t file_bytes;  /* --size, or --fit-ram's weight budget */
     const char *arg;      /* the budget option's value as given */
@@ -178,34 +178,6 @@ struct alloc_req {
     unsigned n_threads;
     char budget[160];     /* the memwall.quant.budget value */
 };
-
-/* --bpw / --size / --fit-ram, one of them: ctx is the struct alloc_req */
-static bool budget_opt(struct alloc_req *rq, enum budget_kind kind, const char *val, char *msg,
-                       size_t cap)
-{
-    if (rq->kind != BUDGET_NONE) {
-        snprintf(msg, cap, "one of --bpw, --size, --fit-ram at a time");
-        return false;
-    }
-    if (kind == BUDGET_BPW ? !cmd_parse_double(val, &rq->bpw) || !(rq->bpw > 0) || rq->bpw > 64
-                           : !mw_parse_size(val, &rq->file_bytes))
-        return false;
-    rq->kind = kind;
-    rq->arg = val;
-    return true;
-}
-static bool on_bpw(void *ctx, const char *val, char *msg, size_t cap)
-{
-    return budget_opt(ctx, BUDGET_BPW, val, msg, cap);
-}
-static bool on_size(void *ctx, const char *val, char *msg, size_t cap)
-{
-    return budget_opt(ctx, BUDGET_SIZE, val, msg, cap);
-}
-static bool on_fit_ram(void *ctx, const char *val, char *msg, size_t cap)
-{
-    return budget_opt(ctx, BUDGET_RAM, val, msg, cap);
-}
 
 static int fail(enum mw_status s, struct mw_err *err)
 {
@@ -260,17 +232,14 @@ static int fit_ram_budget(const struct gguf_file *f, const struct hf_config *c,
                 (unsigned long long)fit.ram_bytes, (unsigned long long)fit.app_bytes,
                 (unsigned long long)fit.kv_bytes, rq->ctx, rt_kv_type_name(kv),
                 (unsigned long long)fit.overhead_bytes, (unsigned long long)fit.weight_bytes);
-    snprintf(rq->budget, sizeof rq->budget, "fit-ram=%llu,ctx=%lu,kv=%s,file=%llu",
-             (unsigned long long)fit.ram_bytes, rq->ctx, rt_kv_type_name(kv),
-             (unsigned long long)fit.weight_bytes);
+    snprintf(rq->budget, sizeof rq->budget, "%s", fit.budget);
     rq->file_bytes = fit.weight_bytes;
     return 0;
 }
 #endif
 
 /* --bpw / --size / --fit-ram (quant_budget_allocate; with --corpus
- * quant_methods_budget, and the method's header keys, known only after the
- * calibration, reserved at their longest: methods.c's 31 and 159 bytes):
+ * quant_methods_budget, which reserves the method's header keys):
  * o->budget names the budget, o->rules.overrides become the allocation's
  * (*r). Returns 0 or an exit status. */
 struct hf_config;
@@ -297,7 +266,6 @@ static int budget(struct alloc_req *rq, const struct quant_source *src, const st
         .what = rq->kind == BUDGET_BPW    ? "--bpw"
                 : rq->kind == BUDGET_SIZE ? "--size"
                                           : "--fit-ram's weight budget",
-        .reserve_method = rq->corpus ? 31 : 0, .reserve_method_params = rq->corpus ? 159 : 0,
         .n_threads = rq->n_threads};
 #if defined(MW_HAVE_FULL)
     const enum mw_status s = quant_methods_budget(src, o, &b, rq->corpus ? mo : NULL, r, &err);
@@ -313,6 +281,15 @@ static int budget(struct alloc_req *rq, const struct quant_source *src, const st
     if (r->refused) return cmd_usage_error(cmd, usage_text, "%s", err.msg);
     return fail(s, &err);
 }
+
+/* A usage error: print it, set rc and leave through label L. */
+#define USAGE_IF(cond, L, ...)                                  \
+    do {                                                        \
+        if (cond) {                                             \
+            rc = cmd_usage_error(cmd, usage_text, __VA_ARGS__); \
+            goto L;                                             \
+        }                                                       \
+    } while (0)
 
 int cmd_quant(int argc, char **argv)
 {
@@ -357,10 +334,14 @@ int cmd_quant(int argc, char **argv)
          .bad = "%a: '%v' is not 0..%x"},
         {NULL, "--seq-len", CMD_OPT_U32, .u32 = &seq_len, .max = 1u << 20,
          .bad = "%a: '%v' is not 0..%x"},
-        {NULL, "--bpw", CMD_OPT_CALL, .ctx = &rq, .call = on_bpw,
-         .bad = "--bpw: '%v' is not a number of bits per weight in (0, 64]"},
-        {NULL, "--size", CMD_OPT_CALL, .ctx = &rq, .call = on_size, .bad = not_size},
-        {NULL, "--fit-ram", CMD_OPT_CALL, .ctx = &rq, .call = on_fit_ram, .bad = not_size},
+#define BUDGET(k) .one_of = &rq.kind, .one_of_val = (k), .one_of_arg = &rq.arg, \
+                  .one_of_msg = "one of --bpw, --size, --fit-ram at a time"
+        {NULL, "--bpw", CMD_OPT_DOUBLE, .dbl = &rq.bpw, .dmin = 0, .dmin_open = true, .dmax = 64,
+         BUDGET(BUDGET_BPW), .bad = "--bpw: '%v' is not a number of bits per weight in (0, 64]"},
+        {NULL, "--size", CMD_OPT_SIZE, .u64 = &rq.file_bytes, BUDGET(BUDGET_SIZE), .bad = not_size},
+        {NULL, "--fit-ram", CMD_OPT_SIZE, .u64 = &rq.file_bytes, BUDGET(BUDGET_RAM),
+         .bad = not_size},
+#undef BUDGET
         {NULL, "--ctx", CMD_OPT_U64, .u64 = &ctx, .min = 1, .max = UINT32_MAX,
          .bad = "--ctx: '%v' is not a positive count"},
         {NULL, "--kv", CMD_OPT_STR, .str = &kv_name},
@@ -372,61 +353,31 @@ int cmd_quant(int argc, char **argv)
     int rc = cmd_parse_args(&op, cmd, usage_text, argc, argv);
     if (rc != CMD_GO_ON) goto done;
     rc = 0;
-    if (!srcp) {
-        rc = cmd_usage_error(cmd, usage_text, "missing SRC");
-        goto done;
-    }
-    if (!dry && (!out || !out[0])) {
-        rc = cmd_usage_error(cmd, usage_text, "missing -o OUT.gguf");
-        goto done;
-    }
-    if (!preset_name && rq.kind == BUDGET_NONE) {
-        rc = cmd_usage_error(cmd, usage_text, "missing --preset (or --bpw/--size/--fit-ram)");
-        goto done;
-    }
+    USAGE_IF(!srcp, done, "missing SRC");
+    USAGE_IF(!dry && (!out || !out[0]), done, "missing -o OUT.gguf");
+    USAGE_IF(!preset_name && rq.kind == BUDGET_NONE, done,
+             "missing --preset (or --bpw/--size/--fit-ram)");
     if (!preset_name) preset_name = "Q4_K_M";
-    if (rq.kind == BUDGET_RAM && !ctx) {
-        rc = cmd_usage_error(cmd, usage_text, "--fit-ram needs --ctx N");
-        goto done;
-    }
-    if (rq.kind != BUDGET_RAM && (ctx || kv_name)) {
-        rc = cmd_usage_error(cmd, usage_text, "--ctx/--kv go with --fit-ram");
-        goto done;
-    }
+    USAGE_IF(rq.kind == BUDGET_RAM && !ctx, done, "--fit-ram needs --ctx N");
+    USAGE_IF(rq.kind != BUDGET_RAM && (ctx || kv_name), done, "--ctx/--kv go with --fit-ram");
 #if !defined(MW_HAVE_FULL)
-    if (rq.kind == BUDGET_RAM) {
-        rc = cmd_usage_error(cmd, usage_text, "--fit-ram needs the full build");
-        goto done;
-    }
+    USAGE_IF(rq.kind == BUDGET_RAM, done, "--fit-ram needs the full build");
 #endif
-    if (!(o.rules.preset = quant_preset_find(preset_name))) {
-        rc = cmd_usage_error(cmd, usage_text, "unknown preset '%s'", preset_name);
-        goto done;
-    }
+    o.rules.preset = quant_preset_find(preset_name);
+    USAGE_IF(!o.rules.preset, done, "unknown preset '%s'", preset_name);
     struct stat st;
-    if (out && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
-        rc = cmd_usage_error(cmd, usage_text, "-o '%s' is a directory", out);
-        goto done;
-    }
+    USAGE_IF(out && !stat(out, &st) && S_ISDIR(st.st_mode), done, "-o '%s' is a directory", out);
     const bool src_is_dir = stat(srcp, &st) == 0 && S_ISDIR(st.st_mode);
 #if !defined(MW_HAVE_FULL)
-    if (src_is_dir) {
-        rc = cmd_usage_error(cmd, usage_text,
-                             "'%s' is a directory: this build reads GGUF files only", srcp);
-        goto done;
-    }
+    USAGE_IF(src_is_dir, done, "'%s' is a directory: this build reads GGUF files only", srcp);
 #endif
     o.rules.overrides = ov;
     o.n_threads = (unsigned)threads;
 
     struct ui ui = {.quiet = quiet};
     cmd_progress_init(&ui.pr, quiet || dry);
-    o.log = on_log;
-    o.log_ud = &ui;
-    if (ui.pr.on) {
-        o.progress = on_progress;
-        o.progress_ud = &ui;
-    }
+    o.log = on_log, o.log_ud = &ui;
+    if (ui.pr.on) o.progress = on_progress, o.progress_ud = &ui;
 
     struct quant_imatrix *im = NULL;
     struct gguf_file *f = NULL;
@@ -487,10 +438,8 @@ int cmd_quant(int argc, char **argv)
         psrc = &msrc;
     }
 #else
-    if (corpus_path || method_name || max_memory) {
-        rc = cmd_usage_error(cmd, usage_text, "--corpus/--method need the full build");
-        goto cleanup;
-    }
+    USAGE_IF(corpus_path || method_name || max_memory, cleanup,
+             "--corpus/--method need the full build");
 #endif
     if ((s = quant_plan_build(psrc, &o, &plan, &err)) != MW_OK) goto fail;
     if (rq.kind != BUDGET_NONE && !quiet) {
@@ -537,11 +486,9 @@ cleanup:
     quant_plan_free(plan);
 #if defined(MW_HAVE_FULL)
     quant_methods_source_free(mh);
-#endif
-    if (src_gguf) quant_source_gguf_free(&src);
-#if defined(MW_HAVE_FULL)
     hf_quant_source_close(hs);
 #endif
+    if (src_gguf) quant_source_gguf_free(&src);
     gguf_close(f);
     quant_imatrix_free(im);
 done:
