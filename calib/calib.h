@@ -3,7 +3,7 @@
  * samples, run the model over them ONE DECODER LAYER AT A TIME in FP32
  * (OpenBLAS GEMM), collect per-linear-layer activation statistics, write
  * them as a llama.cpp importance matrix, and (for AWQ / GPTQ / mixed
- * precision in quant/) hand each layer's inputs, statistics and mutable
+ * precision in methods/) hand each layer's inputs, statistics and mutable
  * weights to a callback so that quantization error propagates to the next
  * layer. Also the memory-budget formula of `memwall plan` (and of quant's
  * --fit-ram).

@@ -2,7 +2,7 @@
  * methods/methods.h — calibration-aware quantization methods on top of
  * the ggml block formats of quant.h: GPTQ (Hessian-based error
  * compensation) and AWQ (activation-aware per-input-channel scaling, folded
- * into the producing norm / linear layer). Library mw_quant_methods (links
+ * into the producing norm / linear layer). Library mw_methods (links
  * OpenBLAS; the BLAS-free mw_quant does not).
  *
  * GPTQ's quantization grid is the ggml block format itself: when the
