@@ -136,6 +136,11 @@ enum hf_arch {
     HF_ARCH_LLAMA,   /* LlamaForCausalLM   -> GGUF "llama" */
     HF_ARCH_MISTRAL, /* MistralForCausalLM -> GGUF "llama" */
     HF_ARCH_QWEN2,   /* Qwen2ForCausalLM   -> GGUF "qwen2" */
+    HF_ARCH_QWEN3,   /* Qwen3ForCausalLM   -> GGUF "qwen3" */
+    HF_ARCH_GEMMA2,  /* Gemma2ForCausalLM  -> GGUF "gemma2" */
+    HF_ARCH_GEMMA3,  /* Gemma3ForCausalLM, and the text model of
+                      * Gemma3ForConditionalGeneration -> GGUF "gemma3" */
+    HF_ARCH_PHI3,    /* Phi3ForCausalLM (Phi-3, Phi-4) -> GGUF "phi3" */
     HF_ARCH_COUNT
 };
 

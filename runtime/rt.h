@@ -47,7 +47,17 @@
 
 // --- model ---
 
-enum rt_arch { RT_ARCH_LLAMA = 0, RT_ARCH_QWEN2 = 1 };
+enum rt_arch {
+    RT_ARCH_LLAMA = 0,  /* llama (and mistral): "llama" */
+    RT_ARCH_QWEN2 = 1,  /* "qwen2": q/k/v biases, NEOX RoPE */
+    RT_ARCH_QWEN3 = 2,  /* "qwen3": per-head q/k RMSNorm, NEOX RoPE */
+    RT_ARCH_GEMMA2 = 3, /* "gemma2": sandwich norms, GELU-tanh, soft-capping, SWA */
+    RT_ARCH_GEMMA3 = 4, /* "gemma3": sandwich norms, q/k norm, GELU-tanh, SWA with own RoPE base */
+    RT_ARCH_PHI3 = 5,   /* "phi3": fused qkv and gate_up, LongRoPE factors */
+};
+
+/* FFN gate activation: act(gate) * up. */
+enum rt_act { RT_ACT_SILU = 0, RT_ACT_GELU_TANH = 1 };
 
 /* Hyper-parameters as read and checked from the file. */
 struct rt_hparams {
@@ -70,7 +80,32 @@ struct rt_hparams {
     bool has_rope_freqs;  /* rope_freqs.weight present */
     bool tied_output;     /* no output.weight: token_embd is the output matrix */
     uint32_t file_type;   /* general.file_type, UINT32_MAX if absent */
+    /* --- family features (all zero/false for llama and qwen2) --- */
+    enum rt_act act;      /* FFN gate activation (gemma: GELU-tanh) */
+    bool qk_norm;         /* qwen3, gemma3: attn_q_norm / attn_k_norm (head_dim) per head, before RoPE */
+    bool post_norms;      /* gemma2/3: post_attention_norm on the attention output and
+                           * post_ffw_norm on the FFN output, before each residual add */
+    bool embd_scale;      /* gemma: embeddings times sqrtf(n_embd) */
+    bool fused_qkv;       /* phi3: one attn_qkv.weight (q, then k, then v rows) */
+    bool fused_gate_up;   /* phi3: ffn_up.weight holds gate rows then up rows (2*n_ff) */
+    float attn_scale;     /* q multiplier before q.k (0: 1/sqrtf(head_dim)) */
+    float attn_softcap;   /* gemma2: kq = c*tanh(kq/c) (0: none) */
+    float final_softcap;  /* gemma2/3: logits = c*tanh(logits/c) (0: none) */
+    uint32_t n_swa;       /* sliding window (0: every layer attends to everything) */
+    uint32_t swa_pattern; /* llama.cpp's set_swa_pattern(n): layer il slides iff
+                           * n_swa && (n == 0 || il % n < n - 1) (gemma2: 2, gemma3: 6) */
+    float rope_base_swa;  /* RoPE base of sliding layers (gemma3: rope.freq_base_swa) */
+    uint32_t n_ctx_orig;  /* rope.scaling.original_context_length (0 if absent) */
+    bool has_rope_long;   /* phi3: rope_factors_long / rope_factors_short present */
+    float rope_attn_factor; /* phi3 LongRoPE: rope.scaling.attn_factor (1 if absent) */
 };
+
+/* True when layer il of hp uses the sliding window (llama.cpp's is_swa). */
+static inline bool rt_layer_is_swa(const struct rt_hparams *hp, uint32_t il)
+{
+    if (hp->n_swa == 0) return false;
+    return hp->swa_pattern == 0 || il % hp->swa_pattern < hp->swa_pattern - 1;
+}
 
 struct rt_model_opts {
     bool mlock;  /* mlock() the whole mapping (fails with MW_E_IO on RLIMIT_MEMLOCK) */
