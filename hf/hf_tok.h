@@ -12,7 +12,27 @@
  *   2. else tokenizer.model (SentencePiece ModelProto, parsed here with
  *      bounds checks) -> "llama" (tokens, scores, token types, pre
  *      "default").
- *   3. else MW_E_UNSUPPORTED (a tokenizer.json of another kind and no
+ *   3. else tokenizer.json whose model is a SentencePiece-style BPE (Gemma 3,
+ *      which ships no tokenizer.model: model.type "BPE", byte_fallback true,
+ *      normalizer Replace " " -> U+2581, pre-tokenizer absent or a Split on
+ *      " " (a no-op once the normalizer has replaced every space), decoder
+ *      Replace/ByteFallback/Fuse) -> "gpt2" with tokenizer.ggml.pre
+ *      "granite-embed-multi-311m", as llama.cpp's converter writes it
+ *      (Gemma3Model.set_vocab -> _set_vocab_gpt2; the pre-tokenizer hash of
+ *      Gemma 3's tokenizer is that of granite-embedding-311m-multilingual-r2,
+ *      which uses it); llama.cpp then runs its gemma4 pre-tokenizer: BPE over
+ *      U+2581-escaped text cut at newline runs, <0xNN> byte fallback. Tokens
+ *      by id (gaps "[PAD<i>]" type 5 up to vocab_size), no scores, merges,
+ *      types as get_vocab_base gives them (added tokens 3 if special or
+ *      looking special, else 4; others 1) with two departures that keep the
+ *      Hugging Face tokenizer's ids and text: <0xNN> pieces are type 6 (as 1,
+ *      llama.cpp prints "<0xE2>" instead of the byte), and the added tokens
+ *      made of U+2581 runs keep their text and type 1 (llama.cpp's converter
+ *      spells them with spaces as user-defined tokens: a literal U+2581 run
+ *      then no longer reaches them and falls back to bytes). Added tokens
+ *      with ids >= vocab_size are dropped (Gemma 3 1B: <image_soft_token>
+ *      262144 = vocab_size; llama.cpp's converter fails its assert there).
+ *   4. else MW_E_UNSUPPORTED (a tokenizer.json of another kind and no
  *      tokenizer.model) or MW_E_IO (neither file).
  *   A tokenizer.json that is present is always parsed (for added_tokens and
  *   post_processor, as llama.cpp's converter does), so a malformed one is an
@@ -20,7 +40,8 @@
  *
  * Side files, read the way llama.cpp's convert_hf_to_gguf.py / gguf-py
  * SpecialVocab read them (all optional; malformed -> MW_E_FORMAT):
- *   config.json             vocab_size (token count: pieces/ids beyond it are
+ *   config.json             vocab_size, else text_config.vocab_size (token
+ *                           count, see also hf_tok_load_n: pieces/ids beyond it are
  *                           dropped, missing ids up to it become "[PAD<i>]"
  *                           type 5 (SentencePiece: score -10000)); and
  *                           bos/eos/unk/sep/pad/cls/mask_token_id (integers).
@@ -70,7 +91,9 @@
  * and "line L column C" in err->where). MW_E_UNSUPPORTED for a tokenizer
  * memwall cannot represent faithfully (not byte-level BPE, unknown
  * pre-tokenizer regex, ByteLevel add_prefix_space, a lowercasing
- * normalizer). MW_E_VALUE for contradictions (an id >= config.json
+ * normalizer, any normalizer other than one of NFC/NFD/NFKC/NFKD for a
+ * byte-level BPE or the Replace " " -> U+2581 for a SentencePiece-style one:
+ * err->where names its JSON path, e.g. normalizer.normalizers[1]). MW_E_VALUE for contradictions (an id >= config.json
  * vocab_size, duplicate ids), MW_E_NOMEM, MW_E_IO. Never crashes on any
  * input; every allocation is bounded by the input size or by
  * HF_TOK_MAX_VOCAB.
@@ -98,7 +121,9 @@ struct hf_tok;
 
 enum hf_tok_kind {
     HF_TOK_SPM = 1, /* SentencePiece -> tokenizer.ggml.model "llama" */
-    HF_TOK_BPE = 2  /* byte-level BPE -> tokenizer.ggml.model "gpt2" */
+    HF_TOK_BPE = 2, /* byte-level BPE -> tokenizer.ggml.model "gpt2" */
+    HF_TOK_SPMBPE = 3 /* SentencePiece-style BPE from tokenizer.json (Gemma 3)
+                       * -> "gpt2", pre "granite-embed-multi-311m" (above) */
 };
 
 /* Special token kinds, in gguf-py's order. */
@@ -118,6 +143,13 @@ enum hf_tok_special {
 /* Load the tokenizer of the checkpoint directory hf_dir (see the top of this
  * file). On success *out owns everything; release with hf_tok_free. */
 enum mw_status hf_tok_load(const char *hf_dir, struct hf_tok **out, struct mw_err *err);
+/* As hf_tok_load, with the token count given by the caller (n_vocab > 0:
+ * e.g. the embedding's rows when config.json leaves vocab_size to the
+ * family's defaults, as Gemma3ForConditionalGeneration's text_config does:
+ * 262208) instead of config.json's vocab_size (or text_config.vocab_size);
+ * 0 or -1: as hf_tok_load. */
+enum mw_status hf_tok_load_n(const char *hf_dir, int64_t n_vocab, struct hf_tok **out,
+                             struct mw_err *err);
 
 /* Parse one file from memory, without side files (for fuzzers and tests).
  * buf is borrowed for the call only; name appears in error messages.
@@ -125,7 +157,8 @@ enum mw_status hf_tok_load(const char *hf_dir, struct hf_tok **out, struct mw_er
  * "as many as the file defines". */
 enum mw_status hf_tok_parse_spm(const void *buf, size_t n, const char *name, int64_t n_vocab,
                                 struct hf_tok **out, struct mw_err *err);
-/* tokenizer.json; must be a byte-level BPE (else MW_E_UNSUPPORTED). Special
+/* tokenizer.json; must be a byte-level or a SentencePiece-style BPE (else
+ * MW_E_UNSUPPORTED). Special
  * ids / add_bos come from its added_tokens and post_processor only. */
 enum mw_status hf_tok_parse_json(const void *buf, size_t n, const char *name, int64_t n_vocab,
                                  struct hf_tok **out, struct mw_err *err);
@@ -138,8 +171,10 @@ void hf_tok_free(struct hf_tok *t); /* NULL-safe */
  * tokenizer.chat_templates], [tokenizer.chat_template],
  * [.add_space_prefix] (SentencePiece models with add_dummy_prefix false). Key
  * types follow docs/formats.md §7.1 exactly. hf_model_type is config.json
- * model_type ("llama", "mistral", "qwen2"; NULL allowed); it is reserved for
- * family-specific adjustments and changes nothing for these three today.
+ * model_type ("llama", "mistral", "qwen2", ...; NULL allowed) for
+ * family-specific adjustments: a name starting "gemma" (gemma, gemma2,
+ * gemma3, gemma3_text) writes add_space_prefix false for a SentencePiece
+ * model, as llama.cpp's Gemma converters do; nothing else changes.
  * Errors: whatever the writer returns (MW_E_USAGE for a duplicate key,
  * MW_E_NOMEM). */
 enum mw_status hf_tok_write_gguf(const struct hf_tok *t, struct gguf_writer *w,
@@ -149,6 +184,10 @@ enum mw_status hf_tok_write_gguf(const struct hf_tok *t, struct gguf_writer *w,
 enum hf_tok_kind hf_tok_kind(const struct hf_tok *t);
 const char *hf_tok_model(const struct hf_tok *t); /* "llama" / "gpt2" */
 const char *hf_tok_pre(const struct hf_tok *t);   /* "default", "qwen2", ... */
+/* The Unicode normalization tokenizer.json asks for before tokenizing:
+ * "NFC", "NFD", "NFKC", "NFKD", or "" (none). Written as the string key
+ * memwall.tokenizer.normalizer (llama.cpp has no such key and ignores it). */
+const char *hf_tok_normalizer(const struct hf_tok *t);
 /* File the vocabulary came from ("" for the memory parsers' name if none). */
 const char *hf_tok_source(const struct hf_tok *t);
 /* Token count = tokenizer.ggml.tokens length; the converter checks it against

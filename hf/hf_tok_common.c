@@ -686,7 +686,16 @@ static void special_fallbacks(struct hf_tok *t, const cJSON *gen, const cJSON *s
 
 enum mw_status hf_tok_load(const char *hf_dir, struct hf_tok **out, struct mw_err *err)
 {
+    return hf_tok_load_n(hf_dir, -1, out, err);
+}
+
+enum mw_status hf_tok_load_n(const char *hf_dir, int64_t n_vocab_arg, struct hf_tok **out,
+                             struct mw_err *err)
+{
     if (!out || !hf_dir) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "NULL argument");
+    if (n_vocab_arg > (int64_t)HF_TOK_MAX_VOCAB)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "token count %lld exceeds the limit %u",
+                       (long long)n_vocab_arg, HF_TOK_MAX_VOCAB);
     *out = NULL;
     struct side s_cfg, s_tj, s_tc, s_at, s_gen, s_stm, s_model, s_ctj, s_ctjson;
     cJSON *cfg = NULL, *tj = NULL, *tc = NULL, *at = NULL, *gen = NULL, *stm = NULL;
@@ -697,18 +706,25 @@ enum mw_status hf_tok_load(const char *hf_dir, struct hf_tok **out, struct mw_er
     if ((s = side_json(hf_dir, "config.json", &s_cfg, &cfg, err))) goto done;
     int64_t n_vocab = -1;
     {
+        /* multimodal checkpoints (Gemma3ForConditionalGeneration) keep it in
+         * text_config, which llama.cpp's converter moves to the root */
         const cJSON *vs = jget(cfg, "vocab_size");
+        const char *vs_where = "vocab_size";
+        if ((!vs || cJSON_IsNull(vs)) && cJSON_IsObject(jget(cfg, "text_config"))) {
+            vs = jget(jget(cfg, "text_config"), "vocab_size");
+            vs_where = "text_config.vocab_size";
+        }
         if (vs && !cJSON_IsNull(vs)) {
             int64_t v;
             if (!json_int(vs, &v) || v < 0) {
                 mw_err_set_path(err, s_cfg.path);
-                mw_err_set_where(err, "vocab_size");
+                mw_err_set_where(err, "%s", vs_where);
                 s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "not a non-negative integer");
                 goto done;
             }
             if (v > (int64_t)HF_TOK_MAX_VOCAB) {
                 mw_err_set_path(err, s_cfg.path);
-                mw_err_set_where(err, "vocab_size");
+                mw_err_set_where(err, "%s", vs_where);
                 s = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "%lld exceeds the limit %u",
                             (long long)v, HF_TOK_MAX_VOCAB);
                 goto done;
@@ -716,6 +732,7 @@ enum mw_status hf_tok_load(const char *hf_dir, struct hf_tok **out, struct mw_er
             if (v > 0) n_vocab = v; /* 0: "or tokenizer.vocab_size()" */
         }
     }
+    if (n_vocab_arg > 0) n_vocab = n_vocab_arg;
     if ((s = side_json(hf_dir, "tokenizer.json", &s_tj, &tj, err))) goto done;
     if ((s = side_json(hf_dir, "tokenizer_config.json", &s_tc, &tc, err))) goto done;
 
@@ -725,7 +742,11 @@ enum mw_status hf_tok_load(const char *hf_dir, struct hf_tok **out, struct mw_er
     } else {
         struct mw_map m;
         if ((s = side_map(&s_model, hf_dir, "tokenizer.model", &m, err))) goto done;
-        if (!s_model.present) {
+        if (!s_model.present && tj && hf__json_is_spm_bpe(tj)) {
+            /* Gemma 3: SentencePiece-style BPE in tokenizer.json only */
+            if ((s = hf__json_build(tj, s_tj.path, n_vocab, &t, err))) goto done;
+            if ((s = hf__tok_set_source(t, s_tj.path, err))) goto done;
+        } else if (!s_model.present) {
             mw_err_set_path(err, hf_dir);
             if (tj)
                 s = MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
@@ -735,19 +756,20 @@ enum mw_status hf_tok_load(const char *hf_dir, struct hf_tok **out, struct mw_er
                 s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
                             "no tokenizer: neither tokenizer.json nor tokenizer.model");
             goto done;
+        } else {
+            s = hf__spm_build(m.data, m.size, s_model.path, n_vocab, &t, err);
+            mw_map_close(&m);
+            if (s) goto done;
+            if ((s = hf__tok_set_source(t, s_model.path, err))) goto done;
+            if ((s = side_json(hf_dir, "added_tokens.json", &s_at, &at, err))) goto done;
+            if (tc && !cJSON_IsObject(tc)) {
+                mw_err_set_path(err, s_tc.path);
+                mw_err_set_where(err, "(top level)");
+                s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "expected a JSON object");
+                goto done;
+            }
+            if ((s = spm_added(t, at, s_at.path, tc, s_tc.path, err))) goto done;
         }
-        s = hf__spm_build(m.data, m.size, s_model.path, n_vocab, &t, err);
-        mw_map_close(&m);
-        if (s) goto done;
-        if ((s = hf__tok_set_source(t, s_model.path, err))) goto done;
-        if ((s = side_json(hf_dir, "added_tokens.json", &s_at, &at, err))) goto done;
-        if (tc && !cJSON_IsObject(tc)) {
-            mw_err_set_path(err, s_tc.path);
-            mw_err_set_where(err, "(top level)");
-            s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "expected a JSON object");
-            goto done;
-        }
-        if ((s = spm_added(t, at, s_at.path, tc, s_tc.path, err))) goto done;
     }
 
     /* chat_template.jinja, else chat_template.json, when tokenizer_config.json
@@ -848,8 +870,12 @@ static enum mw_status write_strs(struct gguf_writer *w, const char *key, const s
 enum mw_status hf_tok_write_gguf(const struct hf_tok *t, struct gguf_writer *w,
                                  const char *hf_model_type, struct mw_err *err)
 {
-    (void)hf_model_type;
     if (!t || !w) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "NULL argument");
+    /* Gemma's converters (GemmaModel, Gemma2Model, Gemma3Model) write
+     * add_space_prefix false after _set_vocab_sentencepiece */
+    int add_space_prefix = t->add_space_prefix;
+    if (t->kind == HF_TOK_SPM && hf_model_type && strncmp(hf_model_type, "gemma", 5) == 0)
+        add_space_prefix = 0;
     enum mw_status s;
     if ((s = gguf_writer_set_str(w, "tokenizer.ggml.model", hf_tok_model(t), err))) return s;
     if ((s = gguf_writer_set_str(w, "tokenizer.ggml.pre", t->pre, err))) return s;
@@ -893,9 +919,12 @@ enum mw_status hf_tok_write_gguf(const struct hf_tok *t, struct gguf_writer *w,
     if (t->chat_template &&
         (s = gguf_writer_set_str(w, "tokenizer.chat_template", t->chat_template, err)))
         return s;
-    if (t->add_space_prefix >= 0 &&
-        (s = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", t->add_space_prefix == 1,
+    if (add_space_prefix >= 0 &&
+        (s = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", add_space_prefix == 1,
                                   err)))
+        return s;
+    if (t->normalizer[0] &&
+        (s = gguf_writer_set_str(w, "memwall.tokenizer.normalizer", t->normalizer, err)))
         return s;
     return MW_OK;
 }
@@ -908,6 +937,7 @@ const char *hf_tok_model(const struct hf_tok *t)
 {
     return t->kind == HF_TOK_SPM ? "llama" : "gpt2";
 }
+const char *hf_tok_normalizer(const struct hf_tok *t) { return t->normalizer; }
 const char *hf_tok_pre(const struct hf_tok *t) { return t->pre; }
 const char *hf_tok_source(const struct hf_tok *t) { return t->source ? t->source : ""; }
 uint32_t hf_tok_n_vocab(const struct hf_tok *t) { return t->n_vocab; }

@@ -41,6 +41,7 @@ struct hf_tok {
     uint32_t n_merges;
     struct hf__special sp;
     int add_space_prefix;  /* -1 not written, 0/1 */
+    char normalizer[8];    /* "NFC", "NFD", "NFKC", "NFKD" or "" */
     /* SPM trainer spec ids (-1 = none), used only as a fallback */
     int64_t spm_unk, spm_bos, spm_eos, spm_pad;
     /* chat templates: the default one and named ones (in order) */
@@ -76,7 +77,10 @@ void hf__json_quote(char *dst, size_t cap, const char *s);
 /* --- tokenizer.json (hf_tok_json.c) --- */
 /* Is root a byte-level BPE tokenizer.json? */
 bool hf__json_is_bytelevel_bpe(const cJSON *root);
-/* Build a "gpt2" tokenizer from a parsed tokenizer.json. */
+/* Is root a BPE with byte_fallback (SentencePiece-style, Gemma 3)? */
+bool hf__json_is_spm_bpe(const cJSON *root);
+/* Build a "gpt2" (byte-level) or "gemma4" (SentencePiece-style) tokenizer
+ * from a parsed tokenizer.json. */
 enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_vocab,
                               struct hf_tok **out, struct mw_err *err);
 /* gguf-py SpecialVocab over (tokenizer.json, tokenizer_config.json,

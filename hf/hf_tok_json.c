@@ -26,6 +26,19 @@ static const char *obj_str(const cJSON *o, const char *k)
 
 static bool streq(const char *a, const char *b) { return a && b && strcmp(a, b) == 0; }
 
+/* "<0xNN>" with two upper-case hex digits (gguf-py LlamaHfVocab's BYTE rule
+ * accepts either case) */
+static bool is_byte_piece(const char *s, size_t n)
+{
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return false;
+    for (int i = 3; i < 5; i++) {
+        const char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'A' && c <= 'F') || (c >= 'a' && c <= 'f')))
+            return false;
+    }
+    return true;
+}
+
 /* An integral JSON number within [0, INT64 range that doubles represent
  * exactly]. */
 static bool json_uint(const cJSON *v, uint64_t *out)
@@ -60,6 +73,137 @@ bool hf__json_is_bytelevel_bpe(const cJSON *root)
         if (streq(obj_str(it, "type"), "ByteLevel")) return true;
     }
     return false;
+}
+
+bool hf__json_is_spm_bpe(const cJSON *root)
+{
+    const cJSON *model = obj_get(root, "model");
+    return streq(obj_str(model, "type"), "BPE") && cJSON_IsTrue(obj_get(model, "byte_fallback"));
+}
+
+/* --- normalizer --- */
+
+#define U2581 "\xe2\x96\x81"
+
+static bool is_unicode_form(const char *type)
+{
+    return streq(type, "NFC") || streq(type, "NFD") || streq(type, "NFKC") || streq(type, "NFKD");
+}
+
+/* Is n the Replace " " -> U+2581 of SentencePiece-style tokenizers? */
+static bool is_space_replace(const cJSON *n)
+{
+    return streq(obj_str(n, "type"), "Replace") &&
+           streq(obj_str(obj_get(n, "pattern"), "String"), " ") &&
+           streq(obj_str(n, "content"), U2581);
+}
+
+/* The normalizer of tokenizer.json, as memwall can apply it: byte-level BPE
+ * takes one Unicode form (NFC, NFD, NFKC, NFKD; alone or as the only item
+ * of a Sequence) into form; SentencePiece-style BPE (spm) takes exactly the
+ * Replace " " -> U+2581 (alone or alone in a Sequence). Anything else is
+ * MW_E_UNSUPPORTED naming the JSON path: a tokenizer memwall would silently
+ * tokenize differently from the Hugging Face one. */
+static enum mw_status check_normalizer(const cJSON *root, bool spm, char *form, size_t cap,
+                                       struct mw_err *err)
+{
+    form[0] = 0;
+    const cJSON *n = obj_get(root, "normalizer");
+    if (!n || cJSON_IsNull(n)) {
+        if (!spm) return MW_OK;
+        mw_err_set_where(err, "normalizer");
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "a BPE with byte_fallback needs the Replace \" \" -> \"\u2581\" "
+                       "normalizer (SentencePiece-style); this one has none");
+    }
+    const cJSON *items = n;
+    bool seq = false;
+    if (streq(obj_str(n, "type"), "Sequence")) {
+        items = obj_get(n, "normalizers");
+        seq = true;
+        if (!cJSON_IsArray(items)) {
+            mw_err_set_where(err, "normalizer.normalizers");
+            return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "expected an array");
+        }
+    }
+    int idx = 0, n_ok = 0;
+    const cJSON *it = seq ? items->child : items;
+    for (; it; it = seq ? it->next : NULL, idx++) {
+        char where[64];
+        if (seq)
+            snprintf(where, sizeof where, "normalizer.normalizers[%d]", idx);
+        else
+            snprintf(where, sizeof where, "normalizer");
+        const char *type = obj_str(it, "type");
+        char q[80];
+        hf__json_quote(q, sizeof q, type ? type : "(none)");
+        if (!spm && is_unicode_form(type) && n_ok == 0) {
+            snprintf(form, cap, "%s", type);
+            n_ok++;
+            continue;
+        }
+        if (spm && is_space_replace(it) && n_ok == 0) {
+            n_ok++;
+            continue;
+        }
+        mw_err_set_where(err, "%s", where);
+        if (streq(type, "Prepend"))
+            return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                           "normalizer Prepend (a dummy prefix) is not supported for a "
+                           "tokenizer.json without tokenizer.model");
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "normalizer %s is not supported here (supported: %s)", q,
+                       spm ? "Replace \" \" -> \"\u2581\"" : "NFC, NFD, NFKC, NFKD, one of them");
+    }
+    if (spm && n_ok == 0) {
+        mw_err_set_where(err, "normalizer");
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "expected the Replace \" \" -> \"\u2581\" normalizer");
+    }
+    return MW_OK;
+}
+
+/* SentencePiece-style BPE: no pre-tokenizer, or a Split on the string " "
+ * (a no-op after the normalizer replaced every space), or a Sequence of
+ * such Splits; ignore_merges false. */
+static enum mw_status check_spm_bpe(const cJSON *root, struct mw_err *err)
+{
+    const cJSON *model = obj_get(root, "model");
+    if (cJSON_IsTrue(obj_get(model, "ignore_merges"))) {
+        mw_err_set_where(err, "model.ignore_merges");
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "ignore_merges with byte_fallback is not supported");
+    }
+    const cJSON *dropout = obj_get(model, "dropout");
+    if (dropout && !cJSON_IsNull(dropout) && !(cJSON_IsNumber(dropout) && dropout->valuedouble == 0)) {
+        mw_err_set_where(err, "model.dropout");
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "BPE dropout is not supported");
+    }
+    const cJSON *pt = obj_get(root, "pre_tokenizer");
+    if (!pt || cJSON_IsNull(pt)) return MW_OK;
+    bool seq;
+    const cJSON *items = pre_items(pt, &seq);
+    if (seq && !cJSON_IsArray(items)) {
+        mw_err_set_where(err, "pre_tokenizer.pretokenizers");
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "expected an array");
+    }
+    int idx = 0;
+    for (const cJSON *it = seq ? items->child : items; it; it = seq ? it->next : NULL, idx++) {
+        if (streq(obj_str(it, "type"), "Split") &&
+            streq(obj_str(obj_get(it, "pattern"), "String"), " ") &&
+            !cJSON_IsTrue(obj_get(it, "invert")))
+            continue;
+        char q[80];
+        hf__json_quote(q, sizeof q, obj_str(it, "type") ? obj_str(it, "type") : "(none)");
+        if (seq)
+            mw_err_set_where(err, "pre_tokenizer.pretokenizers[%d]", idx);
+        else
+            mw_err_set_where(err, "pre_tokenizer");
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "pre-tokenizer %s is not supported with a SentencePiece-style BPE "
+                       "(supported: none, or a Split on \" \")", q);
+    }
+    return MW_OK;
 }
 
 /* --- tokenizer.ggml.pre --- */
@@ -345,11 +489,13 @@ enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_voc
         mw_err_set_where(err, "model");
         return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing or not an object");
     }
-    if (!hf__json_is_bytelevel_bpe(root)) {
+    const bool spm = !hf__json_is_bytelevel_bpe(root) && hf__json_is_spm_bpe(root);
+    if (!spm && !hf__json_is_bytelevel_bpe(root)) {
         mw_err_set_where(err, "model.type");
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                        "not a byte-level BPE tokenizer (needs model.type \"BPE\", no "
-                       "byte_fallback, a ByteLevel decoder or pre-tokenizer)");
+                       "byte_fallback, a ByteLevel decoder or pre-tokenizer) nor a "
+                       "SentencePiece-style BPE (byte_fallback true)");
     }
     if (n_vocab > (int64_t)HF_TOK_MAX_VOCAB)
         return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "vocab_size %lld exceeds the limit %u",
@@ -361,6 +507,10 @@ enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_voc
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                        "lowercasing normalizer is not supported for byte-level BPE");
     }
+    char form[8];
+    enum mw_status s0 = check_normalizer(root, spm, form, sizeof form, err);
+    if (!s0 && spm) s0 = check_spm_bpe(root, err);
+    if (s0) return s0;
 
     const cJSON *vocab = obj_get(model, "vocab");
     if (!cJSON_IsObject(vocab)) {
@@ -439,7 +589,10 @@ enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_voc
             cJSON_ArrayForEach(e, added)
             {
                 uint64_t id;
-                if (json_uint(obj_get(e, "id"), &id) && id >= n_tok) {
+                /* SentencePiece-style (Gemma 3 1B: <image_soft_token> is
+                 * 262144 = vocab_size): dropped, as llama.cpp's
+                 * SentencePiece path drops added tokens out of range */
+                if (json_uint(obj_get(e, "id"), &id) && id >= n_tok && !spm) {
                     mw_err_set_where(err, "added_tokens[%u].id", ai);
                     return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
                                    "id %llu >= vocab_size %llu (config.json)",
@@ -461,8 +614,9 @@ enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_voc
     if (n_tok == 0)
         return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "vocab_size is 0");
 
-    struct hf_tok *t = hf__tok_new(HF_TOK_BPE);
+    struct hf_tok *t = hf__tok_new(spm ? HF_TOK_SPMBPE : HF_TOK_BPE);
     if (!t) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    snprintf(t->normalizer, sizeof t->normalizer, "%s", form);
     enum mw_status s = hf__tok_alloc(t, (uint32_t)n_tok, false, err);
     if (s) goto fail;
 
@@ -477,8 +631,9 @@ enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_voc
                                  (unsigned long long)id);
             goto fail;
         }
-        if ((s = hf__tok_set(t, (uint32_t)id, e->string, strlen(e->string), err))) goto fail;
-        t->types[id] = 1;
+        const size_t len = strlen(e->string);
+        if ((s = hf__tok_set(t, (uint32_t)id, e->string, len, err))) goto fail;
+        t->types[id] = spm && is_byte_piece(e->string, len) ? 6 : 1;
     }
     /* Added tokens override vocab entries with the same id, as HF's
      * get_vocab() does. Type 3 if special or looking special, else 4 with
@@ -487,9 +642,16 @@ enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_voc
     {
         uint64_t id = 0;
         (void)json_uint(obj_get(e, "id"), &id);
-        const char *content = obj_str(e, "content");
+        if (id >= n_tok) continue; /* spm only, see above */
+        const char *content = obj_get(e, "content")->valuestring;
         const bool special = cJSON_IsTrue(obj_get(e, "special")) || hf__looks_special(content);
-        if (special) {
+        if (spm) {
+            /* text as written: the Hugging Face tokenizer matches added
+             * tokens in the raw text; U+2581 runs are what its normalizer
+             * makes of spaces, kept normal so they print as spaces */
+            if ((s = hf__tok_set(t, (uint32_t)id, content, strlen(content), err))) goto fail;
+            t->types[id] = special ? 3 : strstr(content, U2581) ? 1 : 4;
+        } else if (special) {
             if ((s = hf__tok_set(t, (uint32_t)id, content, strlen(content), err))) goto fail;
             t->types[id] = 3;
         } else {
@@ -517,7 +679,15 @@ enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_voc
     }
     if ((s = hf__tok_fill_gaps(t, err))) goto fail;
     if ((s = build_merges(t, obj_get(model, "merges"), err))) goto fail;
-    if ((s = detect_pre(root, t->pre, sizeof t->pre, err))) goto fail;
+    if (spm) {
+        /* the name llama.cpp's converter finds for this tokenizer (its
+         * pre-tokenizer hash is granite-embedding-311m-multilingual-r2's,
+         * which uses Gemma 3's tokenizer); llama.cpp runs its gemma4
+         * pre-tokenizer for it */
+        snprintf(t->pre, sizeof t->pre, "%s", "granite-embed-multi-311m");
+    } else if ((s = detect_pre(root, t->pre, sizeof t->pre, err))) {
+        goto fail;
+    }
     mw_err_set_where(err, "%s", "");
     *out = t;
     return MW_OK;

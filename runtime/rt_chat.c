@@ -5,6 +5,7 @@
  */
 #include "runtime/rt_int.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,7 +27,12 @@ enum rt_chat_fmt rt_chat_detect(const struct gguf_file *f)
     if (v->type != GGUF_VT_STRING) return RT_CHAT_NONE;
     if (has(v->data, v->n, "<|im_start|>")) return RT_CHAT_CHATML;
     if (has(v->data, v->n, "<|start_header_id|>")) return RT_CHAT_LLAMA3;
+    /* llama.cpp's llm_chat_detect_template: <|assistant|> and <|end|> is
+     * Phi-3, before the zephyr test */
+    if (has(v->data, v->n, "<|assistant|>") && has(v->data, v->n, "<|end|>"))
+        return RT_CHAT_PHI3;
     if (has(v->data, v->n, "<|user|>")) return RT_CHAT_ZEPHYR;
+    if (has(v->data, v->n, "<start_of_turn>")) return RT_CHAT_GEMMA;
     if (has(v->data, v->n, "[INST]")) return RT_CHAT_LLAMA2;
     return RT_CHAT_NONE;
 }
@@ -38,6 +44,8 @@ const char *rt_chat_fmt_name(enum rt_chat_fmt fmt)
     case RT_CHAT_LLAMA2: return "llama2";
     case RT_CHAT_LLAMA3: return "llama3";
     case RT_CHAT_ZEPHYR: return "zephyr";
+    case RT_CHAT_GEMMA: return "gemma";
+    case RT_CHAT_PHI3: return "phi3";
     default: return "none";
     }
 }
@@ -52,23 +60,53 @@ __attribute__((format(printf, 3, 4))) static size_t cat(char *buf, size_t cap, c
     return n < 0 ? 0 : (size_t)n;
 }
 
+/* llama.cpp's trim (llama-chat.cpp): isspace() in the C locale at both ends */
+static bool ws(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+static void trimmed(const char *s, const char **p, int *n)
+{
+    size_t a = 0, b = strlen(s);
+    while (a < b && ws(s[a])) a++;
+    while (b > a && ws(s[b - 1])) b--;
+    *p = s + a;
+    *n = b - a > (size_t)INT_MAX ? INT_MAX : (int)(b - a);
+}
+
 size_t rt_chat_format(enum rt_chat_fmt fmt, const char *role, const char *text, bool first,
                       const char *system, char *buf, size_t cap)
 {
     const bool user = strcmp(role, "user") == 0;
     const bool sys = strcmp(role, "system") == 0;
     if (cap) buf[0] = '\0';
+    const char *tp;
+    int tn;
+    trimmed(text, &tp, &tn);
     switch (fmt) {
     case RT_CHAT_CHATML:
         if (user)
             return cat(buf, cap, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", text);
         return cat(buf, cap, "<|im_start|>%s\n%s<|im_end|>\n", role, text);
-    case RT_CHAT_LLAMA3:
+    case RT_CHAT_LLAMA3: /* the template's message['content'] | trim */
         if (user)
             return cat(buf, cap,
-                       "<|start_header_id|>user<|end_header_id|>\n\n%s<|eot_id|>"
-                       "<|start_header_id|>assistant<|end_header_id|>\n\n", text);
-        return cat(buf, cap, "<|start_header_id|>%s<|end_header_id|>\n\n%s<|eot_id|>", role, text);
+                       "<|start_header_id|>user<|end_header_id|>\n\n%.*s<|eot_id|>"
+                       "<|start_header_id|>assistant<|end_header_id|>\n\n", tn, tp);
+        return cat(buf, cap, "<|start_header_id|>%s<|end_header_id|>\n\n%.*s<|eot_id|>", role,
+                   tn, tp);
+    case RT_CHAT_GEMMA: { /* system merged into the first user turn; trimmed */
+        if (sys) return 0;
+        const char *sp = "";
+        int sn = 0;
+        if (first && system) trimmed(system, &sp, &sn);
+        return cat(buf, cap, "<start_of_turn>user\n%.*s%s%.*s<end_of_turn>\n<start_of_turn>model\n",
+                   sn, sp, sn ? "\n\n" : "", tn, tp);
+    }
+    case RT_CHAT_PHI3:
+        if (user) return cat(buf, cap, "<|user|>\n%s<|end|>\n<|assistant|>\n", text);
+        return cat(buf, cap, "<|%s|>\n%s<|end|>\n", role, text);
     case RT_CHAT_ZEPHYR:
         if (user) return cat(buf, cap, "<|user|>\n%s</s>\n<|assistant|>\n", text);
         return cat(buf, cap, "<|%s|>\n%s</s>\n", role, text);
@@ -89,6 +127,8 @@ const char *rt_chat_turn_end(enum rt_chat_fmt fmt)
     case RT_CHAT_LLAMA3: return "<|eot_id|>";
     case RT_CHAT_ZEPHYR: return "</s>\n";
     case RT_CHAT_LLAMA2: return "</s><s>";
+    case RT_CHAT_GEMMA: return "<end_of_turn>\n";
+    case RT_CHAT_PHI3: return "<|end|>\n";
     default: return "\n";
     }
 }

@@ -1,8 +1,11 @@
 /*
  * runtime/rt_tok.c — the tokenizer from GGUF metadata (rt.h, docs/formats.md §7):
- * SentencePiece BPE ("llama") and byte-level BPE ("gpt2"), written to give
- * llama.cpp's ids (llama-vocab.cpp: llm_tokenizer_spm_session,
- * llm_tokenizer_bpe_session, tokenizer_st_partition).
+ * SentencePiece BPE ("llama"), byte-level BPE ("gpt2") and SentencePiece-style
+ * BPE ("gemma4"), written to give llama.cpp's ids (llama-vocab.cpp:
+ * llm_tokenizer_spm_session, llm_tokenizer_bpe_session,
+ * tokenizer_st_partition), llama.cpp's control / end-of-generation rules
+ * (special_rules), and the Unicode normalization memwall's own key
+ * memwall.tokenizer.normalizer asks for (rt_unicode_norm.c).
  *
  * Vocabulary strings are views into the mapped file. Lookups go through two
  * open-addressing hash tables built at init: text -> id (a later duplicate
@@ -47,9 +50,13 @@ struct rt_tok {
     uint32_t b2cp[256];   /* GPT-2 byte -> code point */
     int16_t cp2b[512];    /* GPT-2 code point -> byte, -1 if none */
     int32_t bos, eos, unk, eot, eom;
+    int32_t fim[6];       /* pre, suf, mid, pad, rep, sep; -1 if none */
     bool add_bos, add_eos, add_space_prefix, ignore_merges;
-    int32_t eog[16];
-    int n_eog;
+    bool spm_bpe;         /* pre "gemma4": BPE over U+2581-escaped raw UTF-8 */
+    bool model_gemma4;    /* tokenizer.ggml.model "gemma4" */
+    enum rt_norm norm;    /* memwall.tokenizer.normalizer */
+    int32_t *eog;         /* end-of-generation ids, ascending */
+    uint32_t n_eog;
 };
 
 // --- hashing ---
@@ -132,7 +139,147 @@ static void insert_merge(struct rt_tok *t, uint32_t idx)
     }
 }
 
+
+// --- llama.cpp's special-token rules (llama-vocab.cpp, llama_vocab::impl::load) ---
+
+/* Token texts llama.cpp recognises (the same lists, in the same order). */
+static const char *const EOT_NAMES[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
+    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
+    "<end_of_utterance>", NULL};
+static const char *const EOM_NAMES[] = {"<|eom_id|>", NULL};
+static const char *const FIM_PRE_NAMES[] = {
+    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
+    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL};
+static const char *const FIM_SUF_NAMES[] = {
+    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
+    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL};
+static const char *const FIM_MID_NAMES[] = {
+    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
+    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL};
+static const char *const FIM_PAD_NAMES[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
+                                            "[PAD]", NULL};
+static const char *const FIM_REP_NAMES[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
+                                            "<REPO>", "<reponame>", NULL};
+static const char *const FIM_SEP_NAMES[] = {"<|file_sep|>", NULL};
+static const char *const EOG_NAMES[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
+    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
+    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
+    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "[e~[", NULL};
+static const char *const ALWAYS_USER[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                          "<|constrain|>", NULL};
+
+static bool text_is(const struct rt_tok *t, uint32_t id, const char *s)
+{
+    const size_t n = strlen(s);
+    return t->text[id].n == n && memcmp(t->text[id].p, s, n) == 0;
+}
+
+static bool text_in(const struct rt_tok *t, uint32_t id, const char *const *names)
+{
+    for (; *names; names++)
+        if (text_is(t, id, *names)) return true;
+    return false;
+}
+
+/* The id token_to_id maps a text to (-1 if none); llama.cpp iterates that
+ * map, so a token whose text a later duplicate shadows is never seen. */
+static bool is_canonical(const struct rt_tok *t, uint32_t id)
+{
+    return t->text[id].n > 0 && find_text(t, t->text[id].p, t->text[id].n) == (int32_t)id;
+}
+
+static void make_control(struct rt_tok *t, uint32_t id) { t->type[id] = TT_CONTROL; }
+
+static bool eog_add(struct rt_tok *t, int32_t id)
+{
+    if (id < 0 || (uint32_t)id >= t->n) return true;
+    uint32_t i = 0;
+    while (i < t->n_eog && t->eog[i] < id) i++;
+    if (i < t->n_eog && t->eog[i] == id) return true;
+    int32_t *v = realloc(t->eog, (t->n_eog + 1) * sizeof *v);
+    if (!v) return false;
+    t->eog = v;
+    memmove(v + i + 1, v + i, (t->n_eog - i) * sizeof *v);
+    v[i] = id;
+    t->n_eog++;
+    return true;
+}
+
+static void eog_remove(struct rt_tok *t, int32_t id)
+{
+    for (uint32_t i = 0; i < t->n_eog; i++)
+        if (t->eog[i] == id) {
+            memmove(t->eog + i, t->eog + i + 1, (t->n_eog - i - 1) * sizeof *t->eog);
+            t->n_eog--;
+            return;
+        }
+}
+
+/* llama.cpp walks its unordered text -> id map; where two texts of one list
+ * are both present, which one it picks for eot / a FIM id depends on that
+ * map's order. memwall walks ids in ascending order (the first id wins).
+ * Every token of the end-of-generation list is marked either way. */
+static bool special_rules(struct rt_tok *t)
+{
+    static const char *const *const FIM_NAMES[6] = {FIM_PRE_NAMES, FIM_SUF_NAMES,
+                                                    FIM_MID_NAMES, FIM_PAD_NAMES,
+                                                    FIM_REP_NAMES, FIM_SEP_NAMES};
+    for (uint32_t id = 0; id < t->n; id++) {
+        if (!is_canonical(t, id)) continue;
+        if (t->eot < 0 && text_in(t, id, EOT_NAMES)) {
+            t->eot = (int32_t)id;
+            make_control(t, id);
+        }
+        if (t->eom < 0 && text_in(t, id, EOM_NAMES)) {
+            t->eom = (int32_t)id;
+            make_control(t, id);
+        }
+        for (int k = 0; k < 6; k++)
+            if (t->fim[k] < 0 && text_in(t, id, FIM_NAMES[k])) {
+                t->fim[k] = (int32_t)id;
+                make_control(t, id);
+            }
+    }
+    for (int k = 3; k < 6; k++) /* fim pad, rep, sep */
+        if (!eog_add(t, t->fim[k])) return false;
+    for (uint32_t id = 0; id < t->n; id++) {
+        if (!is_canonical(t, id)) continue;
+        if (text_in(t, id, EOG_NAMES)) {
+            if (!eog_add(t, (int32_t)id)) return false;
+            make_control(t, id);
+        }
+    }
+    for (uint32_t id = 0; id < t->n; id++)
+        if (is_canonical(t, id) && text_in(t, id, ALWAYS_USER)) t->type[id] = TT_USER;
+    if (!eog_add(t, t->eos) || !eog_add(t, t->eot) || !eog_add(t, t->eom)) return false;
+    /* o200k_harmony / solar-open: "<|end|>" is not an end of generation
+     * there; Gemma 4 / PaddleOCR: nor is "</s>" */
+    int32_t end_id = -1, s_id = -1;
+    bool has_return = false, has_call = false, has_flush = false, has_tool_response = false;
+    for (uint32_t i = 0; i < t->n_eog; i++) {
+        const uint32_t id = (uint32_t)t->eog[i];
+        if (text_is(t, id, "<|return|>")) has_return = true;
+        else if (text_is(t, id, "<|call|>") || text_is(t, id, "<|calls|>")) has_call = true;
+        else if (text_is(t, id, "<|flush|>")) has_flush = true;
+        else if (text_is(t, id, "<|end|>")) end_id = (int32_t)id;
+        if (text_is(t, id, "<|tool_response>")) has_tool_response = true;
+        else if (text_is(t, id, "</s>")) s_id = (int32_t)id;
+    }
+    if (end_id >= 0 && ((has_return && has_call) || (has_call && has_flush))) {
+        eog_remove(t, end_id);
+        t->type[end_id] = TT_USER;
+    }
+    if (has_tool_response && s_id >= 0) {
+        eog_remove(t, s_id);
+        t->type[s_id] = TT_NORMAL;
+    }
+    return true;
+}
+
 // --- init ---
+
 
 static enum mw_status fail_key(const struct gguf_file *f, struct mw_err *err, const char *key,
                                enum mw_status code, uint64_t off, const char *msg)
@@ -148,6 +295,28 @@ static const struct gguf_value *kv(const struct gguf_file *f, const char *key, u
     if (i < 0) return NULL;
     *off = gguf_kv_off(f, (uint64_t)i);
     return gguf_kv_value(f, (uint64_t)i);
+}
+
+/* memwall.tokenizer.normalizer: a string NFC / NFD / NFKC / NFKD (memwall
+ * writes it from tokenizer.json; llama.cpp has no such key). */
+static enum mw_status read_normalizer(const struct gguf_file *f, struct rt_tok *t,
+                                      struct mw_err *err)
+{
+    static const char *const key = "memwall.tokenizer.normalizer";
+    uint64_t off = 0;
+    const struct gguf_value *v = kv(f, key, &off);
+    t->norm = RT_NORM_NONE;
+    if (!v) return MW_OK;
+    if (v->type != GGUF_VT_STRING) return fail_key(f, err, key, MW_E_FORMAT, off, "expected string");
+    static const char *const names[] = {"NFC", "NFD", "NFKC", "NFKD"};
+    static const enum rt_norm forms[] = {RT_NORM_NFC, RT_NORM_NFD, RT_NORM_NFKC, RT_NORM_NFKD};
+    for (int i = 0; i < 4; i++)
+        if (v->n == strlen(names[i]) && memcmp(v->data, names[i], v->n) == 0) {
+            t->norm = forms[i];
+            return MW_OK;
+        }
+    return fail_key(f, err, key, MW_E_UNSUPPORTED, off,
+                    "unknown normalizer (supported: NFC, NFD, NFKC, NFKD)");
 }
 
 /* An optional u32 special id; ids >= n are ignored as llama.cpp does. */
@@ -215,6 +384,8 @@ static enum rt_pre pre_from_name(const char *s)
     static const char *const qwen2[] = {"qwen2", "deepseek-r1-qwen", "megrez"};
     static const char *const gpt2[] = {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat",
                                        "jina-v2-es", "jina-v2-de"};
+    if (strcmp(s, "gemma4") == 0 || strcmp(s, "granite-embed-multi-311m") == 0)
+        return RT_PRE_GEMMA4;
     for (size_t i = 0; i < sizeof llama3 / sizeof llama3[0]; i++)
         if (strcmp(s, llama3[i]) == 0) return RT_PRE_LLAMA3;
     for (size_t i = 0; i < sizeof qwen2 / sizeof qwen2[0]; i++)
@@ -236,13 +407,17 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
     if (vm->type != GGUF_VT_STRING)
         return fail_key(f, err, "tokenizer.ggml.model", MW_E_FORMAT, off, "expected string");
     enum tok_kind kind;
+    bool spm_bpe = false;
     if (vm->n == 5 && memcmp(vm->data, "llama", 5) == 0) {
         kind = TOK_SPM;
     } else if (vm->n == 4 && memcmp(vm->data, "gpt2", 4) == 0) {
         kind = TOK_BPE;
+    } else if (vm->n == 6 && memcmp(vm->data, "gemma4", 6) == 0) {
+        kind = TOK_BPE;
+        spm_bpe = true;
     } else {
         char msg[128];
-        snprintf(msg, sizeof msg, "tokenizer '%.*s' (supported: llama, gpt2)",
+        snprintf(msg, sizeof msg, "tokenizer '%.*s' (supported: llama, gpt2, gemma4)",
                  (int)(vm->n < 40 ? vm->n : 40), (const char *)vm->data);
         return fail_key(f, err, "tokenizer.ggml.model", MW_E_UNSUPPORTED, off, msg);
     }
@@ -278,6 +453,8 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
     struct rt_tok *t = calloc(1, sizeof *t);
     if (!t) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tokenizer");
     t->kind = kind;
+    t->spm_bpe = spm_bpe;
+    t->model_gemma4 = spm_bpe;
     t->n = n_vocab;
     t->ht_mask = table_size(n_vocab) - 1;
     t->text = calloc(n_vocab, sizeof *t->text);
@@ -329,9 +506,20 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
         t->bos = 1, t->eos = 2, t->unk = 0;
         t->add_bos = true;
         t->add_space_prefix = true;
+    } else if (spm_bpe) {
+        /* llama.cpp: pre-tokenizer "gemma4" whatever the file says, no
+         * default special ids */
+        snprintf(t->pre_name, sizeof t->pre_name, "gemma4");
+        t->pre = RT_PRE_GEMMA4;
+        t->bos = t->eos = t->unk = -1;
+        t->add_bos = false;
+        t->add_space_prefix = false;
     } else {
         t->pre = pre_from_name(t->pre_name);
         t->bos = 11, t->eos = 11, t->unk = -1; /* llama.cpp's BPE defaults */
+        /* "granite-embed-multi-311m" (what llama.cpp's converter detects for
+         * a tokenizer.json-only Gemma 3) runs the gemma4 pre-tokenizer */
+        t->spm_bpe = spm_bpe = t->pre == RT_PRE_GEMMA4;
         t->add_bos = t->pre == RT_PRE_LLAMA3;
         t->ignore_merges = t->pre == RT_PRE_LLAMA3;
         t->add_space_prefix = false;
@@ -340,14 +528,31 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
     if (t->eos >= (int32_t)n_vocab) t->eos = -1;
     if (t->unk >= (int32_t)n_vocab) t->unk = -1;
     t->eot = t->eom = -1;
+    for (int k = 0; k < 6; k++) t->fim[k] = -1;
     if ((s = special_id(f, "tokenizer.ggml.bos_token_id", n_vocab, &t->bos, err)) ||
         (s = special_id(f, "tokenizer.ggml.eos_token_id", n_vocab, &t->eos, err)) ||
         (s = special_id(f, "tokenizer.ggml.unknown_token_id", n_vocab, &t->unk, err)) ||
         (s = special_id(f, "tokenizer.ggml.eot_token_id", n_vocab, &t->eot, err)) ||
         (s = special_id(f, "tokenizer.ggml.eom_token_id", n_vocab, &t->eom, err)) ||
+        (s = special_id(f, "tokenizer.ggml.fim_pre_token_id", n_vocab, &t->fim[0], err)) ||
+        (s = special_id(f, "tokenizer.ggml.fim_suf_token_id", n_vocab, &t->fim[1], err)) ||
+        (s = special_id(f, "tokenizer.ggml.fim_mid_token_id", n_vocab, &t->fim[2], err)) ||
+        (s = special_id(f, "tokenizer.ggml.fim_pad_token_id", n_vocab, &t->fim[3], err)) ||
+        (s = special_id(f, "tokenizer.ggml.fim_rep_token_id", n_vocab, &t->fim[4], err)) ||
+        (s = special_id(f, "tokenizer.ggml.fim_sep_token_id", n_vocab, &t->fim[5], err)) ||
+        (s = special_id(f, "tokenizer.ggml.prefix_token_id", n_vocab, &t->fim[0], err)) ||
+        (s = special_id(f, "tokenizer.ggml.suffix_token_id", n_vocab, &t->fim[1], err)) ||
+        (s = special_id(f, "tokenizer.ggml.middle_token_id", n_vocab, &t->fim[2], err)) ||
         (s = opt_bool(f, "tokenizer.ggml.add_bos_token", &t->add_bos, err)) ||
         (s = opt_bool(f, "tokenizer.ggml.add_eos_token", &t->add_eos, err)) ||
         (s = opt_bool(f, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, err))) {
+        rt_tok_free(t);
+        return s;
+    }
+    /* llama.cpp: add_bos is forced on for the gemma4 pre-tokenizer */
+    if (spm_bpe) t->add_bos = true;
+    /* memwall.tokenizer.normalizer (memwall's files only) */
+    if ((s = read_normalizer(f, t, err))) {
         rt_tok_free(t);
         return s;
     }
@@ -356,10 +561,14 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
     for (int b = 0; b < 256; b++) {
         char nm[8];
         snprintf(nm, sizeof nm, "<0x%02X>", b);
-        t->byte_tok[b] = kind == TOK_SPM ? find_text(t, (const uint8_t *)nm, 6) : -1;
+        t->byte_tok[b] = kind == TOK_SPM || spm_bpe ? find_text(t, (const uint8_t *)nm, 6) : -1;
         t->b2cp[b] = rt__byte_to_cp((uint8_t)b);
     }
     for (int i = 0; i < 512; i++) t->cp2b[i] = (int16_t)rt__cp_to_byte((uint32_t)i);
+
+    /* llama.cpp's text rules: end-of-turn / FIM / end-of-generation tokens
+     * become control tokens, and the end-of-generation set */
+    if (!special_rules(t)) goto nomem;
 
     /* special tokens, longest first (tokenizer_st_partition's order) */
     for (uint32_t i = 0; i < n_vocab; i++)
@@ -373,22 +582,6 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
             t->text[i].n > 0)
             t->special[t->n_special++] = i;
     sort_special(t);
-
-    /* end-of-generation ids */
-    const int32_t base[3] = {t->eos, t->eot, t->eom};
-    for (int i = 0; i < 3; i++)
-        if (base[i] >= 0) t->eog[t->n_eog++] = base[i];
-    static const char *const eog_names[] = {"<|eot_id|>", "<|im_end|>", "<|end|>",
-                                            "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
-                                            "<EOT>", "<|end_of_text|>"};
-    for (size_t j = 0; j < sizeof eog_names / sizeof eog_names[0] && t->n_eog < 16; j++) {
-        const int32_t id = find_text(t, (const uint8_t *)eog_names[j], strlen(eog_names[j]));
-        if (id >= 0 && t->type[id] == TT_CONTROL) {
-            bool dup = false;
-            for (int k = 0; k < t->n_eog; k++) dup |= t->eog[k] == id;
-            if (!dup) t->eog[t->n_eog++] = id;
-        }
-    }
     *out = t;
     return MW_OK;
 nomem:
@@ -406,6 +599,7 @@ void rt_tok_free(struct rt_tok *t)
     free(t->merges);
     free(t->mt);
     free(t->special);
+    free(t->eog);
     free(t);
 }
 
@@ -635,6 +829,53 @@ static void bpe_fragment(struct work *w, const uint8_t *txt, size_t len, struct 
     }
 }
 
+// --- SentencePiece-style BPE ("gemma4") ---
+
+/* llama.cpp's llm_tokenizer_bpe_session with the gemma4 pre-tokenizer:
+ * spaces escaped as U+2581, the text cut into runs of newlines and runs of
+ * everything else (code points; invalid UTF-8 becomes U+FFFD), each run
+ * merged by rank from single characters (a newline run that is itself a
+ * token stays whole), and symbols outside the vocabulary spelled as <0xNN>
+ * byte tokens. esc needs 3 * len bytes, word 9 * len + 4. */
+static void spmbpe_fragment(struct work *w, const uint8_t *txt, size_t len, struct ivec *out,
+                            uint32_t *cps, size_t *lens, uint8_t *esc, uint8_t *word)
+{
+    const struct rt_tok *t = w->t;
+    size_t ne = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (txt[i] == ' ') esc[ne++] = 0xE2, esc[ne++] = 0x96, esc[ne++] = 0x81;
+        else esc[ne++] = txt[i];
+    }
+    size_t ncp = 0;
+    for (size_t i = 0; i < ne;) cps[ncp++] = rt__utf8_decode(esc, ne, &i);
+    const size_t n_words = rt__pre_split(RT_PRE_GEMMA4, cps, ncp, lens);
+    size_t c0 = 0;
+    for (size_t wi = 0; wi < n_words; wi++) {
+        size_t n = 0;
+        for (size_t k = c0; k < c0 + lens[wi]; k++) n += rt__utf8_encode(cps[k], word + n);
+        const bool newlines = cps[c0] == '\n';
+        c0 += lens[wi];
+        w->s = word;
+        const bool whole = newlines && find_text(t, word, n) >= 0;
+        if (!merge_all(w, n, whole)) {
+            out->oom = true;
+            return;
+        }
+        for (int64_t i = w->n_sym ? 0 : -1; i != -1; i = w->sym[i].next) {
+            const struct sym *sy = &w->sym[i];
+            const int32_t id = find_text(t, word + sy->off, sy->n);
+            if (id >= 0) {
+                ipush(out, id);
+                continue;
+            }
+            for (size_t j = 0; j < sy->n; j++) {
+                const int32_t b = t->byte_tok[word[sy->off + j]];
+                if (b >= 0) ipush(out, b);
+            }
+        }
+    }
+}
+
 // --- special-token partition ---
 
 struct frag {
@@ -716,6 +957,32 @@ static bool partition(const struct rt_tok *t, const uint8_t *text, size_t len, b
     return !cur.oom;
 }
 
+/* Append the normalization of in[0..n) to o (capacity checked by the
+ * caller: n * 4 * max_growth bytes). Only well-formed UTF-8 is normalized;
+ * an invalid byte is copied as it is and ends the run (the Hugging Face
+ * tokenizer never sees one). */
+static size_t normalize_utf8(enum rt_norm form, const uint8_t *in, size_t n, uint8_t *o,
+                             uint32_t *cp, uint32_t *cp2)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        size_t nc = 0;
+        while (i < n) {
+            size_t j = i;
+            const uint32_t c = rt__utf8_decode(in, n, &j);
+            const bool bad = c == 0xFFFD && !(j - i == 3 && in[i] == 0xEF && in[i + 1] == 0xBF &&
+                                              in[i + 2] == 0xBD);
+            if (bad || (c >= 0xD800 && c < 0xE000) || c >= 0x110000) break;
+            cp[nc++] = c;
+            i = j;
+        }
+        const size_t m = rt__normalize(form, cp, nc, cp2);
+        for (size_t q = 0; q < m; q++) k += rt__utf8_encode(cp2[q], o + k);
+        if (i < n && nc == 0) o[k++] = in[i++]; /* an invalid byte */
+    }
+    return k;
+}
+
 enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t len, bool add_special,
                              bool parse_special, int32_t *out, size_t cap, size_t *n_out,
                              struct mw_err *err)
@@ -723,17 +990,49 @@ enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t le
     *n_out = 0;
     if (t->kind == TOK_BPE && t->pre == RT_PRE_UNSUPPORTED)
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                       "cannot encode with pre-tokenizer '%s' (supported: llama3, qwen2, gpt-2 "
+                       "cannot encode with pre-tokenizer '%s' (supported: llama3, qwen2, gpt-2, gemma4 "
                        "groups); decoding works", t->pre_name);
     const uint8_t *s = (const uint8_t *)text;
     struct ivec v = {0};
     struct fvec fr = {0};
     struct work w = {.t = t, .heap = {.spm = t->kind == TOK_SPM}};
-    uint8_t *buf = NULL;
+    uint8_t *buf = NULL, *norm_text = NULL;
     uint32_t *cps = NULL;
     size_t *lens = NULL;
     enum mw_status st = MW_OK;
     if (!partition(t, s, len, parse_special, &fr)) goto nomem;
+    if (t->norm != RT_NORM_NONE) {
+        /* normalize each text fragment (added tokens are matched in the raw
+         * text first, as the Hugging Face tokenizer does for tokens with
+         * normalized false) */
+        const size_t g = rt__norm_max_growth();
+        size_t total = 0, maxr = 1;
+        for (size_t i = 0; i < fr.n; i++)
+            if (fr.v[i].tok < 0) {
+                total += fr.v[i].len;
+                if (fr.v[i].len > maxr) maxr = fr.v[i].len;
+            }
+        if (total > SIZE_MAX / (4 * g + 4) || maxr > SIZE_MAX / (8 * g)) goto nomem;
+        norm_text = malloc(total * 4 * g + 4);
+        uint32_t *c1 = malloc(maxr * sizeof *c1), *c2 = malloc(maxr * g * sizeof *c2);
+        if (!norm_text || !c1 || !c2) {
+            free(c1);
+            free(c2);
+            goto nomem;
+        }
+        size_t at = 0;
+        for (size_t i = 0; i < fr.n; i++) {
+            if (fr.v[i].tok >= 0) continue;
+            const size_t k = normalize_utf8(t->norm, s + fr.v[i].off, fr.v[i].len, norm_text + at,
+                                            c1, c2);
+            fr.v[i].off = at;
+            fr.v[i].len = k;
+            at += k;
+        }
+        free(c1);
+        free(c2);
+        s = norm_text;
+    }
     /* work buffers sized for the longest fragment */
     size_t maxf = 1;
     for (size_t i = 0; i < fr.n; i++)
@@ -744,11 +1043,18 @@ enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t le
     w.sym = malloc((3 * maxf + 8) * sizeof *w.sym);
     if (!buf || !w.sym) goto nomem;
     if (t->kind == TOK_BPE) {
-        cps = malloc(maxf * sizeof *cps);
-        lens = malloc(maxf * sizeof *lens);
+        /* gemma4: 3 escaped bytes per byte, each a code point at most;
+         * re-encoded words take up to 3 bytes per escaped byte */
+        const size_t ncp = t->spm_bpe ? 3 * maxf : maxf;
+        cps = malloc(ncp * sizeof *cps);
+        lens = malloc(ncp * sizeof *lens);
         free(buf);
-        buf = malloc(8 * maxf + 8);
-        if (!cps || !lens || !buf) goto nomem;
+        buf = malloc(t->spm_bpe ? 12 * maxf + 16 : 8 * maxf + 8);
+        if (t->spm_bpe) {
+            free(w.sym);
+            w.sym = malloc((9 * maxf + 8) * sizeof *w.sym);
+        }
+        if (!cps || !lens || !buf || !w.sym) goto nomem;
     }
     if (add_special && t->add_bos && t->bos >= 0) ipush(&v, t->bos);
     bool prev_special = true; /* the text start counts as following a special token */
@@ -761,6 +1067,8 @@ enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t le
         }
         if (t->kind == TOK_SPM)
             spm_fragment(&w, s + f->off, f->len, t->add_space_prefix && prev_special, &v, buf);
+        else if (t->spm_bpe)
+            spmbpe_fragment(&w, s + f->off, f->len, &v, cps, lens, buf, buf + 3 * maxf + 4);
         else
             bpe_fragment(&w, s + f->off, f->len, &v, cps, lens, buf);
         prev_special = false;
@@ -782,6 +1090,7 @@ done:
     free(w.sym);
     free(w.heap.v);
     free(buf);
+    free(norm_text);
     free(cps);
     free(lens);
     return st;
@@ -804,7 +1113,9 @@ size_t rt_tok_piece(const struct rt_tok *t, int32_t id, bool special, char *buf,
     /* user-defined: as written (SPM still turns U+2581 into spaces below) */
     if (ty == TT_USER && t->kind == TOK_BPE) return put(buf, cap, 0, s->p, s->n);
     size_t n = 0;
-    if (t->kind == TOK_SPM) {
+    if (t->kind == TOK_SPM || t->spm_bpe) {
+        if (t->spm_bpe && ty == TT_UNKNOWN) return special ? put(buf, cap, 0, s->p, s->n) : 0;
+        if (t->spm_bpe && ty != TT_NORMAL && ty != TT_BYTE) return 0; /* llama.cpp: unsupported */
         if (ty == TT_UNKNOWN) return put(buf, cap, 0, "\xe2\x96\x85", 3);
         if (ty == TT_BYTE && s->n == 6 && s->p[0] == '<' && s->p[1] == '0' && s->p[2] == 'x' &&
             s->p[5] == '>') {
@@ -863,12 +1174,26 @@ bool rt_tok_add_space_prefix(const struct rt_tok *t) { return t->add_space_prefi
 
 bool rt_tok_is_eog(const struct rt_tok *t, int32_t id)
 {
-    for (int i = 0; i < t->n_eog; i++)
+    for (uint32_t i = 0; i < t->n_eog; i++)
         if (t->eog[i] == id) return true;
     return false;
 }
 
-const char *rt_tok_model_name(const struct rt_tok *t) { return t->kind == TOK_SPM ? "llama" : "gpt2"; }
+uint32_t rt_tok_eog_ids(const struct rt_tok *t, int32_t *ids, uint32_t cap)
+{
+    for (uint32_t i = 0; i < t->n_eog && i < cap; i++) ids[i] = t->eog[i];
+    return t->n_eog;
+}
+
+bool rt_tok_is_control(const struct rt_tok *t, int32_t id)
+{
+    return id >= 0 && (uint32_t)id < t->n && t->type[id] == TT_CONTROL;
+}
+
+const char *rt_tok_model_name(const struct rt_tok *t)
+{
+    return t->kind == TOK_SPM ? "llama" : t->model_gemma4 ? "gemma4" : "gpt2";
+}
 
 const char *rt_tok_pre_name(const struct rt_tok *t)
 {
@@ -877,6 +1202,7 @@ const char *rt_tok_pre_name(const struct rt_tok *t)
     case RT_PRE_LLAMA3: return "llama3";
     case RT_PRE_QWEN2: return "qwen2";
     case RT_PRE_GPT2: return "gpt2";
+    case RT_PRE_GEMMA4: return "gemma4";
     default: return "unsupported";
     }
 }

@@ -496,6 +496,15 @@ size_t rt__pre_split(enum rt_pre pre, const uint32_t *cp, size_t n, size_t *lens
     case RT_PRE_LLAMA3: split_llama3(&s, 3); break;
     case RT_PRE_QWEN2: split_llama3(&s, 1); break;
     case RT_PRE_GPT2: split_gpt2(&s); break;
+    case RT_PRE_GEMMA4: /* "[^\n]+|[\n]+": runs of newlines and of the rest */
+        for (size_t i = 0; i < n;) {
+            const bool nl = cp[i] == '\n';
+            size_t j = i;
+            while (j < n && (cp[j] == '\n') == nl) j++;
+            lens[s.n_words++] = j - i;
+            i = j;
+        }
+        break;
     default: if (n) lens[s.n_words++] = n; break;
     }
     return s.n_words;

@@ -767,6 +767,37 @@ static const struct json_case json_cases[] = {
      "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"normalizer\":{\"type\":\"Sequence\","
      "\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Lowercase\"}]}," BL_TAIL,
      MW_E_UNSUPPORTED, "normalizer"},
+    {"replace normalizer on byte-level BPE",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"normalizer\":{\"type\":\"Replace\","
+     "\"pattern\":{\"String\":\" \"},\"content\":\"_\"}," BL_TAIL,
+     MW_E_UNSUPPORTED, "normalizer"},
+    {"strip normalizer in a sequence",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"normalizer\":{\"type\":\"Sequence\","
+     "\"normalizers\":[{\"type\":\"NFC\"},{\"type\":\"Strip\"}]}," BL_TAIL,
+     MW_E_UNSUPPORTED, "normalizer.normalizers[1]"},
+    {"two unicode forms",
+     "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}},\"normalizer\":{\"type\":\"Sequence\","
+     "\"normalizers\":[{\"type\":\"NFD\"},{\"type\":\"NFC\"}]}," BL_TAIL,
+     MW_E_UNSUPPORTED, "normalizer.normalizers[1]"},
+    {"byte_fallback BPE without the space normalizer",
+     "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"a\":0}}}",
+     MW_E_UNSUPPORTED, "normalizer"},
+    {"byte_fallback BPE with a dummy prefix",
+     "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"a\":0}},"
+     "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\","
+     "\"prepend\":\"\u2581\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+     "\"content\":\"\u2581\"}]}}",
+     MW_E_UNSUPPORTED, "normalizer.normalizers[0]"},
+    {"byte_fallback BPE with Metaspace",
+     "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"a\":0}},"
+     "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+     "\"content\":\"\u2581\"},\"pre_tokenizer\":{\"type\":\"Metaspace\"}}",
+     MW_E_UNSUPPORTED, "pre_tokenizer"},
+    {"byte_fallback BPE with ignore_merges",
+     "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"ignore_merges\":true,"
+     "\"vocab\":{\"a\":0}},\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":"
+     "\" \"},\"content\":\"\u2581\"}}",
+     MW_E_UNSUPPORTED, "model.ignore_merges"},
     {"deep nesting", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
                      "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
      MW_E_FORMAT, "line 1"},
@@ -793,6 +824,67 @@ START_TEST(json_malformed_catalogue)
                   "%s: where '%s', want '%s'", c->name, err.where, c->where);
     ck_assert_msg(strstr(buf, "bad.json") != NULL, "%s: %s", c->name, buf);
     ck_assert_ptr_null(t);
+}
+END_TEST
+
+/* Unicode forms are kept (memwall.tokenizer.normalizer); a SentencePiece-
+ * style BPE becomes "gpt2" with pre "granite-embed-multi-311m" (byte pieces
+ * type 6, no scores, no add_space_prefix). */
+START_TEST(json_normalizer_forms)
+{
+    static const char *const forms[] = {"NFC", "NFD", "NFKC", "NFKD"};
+    char dir[256];
+    snprintf(dir, sizeof dir, "%s/hf_tok_norm_%d", MW_TEST_TMPDIR, (int)getpid());
+    mkdir(dir, 0755);
+    char path[512];
+    snprintf(path, sizeof path, "%s/out.gguf", dir);
+    for (int i = 0; i < 4; i++) {
+        char j[512];
+        snprintf(j, sizeof j,
+                 "{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":1}},"
+                 "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"%s\"}]},"
+                 BL_TAIL, forms[i]);
+        struct mw_err err;
+        mw_err_clear(&err);
+        struct hf_tok *t = NULL;
+        ck_assert_int_eq(hf_tok_parse_json(j, strlen(j), "n.json", -1, &t, &err), MW_OK);
+        ck_assert_str_eq(hf_tok_normalizer(t), forms[i]);
+        struct gguf_file *f = tok_to_gguf(t, path);
+        const char *s = NULL;
+        uint64_t len = 0;
+        ck_assert_int_eq(gguf_get_str(f, "memwall.tokenizer.normalizer", &s, &len, &err), MW_OK);
+        ck_assert(len == strlen(forms[i]) && memcmp(s, forms[i], len) == 0);
+        gguf_close(f);
+        hf_tok_free(t);
+    }
+    const char *sp =
+        "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"<unk>\":0,"
+        "\"<0x41>\":1,\"\u2581\":2,\"a\":3,\"\u2581a\":4},\"merges\":[[\"\u2581\",\"a\"]]},"
+        "\"added_tokens\":[{\"id\":0,\"content\":\"<unk>\",\"special\":true},"
+        "{\"id\":5,\"content\":\"<x>\",\"special\":false}],"
+        "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+        "\"content\":\"\u2581\"},\"pre_tokenizer\":{\"type\":\"Split\",\"pattern\":"
+        "{\"String\":\" \"},\"behavior\":\"MergedWithPrevious\",\"invert\":false}}";
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t = NULL;
+    ck_assert_int_eq(hf_tok_parse_json(sp, strlen(sp), "g.json", -1, &t, &err), MW_OK);
+    ck_assert_str_eq(hf_tok_model(t), "gpt2");
+    ck_assert_str_eq(hf_tok_pre(t), "granite-embed-multi-311m");
+    ck_assert_uint_eq(hf_tok_n_vocab(t), 6);
+    ck_assert_int_eq(hf_tok_token_type(t, 0), 3);
+    ck_assert_int_eq(hf_tok_token_type(t, 1), 6);
+    ck_assert_int_eq(hf_tok_token_type(t, 4), 1);
+    ck_assert_int_eq(hf_tok_token_type(t, 5), 4);
+    struct gguf_file *f = tok_to_gguf(t, path);
+    ck_assert_int_ge(gguf_kv_find(f, "tokenizer.ggml.pre"), 0);
+    ck_assert_int_ge(gguf_kv_find(f, "tokenizer.ggml.merges"), 0);
+    ck_assert_int_lt(gguf_kv_find(f, "tokenizer.ggml.scores"), 0);
+    ck_assert_int_lt(gguf_kv_find(f, "tokenizer.ggml.add_space_prefix"), 0);
+    gguf_close(f);
+    hf_tok_free(t);
+    unlink(path);
+    rmdir(dir);
 }
 END_TEST
 
@@ -996,6 +1088,7 @@ static Suite *hf_tok_suite(void)
     tc = tcase_create("json");
     tcase_add_test(tc, json_merge_forms_identical);
     tcase_add_test(tc, json_pre_detection);
+    tcase_add_test(tc, json_normalizer_forms);
     tcase_add_loop_test(tc, json_malformed_catalogue, 0,
                         (int)(sizeof json_cases / sizeof json_cases[0]));
     suite_add_tcase(s, tc);

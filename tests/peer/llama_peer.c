@@ -9,7 +9,7 @@
  *
  *   ppl MODEL TEXT [--ctx 256] [--batch B] [--bytes N] [--chunks K]
  *                  [--save-logits F] [--save-logits-llamacpp F] [--kld-base F]
- *   tokenize MODEL TEXTFILE [--no-bos] [--bytes N]
+ *   tokenize MODEL TEXTFILE [--no-bos] [--parse-special] [--bytes N]
  *   generate MODEL PROMPT N [--stop-eog]
  *   info MODEL
  *   quantize IN OUT TYPE [--imatrix FILE] [--pure]
@@ -329,23 +329,29 @@ static struct llama_context *make_context(struct llama_model *m, uint32_t n_ctx,
     return c;
 }
 
-static llama_token *tokenize(const struct llama_vocab *v, const char *text, size_t len, int add_special,
-                             int *n_out)
+static llama_token *tokenize_ex(const struct llama_vocab *v, const char *text, size_t len,
+                                int add_special, int parse_special, int *n_out)
 {
     if (len > (size_t)INT32_MAX - 8) die(EXIT_FAIL, "text too large to tokenize");
     int cap = (int)len + 2 * (add_special ? 1 : 0) + 1;
     llama_token *t = xmalloc(sizeof *t * (size_t)cap);
-    int n = llama_tokenize(v, text, (int32_t)len, t, cap, add_special != 0, false);
+    int n = llama_tokenize(v, text, (int32_t)len, t, cap, add_special != 0, parse_special != 0);
     if (n < 0) {
         if (n == INT32_MIN) die(EXIT_FAIL, "tokenization failed (too many tokens)");
         cap = -n;
         free(t);
         t = xmalloc(sizeof *t * (size_t)cap);
-        n = llama_tokenize(v, text, (int32_t)len, t, cap, add_special != 0, false);
+        n = llama_tokenize(v, text, (int32_t)len, t, cap, add_special != 0, parse_special != 0);
         if (n != cap) die(EXIT_FAIL, "tokenization failed");
     }
     *n_out = n;
     return t;
+}
+
+static llama_token *tokenize(const struct llama_vocab *v, const char *text, size_t len, int add_special,
+                             int *n_out)
+{
+    return tokenize_ex(v, text, len, add_special, 0, n_out);
 }
 
 /* ------------------------------------------------------------------ ppl */
@@ -749,7 +755,8 @@ static void print_tokens(const llama_token *t, int n)
     putchar('\n');
 }
 
-static int cmd_tokenize(const char *model_path, const char *text_path, int add_bos, long bytes)
+static int cmd_tokenize(const char *model_path, const char *text_path, int add_bos, int parse_special,
+                        long bytes)
 {
     size_t len;
     char *text = read_file(text_path, &len);
@@ -765,7 +772,7 @@ static int cmd_tokenize(const char *model_path, const char *text_path, int add_b
         die(EXIT_LOAD, "llama.cpp failed to load %s", model_path);
     }
     int n;
-    llama_token *t = tokenize(llama_model_get_vocab(model), text, len, add_bos, &n);
+    llama_token *t = tokenize_ex(llama_model_get_vocab(model), text, len, add_bos, parse_special, &n);
     print_tokens(t, n);
     free(t);
     free(text);
@@ -1066,7 +1073,7 @@ static void usage(void)
             "usage: llama-peer [-v] [--threads N] [--cpu VARIANT|auto] [--no-repack] COMMAND ...\n"
             "  ppl MODEL.gguf TEXTFILE [--ctx 256] [--batch B] [--bytes N] [--chunks K]\n"
             "      [--save-logits F] [--save-logits-llamacpp F] [--kld-base F]\n"
-            "  tokenize MODEL.gguf TEXTFILE [--no-bos] [--bytes N]\n"
+            "  tokenize MODEL.gguf TEXTFILE [--no-bos] [--parse-special] [--bytes N]\n"
             "  generate MODEL.gguf PROMPT N [--stop-eog]\n"
             "  bench MODEL.gguf PROMPT N   (prompt and N-token decode timings, peak RSS)\n"
             "  info MODEL.gguf\n"
@@ -1085,7 +1092,7 @@ int main(int argc, char **argv)
     const char *pos[8];
     int npos = 0;
     struct ppl_opts po = {.ctx = 256, .batch = 0, .chunks = 0, .bytes = -1};
-    int no_bos = 0, stop_eog = 0, pure = 0;
+    int no_bos = 0, stop_eog = 0, pure = 0, parse_special = 0;
     long tok_bytes = -1;
     const char *imatrix = NULL;
     for (int i = 1; i < argc; ++i) {
@@ -1104,6 +1111,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--save-logits-llamacpp")) { NEED_ARG(); po.save_lcpp = argv[++i]; }
         else if (!strcmp(a, "--kld-base")) { NEED_ARG(); po.kld_base = argv[++i]; }
         else if (!strcmp(a, "--no-bos")) no_bos = 1;
+        else if (!strcmp(a, "--parse-special")) parse_special = 1;
         else if (!strcmp(a, "--stop-eog")) stop_eog = 1;
         else if (!strcmp(a, "--pure")) pure = 1;
         else if (!strcmp(a, "--imatrix")) { NEED_ARG(); imatrix = argv[++i]; }
@@ -1131,7 +1139,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "tokenize")) {
         if (npos != 3) usage();
-        return cmd_tokenize(pos[1], pos[2], !no_bos, tok_bytes);
+        return cmd_tokenize(pos[1], pos[2], !no_bos, parse_special, tok_bytes);
     }
     if (!strcmp(cmd, "generate")) {
         if (npos != 4) usage();

@@ -1,0 +1,225 @@
+/* The real Qwen3 and Gemma 3 tokenizers (tests/fixtures/fetch_tokenizers.sh:
+ * .peer/tokenizers/{qwen3,gemma3}; MW_TOKENIZERS overrides the directory)
+ * through hf_tok (tokenizer.json -> tokenizer.* GGUF keys) and the runtime
+ * tokenizer that reads them back:
+ *   - llama.cpp's control / end-of-generation rules (llama-vocab.cpp load)
+ *     on Qwen3's vocabulary: 6 EOG ids, "</s>" (128247) control;
+ *   - Qwen3's NFC normalizer (memwall.tokenizer.normalizer): decomposed
+ *     "café Việt" gives the 3 ids of the Hugging Face tokenizer;
+ *   - Gemma 3's SentencePiece-style BPE ("gpt2", pre
+ *     "granite-embed-multi-311m", llama.cpp's gemma4 pre-tokenizer): types,
+ *     ids of a few strings (the same llama.cpp gives, tests/e2e/
+ *     tok_family_peer.sh compares whole corpora).
+ * Exit 77 (skip) when the tokenizer files are missing. */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gguf/gguf.h"
+#include "hf/hf_tok.h"
+#include "runtime/rt.h"
+
+static char g_dir[1024];
+
+struct tok {
+    struct hf_tok *ht;
+    void *buf;
+    struct gguf_file *f;
+    struct rt_tok *t;
+};
+
+static void tok_open(struct tok *k, const char *name)
+{
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+    struct mw_err err;
+    mw_err_clear(&err);
+    char eb[1024];
+    enum mw_status s = hf_tok_load(dir, &k->ht, &err);
+    ck_assert_msg(s == MW_OK, "%s", mw_err_format(&err, eb, sizeof eb));
+    struct gguf_writer *w = NULL;
+    ck_assert_int_eq(gguf_writer_init(&w, &err), MW_OK);
+    ck_assert_int_eq(hf_tok_write_gguf(k->ht, w, "qwen3", &err), MW_OK);
+    ck_assert_int_eq(gguf_writer_open_mem(w, &err), MW_OK);
+    uint64_t size = 0;
+    ck_assert_int_eq(gguf_writer_finish_mem(w, &k->buf, &size, &err), MW_OK);
+    gguf_writer_free(w);
+    ck_assert_int_eq(gguf_open_mem(k->buf, size, name, 0, &k->f, &err), MW_OK);
+    s = rt_tok_init(k->f, hf_tok_n_vocab(k->ht), &k->t, &err);
+    ck_assert_msg(s == MW_OK, "%s", mw_err_format(&err, eb, sizeof eb));
+}
+
+static void tok_close(struct tok *k)
+{
+    rt_tok_free(k->t);
+    gguf_close(k->f);
+    free(k->buf);
+    hf_tok_free(k->ht);
+}
+
+static size_t enc(const struct tok *k, const char *text, bool add, bool special, int32_t *ids,
+                  size_t cap)
+{
+    struct mw_err err;
+    mw_err_clear(&err);
+    size_t n = 0;
+    ck_assert_int_eq(rt_tok_encode(k->t, text, strlen(text), add, special, ids, cap, &n, &err),
+                     MW_OK);
+    return n;
+}
+
+START_TEST(qwen3_eog_control)
+{
+    struct tok k;
+    tok_open(&k, "qwen3");
+    ck_assert_str_eq(hf_tok_normalizer(k.ht), "NFC");
+    int32_t eog[16];
+    const uint32_t n = rt_tok_eog_ids(k.t, eog, 16);
+    /* llama.cpp: fim_pad, repo_name (fim_rep), file_sep (fim_sep), and the
+     * texts <|endoftext|>, <|im_end|>, </s>; eos (<|im_end|>) among them */
+    static const int32_t want[] = {128247, 151643, 151645, 151662, 151663, 151664};
+    ck_assert_uint_eq(n, 6);
+    for (int i = 0; i < 6; i++) ck_assert_int_eq(eog[i], want[i]);
+    size_t len;
+    const char *txt = rt_tok_text(k.t, 128247, &len);
+    ck_assert(len == 4 && memcmp(txt, "</s>", 4) == 0);
+    ck_assert_int_eq(hf_tok_token_type(k.ht, 128247), 1); /* normal in the file */
+    ck_assert(rt_tok_is_control(k.t, 128247));            /* control at load */
+    ck_assert(rt_tok_is_control(k.t, 151659));            /* <|fim_prefix|> */
+    ck_assert(!rt_tok_is_eog(k.t, 151659));
+    ck_assert(!rt_tok_is_eog(k.t, 151644)); /* <|im_start|> */
+    ck_assert(!rt_tok_is_control(k.t, 151667)); /* <think>: user-defined */
+    /* " </s>" with special tokens enabled: a space, then the control token */
+    int32_t ids[64];
+    size_t m = enc(&k, " </s>", false, true, ids, 64);
+    ck_assert_uint_eq(m, 2);
+    ck_assert_int_eq(ids[1], 128247);
+    /* without: spelled out */
+    m = enc(&k, " </s>", false, false, ids, 64);
+    ck_assert_uint_gt(m, 1);
+    for (size_t i = 0; i < m; i++) ck_assert_int_ne(ids[i], 128247);
+    tok_close(&k);
+}
+END_TEST
+
+START_TEST(qwen3_nfc)
+{
+    struct tok k;
+    tok_open(&k, "qwen3");
+    int32_t a[64], b[64];
+    /* decomposed (NFD) and composed spellings give the same 3 ids, as the
+     * Hugging Face tokenizer's NFC normalizer makes them */
+    const size_t na = enc(&k, "cafe\xcc\x81 Vie\xcc\xa3\xcc\x82t", true, false, a, 64);
+    const size_t nb = enc(&k, "caf\xc3\xa9 Vi\xe1\xbb\x87t", true, false, b, 64);
+    ck_assert_uint_eq(na, 3);
+    ck_assert_uint_eq(nb, 3);
+    static const int32_t want[] = {924, 58858, 128324};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(a[i], want[i]);
+        ck_assert_int_eq(b[i], want[i]);
+    }
+    /* added tokens are matched in the raw text, before normalization */
+    const size_t nc = enc(&k, "<|im_start|>cafe\xcc\x81", false, true, a, 64);
+    ck_assert_uint_ge(nc, 2);
+    ck_assert_int_eq(a[0], 151644);
+    /* invalid UTF-8 passes through unchanged (no U+FFFD made up) */
+    const size_t nd = enc(&k, "a\xff" "e\xcc\x81", false, false, a, 64);
+    const size_t ne = enc(&k, "a\xff\xc3\xa9", false, false, b, 64);
+    ck_assert_uint_eq(nd, ne);
+    for (size_t i = 0; i < nd; i++) ck_assert_int_eq(a[i], b[i]);
+    tok_close(&k);
+}
+END_TEST
+
+START_TEST(gemma3_spm_bpe)
+{
+    struct tok k;
+    tok_open(&k, "gemma3");
+    /* llama.cpp's converter: "gpt2", pre "granite-embed-multi-311m" */
+    ck_assert_str_eq(hf_tok_model(k.ht), "gpt2");
+    ck_assert_str_eq(hf_tok_pre(k.ht), "granite-embed-multi-311m");
+    ck_assert_str_eq(rt_tok_model_name(k.t), "gpt2");
+    ck_assert_str_eq(rt_tok_pre_name(k.t), "gemma4");
+    ck_assert_str_eq(hf_tok_normalizer(k.ht), "");
+    ck_assert_uint_eq(hf_tok_n_vocab(k.ht), 262145); /* no config.json here */
+    ck_assert_int_eq(hf_tok_token_type(k.ht, 2), 3);   /* <bos> */
+    ck_assert_int_eq(hf_tok_token_type(k.ht, 5), 4);   /* [multimodal] */
+    ck_assert_int_eq(hf_tok_token_type(k.ht, 6), 3);   /* <unused0>: looks special */
+    ck_assert_int_eq(hf_tok_token_type(k.ht, 105), 3); /* <start_of_turn> */
+    ck_assert_int_eq(hf_tok_token_type(k.ht, 108), 4); /* "\n\n" */
+    ck_assert_int_eq(hf_tok_token_type(k.ht, 138), 1); /* U+2581 x2 */
+    int32_t id = rt_tok_find(k.t, "<0x41>", 6);
+    ck_assert_int_ge(id, 0);
+    ck_assert_int_eq(hf_tok_token_type(k.ht, (uint32_t)id), 6);
+    ck_assert(rt_tok_add_bos(k.t));
+    ck_assert_int_eq(rt_tok_bos(k.t), 2);
+    /* llama.cpp's set (llama-peer -v info): <eos>, <end_of_turn> (eos), and
+     * the ordinary "</s>" 212 made control */
+    int32_t eog[8];
+    ck_assert_uint_eq(rt_tok_eog_ids(k.t, eog, 8), 3);
+    ck_assert_int_eq(eog[0], 1);
+    ck_assert_int_eq(eog[1], 106);
+    ck_assert_int_eq(eog[2], 212);
+    ck_assert(rt_tok_is_control(k.t, 212));
+    ck_assert(!rt_tok_is_eog(k.t, 105));
+    int32_t ids[64];
+    /* BOS, "Hello", " world": spaces are U+2581, no dummy prefix */
+    size_t n = enc(&k, "Hello world", true, false, ids, 64);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(ids[0], 2);
+    char piece[64];
+    size_t pl = rt_tok_piece(k.t, ids[2], false, piece, sizeof piece);
+    ck_assert_uint_eq(pl, 6);
+    ck_assert(memcmp(piece, " world", 6) == 0);
+    /* a newline run is one added token; "  " prints as two spaces */
+    n = enc(&k, "a\n\n\nb", false, false, ids, 64);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(ids[1], 109);
+    pl = rt_tok_piece(k.t, 138, false, piece, sizeof piece);
+    ck_assert_uint_eq(pl, 2);
+    ck_assert(memcmp(piece, "  ", 2) == 0);
+    /* a character outside the vocabulary falls back to <0xNN> bytes */
+    n = enc(&k, "\xf0\x9f\x80\x80", false, false, ids, 64);
+    ck_assert_uint_ge(n, 1);
+    /* control tokens only with parse_special */
+    n = enc(&k, "<start_of_turn>user", false, true, ids, 64);
+    ck_assert_int_eq(ids[0], 105);
+    n = enc(&k, "<start_of_turn>user", false, false, ids, 64);
+    ck_assert_int_ne(ids[0], 105);
+    tok_close(&k);
+}
+END_TEST
+
+static bool have(const char *name)
+{
+    char p[1200];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s/tokenizer.json", g_dir, name);
+    return stat(p, &st) == 0;
+}
+
+int main(void)
+{
+    const char *env = getenv("MW_TOKENIZERS");
+    snprintf(g_dir, sizeof g_dir, "%s", env && env[0] ? env : MW_DATASETS_DIR "/../.peer/tokenizers");
+    if (!have("qwen3") || !have("gemma3")) {
+        printf("SKIP: no real tokenizers under %s (bash tests/fixtures/fetch_tokenizers.sh)\n",
+               g_dir);
+        return 77;
+    }
+    Suite *s = suite_create("tok_real");
+    TCase *tc = tcase_create("real");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, qwen3_eog_control);
+    tcase_add_test(tc, qwen3_nfc);
+    tcase_add_test(tc, gemma3_spm_bpe);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    const int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

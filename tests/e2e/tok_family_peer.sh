@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# memwall-run --tokenize against llama.cpp's tokenizer (tests/peer:
+# llama-peer tokenize, llama.cpp 80fb11ac), id for id, on the real Qwen3,
+# Gemma 3 (also inside Gemma3ForConditionalGeneration) and Gemma 2
+# tokenizers in GGUF files written by memwall convert:
+#
+#   models  the family fixtures of tests/fixtures/mk_family_fixture.py
+#           (qwen3: byte-level BPE, pre "qwen2", NFC normalizer; gemma3:
+#           tokenizer.json only, SentencePiece-style BPE -> "gpt2" with pre
+#           "granite-embed-multi-311m" as llama.cpp writes it; gemma3mm:
+#           the same tokenizer in a Gemma3ForConditionalGeneration (vocab
+#           262208 from text_config's defaults); gemma2:
+#           tokenizer.model -> SentencePiece "llama", no dummy prefix). While
+#           memwall convert does not know a family yet, its tokenizer files
+#           ride on a tiny llama checkpoint (tok_carrier.py) instead.
+#   texts   datasets/corpora/eval.txt, tests/fixtures/multilingual.txt, a
+#           file of special-token spellings and odd white space, and one of
+#           odd bytes;
+#   flags   none, --no-bos, --parse-special, --no-bos --parse-special (the
+#           same flags on both sides, as llama-tokenize's).
+#
+# Qwen3's tokenizer.json asks for NFC, which memwall applies on its own files
+# (memwall.tokenizer.normalizer) and llama.cpp does not (it has no
+# normalizer): for Qwen3, llama.cpp is given the NFC form of each text
+# (python3 unicodedata) and memwall both the text as it is and its NFC form;
+# all three must give the same ids.
+#
+# Skipped (77) without llama-peer or python3.
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+RUNBIN="$MW_BIN/memwall-run"
+EVAL="$MW_DATASETS/corpora/eval.txt"
+SAMPLE="$FIX/multilingual.txt"
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+find_peer
+[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+have_python || skip "python3 missing (fixtures, NFC texts)"
+[ -f "$FIX/mk_family_fixture.py" ] || skip "tests/fixtures/mk_family_fixture.py missing"
+scratch_on_shm tokfam
+
+total=0
+# same LABEL OURS_TEXT THEIR_TEXT GGUF FLAGS...: ids must be identical
+same() {
+    local label=$1 ours=$2 theirs=$3 f=$4
+    shift 4
+    if ! $MW_EMU "$RUNBIN" -m "$f" --tokenize "$ours" -q "$@" > "$T/ours" 2> "$T/ours.err"; then
+        fail "$label: memwall-run --tokenize $*: $(tail -n 2 "$T/ours.err")"
+        return
+    fi
+    if ! "$PEER" tokenize "$f" "$theirs" "$@" > "$T/theirs" 2> "$T/theirs.err"; then
+        fail "$label: llama-peer tokenize $*: $(tail -n 2 "$T/theirs.err")"
+        return
+    fi
+    local n
+    n=$(wc -w < "$T/theirs")
+    if cmp -s "$T/ours" "$T/theirs"; then
+        total=$((total + n))
+        fam_total=$((fam_total + n))
+        return
+    fi
+    fail "$label [$*]: ids differ from llama.cpp's ($(wc -w < "$T/ours") vs $n)"
+    tr ' ' '\n' < "$T/ours" > "$T/ours.l"
+    tr ' ' '\n' < "$T/theirs" > "$T/theirs.l"
+    local at
+    at=$(cmp "$T/ours.l" "$T/theirs.l" 2> /dev/null | awk '{ print $NF }')
+    [ -n "$at" ] || at=1
+    echo "    from id #$at: ours   $(tail -n +"$at" "$T/ours.l" | head -n 12 | tr '\n' ' ')"
+    echo "    from id #$at: llama  $(tail -n +"$at" "$T/theirs.l" | head -n 12 | tr '\n' ' ')"
+}
+
+printf ' </s> <|im_end|> hi<|endoftext|> <think>x</think> <|fim_pad|><|repo_name|>\n<start_of_turn>user\n  hello  <end_of_turn>\n<start_of_turn>model\n<bos><eos><pad> <unused0> [multimodal] <mask> <unk> <s> <0x41> \xe2\x96\x81\xe2\x96\x81x \t\tcode\n    indented\n\n\n\n  two  spaces   three\r\n<|im_start|>system\n<|user|><|end|>' \
+    > "$T/special.txt"
+printf ' leading space, \xe2\x96\x81 marker, \xc3\xa9t\xc3\xa9 \xe2\x82\xac 1234567 \t tabs  \n\n \xff\xfe bad bytes \xf0\x9f\x99\x82 e\xcc\x81 end' \
+    > "$T/odd.txt"
+texts=("$SAMPLE" "$T/special.txt" "$T/odd.txt")
+names=(multilingual special odd)
+[ -f "$EVAL" ] && { texts+=("$EVAL"); names+=(eval.txt); }
+
+# nfc IN OUT: the NFC form of IN (invalid bytes kept)
+nfc() {
+    python3 - "$1" "$2" << 'EOF'
+import sys, unicodedata
+s = open(sys.argv[1], "rb").read().decode("utf-8", "surrogateescape")
+open(sys.argv[2], "wb").write(unicodedata.normalize("NFC", s).encode("utf-8", "surrogateescape"))
+EOF
+}
+
+for fam in qwen3 gemma3 gemma3mm gemma2; do
+    fam_total=0
+    echo "== $fam"
+    if ! python3 "$FIX/mk_family_fixture.py" $fam "$T/hf-$fam" > "$T/fx.log" 2>&1; then
+        fail "$fam: mk_family_fixture.py: $(tail -n 2 "$T/fx.log")"
+        continue
+    fi
+    how="family fixture"
+    if ! $MW_EMU "$MEMWALL" convert "$T/hf-$fam" -o "$T/$fam.gguf" -q > "$T/c.log" 2>&1; then
+        if grep -q "is not supported" "$T/c.log"; then
+            vocab=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' \
+                "$T/hf-$fam/config.json")
+            python3 "$HERE/tok_carrier.py" "$T/hf-$fam" "$vocab" "$T/car-$fam" &&
+                $MW_EMU "$MEMWALL" convert "$T/car-$fam" -o "$T/$fam.gguf" -q > "$T/c.log" 2>&1 ||
+                { fail "$fam: carrier conversion: $(tail -n 2 "$T/c.log")"; continue; }
+            how="carrier (memwall convert does not know $fam yet)"
+        else
+            fail "$fam: memwall convert: $(tail -n 2 "$T/c.log")"
+            continue
+        fi
+    fi
+    rm -rf "$T/hf-$fam" "$T/car-$fam"
+    "$PEER" -v info "$T/$fam.gguf" > "$T/info" 2>&1 || { fail "$fam: llama.cpp does not load it"; continue; }
+    if grep -qiE "missing pre-tokenizer|pre-tokenizer.*(unknown|not recognized)|GENERATION QUALITY" "$T/info"; then
+        fail "$fam: llama.cpp warns about the pre-tokenizer"
+    fi
+    for i in "${!texts[@]}"; do
+        for fl in "" "--no-bos" "--parse-special" "--no-bos --parse-special"; do
+            # shellcheck disable=SC2086
+            if [ $fam = qwen3 ]; then
+                nfc "${texts[$i]}" "$T/nfc.txt"
+                same "$fam ${names[$i]} (as is / NFC)" "${texts[$i]}" "$T/nfc.txt" "$T/$fam.gguf" $fl
+                same "$fam ${names[$i]} (NFC / NFC)" "$T/nfc.txt" "$T/nfc.txt" "$T/$fam.gguf" $fl
+            else
+                same "$fam ${names[$i]}" "${texts[$i]}" "${texts[$i]}" "$T/$fam.gguf" $fl
+            fi
+        done
+    done
+    echo "  $how: $fam_total ids identical to llama.cpp's"
+    rm -f "$T/$fam.gguf"
+done
+echo "total: $total ids compared"
+finish
