@@ -1,7 +1,8 @@
 /*
  * runtime/rt.h — memwall's device runtime: runs a llama-family GGUF file
- * (llama, mistral, qwen2 as memwall and llama.cpp's converters write them)
- * on a CPU, the same code on an ARM phone and on the desktop.
+ * (llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3 as memwall and
+ * llama.cpp's converters write them) on a CPU, the same code on an ARM
+ * phone and on the desktop.
  *
  * What it reads: one GGUF v3 file through gguf/ (mmap, read-only; weights
  * are never copied). Before anything runs, rt_model_open() checks every key
@@ -21,6 +22,25 @@
  *              query heads share a kv head); x += Wo attn (+bo)
  *              h = rmsnorm(x)·ffn_norm; x += Wdown (silu(Wgate h) * Wup h)
  *   logits = output · rmsnorm(x)·output_norm   (output = token_embd when absent)
+ *
+ * The families (llama.cpp's src/models/{qwen3,gemma2,gemma3,phi3}.cpp), all NEOX RoPE:
+ *   qwen3:  q and k RMS-normed per head (attn_q_norm / attn_k_norm) before RoPE.
+ *   gemma2/3: x = token_embd[tok] * sqrtf(n_embd); sandwich norms: x += rmsnorm(
+ *           attn_out)·post_attention_norm and x += rmsnorm(ffn_out)·post_ffw_norm (the
+ *           GGUF norms are HF's w + 1); FFN gelu_tanh(gate)·up (ggml's f16 GELU table);
+ *           q multiplied by attn_scale after RoPE (1/sqrt(head_dim), the 27B rule);
+ *           sliding layers (rt_layer_is_swa) attend to the last n_swa positions
+ *           (p - k < n_swa) with their own RoPE base (gemma3: rope.freq_base_swa,
+ *           default 10000) and keep a KV ring of n_swa - 1 + n_batch rows; gemma2:
+ *           attention scores c·tanh(s/c) (attn_logit_softcapping, default 50) and
+ *           logits c·tanh(l/c) (final_logit_softcapping, default 30; gemma3 when set);
+ *           gemma3 also has q/k norms. No context shift (MW_E_UNSUPPORTED).
+ *   phi3:   attn_qkv.weight (q, k, v rows) or separate q/k/v; ffn_up.weight holds
+ *           the gate rows then the up rows: silu(gate)·up; q multiplied by
+ *           1/sqrt(head_dim) after RoPE; LongRoPE: rope_factors_long when the
+ *           context padded to 256 exceeds rope.scaling.original_context_length,
+ *           else rope_factors_short, cos/sin times rope.scaling.attn_factor.
+ *           Its sliding_window key is ignored, as llama.cpp does.
  *
  * Memory: the model is the mapping plus a few owned float vectors (norms,
  * biases); a context (rt_ctx) allocates its KV cache, activation scratch,
@@ -98,6 +118,8 @@ struct rt_hparams {
     uint32_t n_ctx_orig;  /* rope.scaling.original_context_length (0 if absent) */
     bool has_rope_long;   /* phi3: rope_factors_long / rope_factors_short present */
     float rope_attn_factor; /* phi3 LongRoPE: rope.scaling.attn_factor (1 if absent) */
+    float rope_freq_scale_swa; /* freq scale of sliding layers (0: 1; gemma2: rope_freq_scale,
+                                * gemma3: 1 as llama.cpp's rope_freq_scale_train_swa) */
 };
 
 /* True when layer il of hp uses the sliding window (llama.cpp's is_swa). */
@@ -170,7 +192,7 @@ struct rt_mem {
     uint64_t mapped_bytes;   /* the file mapping (weights are never copied) */
     uint64_t weight_bytes;   /* of which the graph's weights */
     uint64_t owned_bytes;    /* model-owned f32 vectors */
-    uint64_t kv_bytes;       /* K and V caches at n_ctx */
+    uint64_t kv_bytes;       /* K and V caches at n_ctx (sliding layers: their window ring) */
     uint64_t scratch_bytes;  /* activations, quantized activations, logits, attention rows */
     uint32_t n_ctx;
     unsigned n_threads;
@@ -196,10 +218,14 @@ void rt_ctx_mem(const struct rt_ctx *c, struct rt_mem *out);
  * quantized activation row sized for weight_type's activation format
  * (rt_ctx_init sizes them for the model's actual weights; a type without a
  * kernel counts as Q8_K); owned_bytes bounds the model's own memory from
- * above: the 2*n_layer+1 norms and n_bias_floats bias floats as f32, at most
- * 512 bytes of views per layer and 2048 for the model struct. From hp it
- * reads n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab
- * (and n_ctx_train when o->n_ctx is 0). o: rt_ctx_init's defaults (NULL: all
+ * above: the 2*n_layer+1 norms (4*n_layer+1 with post_norms, plus
+ * 2*n_layer*head_dim with qk_norm, n_rot with has_rope_long) and
+ * n_bias_floats bias floats as f32, at most 512 bytes of views per layer and
+ * 2048 for the model struct. kv_bytes: n_ctx rows per layer, a sliding layer
+ * (rt_layer_is_swa) min(n_ctx, n_swa - 1 + n_batch) rows (its ring). From hp
+ * it reads n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot,
+ * n_vocab, n_swa, swa_pattern, post_norms, qk_norm, has_rope_long (and
+ * n_ctx_train when o->n_ctx is 0). o: rt_ctx_init's defaults (NULL: all
  * of them); the limits RT_MAX_CTX / RT_MAX_THREADS are not applied. Sets
  * n_ctx, n_threads and kv_type too; mapped_bytes and weight_bytes are 0.
  * Errors: MW_E_USAGE (n_head not a multiple of n_head_kv, head_dim 0, a
@@ -258,6 +284,17 @@ enum mw_status rt_ctx_shift(struct rt_ctx *c, uint32_t n_keep, uint32_t n_drop,
  *   llama.cpp's own tables (rt_tok_pre.c), for every code point. Then merges
  *   by rank (lowest first; ties: leftmost), "ignore_merges" for the llama3
  *   group.
+ * "gemma4", and "gpt2" with pre "gemma4" / "granite-embed-multi-311m" (what
+ *   memwall and llama.cpp write for a tokenizer.json-only Gemma 3):
+ *   SentencePiece-style BPE as llama.cpp runs it: spaces escaped as U+2581,
+ *   the text cut into runs of newlines and runs of the rest, merges by rank
+ *   over the raw UTF-8, <0xNN> byte fallback, BOS always added.
+ * memwall.tokenizer.normalizer ("NFC", "NFD", "NFKC", "NFKD"; memwall's own
+ *   key, written from tokenizer.json, e.g. Qwen's NFC): each text fragment
+ *   between special tokens is normalized before the pre-tokenizer, as the
+ *   Hugging Face tokenizer does. llama.cpp has no normalizer: on text that
+ *   is not already in that form its ids differ from memwall's (and from
+ *   the Hugging Face tokenizer's).
  * Special tokens: tokens of type user-defined (4) are always matched in the
  * text as whole units; control tokens (3) only when parse_special is set
  * (chat templates), as llama.cpp does.
@@ -298,12 +335,31 @@ int32_t rt_tok_bos(const struct rt_tok *t);   /* -1 if none */
 int32_t rt_tok_eos(const struct rt_tok *t);   /* -1 if none */
 bool rt_tok_add_bos(const struct rt_tok *t);
 bool rt_tok_add_space_prefix(const struct rt_tok *t);
-/* End of generation: eos, eot, eom, or a control token named like one
- * (<|im_end|>, <|eot_id|>, <|end_of_text|>, <|endoftext|>, </s>). */
+/* End of generation, llama.cpp's rule (llama-vocab.cpp load): the FIM pad /
+ * repo / file-separator ids (tokenizer.ggml.fim_{pad,rep,sep}_token_id, or
+ * found by text: <|fim_pad|> <fim-pad> <fim_pad> <PAD> [PAD] / <|fim_repo|>
+ * <|repo_name|> <fim-repo> <REPO> <reponame> / <|file_sep|>); every token
+ * whose text is one of <|eot_id|> <|im_end|> <|end|> <|return|> <|call|>
+ * <|flush|> <|calls|> <end_of_turn> <|endoftext|> </s> <|eom_id|> <EOT> _<EOT>
+ * [EOT] [EOS] <|end_of_text|> <end_of_utterance> <eos> <turn|>
+ * <|tool_response>, <｜end▁of▁sentence｜> or [e~[; and eos, eot, eom (eot and eom
+ * found by text when the file has no id). Whatever its type in the file,
+ * each of those tokens (and the FIM prefix/suffix/middle tokens) is a
+ * control token, so it is matched in text only with parse_special. Then
+ * llama.cpp's two exceptions: <|end|> is not one where <|return|> and
+ * <|call|> (or <|calls|> and <|flush|>) are; </s> is not one (and is a
+ * normal token) where <|tool_response> is. <|channel|> <|message|> <|start|>
+ * <|constrain|> are user-defined tokens. Qwen3's vocabulary gives 6 ids:
+ * <|endoftext|>, <|im_end|>, <|fim_pad|>, <|repo_name|>, <|file_sep|> and
+ * </s> (128247). */
 bool rt_tok_is_eog(const struct rt_tok *t, int32_t id);
-/* "llama" or "gpt2". */
+/* The end-of-generation ids, ascending: writes min(n, cap) to ids, returns n. */
+uint32_t rt_tok_eog_ids(const struct rt_tok *t, int32_t *ids, uint32_t cap);
+/* Is id a control token (after the rules above)? */
+bool rt_tok_is_control(const struct rt_tok *t, int32_t id);
+/* "llama", "gpt2" or "gemma4". */
 const char *rt_tok_model_name(const struct rt_tok *t);
-/* The pre-tokenizer the encoder runs ("spm", "llama3", "qwen2", "gpt2"). */
+/* The pre-tokenizer the encoder runs ("spm", "llama3", "qwen2", "gpt2", "gemma4"). */
 const char *rt_tok_pre_name(const struct rt_tok *t);
 
 // --- chat templates ---
@@ -319,14 +375,21 @@ enum rt_chat_fmt {
     RT_CHAT_LLAMA2,  /* [INST] ... [/INST] (llama-2, mistral) */
     RT_CHAT_LLAMA3,  /* <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|> */
     RT_CHAT_ZEPHYR,  /* <|user|>\n...</s>\n<|assistant|>\n (TinyLlama chat) */
+    RT_CHAT_GEMMA,   /* <start_of_turn>user\n...<end_of_turn>\n<start_of_turn>model\n */
+    RT_CHAT_PHI3,    /* <|user|>\n...<|end|>\n<|assistant|>\n */
 };
 enum rt_chat_fmt rt_chat_detect(const struct gguf_file *f);
 const char *rt_chat_fmt_name(enum rt_chat_fmt fmt);
 /* Append the text of one turn (role "system", "user") followed by the
  * assistant prefix when role is "user", into buf (cap bytes, NUL-terminated).
- * first: no earlier turn in the conversation (llama2 puts the system prompt
- * inside the first [INST]). Returns the length it needs (> cap - 1 means it
- * was cut). The text is meant to be tokenized with parse_special. */
+ * first: no earlier turn in the conversation (llama2 and gemma put the system
+ * prompt inside the first user turn; their "system" turn is empty). The text
+ * is trimmed of leading and trailing ASCII white space where the model's
+ * template does it and llama.cpp's built-in template does it too (llama3:
+ * `| trim`; gemma), and kept as it is elsewhere (chatml, zephyr, llama2,
+ * phi3), as llama.cpp's llm_chat_apply_template. Returns the length it needs
+ * (> cap - 1 means it was cut). The text is meant to be tokenized with
+ * parse_special. */
 size_t rt_chat_format(enum rt_chat_fmt fmt, const char *role, const char *text, bool first,
                       const char *system, char *buf, size_t cap);
 /* The text that closes an assistant turn in the history (e.g. "<|im_end|>\n"). */

@@ -1,6 +1,7 @@
 /*
- * runtime/rt_forward.c — the llama / mistral / qwen2 forward pass (rt.h)
- * and the context that holds its scratch.
+ * runtime/rt_forward.c — the forward pass of llama / mistral / qwen2 and
+ * the families qwen3, gemma2, gemma3, phi3 (rt.h) and the context that
+ * holds its scratch.
  *
  * One step runs up to n_batch tokens through the graph. Every stage is a
  * fork-join over the thread pool that splits independent outputs: tokens
@@ -8,8 +9,9 @@
  * kv head) pairs (attention). A matrix is read in tiles of RT_TILE rows and
  * each tile is applied to all tokens of the step while it is in cache.
  *
- * Numerics follow ggml's CPU ops for these graphs: RMSNorm, RoPE and SwiGLU
- * are rt_ops.h's (shared with calib/); mat-vecs quantize the
+ * Numerics follow ggml's CPU ops for these graphs: RMSNorm, RoPE, SwiGLU,
+ * GELU, soft-capping and the sliding window are rt_ops.h's (shared with
+ * calib/); mat-vecs quantize the
  * activation to the weight type's partner format (rt_kernels.h); attention
  * follows llama.cpp's CPU flash attention (attn_chunk / attn_tiled below).
  */
@@ -69,7 +71,9 @@ enum tok_op {
     OP_NORM_QUANT,   /* xb = rmsnorm(x) * w; quantize xb */
     OP_QUANT,        /* quantize src rows */
     OP_ROPE_STORE,   /* rope q and k, store k and v into the cache */
-    OP_SWIGLU_QUANT, /* hb = silu(hb) * hb2; quantize hb */
+    OP_SWIGLU_QUANT, /* hb = act(hb) * hb2; quantize hb */
+    OP_POST_ADD,     /* x += rmsnorm(src) * w (gemma's post norms) */
+    OP_SOFTCAP,      /* dst rows (n floats each): final logit soft-capping */
 };
 
 struct tok_stage {
@@ -85,6 +89,7 @@ struct tok_stage {
     const struct act_plan *plan;
     /* OP_NORM_QUANT for the logits: rows rows_from .. of x, packed into xb */
     uint32_t row_from;
+    float *dst;          /* OP_SOFTCAP */
 };
 
 static void tok_task(void *arg, unsigned ith, unsigned nth)
@@ -111,13 +116,20 @@ static void tok_task(void *arg, unsigned ith, unsigned nth)
             quantize_row(c, st->plan, st->src + (uint64_t)b * st->ld_src, st->n, b);
             break;
         case OP_ROPE_STORE: {
-            const float *rc = c->rope + (uint64_t)b * hp->n_rot;
+            const uint32_t tab = c->n_rope > 1 && rt_layer_is_swa(hp, st->il) ? 1 : 0;
+            const float *rc = c->rope + ((uint64_t)tab * c->n_batch + b) * hp->n_rot;
+            const struct rt_layer *ly = &m->layers[st->il];
             float *q = c->q + (uint64_t)b * qdim;
             float *k = c->k + (uint64_t)b * kvdim;
+            if (ly->q_norm) rt_rmsnorm_heads(q, ly->q_norm, hp->n_head, hp->head_dim, hp->rms_eps);
+            if (ly->k_norm)
+                rt_rmsnorm_heads(k, ly->k_norm, hp->n_head_kv, hp->head_dim, hp->rms_eps);
             for (uint32_t h = 0; h < hp->n_head; h++)
                 rt_rope_apply(hp, rc, q + (uint64_t)h * hp->head_dim);
             for (uint32_t h = 0; h < hp->n_head_kv; h++)
                 rt_rope_apply(hp, rc, k + (uint64_t)h * hp->head_dim);
+            if (c->q_mul != 0.0f)
+                for (uint64_t i = 0; i < qdim; i++) q[i] *= c->q_mul;
             rt__kv_store(&c->kv, rt__kv_k(&c->kv, st->il, st->pos0 + b), k);
             rt__kv_store(&c->kv, rt__kv_v(&c->kv, st->il, st->pos0 + b),
                          c->v + (uint64_t)b * kvdim);
@@ -126,10 +138,20 @@ static void tok_task(void *arg, unsigned ith, unsigned nth)
         case OP_SWIGLU_QUANT: {
             float *g = c->hb + (uint64_t)b * hp->n_ff;
             const float *u = c->hb2 + (uint64_t)b * hp->n_ff;
-            rt_swiglu(g, u, hp->n_ff);
+            rt_ffn_act(hp, g, u, hp->n_ff);
             quantize_row(c, st->plan, g, hp->n_ff, b);
             break;
         }
+        case OP_POST_ADD: {
+            float *x = c->x + (uint64_t)b * E;
+            float *t = c->xb + (uint64_t)b * c->xb_ld;
+            rt_rmsnorm(t, t, st->norm_w, E, hp->rms_eps);
+            for (uint64_t i = 0; i < E; i++) x[i] = t[i] + x[i];
+            break;
+        }
+        case OP_SOFTCAP:
+            rt_softcap(st->dst + (uint64_t)b * st->n, st->n, hp->final_softcap);
+            break;
         }
     }
 }
@@ -266,7 +288,8 @@ static void acc16_update(uint16_t *a, const float *v, float ms, float vs, uint32
 }
 
 static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
-                       uint32_t g, const float *q, uint32_t n_kv, float scale, float *out)
+                       uint32_t g, const float *q, uint32_t first, uint32_t n_kv, float scale,
+                       float *out)
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
@@ -282,13 +305,14 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
     memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
     memset(ts->acc, 0, (uint64_t)n_rep * hd * sizeof *ts->acc);
     float *v = ts->vt;
-    for (uint32_t t = 0; t < n_kv; t++) {
+    const float cap = c->m->hp.attn_softcap;
+    for (uint32_t t = first; t < n_kv; t++) {
         const uint8_t *krow = rt__kv_k(kv, il, t) + koff;
         rt__kv_load(kv, rt__kv_v(kv, il, t), g * hd, hd, v);
         for (uint32_t r = 0; r < n_rep; r++) {
             float s;
             c->kdot->dot(hd, &s, krow, ts->qact + r * ts->qact_stride);
-            s = s * scale;
+            s = rt_attn_score(s, scale, cap);
             const float Mold = M[r];
             float ms = 1.0f, vs = 1.0f;
             if (s > M[r]) {
@@ -321,25 +345,37 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
     }
 }
 
+/* Sliding layers: tiles stay where llama.cpp's are (cache cell = position
+ * while its cache has not wrapped, as in a perplexity chunk): the first tile
+ * starts at the multiple of RT_FA_TILE at or below `first`, and its
+ * positions before `first` are masked (-inf), as whole tiles before it are
+ * skipped. */
 static void attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
-                       uint32_t g, const float *q, uint32_t n_kv, float scale, float *out)
+                       uint32_t g, const float *q, uint32_t first, uint32_t n_kv, float scale,
+                       float *out)
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
     const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
     float *M = ts->ms, *S = ts->ms + n_rep;
+    const float cap = hp->attn_softcap;
     for (uint32_t r = 0; r < n_rep; r++) M[r] = -INFINITY, S[r] = 0.0f;
     memset(ts->acc, 0, (uint64_t)n_rep * hd * sizeof *ts->acc);
-    for (uint32_t ic = 0; ic < n_kv; ic += RT_FA_TILE) {
+    for (uint32_t ic = first / RT_FA_TILE * RT_FA_TILE; ic < n_kv; ic += RT_FA_TILE) {
         const uint32_t kvt = n_kv - ic < RT_FA_TILE ? n_kv - ic : RT_FA_TILE;
         for (uint32_t tk = 0; tk < kvt; tk++) {
+            if (ic + tk < first) { /* masked: weight exactly 0 */
+                memset(ts->vt + (uint64_t)tk * hd, 0, (uint64_t)hd * sizeof(float));
+                for (uint32_t r = 0; r < n_rep; r++) ts->kq[r * RT_FA_TILE + tk] = -INFINITY;
+                continue;
+            }
             rt__kv_load(kv, rt__kv_k(kv, il, ic + tk), g * hd, hd, ts->krow);
             rt__kv_load(kv, rt__kv_v(kv, il, ic + tk), g * hd, hd, ts->vt + (uint64_t)tk * hd);
             for (uint32_t r = 0; r < n_rep; r++) {
                 const float *qr = q + (uint64_t)r * hd;
                 float s = 0.0f;
                 for (uint32_t i = 0; i < hd; i++) s += qr[i] * ts->krow[i];
-                ts->kq[r * RT_FA_TILE + tk] = s * scale;
+                ts->kq[r * RT_FA_TILE + tk] = rt_attn_score(s, scale, cap);
             }
         }
         for (uint32_t r = 0; r < n_rep; r++) {
@@ -382,7 +418,7 @@ static void attn_task(void *arg, unsigned ith, unsigned nth)
     struct rt_thread_scratch *ts = &c->ts[ith];
     const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
     const uint64_t qdim = (uint64_t)hp->n_head * hd;
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = c->kq_scale;
     const bool tiled = st->tiled && c->kv.type == RT_KV_F16 && hd % 16 == 0;
     uint64_t lo, hi;
     rt__split((uint64_t)st->n_tok * hp->n_head_kv, ith, nth, &lo, &hi);
@@ -390,10 +426,11 @@ static void attn_task(void *arg, unsigned ith, unsigned nth)
         const uint32_t b = (uint32_t)(item / hp->n_head_kv);
         const uint32_t g = (uint32_t)(item % hp->n_head_kv);
         const uint32_t n_kv = st->pos0 + b + 1; /* causal: positions 0 .. pos */
+        const uint32_t first = rt_swa_first(hp, st->il, st->pos0 + b);
         const float *q = c->q + (uint64_t)b * qdim + (uint64_t)g * n_rep * hd;
         float *out = c->xb + (uint64_t)b * c->xb_ld + (uint64_t)g * n_rep * hd;
-        if (tiled) attn_tiled(c, ts, st->il, g, q, n_kv, scale, out);
-        else attn_chunk(c, ts, st->il, g, q, n_kv, scale, out);
+        if (tiled) attn_tiled(c, ts, st->il, g, q, first, n_kv, scale, out);
+        else attn_chunk(c, ts, st->il, g, q, first, n_kv, scale, out);
     }
 }
 
@@ -412,10 +449,15 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
     const uint32_t pos0 = c->n_past;
     const struct quant_traits *emb = quant_traits_get(m->tok_embd.type);
 
+    const float escale = sqrtf((float)E);
     for (uint32_t b = 0; b < n_tok; b++) {
-        emb->to_float(m->tok_embd.data + (uint64_t)tok[b] * m->tok_embd.row_bytes,
-                      c->x + (uint64_t)b * E, E);
-        rt_rope_cache(hp, m->rope_freqs, (int32_t)(pos0 + b), c->rope + (uint64_t)b * hp->n_rot);
+        float *x = c->x + (uint64_t)b * E;
+        emb->to_float(m->tok_embd.data + (uint64_t)tok[b] * m->tok_embd.row_bytes, x, E);
+        if (hp->embd_scale)
+            for (uint64_t i = 0; i < E; i++) x[i] *= escale;
+        for (uint32_t t = 0; t < c->n_rope; t++)
+            rt_rope_cache_ex(hp->n_rot, &c->rope_p[t], c->rope_ff, (int32_t)(pos0 + b),
+                             c->rope + ((uint64_t)t * c->n_batch + b) * hp->n_rot);
     }
 
     struct act_plan plan;
@@ -442,8 +484,16 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
                                 .n = (uint32_t)qdim, .plan = &plan};
         run_tok(c, &ts);
         mm = (struct mm_stage){.n_tok = n_tok, .n_job = 1};
-        mm.job[0] = (struct mm_job){&ly->wo, c->act[0], c->x, E, ly->bo, true};
-        run_mm(c, &mm);
+        if (ly->attn_post_norm) {
+            mm.job[0] = (struct mm_job){&ly->wo, c->act[0], c->xb, c->xb_ld, ly->bo, false};
+            run_mm(c, &mm);
+            ts = (struct tok_stage){.op = OP_POST_ADD, .n_tok = n_tok,
+                                    .norm_w = ly->attn_post_norm};
+            run_tok(c, &ts);
+        } else {
+            mm.job[0] = (struct mm_job){&ly->wo, c->act[0], c->x, E, ly->bo, true};
+            run_mm(c, &mm);
+        }
 
         /* feed-forward */
         const struct rt_weight *gu[2] = {&ly->wgate, &ly->wup};
@@ -462,8 +512,16 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         ts = (struct tok_stage){.op = OP_SWIGLU_QUANT, .n_tok = n_tok, .plan = &plan};
         run_tok(c, &ts);
         mm = (struct mm_stage){.n_tok = n_tok, .n_job = 1};
-        mm.job[0] = (struct mm_job){&ly->wdown, c->act[0], c->x, E, ly->bdown, true};
-        run_mm(c, &mm);
+        if (ly->ffn_post_norm) {
+            mm.job[0] = (struct mm_job){&ly->wdown, c->act[0], c->xb, c->xb_ld, ly->bdown, false};
+            run_mm(c, &mm);
+            ts = (struct tok_stage){.op = OP_POST_ADD, .n_tok = n_tok,
+                                    .norm_w = ly->ffn_post_norm};
+            run_tok(c, &ts);
+        } else {
+            mm.job[0] = (struct mm_job){&ly->wdown, c->act[0], c->x, E, ly->bdown, true};
+            run_mm(c, &mm);
+        }
     }
 
     /* logits: only for the rows asked for */
@@ -479,6 +537,11 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
     mm.job[0] = (struct mm_job){&m->output, c->act[0], lout ? lout : c->logits_last,
                                 hp->n_vocab, NULL, false};
     run_mm(c, &mm);
+    if (hp->final_softcap > 0.0f) {
+        ts = (struct tok_stage){.op = OP_SOFTCAP, .n_tok = n_out, .n = hp->n_vocab,
+                                .dst = lout ? lout : c->logits_last};
+        run_tok(c, &ts);
+    }
     if (lout && want_last)
         memcpy(c->logits_last, lout + (uint64_t)(n_out - 1) * hp->n_vocab,
                (uint64_t)hp->n_vocab * sizeof(float));
@@ -501,6 +564,15 @@ enum mw_status rt_eval(struct rt_ctx *c, const int32_t *tokens, uint32_t n, uint
             return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
                            "token %d at index %u is outside the vocabulary (%u)", tokens[i], i,
                            hp->n_vocab);
+    if (c->kv_lost > 0) {
+        const uint32_t ws = c->n_past >= hp->n_swa ? c->n_past - hp->n_swa + 1 : 0;
+        if (ws < c->kv_lost)
+            return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                           "the sliding-window cache no longer holds positions %u..%u that "
+                           "position %u needs (rewound too far; reset the context)",
+                           ws, c->kv_lost - 1, c->n_past);
+        c->kv_lost = 0;
+    }
     for (uint32_t i0 = 0; i0 < n; i0 += c->n_batch) {
         const uint32_t nb = n - i0 < c->n_batch ? n - i0 : c->n_batch;
         const bool last = i0 + nb == n;
@@ -545,7 +617,7 @@ static uint64_t round16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
 
 /* The sizes the scratch list below depends on. */
 struct ctx_dims {
-    uint64_t B, E, F, qdim, kvdim, hd, n_rep, n_rot, n_vocab;
+    uint64_t B, E, F, qdim, kvdim, hd, n_rep, n_rot, n_vocab, n_rope;
     uint64_t act_stride; /* one quantized activation row, rounded to 16 bytes */
     uint64_t qact;       /* one query head in the K cache's format, rounded to 16 */
     unsigned n_threads;
@@ -559,6 +631,7 @@ static struct ctx_dims ctx_dims_of(const struct rt_hparams *hp, const struct rt_
         .qdim = (uint64_t)hp->n_head * hp->head_dim,
         .kvdim = (uint64_t)hp->n_head_kv * hp->head_dim, .hd = hp->head_dim,
         .n_rep = hp->n_head / hp->n_head_kv, .n_rot = hp->n_rot, .n_vocab = hp->n_vocab,
+        .n_rope = hp->n_swa > 0 ? 2 : 1,
         .act_stride = round16(act_row), .qact = round16(qact_row),
         .n_threads = opt->n_threads};
 }
@@ -613,7 +686,8 @@ static void ctx_scratch(struct rt_ctx *c, const struct ctx_dims *d, bool alloc, 
     c->v = xcalloc(c, B * d->kvdim, sizeof(float), alloc, ok);
     c->hb = xcalloc(c, B * d->F, sizeof(float), alloc, ok);
     c->hb2 = xcalloc(c, B * d->F, sizeof(float), alloc, ok);
-    c->rope = xcalloc(c, B * d->n_rot, sizeof(float), alloc, ok);
+    c->rope = xcalloc(c, d->n_rope * B * d->n_rot, sizeof(float), alloc, ok);
+    c->n_rope = (uint32_t)d->n_rope;
     c->logits_last = xcalloc(c, d->n_vocab, sizeof(float), alloc, ok);
     c->shift_row = xcalloc(c, d->kvdim, sizeof(float), alloc, ok);
     c->shift_rope = xcalloc(c, d->n_rot, sizeof(float), alloc, ok);
@@ -665,12 +739,18 @@ enum mw_status rt_mem_estimate(const struct rt_hparams *hp, uint64_t n_bias_floa
     bool ok = true;
     ctx_scratch(&c, &d, false, &ok);
     bool kv_ok;
-    out->kv_bytes = rt__kv_bytes(opt.kv_type, hp->n_layer, opt.n_ctx, (uint32_t)d.kvdim, &kv_ok);
+    out->kv_bytes =
+        rt__kv_bytes(opt.kv_type, hp, opt.n_ctx, opt.n_batch, (uint32_t)d.kvdim, &kv_ok);
     out->scratch_bytes = c.scratch_bytes;
     /* norms (2 per layer + output_norm) and biases as f32, views, the struct */
     uint64_t fl, ow, views;
+    /* family vectors: post norms (2 per layer), q/k norms (2 per layer, head_dim),
+     * LongRoPE factors (2 x n_rot/2) */
+    const uint64_t n_norm = (hp->post_norms ? 4 : 2) * (uint64_t)hp->n_layer + 1;
+    const uint64_t extra = (hp->qk_norm ? 2 * (uint64_t)hp->n_layer * hp->head_dim : 0) +
+                           (hp->has_rope_long ? hp->n_rot : 0);
     ok = ok && kv_ok && qact_row != 0 && d.kvdim <= UINT32_MAX &&
-         mw_mul_u64(2 * (uint64_t)hp->n_layer + 1, hp->n_embd, &fl) &&
+         mw_mul_u64(n_norm, hp->n_embd, &fl) && mw_add_u64(fl, extra, &fl) &&
          mw_add_u64(fl, n_bias_floats, &fl) && mw_mul_u64(fl, sizeof(float), &ow) &&
          mw_mul_u64(hp->n_layer, RT_LAYER_BOUND, &views) && mw_add_u64(ow, views, &ow) &&
          mw_add_u64(ow, RT_MODEL_BOUND, &ow);
@@ -712,7 +792,7 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
     c->n_threads = opt.n_threads;
     enum mw_status s;
     const uint64_t kvdim = (uint64_t)hp->n_head_kv * hp->head_dim;
-    if ((s = rt__kv_init(&c->kv, opt.kv_type, hp->n_layer, c->n_ctx, (uint32_t)kvdim, err)))
+    if ((s = rt__kv_init(&c->kv, opt.kv_type, hp, c->n_ctx, c->n_batch, (uint32_t)kvdim, err)))
         goto fail;
     const uint32_t kt = opt.kv_type == RT_KV_Q8_0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F16;
     c->kdot = rt_kernel_get(c->ks, kt);
@@ -744,6 +824,15 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
                     c->n_threads);
         goto fail;
     }
+    /* RoPE tables: [0] for the other layers, [1] for sliding layers */
+    for (uint32_t t = 0; t < c->n_rope; t++) {
+        uint32_t il = 0;
+        while (il + 1 < hp->n_layer && rt_layer_is_swa(hp, il) != (t == 1)) il++;
+        c->rope_p[t] = rt_rope_layer_params(hp, il, c->n_ctx);
+    }
+    c->rope_ff = m->rope_freqs;
+    if (hp->has_rope_long) c->rope_ff = c->rope_p[0].long_factors ? m->rope_long : m->rope_short;
+    rt_attn_scales(hp, &c->q_mul, &c->kq_scale);
     if ((s = mw_pool_init(c->n_threads, &c->pool, err))) goto fail;
     *out = c;
     return MW_OK;
@@ -792,7 +881,7 @@ void rt_ctx_mem(const struct rt_ctx *c, struct rt_mem *out)
     out->weight_bytes = rt_model_weight_bytes(c->m);
     out->owned_bytes = rt_model_owned_bytes(c->m);
     bool ok;
-    out->kv_bytes = rt__kv_bytes(c->kv.type, c->kv.n_layer, c->kv.n_ctx, c->kv.kv_dim, &ok);
+    out->kv_bytes = rt__kv_bytes(c->kv.type, &c->m->hp, c->n_ctx, c->n_batch, c->kv.kv_dim, &ok);
     out->scratch_bytes = c->scratch_bytes;
     out->n_ctx = c->n_ctx;
     out->n_threads = c->n_threads;

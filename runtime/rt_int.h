@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 
 #include "runtime/rt.h"
+#include "runtime/rt_ops.h"
 #include "core/mw_pool.h"
 #include "runtime/rt_kernels.h"
 
@@ -36,6 +37,9 @@ struct rt_layer {
     const float *bo;        /* (n_embd) */
     const float *bgate, *bup; /* (n_ff) */
     const float *bdown;     /* (n_embd) */
+    const float *q_norm, *k_norm;  /* (head_dim) qwen3/gemma3, else NULL */
+    const float *attn_post_norm;   /* (n_embd) gemma, else NULL */
+    const float *ffn_post_norm;    /* (n_embd) gemma, else NULL */
     struct rt_weight wq;    /* (n_head*hd rows, n_embd) */
     struct rt_weight wk;    /* (n_head_kv*hd rows, n_embd) */
     struct rt_weight wv;    /* (n_head_kv*hd rows, n_embd) */
@@ -54,6 +58,8 @@ struct rt_model {
     struct rt_weight output;   /* (n_vocab rows, n_embd); == tok_embd when tied */
     const float *output_norm;  /* (n_embd) */
     const float *rope_freqs;   /* (n_rot/2) or NULL */
+    const float *rope_long;    /* (n_rot/2) phi3 LongRoPE factors, or NULL */
+    const float *rope_short;   /* (n_rot/2) */
     struct rt_layer *layers;   /* (n_layer) */
     float *fbuf;               /* every owned f32 vector, one allocation */
     uint64_t fbuf_floats;
@@ -79,24 +85,44 @@ struct rt_kv {
     uint32_t n_layer;
     uint32_t kv_dim;         /* n_head_kv * head_dim elements per position */
     uint64_t row_bytes;      /* bytes of one position's K (or V) row of one layer */
-    uint8_t *k;              /* (n_layer, n_ctx, kv_dim) in `type` */
-    uint8_t *v;              /* (n_layer, n_ctx, kv_dim) */
+    uint8_t *k;              /* per layer cap[il] rows of kv_dim in `type`, layer after layer */
+    uint8_t *v;              /* the same for V */
+    uint64_t *row0;          /* (n_layer) first row of layer il */
+    uint32_t *cap;           /* (n_layer) rows of layer il: n_ctx, or for a sliding layer
+                              * the ring min(n_ctx, n_swa - 1 + n_batch); position p
+                              * lives in row p % cap */
     const struct quant_traits *q8; /* Q8_0 traits (for q8_0 caches) */
 };
 
-uint64_t rt__kv_bytes(enum rt_kv_type t, uint32_t n_layer, uint32_t n_ctx, uint32_t kv_dim,
-                      bool *ok);
-enum mw_status rt__kv_init(struct rt_kv *kv, enum rt_kv_type t, uint32_t n_layer, uint32_t n_ctx,
-                           uint32_t kv_dim, struct mw_err *err);
+/* Rows layer il keeps (see struct rt_kv). */
+static inline uint32_t rt__kv_layer_cap(const struct rt_hparams *hp, uint32_t il, uint32_t n_ctx,
+                                        uint32_t n_batch)
+{
+    if (!rt_layer_is_swa(hp, il)) return n_ctx;
+    const uint64_t ring = (uint64_t)hp->n_swa - 1 + n_batch;
+    return ring < n_ctx ? (uint32_t)ring : n_ctx;
+}
+/* Bytes of the K and V caches together for hp at n_ctx positions, steps of
+ * at most n_batch tokens (every sliding layer a ring). */
+uint64_t rt__kv_bytes(enum rt_kv_type t, const struct rt_hparams *hp, uint32_t n_ctx,
+                      uint32_t n_batch, uint32_t kv_dim, bool *ok);
+enum mw_status rt__kv_init(struct rt_kv *kv, enum rt_kv_type t, const struct rt_hparams *hp,
+                           uint32_t n_ctx, uint32_t n_batch, uint32_t kv_dim,
+                           struct mw_err *err);
 void rt__kv_free(struct rt_kv *kv);
 /* Row of layer il at position pos. */
+static inline uint64_t rt__kv_row(const struct rt_kv *kv, uint32_t il, uint32_t pos)
+{
+    const uint32_t cap = kv->cap[il];
+    return kv->row0[il] + (pos < cap ? pos : pos % cap); /* (no division for full layers) */
+}
 static inline uint8_t *rt__kv_k(const struct rt_kv *kv, uint32_t il, uint32_t pos)
 {
-    return kv->k + ((uint64_t)il * kv->n_ctx + pos) * kv->row_bytes;
+    return kv->k + rt__kv_row(kv, il, pos) * kv->row_bytes;
 }
 static inline uint8_t *rt__kv_v(const struct rt_kv *kv, uint32_t il, uint32_t pos)
 {
-    return kv->v + ((uint64_t)il * kv->n_ctx + pos) * kv->row_bytes;
+    return kv->v + rt__kv_row(kv, il, pos) * kv->row_bytes;
 }
 /* Store kv_dim floats as a cache row. */
 void rt__kv_store(const struct rt_kv *kv, uint8_t *row, const float *x);
@@ -130,6 +156,8 @@ struct rt_ctx {
     struct mw_pool *pool;
     struct rt_kv kv;
     uint32_t n_ctx, n_batch, n_past;
+    uint32_t kv_lost;  /* > 0: a sliding layer's ring no longer holds the positions below
+                        * (after rt_ctx_truncate); rt_eval refuses a window that needs them */
     unsigned n_threads;
     /* activations of one step, B = n_batch rows each */
     float *x;      /* (B, n_embd) residual stream */
@@ -139,7 +167,13 @@ struct rt_ctx {
     float *k, *v;  /* (B, n_head_kv*hd) */
     float *hb;     /* (B, n_ff) gate, then silu(gate)*up */
     float *hb2;    /* (B, n_ff) up */
-    float *rope;   /* (B, n_rot) cos/sin table per token */
+    float *rope;   /* (n_rope, B, n_rot) cos/sin table per token, one per set of layer
+                    * RoPE parameters (2 when sliding layers have their own) */
+    uint32_t n_rope;
+    struct rt_rope_params rope_p[2]; /* per table: [0] other layers, [1] sliding layers */
+    const float *rope_ff;  /* frequency factors for this context (rope_freqs, or phi3's
+                            * long/short LongRoPE factors as llama.cpp picks them) */
+    float q_mul, kq_scale; /* rt_attn_scales */
     float *logits_last; /* (n_vocab) */
     uint8_t *act[RT_ACT_SLOTS]; /* (B, act_stride) quantized activations */
     uint32_t act_type[RT_ACT_SLOTS];

@@ -41,32 +41,47 @@ static uint32_t kv_ggml_type(enum rt_kv_type t)
     return t == RT_KV_Q8_0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F16;
 }
 
-uint64_t rt__kv_bytes(enum rt_kv_type t, uint32_t n_layer, uint32_t n_ctx, uint32_t kv_dim, bool *ok)
+uint64_t rt__kv_bytes(enum rt_kv_type t, const struct rt_hparams *hp, uint32_t n_ctx,
+                      uint32_t n_batch, uint32_t kv_dim, bool *ok)
 {
     const uint64_t rb = rt_row_bytes(kv_ggml_type(t), kv_dim);
-    uint64_t a, b;
-    *ok = rb != 0 && mw_mul_u64(rb, n_ctx, &a) && mw_mul_u64(a, n_layer, &b) &&
-          mw_mul_u64(b, 2, &a);
+    uint64_t rows = 0, a;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        rows += rt__kv_layer_cap(hp, il, n_ctx, n_batch); /* <= 512 * 2^32: no overflow */
+    *ok = rb != 0 && mw_mul_u64(rb, rows, &a) && mw_mul_u64(a, 2, &a);
     return *ok ? a : 0;
 }
 
-enum mw_status rt__kv_init(struct rt_kv *kv, enum rt_kv_type t, uint32_t n_layer, uint32_t n_ctx,
-                           uint32_t kv_dim, struct mw_err *err)
+enum mw_status rt__kv_init(struct rt_kv *kv, enum rt_kv_type t, const struct rt_hparams *hp,
+                           uint32_t n_ctx, uint32_t n_batch, uint32_t kv_dim,
+                           struct mw_err *err)
 {
     memset(kv, 0, sizeof *kv);
     bool ok;
-    const uint64_t total = rt__kv_bytes(t, n_layer, n_ctx, kv_dim, &ok);
+    const uint64_t total = rt__kv_bytes(t, hp, n_ctx, n_batch, kv_dim, &ok);
     size_t half;
     if (!ok || !mw_u64_to_size(total / 2, &half))
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "KV cache size overflows");
     kv->type = t;
     kv->n_ctx = n_ctx;
-    kv->n_layer = n_layer;
+    kv->n_layer = hp->n_layer;
     kv->kv_dim = kv_dim;
     kv->row_bytes = rt_row_bytes(kv_ggml_type(t), kv_dim);
     kv->q8 = quant_traits_get(GGUF_TYPE_Q8_0);
     if (t == RT_KV_Q8_0 && (!kv->q8 || !kv->q8->from_float))
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "q8_0 KV cache: no q8_0 codec");
+    kv->row0 = calloc(hp->n_layer, sizeof *kv->row0);
+    kv->cap = calloc(hp->n_layer, sizeof *kv->cap);
+    if (!kv->row0 || !kv->cap) {
+        rt__kv_free(kv);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "KV cache layer table");
+    }
+    uint64_t row = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        kv->row0[il] = row;
+        kv->cap[il] = rt__kv_layer_cap(hp, il, n_ctx, n_batch);
+        row += kv->cap[il];
+    }
     /* calloc: a fresh cache reads as zeros, never as uninitialised memory */
     kv->k = calloc(1, half);
     kv->v = calloc(1, half);
@@ -83,7 +98,11 @@ void rt__kv_free(struct rt_kv *kv)
 {
     free(kv->k);
     free(kv->v);
+    free(kv->row0);
+    free(kv->cap);
     kv->k = kv->v = NULL;
+    kv->row0 = NULL;
+    kv->cap = NULL;
 }
 
 void rt__kv_store(const struct rt_kv *kv, uint8_t *row, const float *x)
@@ -122,10 +141,23 @@ enum mw_status rt_ctx_shift(struct rt_ctx *c, uint32_t n_keep, uint32_t n_drop, 
     if (n_drop == 0) return MW_OK;
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
+    if (hp->n_swa > 0)
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "context shift: the sliding layers of %s keep only their window of %u "
+                       "positions, so the cache cannot be shifted; raise --ctx (the context is "
+                       "full at %u positions)",
+                       hp->arch_name, hp->n_swa, c->n_ctx);
     /* Rotating by theta(p) then by theta(-n_drop) is a rotation by
-     * theta(p - n_drop): the key as if computed at its new position. */
-    rt_rope_cache(hp, c->m->rope_freqs, -(int32_t)n_drop, c->shift_rope);
+     * theta(p - n_drop): the key as if computed at its new position (each
+     * layer with its own RoPE parameters and factors). A pure rotation:
+     * LongRoPE's attn_factor already scales the cached key once (llama.cpp's
+     * K shift multiplies it in again; we do not). */
     for (uint32_t il = 0; il < kv->n_layer; il++) {
+        struct rt_rope_params rp = rt_rope_layer_params(hp, il, c->n_ctx);
+        rp.attn_factor = 1.0f;
+        const float *ff = c->m->rope_freqs;
+        if (hp->has_rope_long) ff = rp.long_factors ? c->m->rope_long : c->m->rope_short;
+        rt_rope_cache_ex(hp->n_rot, &rp, ff, -(int32_t)n_drop, c->shift_rope);
         for (uint32_t p = n_keep + n_drop; p < c->n_past; p++) {
             rt__kv_load(kv, rt__kv_k(kv, il, p), 0, kv->kv_dim, c->shift_row);
             for (uint32_t h = 0; h < hp->n_head_kv; h++)
@@ -138,9 +170,24 @@ enum mw_status rt_ctx_shift(struct rt_ctx *c, uint32_t n_keep, uint32_t n_drop, 
     return MW_OK;
 }
 
-void rt_ctx_reset(struct rt_ctx *c) { c->n_past = 0; }
+void rt_ctx_reset(struct rt_ctx *c)
+{
+    c->n_past = 0;
+    c->kv_lost = 0;
+}
 
 void rt_ctx_truncate(struct rt_ctx *c, uint32_t n_past)
 {
-    if (n_past < c->n_past) c->n_past = n_past;
+    if (n_past >= c->n_past) return;
+    /* a sliding layer's ring may have overwritten positions the window of
+     * n_past still needs: those are lost (rt_eval refuses to read them) */
+    const struct rt_hparams *hp = &c->m->hp;
+    for (uint32_t il = 0; il < c->kv.n_layer; il++) {
+        const uint32_t cap = c->kv.cap[il];
+        if (cap >= c->n_ctx || c->n_past <= cap) continue;
+        const uint32_t oldest = c->n_past - cap; /* the oldest position still held */
+        const uint32_t need = n_past >= hp->n_swa ? n_past - hp->n_swa + 1 : 0;
+        if (need < oldest && c->kv_lost < oldest) c->kv_lost = oldest;
+    }
+    c->n_past = n_past;
 }

@@ -167,6 +167,100 @@ static enum mw_status range_u32(struct ld *L, const char *suffix, uint32_t v, ui
 
 // --- hyper-parameters ---
 
+/* The family keys, with llama.cpp's defaults (src/models/<arch>.cpp
+ * load_arch_hparams, llama_hparams). */
+static enum mw_status read_family(struct ld *L)
+{
+    struct rt_hparams *hp = &L->m->hp;
+    enum mw_status s;
+    char key[128];
+    hp->rope_attn_factor = 1.0f;
+    hp->rope_base_swa = hp->rope_base;
+    /* the 27B rule (gemma_pytorch config): query_pre_attn_scalar = n_embd / n_head */
+    const uint32_t big_layers = hp->arch == RT_ARCH_GEMMA2 ? 46 : 62;
+    switch (hp->arch) {
+    case RT_ARCH_GEMMA2:
+    case RT_ARCH_GEMMA3: {
+        bool has_swa = false;
+        if (hp->arch == RT_ARCH_GEMMA2) {
+            hp->n_swa = 4096;
+            hp->swa_pattern = 2;
+            hp->attn_softcap = 50.0f;
+            hp->final_softcap = 30.0f;
+            hp->rope_freq_scale_swa = hp->rope_freq_scale;
+        } else {
+            hp->swa_pattern = 6;
+            hp->rope_base_swa = 10000.0f; /* llama_hparams' default, not rope.freq_base */
+            hp->rope_freq_scale_swa = 1.0f;
+        }
+        if ((s = archkey_u32(L, "attention.sliding_window", false, hp->n_swa, &hp->n_swa,
+                             &has_swa)))
+            return s;
+        if ((s = range_u32(L, "attention.sliding_window", hp->n_swa, 0, 1u << 24))) return s;
+        if (hp->arch == RT_ARCH_GEMMA3 && hp->n_swa == 0) hp->swa_pattern = 0;
+        if (hp->n_swa > 0) {
+            if ((s = archkey_u32(L, "attention.sliding_window_pattern", false, hp->swa_pattern,
+                                 &hp->swa_pattern, NULL)))
+                return s;
+            if ((s = range_u32(L, "attention.sliding_window_pattern", hp->swa_pattern, 0,
+                               MAX_LAYERS)))
+                return s;
+            if ((s = archkey_f32(L, "rope.freq_base_swa", false, hp->rope_base_swa,
+                                 &hp->rope_base_swa)))
+                return s;
+            if (!(hp->rope_base_swa > 1.0f)) {
+                snprintf(key, sizeof key, "%s.rope.freq_base_swa", L->arch);
+                FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 1)",
+                         (double)hp->rope_base_swa);
+            }
+        }
+        if (hp->arch == RT_ARCH_GEMMA2) {
+            if ((s = archkey_f32(L, "attn_logit_softcapping", false, hp->attn_softcap,
+                                 &hp->attn_softcap)))
+                return s;
+            if (!(hp->attn_softcap > 0.0f)) {
+                snprintf(key, sizeof key, "%s.attn_logit_softcapping", L->arch);
+                FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 0)",
+                         (double)hp->attn_softcap);
+            }
+        }
+        if ((s = archkey_f32(L, "final_logit_softcapping", false, hp->final_softcap,
+                             &hp->final_softcap)))
+            return s;
+        if (hp->final_softcap < 0.0f || (hp->arch == RT_ARCH_GEMMA2 && hp->final_softcap == 0.0f)) {
+            snprintf(key, sizeof key, "%s.final_logit_softcapping", L->arch);
+            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 0)",
+                     (double)hp->final_softcap);
+        }
+        hp->attn_scale = hp->n_layer == big_layers
+                             ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
+                             : 1.0f / sqrtf((float)hp->head_dim);
+        break;
+    }
+    case RT_ARCH_PHI3: {
+        /* llama.cpp turns Phi's sliding window off (n_swa = 0) and so do we */
+        if ((s = archkey_u32(L, "rope.scaling.original_context_length", false, hp->n_ctx_train,
+                             &hp->n_ctx_orig, NULL)))
+            return s;
+        if ((s = range_u32(L, "rope.scaling.original_context_length", hp->n_ctx_orig, 1,
+                           1u << 24)))
+            return s;
+        if ((s = archkey_f32(L, "rope.scaling.attn_factor", false, 1.0f, &hp->rope_attn_factor)))
+            return s;
+        if (!(hp->rope_attn_factor > 0.0f)) {
+            snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", L->arch);
+            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 0)",
+                     (double)hp->rope_attn_factor);
+        }
+        hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+        break;
+    }
+    default:
+        break;
+    }
+    return MW_OK;
+}
+
 static enum mw_status read_hparams(struct ld *L)
 {
     struct rt_hparams *hp = &L->m->hp;
@@ -178,9 +272,25 @@ static enum mw_status read_hparams(struct ld *L)
     } else if (strcmp(arch, "qwen2") == 0) {
         hp->arch = RT_ARCH_QWEN2;
         hp->rope_neox = true;
+    } else if (strcmp(arch, "qwen3") == 0) {
+        hp->arch = RT_ARCH_QWEN3;
+        hp->rope_neox = true;
+        hp->qk_norm = true;
+    } else if (strcmp(arch, "gemma2") == 0 || strcmp(arch, "gemma3") == 0) {
+        hp->arch = arch[5] == '2' ? RT_ARCH_GEMMA2 : RT_ARCH_GEMMA3;
+        hp->rope_neox = true;
+        hp->qk_norm = hp->arch == RT_ARCH_GEMMA3;
+        hp->post_norms = true;
+        hp->embd_scale = true;
+        hp->act = RT_ACT_GELU_TANH;
+    } else if (strcmp(arch, "phi3") == 0) {
+        hp->arch = RT_ARCH_PHI3;
+        hp->rope_neox = true;
+        hp->fused_gate_up = true;
     } else {
         FAIL_KEY(L, "general.architecture", MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                 "architecture '%.40s' (the runtime runs llama, mistral (as llama) and qwen2)",
+                 "architecture '%.40s' (the runtime runs llama, mistral (as llama), qwen2, "
+                 "qwen3, gemma2, gemma3 and phi3)",
                  arch);
     }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%.15s", arch);
@@ -309,7 +419,7 @@ static enum mw_status read_hparams(struct ld *L)
         }
         hp->rope_freq_scale = 1.0f / factor;
     }
-    return MW_OK;
+    return read_family(L);
 }
 
 // --- tensors ---
@@ -471,6 +581,8 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
             FAIL_T(L, "token_embd.weight", MW_E_TRUNC, te->file_off, "data is not in the file");
     }
 
+    /* (cleared first: pass 2 must not see pass 1's tied view) */
+    memset(&m->output, 0, sizeof m->output);
     if ((s = get_matrix(L, "output.weight", false, E, hp->n_vocab, &m->output))) return s;
     hp->tied_output = m->output.data == NULL;
     if (hp->tied_output) {
@@ -483,6 +595,35 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
     if ((s = get_vector(L, "rope_freqs.weight", false, hp->n_rot / 2, &m->rope_freqs, &pos)))
         return s;
     hp->has_rope_freqs = gguf_tensor_find(L->f, "rope_freqs.weight") >= 0;
+    const bool gemma = hp->arch == RT_ARCH_GEMMA2 || hp->arch == RT_ARCH_GEMMA3;
+    if (hp->arch == RT_ARCH_GEMMA2 && !hp->tied_output)
+        FAIL_T(L, "output.weight", MW_E_FORMAT, MW_ERR_OFF_NONE,
+               "gemma2 ties its output to token_embd.weight (llama.cpp loads no output.weight)");
+    if (hp->arch == RT_ARCH_PHI3) {
+        /* LongRoPE: both factor vectors or neither (llama.cpp writes them in pairs) */
+        const bool hl = gguf_tensor_find(L->f, "rope_factors_long.weight") >= 0;
+        const bool hs = gguf_tensor_find(L->f, "rope_factors_short.weight") >= 0;
+        if (hl != hs)
+            FAIL_T(L, hl ? "rope_factors_short.weight" : "rope_factors_long.weight", MW_E_FORMAT,
+                   MW_ERR_OFF_NONE, "missing (LongRoPE needs both the long and the short factors)");
+        if (hl && hp->has_rope_freqs)
+            FAIL_T(L, "rope_freqs.weight", MW_E_FORMAT, MW_ERR_OFF_NONE,
+                   "present together with rope_factors_long/short");
+        if ((s = get_vector(L, "rope_factors_long.weight", false, hp->n_rot / 2, &m->rope_long,
+                            &pos)))
+            return s;
+        if ((s = get_vector(L, "rope_factors_short.weight", false, hp->n_rot / 2, &m->rope_short,
+                            &pos)))
+            return s;
+        hp->has_rope_long = hl;
+    } else {
+        static const char *const phi_only[] = {"rope_factors_long.weight",
+                                               "rope_factors_short.weight"};
+        for (int j = 0; j < 2; j++)
+            if (gguf_tensor_find(L->f, phi_only[j]) >= 0)
+                FAIL_T(L, phi_only[j], MW_E_FORMAT, MW_ERR_OFF_NONE,
+                       "unexpected in a %s file (LongRoPE factors are phi3's)", L->arch);
+    }
 
     const bool qwen = hp->arch == RT_ARCH_QWEN2;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
@@ -495,16 +636,78 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)
         if ((s = get_vector(L, NAME("attn_norm.weight"), true, E, &ly->attn_norm, &pos))) return s;
         if ((s = get_vector(L, NAME("ffn_norm.weight"), true, E, &ly->ffn_norm, &pos))) return s;
-        if ((s = get_matrix(L, NAME("attn_q.weight"), true, E, qdim, &ly->wq))) return s;
-        if ((s = get_matrix(L, NAME("attn_k.weight"), true, E, kvdim, &ly->wk))) return s;
-        if ((s = get_matrix(L, NAME("attn_v.weight"), true, E, kvdim, &ly->wv))) return s;
+        /* phi3: q, k, v rows in one attn_qkv.weight (llama.cpp's create_tensor_qkv
+         * takes it when present, else the three matrices); views of its rows */
+        const bool fused_qkv = hp->arch == RT_ARCH_PHI3 &&
+                               gguf_tensor_find(L->f, NAME("attn_qkv.weight")) >= 0;
+        if (il == 0) hp->fused_qkv = fused_qkv;
+        if (fused_qkv != hp->fused_qkv)
+            FAIL_T(L, NAME("attn_qkv.weight"), MW_E_FORMAT, MW_ERR_OFF_NONE,
+                   "layer %u %s a fused attn_qkv.weight while layer 0 %s", il,
+                   fused_qkv ? "has" : "lacks", hp->fused_qkv ? "has one" : "does not");
+        if (fused_qkv) {
+            struct rt_weight w;
+            if ((s = get_matrix(L, NAME("attn_qkv.weight"), true, E, qdim + 2 * kvdim, &w)))
+                return s;
+            ly->wq = ly->wk = ly->wv = w;
+            ly->wq.n_out = qdim;
+            ly->wk.n_out = ly->wv.n_out = kvdim;
+            ly->wk.data = w.data + qdim * w.row_bytes;
+            ly->wv.data = w.data + (qdim + kvdim) * w.row_bytes;
+            const float *b = NULL;
+            if ((s = get_vector(L, NAME("attn_qkv.bias"), false, qdim + 2 * kvdim, &b, &pos)))
+                return s;
+            if (b) ly->bq = b, ly->bk = b + qdim, ly->bv = b + qdim + kvdim;
+            static const char *const sep[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight"};
+            for (int j = 0; j < 3; j++) {
+                snprintf(nm, sizeof nm, "blk.%u.%s", il, sep[j]);
+                if (gguf_tensor_find(L->f, nm) >= 0)
+                    FAIL_T(L, nm, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                           "present together with blk.%u.attn_qkv.weight", il);
+            }
+        } else {
+            if ((s = get_matrix(L, NAME("attn_q.weight"), true, E, qdim, &ly->wq))) return s;
+            if ((s = get_matrix(L, NAME("attn_k.weight"), true, E, kvdim, &ly->wk))) return s;
+            if ((s = get_matrix(L, NAME("attn_v.weight"), true, E, kvdim, &ly->wv))) return s;
+        }
         if ((s = get_matrix(L, NAME("attn_output.weight"), true, qdim, E, &ly->wo))) return s;
-        if ((s = get_matrix(L, NAME("ffn_gate.weight"), true, E, F, &ly->wgate))) return s;
-        if ((s = get_matrix(L, NAME("ffn_up.weight"), true, E, F, &ly->wup))) return s;
+        if (hp->fused_gate_up) {
+            /* phi3: ffn_up.weight holds the gate rows, then the up rows
+             * (ggml_swiglu over the fused output: silu(first half) * second half) */
+            struct rt_weight w;
+            if ((s = get_matrix(L, NAME("ffn_up.weight"), true, E, 2 * F, &w))) return s;
+            ly->wgate = ly->wup = w;
+            ly->wgate.n_out = ly->wup.n_out = F;
+            ly->wup.data = w.data + F * w.row_bytes;
+            if (gguf_tensor_find(L->f, NAME("ffn_gate.weight")) >= 0)
+                FAIL_T(L, nm, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                       "phi3 fuses the gate into ffn_up.weight (%llu rows); a separate gate is "
+                       "not expected", (unsigned long long)(2 * F));
+        } else {
+            if ((s = get_matrix(L, NAME("ffn_gate.weight"), true, E, F, &ly->wgate))) return s;
+            if ((s = get_matrix(L, NAME("ffn_up.weight"), true, E, F, &ly->wup))) return s;
+        }
         if ((s = get_matrix(L, NAME("ffn_down.weight"), true, F, E, &ly->wdown))) return s;
-        if ((s = get_vector(L, NAME("attn_q.bias"), qwen, qdim, &ly->bq, &pos))) return s;
-        if ((s = get_vector(L, NAME("attn_k.bias"), qwen, kvdim, &ly->bk, &pos))) return s;
-        if ((s = get_vector(L, NAME("attn_v.bias"), qwen, kvdim, &ly->bv, &pos))) return s;
+        if (!fused_qkv) {
+            if ((s = get_vector(L, NAME("attn_q.bias"), qwen, qdim, &ly->bq, &pos))) return s;
+            if ((s = get_vector(L, NAME("attn_k.bias"), qwen, kvdim, &ly->bk, &pos))) return s;
+            if ((s = get_vector(L, NAME("attn_v.bias"), qwen, kvdim, &ly->bv, &pos))) return s;
+        }
+        if ((s = get_vector(L, NAME("attn_q_norm.weight"), hp->qk_norm, hd, &ly->q_norm, &pos)))
+            return s;
+        if ((s = get_vector(L, NAME("attn_k_norm.weight"), hp->qk_norm, hd, &ly->k_norm, &pos)))
+            return s;
+        if ((s = get_vector(L, NAME("post_attention_norm.weight"), gemma, E, &ly->attn_post_norm,
+                            &pos)))
+            return s;
+        if ((s = get_vector(L, NAME("post_ffw_norm.weight"), gemma, E, &ly->ffn_post_norm, &pos)))
+            return s;
+        if (!hp->qk_norm && (ly->q_norm || ly->k_norm))
+            FAIL_T(L, NAME("attn_q_norm.weight"), MW_E_FORMAT, MW_ERR_OFF_NONE,
+                   "unexpected in a %s file (the graph has no q/k norm)", L->arch);
+        if (!gemma && (ly->attn_post_norm || ly->ffn_post_norm))
+            FAIL_T(L, NAME("post_attention_norm.weight"), MW_E_FORMAT, MW_ERR_OFF_NONE,
+                   "unexpected in a %s file (post norms are gemma's)", L->arch);
         if ((s = get_vector(L, NAME("attn_output.bias"), false, E, &ly->bo, &pos))) return s;
         if ((s = get_vector(L, NAME("ffn_gate.bias"), false, F, &ly->bgate, &pos))) return s;
         if ((s = get_vector(L, NAME("ffn_up.bias"), false, F, &ly->bup, &pos))) return s;

@@ -36,4 +36,71 @@ void rt_rmsnorm(float *out, const float *x, const float *w, uint64_t n, float ep
 /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + expf(-g[i])) * u[i]. */
 void rt_swiglu(float *g, const float *u, uint64_t n);
 
+// --- family ops (qwen3, gemma2, gemma3, phi3) ---
+
+/* RoPE parameters of one layer, as llama.cpp picks them for a context of
+ * n_ctx positions (llama_model::get_rope_freq_base / get_rope_freq_scale /
+ * get_rope_factors, cparams.yarn_attn_factor):
+ *   base:        sliding layers (rt_layer_is_swa) rope_base_swa, else rope_base;
+ *   freq_scale:  sliding layers rope_freq_scale_swa (0 read as 1), else
+ *                rope_freq_scale;
+ *   attn_factor: rope_attn_factor (0 read as 1): cos and sin are multiplied by it;
+ *   long_factors: has_rope_long && pad256(n_ctx) > n_ctx_orig (n_ctx_orig 0:
+ *                n_ctx_train; llama.cpp pads every context to a multiple of 256):
+ *                the caller passes rope_factors_long, else rope_factors_short
+ *                (llama/qwen: rope_freqs.weight, or none). */
+struct rt_rope_params {
+    float base;
+    float freq_scale;
+    float attn_factor;
+    bool long_factors;
+};
+struct rt_rope_params rt_rope_layer_params(const struct rt_hparams *hp, uint32_t il,
+                                           uint32_t n_ctx);
+
+/* The table of rt_rope_cache with explicit parameters (ggml_rope_cache_init
+ * with ext_factor 0): theta_i = pos * base^(-2i/n_rot) by repeated f32
+ * multiplication, t = freq_scale * (theta_i / ff_i), cache[2i] =
+ * cosf(t) * attn_factor, cache[2i+1] = sinf(t) * attn_factor. With
+ * attn_factor 1 it gives rt_rope_cache's bits. */
+void rt_rope_cache_ex(uint32_t n_rot, const struct rt_rope_params *p, const float *freq_factors,
+                      int32_t pos, float *cache);
+
+/* GELU with tanh as ggml's CPU backend computes it (GGML_GELU_FP16 is on in
+ * ggml-cpu/vec.h): x <= -10: 0; x >= 10: x; otherwise the f16 table
+ * entry: f32(f16(gelu(f32(f16(x))))), gelu(v) = 0.5f*v*(1 + tanhf(
+ * sqrt(2/pi)*v*(1 + 0.044715f*v*v))). */
+float rt_gelu_tanh(float x);
+/* g[i] = gelu_tanh(g[i]) * u[i] (ggml_geglu_split: gate first, then up). */
+void rt_geglu(float *g, const float *u, uint64_t n);
+/* The FFN gate activation of hp: rt_swiglu or rt_geglu. */
+void rt_ffn_act(const struct rt_hparams *hp, float *g, const float *u, uint64_t n);
+
+/* Final logit soft-capping (gemma): x[i] = tanhf(x[i] * (1/cap)) * cap, as
+ * ggml_scale, ggml_tanh, ggml_scale compute it. cap <= 0: no-op. */
+void rt_softcap(float *x, uint64_t n, float cap);
+
+/* How q.k is scaled, as the family's llama.cpp graph does it:
+ *   *q_mul: 0, or the factor every query element is multiplied by (f32,
+ *           after RoPE) before attention (gemma: attn_scale, llama.cpp's
+ *           f_attention_scale; phi3: 1/sqrtf(head_dim));
+ *   *kq_scale: the flash attention's scale (llama/qwen: 1/sqrtf(head_dim);
+ *           families that scale the query: 1).
+ * A score is then rt_attn_score(q.k, *kq_scale, hp->attn_softcap). */
+void rt_attn_scales(const struct rt_hparams *hp, float *q_mul, float *kq_scale);
+/* One attention score from a dot product, as ggml's CPU flash attention
+ * forms it: without soft-capping s * scale; with cap > 0,
+ * cap * tanhf(s * (scale / cap)). */
+float rt_attn_score(float s, float scale, float cap);
+
+/* Sliding window (llama.cpp's LLAMA_SWA_TYPE_STANDARD): in a sliding layer
+ * the query at position p sees the cached positions k with p - k < n_swa,
+ * i.e. the first visible position is rt_swa_first(hp, il, p) (0 in other
+ * layers); causal as always (k <= p). */
+uint32_t rt_swa_first(const struct rt_hparams *hp, uint32_t il, uint32_t p);
+
+/* Per-head RMSNorm (qwen3, gemma3 q/k norm): rt_rmsnorm over each of the
+ * n_head vectors of head_dim floats of x, with the same weight w (head_dim). */
+void rt_rmsnorm_heads(float *x, const float *w, uint32_t n_head, uint32_t head_dim, float eps);
+
 #endif /* MW_RT_OPS_H */

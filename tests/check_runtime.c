@@ -23,6 +23,7 @@
 #include "gguf/gguf.h"
 #include "runtime/rt.h"
 #include "runtime/rt_int.h"
+#include "runtime/rt_ops.h"
 #include "runtime/rt_tok_int.h"
 #include "tools/rt_fixture.h"
 
@@ -432,6 +433,10 @@ START_TEST(test_invariance)
         {"llama", GGUF_TYPE_Q8_0, true, true},
         {"qwen2", GGUF_TYPE_Q4_0, true, false},
         {"llama", GGUF_TYPE_F32, false, false},
+        {"qwen3", GGUF_TYPE_F16, true, false},
+        {"gemma2", GGUF_TYPE_Q8_0, true, false},  /* window 8, every other layer */
+        {"gemma3", GGUF_TYPE_F16, true, false},   /* window 6, 2 of 3 layers */
+        {"phi3", GGUF_TYPE_Q4_0, false, false},   /* fused qkv/up, LongRoPE */
     };
     struct rt_fx_spec s;
     rt_fx_default(&s);
@@ -439,6 +444,9 @@ START_TEST(test_invariance)
     s.wtype = cases[_i].wtype;
     s.tied = cases[_i].tied;
     s.rope_freqs = cases[_i].rope_freqs;
+    if (strcmp(s.arch, "gemma2") == 0) s.n_swa = 8;
+    if (strcmp(s.arch, "gemma3") == 0) s.n_swa = 6, s.swa_pattern = 3, s.n_layer = 3;
+    if (strcmp(s.arch, "phi3") == 0) s.n_ctx_orig = 64;
     char *p = write_fixture(&s, "inv.gguf");
     const size_t nv = 3 + 256 + 64;
     const struct rt_ctx_opts variants[] = {
@@ -550,8 +558,10 @@ START_TEST(test_shift)
 {
     struct rt_fx_spec s;
     rt_fx_default(&s);
-    s.arch = _i == 0 ? "llama" : "qwen2";
+    static const char *const archs[] = {"llama", "qwen2", "phi3", "qwen3", "gemma3"};
+    s.arch = archs[_i];
     s.rope_freqs = _i == 0;
+    if (_i == 2) s.n_ctx_orig = 16; /* LongRoPE: long factors and attn_factor 1.19 */
     /* one layer: its keys and values depend on the token and position only,
      * so a shifted cache must equal a fresh one; deeper layers carry what
      * the dropped tokens contributed (llama.cpp's context shift has the same
@@ -581,6 +591,236 @@ START_TEST(test_shift)
     ck_assert_float_lt(max_abs_diff(la, lb, 4 * nv), 0.01f);
     unload(&A);
     unload(&B);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
+// --- the families of issue 12 ---
+
+static float gelu_ref(float x) /* ggml_gelu_f32 */
+{
+    return 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x *
+                                    (1.0f + 0.044715f * x * x)));
+}
+
+START_TEST(test_family_ops)
+{
+    /* GELU: ggml's f16 table (GGML_GELU_FP16), for every f16 input, through
+     * rt_int.h's independent f16 conversions */
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        const float x = rt__h2f((uint16_t)h);
+        if (!isfinite(x) || fabsf(x) >= 10.0f) continue;
+        const float want = rt__h2f(rt__f2h(gelu_ref(x)));
+        const float got = rt_gelu_tanh(x);
+        ck_assert_msg(memcmp(&got, &want, sizeof got) == 0, "gelu(%a) = %a, table %a", (double)x,
+                      (double)got, (double)want);
+    }
+    uint64_t r = 88172645463325252ULL;
+    float g[64], u[64], g2[64];
+    for (int i = 0; i < 1000; i++) {
+        r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+        const float x = ((float)(r >> 40) / (float)(1u << 24) - 0.5f) * 30.0f;
+        const float want = x <= -10.0f ? 0.0f
+                           : x >= 10.0f ? x
+                                        : rt__h2f(rt__f2h(gelu_ref(rt__h2f(rt__f2h(x)))));
+        ck_assert_float_eq(rt_gelu_tanh(x), want);
+        g[i % 64] = x, u[i % 64] = 0.25f * (float)(i % 7) - 0.5f;
+    }
+    memcpy(g2, g, sizeof g);
+    rt_geglu(g2, u, 64);
+    for (int i = 0; i < 64; i++) ck_assert_float_eq(g2[i], rt_gelu_tanh(g[i]) * u[i]);
+    /* soft-capping: tanhf(x * (1/c)) * c; attention: c * tanhf(s * (scale / c)) */
+    /* (volatile: libm's tanhf at run time, not the compiler's folding) */
+    volatile float vin[4] = {-1000.0f, -3.0f, 0.5f, 77.0f}, vc = 30.0f, vs = 300.0f, vk = 50.0f;
+    float x[4];
+    for (int i = 0; i < 4; i++) x[i] = vin[i];
+    rt_softcap(x, 4, vc);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_float_eq(x[i], tanhf(vin[i] * (1.0f / vc)) * vc);
+        ck_assert(fabsf(x[i]) <= 30.0f);
+    }
+    ck_assert_float_eq(rt_attn_score(3.0f, 0.125f, 0.0f), 3.0f * 0.125f);
+    ck_assert_float_eq(rt_attn_score(vs, 1.0f, vk), vk * tanhf(vs * (1.0f / vk)));
+    /* which layers slide, and where the window starts (LLAMA_SWA_TYPE_STANDARD) */
+    struct rt_hparams hp = {.n_layer = 12, .n_swa = 16, .swa_pattern = 6, .n_rot = 32,
+                            .head_dim = 32, .rope_base = 1e6f, .rope_base_swa = 1e4f,
+                            .rope_freq_scale = 0.125f, .rope_neox = true};
+    for (uint32_t il = 0; il < 12; il++) ck_assert(rt_layer_is_swa(&hp, il) == (il % 6 != 5));
+    hp.swa_pattern = 2;
+    for (uint32_t il = 0; il < 12; il++) ck_assert(rt_layer_is_swa(&hp, il) == (il % 2 == 0));
+    ck_assert_uint_eq(rt_swa_first(&hp, 0, 15), 0);
+    ck_assert_uint_eq(rt_swa_first(&hp, 0, 16), 1);
+    ck_assert_uint_eq(rt_swa_first(&hp, 0, 100), 85);
+    ck_assert_uint_eq(rt_swa_first(&hp, 1, 100), 0);
+    /* RoPE per layer: sliding layers their own base (and scale 1, gemma3) */
+    struct rt_rope_params p0 = rt_rope_layer_params(&hp, 0, 4096);
+    struct rt_rope_params p1 = rt_rope_layer_params(&hp, 1, 4096);
+    ck_assert_float_eq(p0.base, 1e4f);
+    ck_assert_float_eq(p0.freq_scale, 1.0f);
+    ck_assert_float_eq(p1.base, 1e6f);
+    ck_assert_float_eq(p1.freq_scale, 0.125f);
+    ck_assert_float_eq(p1.attn_factor, 1.0f);
+    /* rt_rope_cache_ex with attn_factor 1 is rt_rope_cache, bit for bit */
+    float c0[32], c1[32], ff[16];
+    for (int i = 0; i < 16; i++) ff[i] = 1.0f + (float)i;
+    hp.n_swa = 0;
+    const struct rt_rope_params pl = rt_rope_layer_params(&hp, 0, 64);
+    for (int32_t pos = -40; pos < 300; pos += 7) {
+        rt_rope_cache(&hp, ff, pos, c0);
+        rt_rope_cache_ex(32, &pl, ff, pos, c1);
+        ck_assert(memcmp(c0, c1, sizeof c0) == 0);
+    }
+    /* LongRoPE: long factors once the context, padded to 256 as llama.cpp
+     * pads it, exceeds the original context; attn_factor scales cos and sin */
+    hp.has_rope_long = true;
+    hp.n_ctx_orig = 300;
+    hp.rope_attn_factor = 1.25f;
+    ck_assert(!rt_rope_layer_params(&hp, 0, 256).long_factors);
+    ck_assert(rt_rope_layer_params(&hp, 0, 257).long_factors);
+    hp.n_ctx_orig = 4096;
+    ck_assert(!rt_rope_layer_params(&hp, 0, 4096).long_factors);
+    ck_assert(rt_rope_layer_params(&hp, 0, 4097).long_factors);
+    const struct rt_rope_params pa = rt_rope_layer_params(&hp, 0, 64);
+    rt_rope_cache_ex(32, &pa, NULL, 9, c1);
+    rt_rope_cache(&hp, NULL, 9, c0);
+    for (int i = 0; i < 32; i++) ck_assert_float_eq(c1[i], c0[i] * 1.25f);
+    /* attention scales: q pre-scaled (gemma, phi3) or kq scale (llama, qwen) */
+    float qm, ks;
+    hp.arch = RT_ARCH_QWEN3;
+    rt_attn_scales(&hp, &qm, &ks);
+    ck_assert_float_eq(qm, 0.0f);
+    ck_assert_float_eq(ks, 1.0f / sqrtf(32.0f));
+    hp.arch = RT_ARCH_GEMMA2;
+    hp.attn_scale = 0.0625f;
+    rt_attn_scales(&hp, &qm, &ks);
+    ck_assert_float_eq(qm, 0.0625f);
+    ck_assert_float_eq(ks, 1.0f);
+    /* per-head RMSNorm */
+    float v[64], w[32], ref[64];
+    for (int i = 0; i < 64; i++) v[i] = (float)(i % 9) - 3.5f;
+    for (int i = 0; i < 32; i++) w[i] = 1.0f + 0.01f * (float)i;
+    rt_rmsnorm(ref, v, w, 32, 1e-6f);
+    rt_rmsnorm(ref + 32, v + 32, w, 32, 1e-6f);
+    rt_rmsnorm_heads(v, w, 2, 32, 1e-6f);
+    ck_assert(memcmp(v, ref, sizeof v) == 0);
+}
+END_TEST
+
+/* Sliding window: with every layer sliding (gemma3, pattern 3, 2 layers,
+ * window 4) the logits at position p depend on tokens p-6 .. p only: a
+ * changed first token leaves positions >= 7 bit for bit unchanged, in both
+ * attention paths (22 tokens: single-query; 80: tiled). */
+START_TEST(test_family_window)
+{
+    struct rt_fx_spec s;
+    rt_fx_default(&s);
+    s.arch = "gemma3";
+    s.n_swa = 4;
+    s.swa_pattern = 3;
+    char *p = write_fixture(&s, "win.gguf");
+    const uint32_t n = _i == 0 ? 22 : 80;
+    struct loaded A, B;
+    load(p, &(struct rt_ctx_opts){.n_ctx = 96, .n_batch = 96}, &A);
+    load(p, &(struct rt_ctx_opts){.n_ctx = 96, .n_threads = 2}, &B);
+    const struct rt_hparams *hp = rt_model_hparams(A.m);
+    ck_assert(rt_layer_is_swa(hp, 0) && rt_layer_is_swa(hp, 1));
+    const uint32_t nv = hp->n_vocab;
+    int32_t t[80];
+    fixture_tokens(t, n, nv);
+    float *la = malloc((size_t)n * nv * sizeof *la), *lb = malloc((size_t)n * nv * sizeof *lb);
+    eval_ok(A.c, t, n, 0, la);
+    t[0] = (t[0] + 1) % (int32_t)nv;
+    eval_ok(B.c, t, n, 0, lb);
+    for (uint32_t i = 0; i < n; i++) {
+        const bool same = memcmp(la + (size_t)i * nv, lb + (size_t)i * nv, nv * sizeof *la) == 0;
+        ck_assert_msg(same == (i >= 7), "position %u: %s", i, same ? "same" : "differs");
+    }
+    free(la);
+    free(lb);
+    unload(&A);
+    unload(&B);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
+/* A sliding layer keeps a ring of n_swa - 1 + n_batch rows: no context
+ * shift (refused), a rewind within the ring works, one past it is refused
+ * at the next rt_eval until the context is reset. */
+START_TEST(test_family_swa_cache)
+{
+    struct rt_fx_spec s;
+    rt_fx_default(&s);
+    s.arch = "gemma2";
+    s.n_swa = 4;
+    char *p = write_fixture(&s, "ring.gguf");
+    struct loaded L;
+    load(p, &(struct rt_ctx_opts){.n_ctx = 64, .n_batch = 4}, &L);
+    ck_assert_uint_eq(L.c->kv.cap[0], 7);  /* sliding */
+    ck_assert_uint_eq(L.c->kv.cap[1], 64); /* global */
+    const uint32_t nv = rt_model_hparams(L.m)->n_vocab;
+    int32_t t[48];
+    fixture_tokens(t, 48, nv);
+    struct mw_err err;
+    mw_err_clear(&err);
+    char buf[1024];
+    eval_ok(L.c, t, 40, 0, NULL);
+    ck_assert_int_eq(rt_ctx_shift(L.c, 1, 8, &err), MW_E_UNSUPPORTED);
+    mw_err_format(&err, buf, sizeof buf);
+    ck_assert_msg(strstr(buf, "sliding layers") != NULL, "%s", buf);
+    /* rewind to 38: positions 35..37 are still in the ring */
+    rt_ctx_truncate(L.c, 38);
+    float a[400], b[400];
+    ck_assert_uint_le(nv, 400);
+    eval_ok(L.c, t + 38, 1, 0, a);
+    /* rewind to 20: 17..19 were overwritten */
+    rt_ctx_truncate(L.c, 20);
+    mw_err_clear(&err);
+    ck_assert_int_eq(rt_eval(L.c, t + 20, 1, 0, NULL, &err), MW_E_USAGE);
+    rt_ctx_reset(L.c);
+    eval_ok(L.c, t, 38, 0, NULL);
+    eval_ok(L.c, t + 38, 1, 0, b);
+    ck_assert_msg(memcmp(a, b, nv * sizeof *a) == 0, "rewound ring differs from a fresh run");
+    unload(&L);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
+/* rt_mem_estimate (memwall plan) counts exactly what rt_ctx_init allocates,
+ * sliding-window rings included, and bounds the model's own memory. */
+START_TEST(test_family_mem)
+{
+    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
+    struct rt_fx_spec s;
+    rt_fx_default(&s);
+    s.arch = archs[_i];
+    s.n_layer = 6;
+    s.n_swa = 5;
+    s.swa_pattern = _i == 2 ? 6 : 0;
+    s.n_ctx_orig = _i == 3 ? 32 : 0;
+    char *p = write_fixture(&s, "mem.gguf");
+    const struct rt_ctx_opts co = {.n_ctx = 100, .n_threads = 3, .n_batch = 16};
+    struct loaded L;
+    load(p, &co, &L);
+    const struct rt_hparams *hp = rt_model_hparams(L.m);
+    struct rt_mem got, est;
+    rt_ctx_mem(L.c, &got);
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(rt_mem_estimate(hp, 0, &co, rt_model_main_type(L.m), &est, &err), MW_OK);
+    ck_assert_uint_eq(est.kv_bytes, got.kv_bytes);
+    ck_assert_uint_eq(est.scratch_bytes, got.scratch_bytes);
+    ck_assert_uint_ge(est.owned_bytes, got.owned_bytes);
+    /* f16 cache rows of n_head_kv * head_dim: a sliding layer holds
+     * n_swa - 1 + n_batch = 20 positions instead of 100 */
+    uint64_t rows = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) rows += rt_layer_is_swa(hp, il) ? 20 : 100;
+    ck_assert_uint_eq(got.kv_bytes, rows * 2 * 2 * hp->n_head_kv * hp->head_dim);
+    if (_i == 1) ck_assert_uint_eq(rows, 3 * 20 + 3 * 100); /* gemma2: every other layer */
+    if (_i == 2) ck_assert_uint_eq(rows, 5 * 20 + 100);     /* gemma3: 5 of 6 */
+    unload(&L);
     unlink(p);
     free(p);
 }
@@ -771,16 +1011,20 @@ static Suite *runtime_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("forward");
     tcase_set_timeout(tc, 30);
-    tcase_add_loop_test(tc, test_invariance, 0, 4);
+    tcase_add_loop_test(tc, test_invariance, 0, 8);
     tcase_add_test(tc, test_no_alloc_in_eval);
     tcase_add_test(tc, test_eval_errors);
-    tcase_add_loop_test(tc, test_shift, 0, 2);
+    tcase_add_loop_test(tc, test_shift, 0, 5);
+    tcase_add_loop_test(tc, test_family_window, 0, 2);
+    tcase_add_test(tc, test_family_swa_cache);
+    tcase_add_loop_test(tc, test_family_mem, 0, 4);
     tcase_add_test(tc, test_reference_logits);
     suite_add_tcase(s, tc);
     tc = tcase_create("misc");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_sampling);
     tcase_add_test(tc, test_f16_helpers);
+    tcase_add_test(tc, test_family_ops);
     tcase_add_test(tc, test_chat_formats);
     tcase_add_test(tc, test_perplexity_fixture);
     suite_add_tcase(s, tc);

@@ -41,6 +41,7 @@ struct opts {
     uint32_t n_batch;
     enum rt_kv_type kv_type;
     bool mlock, verify, interactive, print_tokens, ignore_eos, quiet;
+    bool no_bos, parse_special; /* --tokenize: llama-tokenize's --no-bos / --parse-special */
     struct rt_sampler_opts samp;
     uint32_t chunks;
     uint64_t bytes;           /* UINT64_MAX: whole file */
@@ -88,6 +89,8 @@ static const char usage_any[] =
     "diagnostics:\n"
     "      --tokenize FILE   print the token ids of FILE's text (BOS as the vocabulary\n"
     "                        asks) and exit, as llama-peer tokenize does\n"
+    "      --no-bos          with --tokenize: no BOS/EOS (add_special off)\n"
+    "      --parse-special   with --tokenize: match control tokens spelled in the text\n"
     "      --teacher IDS     after -p, feed these ids (comma or space separated) instead\n"
     "                        of sampling; print per step: our greedy id and its logit,\n"
     "                        the fed id and its logit (compares with another runtime)\n"
@@ -191,6 +194,8 @@ static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *
         {NULL, "--ignore-eos", CMD_OPT_FLAG, .flag = &o->ignore_eos, .when = ANY | RUN},
         {NULL, "--tokens", CMD_OPT_FLAG, .flag = &o->print_tokens, .when = ANY | RUN},
         {NULL, "--tokenize", CMD_OPT_STR, .str = &o->tokenize_file, .when = ANY | RUN},
+        {NULL, "--no-bos", CMD_OPT_FLAG, .flag = &o->no_bos, .when = ANY | RUN},
+        {NULL, "--parse-special", CMD_OPT_FLAG, .flag = &o->parse_special, .when = ANY | RUN},
         {NULL, "--teacher", CMD_OPT_STR, .str = &o->teacher, .when = ANY | RUN},
         {NULL, "--perplexity", CMD_OPT_STR, .str = &o->ppl_file, .when = ANY},
         {"-f", NULL, CMD_OPT_STR, .str = &o->ppl_file, .when = PPL},
@@ -227,6 +232,8 @@ static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *
     if ((o->kld_base || o->save_logits || o->chunks || o->bytes != UINT64_MAX) && !o->ppl_file)
         return usage_error(cl, "--kl-divergence/--save-logits/--chunks/--bytes need --perplexity");
     if (o->teacher && !o->prompt) return usage_error(cl, "--teacher needs -p PROMPT");
+    if ((o->no_bos || o->parse_special) && !o->tokenize_file)
+        return usage_error(cl, "--no-bos/--parse-special need --tokenize");
     if (!o->ppl_file && !o->prompt && !o->interactive && !o->tokenize_file)
         return usage_error(cl, "nothing to do: give -p PROMPT, -i or --perplexity FILE");
     return 0;
@@ -254,6 +261,14 @@ static void print_summary(const struct cli *cl, const struct rt_model *m, const 
             cl->prog, mib(mem.weight_bytes), mib(mem.mapped_bytes), mib(mem.kv_bytes),
             rt_kv_type_name(mem.kv_type), mem.n_ctx, mib(mem.scratch_bytes), mib(mem.owned_bytes),
             mib(total));
+    if (hp->n_swa > 0) {
+        uint32_t n_slide = 0;
+        for (uint32_t il = 0; il < hp->n_layer; il++) n_slide += rt_layer_is_swa(hp, il);
+        fprintf(stderr,
+                "%s: sliding window %u in %u of %u layers (their KV cache keeps only the "
+                "window); no context shift: the context ends at %u positions\n",
+                cl->prog, hp->n_swa, n_slide, hp->n_layer, mem.n_ctx);
+    }
     fprintf(stderr, "%s: kernels %s, %u thread%s\n", cl->prog, rt_ctx_kernels_name(c),
             mem.n_threads, mem.n_threads == 1 ? "" : "s");
 }
@@ -390,15 +405,17 @@ static int run_tokenize(const struct cli *cl, const struct opts *o, const struct
     struct mw_map map;
     enum mw_status s = mw_map_open(&map, o->tokenize_file, err);
     if (s) return fail(cl, err);
-    s = rt_tok_encode(t, (const char *)map.data, (size_t)map.size, true, false, NULL, 0, &need,
-                      NULL);
+    const bool add_special = !o->no_bos, parse_special = o->parse_special;
+    s = rt_tok_encode(t, (const char *)map.data, (size_t)map.size, add_special, parse_special,
+                      NULL, 0, &need, NULL);
     int32_t *ids = malloc((need ? need : 1) * sizeof *ids);
     if (!ids) {
         mw_map_close(&map);
         MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "token buffer");
         return fail(cl, err);
     }
-    s = rt_tok_encode(t, (const char *)map.data, (size_t)map.size, true, false, ids, need, &n, err);
+    s = rt_tok_encode(t, (const char *)map.data, (size_t)map.size, add_special, parse_special, ids,
+                      need, &n, err);
     mw_map_close(&map);
     if (s) {
         free(ids);

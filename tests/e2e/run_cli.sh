@@ -84,6 +84,18 @@ has "$err" "q8_0" "q8_0 KV accounting"
 # generation past the context slides the window instead of failing
 mr 0 -m "$T/m.gguf" -p "It was" -n 60 --ctx 24 --temp 0 --tokens -q
 [ "$(wc -w <<< "$out")" -eq 60 ] || fail "generation past --ctx: $(wc -w <<< "$out") ids"
+# the families of issue 12 (tiny rt_fixture models; against llama.cpp: run_families_peer.sh)
+for a in qwen3 gemma2 gemma3 phi3; do
+    $MW_EMU "$MK" model "$T/$a.gguf" --arch $a --swa 8 --orig-ctx 16 || { fail "rt_mkmodel $a"; continue; }
+    mr 0 -m "$T/$a.gguf" -p "It was" -n 40 --ctx 64 --temp 0 --tokens -q -t 2 &&
+        { [ "$(wc -w <<< "$out")" -eq 40 ] || fail "$a: $(wc -w <<< "$out") ids"; }
+    [ $a = gemma2 ] && mr 0 -m "$T/$a.gguf" -p "It was" -n 4 --ctx 64 --temp 0 &&
+        has "$err" "sliding window 8 in 1 of 2 layers" "gemma2 summary"
+done
+# a sliding-window model cannot shift its cache: a clean refusal when the context is full
+if mr 1 -m "$T/gemma2.gguf" -p "It was" -n 60 --ctx 24 --temp 0 --tokens -q; then
+    has "$err" "sliding layers of gemma2" "gemma2 context full"
+fi
 # tokenizer diagnostics
 mr 0 -m "$T/m.gguf" --tokenize "$EVAL" -q
 [ "$(wc -w <<< "$out")" -gt 1000 ] || fail "--tokenize gave $(wc -w <<< "$out") ids"

@@ -194,7 +194,7 @@ struct tdesc {
     int kind; /* 0 matrix, 1 norm (around 1), 2 bias / small vector, 3 rope freqs */
 };
 
-#define MAX_T 64
+#define MAX_T 256
 
 static void add_t(struct tdesc *t, int *n, const char *name, uint32_t type, uint32_t n_dims,
                   uint64_t ne0, uint64_t ne1, uint64_t ne2, int kind)
@@ -242,6 +242,21 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
     enum mw_status s = MW_OK;
     const bool qwen = strcmp(sp->arch, "qwen2") == 0 || d == RT_FX_QWEN2_NO_BIAS;
     const char *arch = qwen ? "qwen2" : sp->arch;
+    /* the family defects bring their family */
+    if (d == RT_FX_QWEN3_NO_QNORM) arch = "qwen3";
+    if (d == RT_FX_GEMMA_NO_POST_FFW || d == RT_FX_GEMMA3_SWA_BASE) arch = "gemma3";
+    if (d == RT_FX_GEMMA2_OUTPUT || d == RT_FX_GEMMA2_SOFTCAP_ZERO) arch = "gemma2";
+    if (d == RT_FX_PHI3_ONE_FACTOR || d == RT_FX_PHI3_UP_ROWS || d == RT_FX_PHI3_QKV_MIXED ||
+        d == RT_FX_PHI3_FACTORS_LEN)
+        arch = "phi3";
+    const bool qwen3 = strcmp(arch, "qwen3") == 0;
+    const bool gemma2 = strcmp(arch, "gemma2") == 0, gemma3 = strcmp(arch, "gemma3") == 0;
+    const bool gemma = gemma2 || gemma3, phi3 = strcmp(arch, "phi3") == 0;
+    const bool qk_norm = qwen3 || gemma3 || d == RT_FX_QNORM_IN_LLAMA;
+    const bool tied = sp->tied || (gemma2 && d != RT_FX_GEMMA2_OUTPUT);
+    const uint32_t n_ctx_orig =
+        sp->n_ctx_orig ? sp->n_ctx_orig
+                       : (d == RT_FX_PHI3_ONE_FACTOR || d == RT_FX_PHI3_FACTORS_LEN ? 64 : 0);
     const bool gpt2 = sp->gpt2 || d == RT_FX_MERGES_MISSING;
     if (!(gpt2 ? vocab_bpe(&v, d != RT_FX_MERGES_MISSING) : vocab_spm(&v))) {
         s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "fixture vocabulary");
@@ -292,6 +307,28 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
         TRY(set_arch_u32(w, arch, "attention.value_length", hd / 2, err));
     }
     if (d == RT_FX_MOE) TRY(set_arch_u32(w, arch, "expert_count", 8, err));
+    if (gemma) {
+        const uint32_t n_swa = sp->n_swa ? sp->n_swa : (d == RT_FX_GEMMA3_SWA_BASE ? 16 : 0);
+        if (n_swa) TRY(set_arch_u32(w, arch, "attention.sliding_window", n_swa, err));
+        if (sp->swa_pattern)
+            TRY(set_arch_u32(w, arch, "attention.sliding_window_pattern", sp->swa_pattern, err));
+        TRY(set_arch_u32(w, arch, "attention.key_length", hd, err));
+        TRY(set_arch_u32(w, arch, "attention.value_length", hd, err));
+    }
+    if (gemma2) {
+        TRY(set_arch_f32(w, arch, "attn_logit_softcapping",
+                         d == RT_FX_GEMMA2_SOFTCAP_ZERO ? 0.0f : 50.0f, err));
+        TRY(set_arch_f32(w, arch, "final_logit_softcapping", 30.0f, err));
+    }
+    if (gemma3) {
+        TRY(set_arch_f32(w, arch, "rope.freq_base_swa",
+                         d == RT_FX_GEMMA3_SWA_BASE ? 0.5f : 10000.0f, err));
+        TRY(set_arch_f32(w, arch, "final_logit_softcapping", 30.0f, err));
+    }
+    if (phi3 && n_ctx_orig) {
+        TRY(set_arch_u32(w, arch, "rope.scaling.original_context_length", n_ctx_orig, err));
+        TRY(set_arch_f32(w, arch, "rope.scaling.attn_factor", 1.19f, err));
+    }
     TRY(gguf_writer_set_u32(w, "general.file_type", sp->wtype == GGUF_TYPE_F32 ? 0 : 1, err));
 
     /* tokenizer */
@@ -330,23 +367,41 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
     const uint32_t wt = sp->wtype;
     add_t(t, &nt, "token_embd.weight", d == RT_FX_EMBD_TYPE ? GGUF_TYPE_Q8_1 : wt, 2, E, n_vocab,
           1, 0);
-    if (!sp->tied)
+    if (!tied)
         add_t(t, &nt, "output.weight", wt, 2, E, d == RT_FX_OUTPUT_SHAPE ? n_vocab - 1 : n_vocab, 1,
               0);
     add_t(t, &nt, "output_norm.weight", GGUF_TYPE_F32, 1, E, 1, 1, 1);
     if (sp->rope_freqs || d == RT_FX_ROPE_FREQS_LEN)
         add_t(t, &nt, "rope_freqs.weight", GGUF_TYPE_F32, 1,
               hd / 2 + (d == RT_FX_ROPE_FREQS_LEN ? 1 : 0), 1, 1, 3);
+    if (phi3 && n_ctx_orig) {
+        add_t(t, &nt, "rope_factors_long.weight", GGUF_TYPE_F32, 1,
+              hd / 2 + (d == RT_FX_PHI3_FACTORS_LEN ? 2 : 0), 1, 1, 4);
+        if (d != RT_FX_PHI3_ONE_FACTOR)
+            add_t(t, &nt, "rope_factors_short.weight", GGUF_TYPE_F32, 1, hd / 2, 1, 1, 3);
+    }
     for (uint32_t il = 0; il < sp->n_layer; il++) {
         char nm[64];
 #define NM(x) (snprintf(nm, sizeof nm, "blk.%u." x, il), nm)
         add_t(t, &nt, NM("attn_norm.weight"),
               d == RT_FX_NORM_QUANTIZED && il == 0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F32, 1, E, 1, 1, 1);
-        add_t(t, &nt, NM("attn_q.weight"), wt, 2, E,
-              d == RT_FX_WRONG_SHAPE && il == 0 ? qdim / 2 : qdim, 1, 0);
-        add_t(t, &nt, NM("attn_k.weight"), wt, 2, E, kvdim, 1, 0);
-        add_t(t, &nt, NM("attn_v.weight"),
-              d == RT_FX_UNSUPPORTED_TYPE && il == 0 ? GGUF_TYPE_Q8_1 : wt, 2, E, kvdim, 1, 0);
+        if (phi3 && !(d == RT_FX_PHI3_QKV_MIXED && il == 1)) {
+            add_t(t, &nt, NM("attn_qkv.weight"), wt, 2, E, qdim + 2 * kvdim, 1, 0);
+        } else {
+            add_t(t, &nt, NM("attn_q.weight"), wt, 2, E,
+                  d == RT_FX_WRONG_SHAPE && il == 0 ? qdim / 2 : qdim, 1, 0);
+            add_t(t, &nt, NM("attn_k.weight"), wt, 2, E, kvdim, 1, 0);
+            add_t(t, &nt, NM("attn_v.weight"),
+                  d == RT_FX_UNSUPPORTED_TYPE && il == 0 ? GGUF_TYPE_Q8_1 : wt, 2, E, kvdim, 1, 0);
+        }
+        if (qk_norm && !(d == RT_FX_QWEN3_NO_QNORM && il == 0))
+            add_t(t, &nt, NM("attn_q_norm.weight"), GGUF_TYPE_F32, 1, hd, 1, 1, 1);
+        if (qk_norm) add_t(t, &nt, NM("attn_k_norm.weight"), GGUF_TYPE_F32, 1, hd, 1, 1, 1);
+        if (gemma) {
+            add_t(t, &nt, NM("post_attention_norm.weight"), GGUF_TYPE_F32, 1, E, 1, 1, 1);
+            if (!(d == RT_FX_GEMMA_NO_POST_FFW && il == 1))
+                add_t(t, &nt, NM("post_ffw_norm.weight"), GGUF_TYPE_F32, 1, E, 1, 1, 1);
+        }
         if (qwen && !(d == RT_FX_QWEN2_NO_BIAS && il == 0))
             add_t(t, &nt, NM("attn_q.bias"), GGUF_TYPE_F32, 1, qdim, 1, 1, 2);
         if (qwen) {
@@ -355,10 +410,16 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
         }
         add_t(t, &nt, NM("attn_output.weight"), wt, 2, qdim, E, 1, 0);
         add_t(t, &nt, NM("ffn_norm.weight"), GGUF_TYPE_F32, 1, E, 1, 1, 1);
-        if (d == RT_FX_THREE_DIMS && il == 0) add_t(t, &nt, NM("ffn_gate.weight"), wt, 3, E, F, 2, 0);
-        else add_t(t, &nt, NM("ffn_gate.weight"), wt, 2, E, F, 1, 0);
-        if (!(d == RT_FX_MISSING_TENSOR && il == 1))
-            add_t(t, &nt, NM("ffn_up.weight"), wt, 2, E, F, 1, 0);
+        if (phi3) {
+            add_t(t, &nt, NM("ffn_up.weight"), wt, 2, E,
+                  d == RT_FX_PHI3_UP_ROWS && il == 0 ? F : 2 * F, 1, 0);
+        } else {
+            if (d == RT_FX_THREE_DIMS && il == 0)
+                add_t(t, &nt, NM("ffn_gate.weight"), wt, 3, E, F, 2, 0);
+            else add_t(t, &nt, NM("ffn_gate.weight"), wt, 2, E, F, 1, 0);
+            if (!(d == RT_FX_MISSING_TENSOR && il == 1))
+                add_t(t, &nt, NM("ffn_up.weight"), wt, 2, E, F, 1, 0);
+        }
         add_t(t, &nt, NM("ffn_down.weight"), wt, 2, F, E, 1, 0);
 #undef NM
     }
@@ -389,6 +450,7 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
             case 0: f[j] = uni(&rs, 1.7f * a); break;
             case 1: f[j] = 1.0f + uni(&rs, 0.2f); break;
             case 2: f[j] = uni(&rs, 0.1f); break;
+            case 4: f[j] = 1.0f + 0.5f * (float)j; break; /* LongRoPE long factors */
             default: f[j] = j % 3 == 2 ? 4.0f : 1.0f; break;
             }
         }

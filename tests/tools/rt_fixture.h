@@ -51,7 +51,17 @@
     X(TOKENIZER_UNKNOWN, MW_E_UNSUPPORTED, "key 'tokenizer.ggml.model'")                        \
     X(SCORES_TYPE, MW_E_FORMAT, "key 'tokenizer.ggml.scores'")                                  \
     X(BOS_TYPE, MW_E_FORMAT, "key 'tokenizer.ggml.bos_token_id'")                               \
-    X(MERGES_MISSING, MW_E_FORMAT, "key 'tokenizer.ggml.merges'")
+    X(MERGES_MISSING, MW_E_FORMAT, "key 'tokenizer.ggml.merges'")                               \
+    X(QWEN3_NO_QNORM, MW_E_FORMAT, "tensor 'blk.0.attn_q_norm.weight'")                         \
+    X(QNORM_IN_LLAMA, MW_E_FORMAT, "tensor 'blk.0.attn_q_norm.weight'")                         \
+    X(GEMMA_NO_POST_FFW, MW_E_FORMAT, "tensor 'blk.1.post_ffw_norm.weight'")                    \
+    X(GEMMA2_OUTPUT, MW_E_FORMAT, "tensor 'output.weight'")                                     \
+    X(GEMMA2_SOFTCAP_ZERO, MW_E_VALUE, "key 'gemma2.attn_logit_softcapping'")                   \
+    X(GEMMA3_SWA_BASE, MW_E_VALUE, "key 'gemma3.rope.freq_base_swa'")                           \
+    X(PHI3_ONE_FACTOR, MW_E_FORMAT, "tensor 'rope_factors_short.weight'")                       \
+    X(PHI3_UP_ROWS, MW_E_FORMAT, "tensor 'blk.0.ffn_up.weight'")                                \
+    X(PHI3_QKV_MIXED, MW_E_FORMAT, "tensor 'blk.1.attn_qkv.weight'")                            \
+    X(PHI3_FACTORS_LEN, MW_E_FORMAT, "tensor 'rope_factors_long.weight'")
 
 enum rt_fx_defect {
 #define RT_FX__ENUM(name, code, where) RT_FX_##name,
@@ -68,7 +78,13 @@ struct rt_fx_defect_info {
 const struct rt_fx_defect_info *rt_fx_defect_get(enum rt_fx_defect d);
 
 struct rt_fx_spec {
-    const char *arch;      /* "llama" or "qwen2" (q/k/v biases, NEOX rope) */
+    const char *arch;      /* "llama" or "qwen2" (q/k/v biases, NEOX rope), or a family of
+                            * issue 12 in llama.cpp's layout: "qwen3" (q/k norms), "gemma2"
+                            * (sandwich norms, tied, soft-capping 50/30), "gemma3" (sandwich
+                            * and q/k norms), "phi3" (fused attn_qkv and ffn_up) */
+    uint32_t n_swa;        /* gemma: attention.sliding_window (0: key absent) */
+    uint32_t swa_pattern;  /* gemma: attention.sliding_window_pattern (0: key absent) */
+    uint32_t n_ctx_orig;   /* phi3: write LongRoPE factors and this original context (0: none) */
     uint32_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx_train;
     uint32_t wtype;        /* ggml type of the 2-D weights (F32, F16, BF16, Q8_0, Q4_0 ...) */
     bool tied;             /* no output.weight */

@@ -2,8 +2,9 @@
  * tests/tools/rt_mkmodel.c — command-line front of tests/tools/rt_fixture.c
  * for the runtime's shell tests.
  *
- *   rt_mkmodel model OUT [--arch llama|qwen2] [--type TYPE] [--tied] [--gpt2]
- *                        [--rope-freqs] [--seed N] [--layers N] [--embd N] [--ff N]
+ *   rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3] [--type TYPE]
+ *                        [--tied] [--gpt2] [--rope-freqs] [--seed N] [--layers N]
+ *                        [--embd N] [--ff N] [--swa N] [--swa-pattern N] [--orig-ctx N]
  *                        [--defect NAME]
  *       a tiny model (rt_fixture.h), valid unless --defect
  *   rt_mkmodel hostile DIR
@@ -23,8 +24,9 @@
 #include "rt_fixture.h"
 
 static const char usage[] =
-    "usage: rt_mkmodel model OUT [--arch llama|qwen2] [--type TYPE] [--tied] [--gpt2]\n"
-    "                            [--rope-freqs] [--seed N] [--layers N] [--embd N] [--ff N]\n"
+    "usage: rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3] [--type TYPE]\n"
+    "                            [--tied] [--gpt2] [--rope-freqs] [--seed N] [--layers N]\n"
+    "                            [--embd N] [--ff N] [--swa N] [--swa-pattern N] [--orig-ctx N]\n"
     "                            [--defect NAME]\n"
     "       rt_mkmodel hostile DIR\n"
     "       rt_mkmodel requant IN OUT TYPE\n";
@@ -61,6 +63,12 @@ int main(int argc, char **argv)
                 s.n_head_kv = s.n_head / 2 ? s.n_head / 2 : 1;
             } else if (strcmp(a, "--ff") == 0 && v) {
                 s.n_ff = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--swa") == 0 && v) {
+                s.n_swa = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--swa-pattern") == 0 && v) {
+                s.swa_pattern = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--orig-ctx") == 0 && v) {
+                s.n_ctx_orig = (uint32_t)strtoul(v, NULL, 10), i++;
             } else if (strcmp(a, "--defect") == 0 && v) {
                 int d = 1;
                 while (d < RT_FX_DEFECT_COUNT && strcmp(rt_fx_defect_get((enum rt_fx_defect)d)->name, v))
