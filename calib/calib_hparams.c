@@ -6,16 +6,84 @@
  */
 #include "calib/calib_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "hf/hf.h"
 
+/* The family fields as runtime/rt_model.c (read_hparams, read_family) reads
+ * them from the GGUF hf_convert writes for c (llama.cpp's defaults where a
+ * key is not written). */
+static void family_hparams(const struct hf_config *c, struct rt_hparams *hp)
+{
+    hp->rope_attn_factor = 1.0f;
+    if (c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL || c->arch == HF_ARCH_QWEN2) {
+        hp->rope_base_swa = hp->rope_base;
+        return;
+    }
+    hp->rope_neox = true;
+    hp->n_rot = c->n_rot;
+    switch (c->arch) {
+    case HF_ARCH_QWEN3:
+        hp->qk_norm = true;
+        hp->rope_base_swa = hp->rope_base;
+        break;
+    case HF_ARCH_GEMMA2:
+    case HF_ARCH_GEMMA3: {
+        const bool g2 = c->arch == HF_ARCH_GEMMA2;
+        hp->qk_norm = !g2;
+        hp->post_norms = true;
+        hp->embd_scale = true;
+        hp->act = RT_ACT_GELU_TANH;
+        hp->tied_output = true; /* the converter never writes output.weight */
+        if (g2) {
+            hp->n_swa = c->n_swa;
+            hp->swa_pattern = 2;
+            hp->attn_softcap = c->attn_softcap;
+            hp->final_softcap = c->final_softcap;
+            hp->rope_base_swa = hp->rope_base; /* no rope.freq_base_swa written */
+            hp->rope_freq_scale_swa = hp->rope_freq_scale;
+        } else {
+            hp->n_swa = c->has_n_swa ? c->n_swa : 0;
+            hp->swa_pattern = hp->n_swa ? 6 : 0;
+            hp->final_softcap = c->final_softcap;
+            hp->rope_base_swa = hp->n_swa ? c->rope_theta_swa : 10000.0f;
+            hp->rope_freq_scale_swa = 1.0f;
+        }
+        /* llama.cpp: 1/sqrt(head_dim), or 1/sqrt(n_embd/n_head) for the 27B
+         * models (46 / 62 layers) */
+        const uint32_t big = g2 ? 46 : 62;
+        hp->attn_scale = c->n_layer == big ? 1.0f / sqrtf((float)(c->n_embd / c->n_head))
+                                           : 1.0f / sqrtf((float)c->head_dim);
+        break;
+    }
+    case HF_ARCH_PHI3:
+        hp->fused_qkv = true;
+        hp->fused_gate_up = true;
+        hp->n_ctx_orig = c->rope_orig_ctx;
+        hp->has_rope_long = c->rope_scaling == HF_ROPE_LONGROPE;
+        if (hp->has_rope_long) hp->rope_attn_factor = c->rope_attn_factor;
+        hp->rope_base_swa = hp->rope_base; /* n_swa 0: llama.cpp turns it off */
+        hp->attn_scale = 1.0f / sqrtf((float)c->head_dim);
+        break;
+    default:
+        break;
+    }
+}
+
 void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
                            uint64_t *n_bias_floats)
 {
     memset(hp, 0, sizeof *hp);
-    hp->arch = c->arch == HF_ARCH_QWEN2 ? RT_ARCH_QWEN2 : RT_ARCH_LLAMA;
+    switch (c->arch) {
+    case HF_ARCH_QWEN2: hp->arch = RT_ARCH_QWEN2; break;
+    case HF_ARCH_QWEN3: hp->arch = RT_ARCH_QWEN3; break;
+    case HF_ARCH_GEMMA2: hp->arch = RT_ARCH_GEMMA2; break;
+    case HF_ARCH_GEMMA3: hp->arch = RT_ARCH_GEMMA3; break;
+    case HF_ARCH_PHI3: hp->arch = RT_ARCH_PHI3; break;
+    default: hp->arch = RT_ARCH_LLAMA; break;
+    }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", c->gguf_arch);
     hp->n_vocab = c->n_vocab;
     hp->n_embd = c->n_embd;
@@ -34,6 +102,7 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
     hp->rope_neox = hp->arch == RT_ARCH_QWEN2;
     hp->tied_output = c->tie_embeddings;
     hp->file_type = UINT32_MAX;
+    family_hparams(c, hp);
     if (n_bias_floats) {
         const uint64_t q = (uint64_t)c->n_head * c->head_dim;
         const uint64_t kv = (uint64_t)c->n_head_kv * c->head_dim;

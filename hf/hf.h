@@ -23,11 +23,16 @@
  *                 names (shards are opened lazily mapped; the weight map and
  *                 the shards must agree exactly).
  *   config.json   architectures[0] LlamaForCausalLM / MistralForCausalLM
- *                 (both -> GGUF "llama", with the Q/K row permutation) or
- *                 Qwen2ForCausalLM (-> "qwen2"); the hyper-parameters, RoPE
- *                 (rope_theta, rope_scaling linear / llama3), tied
- *                 embeddings. Missing, mistyped or contradictory keys are
- *                 errors naming the key's JSON path.
+ *                 (both -> GGUF "llama", with the Q/K row permutation),
+ *                 Qwen2ForCausalLM (-> "qwen2"), Qwen3ForCausalLM ("qwen3"),
+ *                 Gemma2ForCausalLM ("gemma2"), Gemma3ForCausalLM and the
+ *                 text model of Gemma3ForConditionalGeneration ("gemma3"),
+ *                 Phi3ForCausalLM ("phi3"); the hyper-parameters, RoPE
+ *                 (rope_theta, rope_scaling linear / llama3 / longrope), tied
+ *                 embeddings, the families' keys (activation, sliding window,
+ *                 soft-capping, ...). Missing, mistyped or contradictory keys,
+ *                 and keys of another family, are errors naming the key's
+ *                 JSON path.
  *
  * What `convert` writes: a GGUF v3 file through the atomic, checksummed
  * gguf writer — keys and tensors in the order llama.cpp's
@@ -36,7 +41,14 @@
  * memwall.version, memwall.source (source dir basename),
  * memwall.source_dtype, memwall.convert.type); tensors in source order
  * (shards by file name, tensors by name), rope_freqs.weight first when
- * rope_scaling is llama3. Norms, biases and rope_freqs are F32; 2-D weights
+ * rope_scaling is llama3 (rope_factors_long/short.weight first for phi3
+ * LongRoPE); the families' keys are written key by key as their llama.cpp
+ * converter classes do (gemma2: softcapping and sliding window, no
+ * rope.freq_base; gemma3: rope.freq_base_swa, sliding window unless the
+ * pattern is 1; phi3: rope.dimension_count, original context, sliding
+ * window, rope.scaling.attn_factor second after general.architecture).
+ * Gemma's norms are written as w + 1 (computed in F16 for an F16 source,
+ * else in F32, as the converter does). Norms, biases and rope_freqs are F32; 2-D weights
  * take the requested type (Q8_0 is ggml's quantize_row_q8_0_ref bit for
  * bit; a row length that is not a multiple of 32 falls back to F16 as
  * llama.cpp's converter does). One tensor at a time through a bounded
@@ -146,9 +158,15 @@ enum hf_arch {
 
 enum hf_rope_scaling {
     HF_ROPE_NONE,
-    HF_ROPE_LINEAR, /* llama.rope.scaling.type "linear" + factor */
-    HF_ROPE_LLAMA3, /* rope_freqs.weight tensor */
+    HF_ROPE_LINEAR,   /* llama.rope.scaling.type "linear" + factor */
+    HF_ROPE_LLAMA3,   /* rope_freqs.weight tensor */
+    HF_ROPE_LONGROPE, /* phi3: rope_factors_long/short.weight + rope.scaling.attn_factor */
 };
+
+/* FFN gate activation of a family. */
+enum hf_act { HF_ACT_SILU, HF_ACT_GELU_TANH };
+
+#define HF_MAX_ROPE_FACTORS 512 /* LongRoPE factors per list (rope dims / 2) */
 
 struct hf_config {
     enum hf_arch arch;
@@ -174,6 +192,24 @@ struct hf_config {
     bool attention_bias;     /* llama: q/k/v/o biases present */
     bool mlp_bias;           /* llama: gate/up/down biases present */
     char torch_dtype[16];    /* informational, "" if absent */
+    /* --- the families of issue 12 (zero for llama / mistral / qwen2) --- */
+    bool multimodal;         /* Gemma3ForConditionalGeneration: the text model's keys
+                              * are under text_config (Gemma3TextConfig defaults for
+                              * the absent ones), its tensors under model.language_model. */
+    enum hf_act act;         /* hidden_act / hidden_activation */
+    uint32_t n_rot;          /* RoPE dimensions (phi3: partial_rotary_factor; else head_dim) */
+    uint32_t n_swa;          /* sliding_window (0: none / not written) */
+    bool has_n_swa;          /* <arch>.attention.sliding_window is written */
+    uint32_t swa_pattern;    /* llama.cpp's pattern: gemma2 2, gemma3 6 (1: no sliding layers) */
+    bool has_rope_theta_swa;
+    float rope_theta_swa;    /* gemma3 rope_local_base_freq -> rope.freq_base_swa */
+    float attn_softcap;      /* gemma2 attn_logit_softcapping (0: none) */
+    float final_softcap;     /* gemma2/3 final_logit_softcapping (0: none) */
+    float query_pre_attn_scalar; /* gemma (0: absent) */
+    float rope_attn_factor;  /* phi3 LongRoPE: rope.scaling.attn_factor */
+    uint32_t n_rope_factors; /* phi3 LongRoPE: entries of rope_long / rope_short */
+    float rope_long[HF_MAX_ROPE_FACTORS];
+    float rope_short[HF_MAX_ROPE_FACTORS];
 };
 
 /* Parse config.json text (len bytes, need not be NUL-terminated); name is the
@@ -214,6 +250,8 @@ int64_t hf_model_tensor_find(const struct hf_model *m, const char *name);
 enum hf_xform {
     HF_XFORM_NONE,
     HF_XFORM_PERMUTE, /* rotate-half -> interleaved rows, docs/formats.md §6.3 */
+    HF_XFORM_ADD_ONE, /* gemma norms: w + 1 as llama.cpp's converter computes it (in F16
+                       * for an F16 source, else in F32), then the output type */
 };
 
 /* One output tensor of a conversion. */

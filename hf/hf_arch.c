@@ -1,5 +1,13 @@
 /* hf/hf_arch.c — HF tensor names -> llama.cpp GGUF names, shapes and types
- * for llama / mistral / qwen2 (docs/formats.md §5, §6), and the conversion plan. */
+ * for llama / mistral / qwen2 (docs/formats.md §5, §6) and the families of
+ * issue 12 (as llama.cpp's converter maps them: qwen3 q_norm/k_norm ->
+ * attn_q_norm/attn_k_norm; gemma2/3 post_attention_layernorm ->
+ * post_attention_norm, pre_feedforward_layernorm -> ffn_norm,
+ * post_feedforward_layernorm -> post_ffw_norm, every *norm.weight + 1,
+ * lm_head skipped; Gemma3ForConditionalGeneration's text model under
+ * model.language_model. with the vision tower and projector skipped; phi3
+ * qkv_proj -> attn_qkv, gate_up_proj -> ffn_up, LongRoPE factors generated
+ * first as rope_factors_long / rope_factors_short), and the conversion plan. */
 #include "hf/hf_int.h"
 
 #include <math.h>
@@ -11,11 +19,13 @@ enum role {
     R_TOKEN_EMBD, R_OUTPUT_NORM, R_OUTPUT,
     R_ATTN_NORM, R_Q, R_K, R_V, R_O, R_QB, R_KB, R_VB, R_OB,
     R_FFN_NORM, R_GATE, R_UP, R_DOWN, R_GATEB, R_UPB, R_DOWNB,
+    /* the families of issue 12 */
+    R_Q_NORM, R_K_NORM, R_POST_ATTN_NORM, R_POST_FFW_NORM, R_QKV, R_GATE_UP,
     R_COUNT
 };
 
 /* Symbolic dimensions of the expected HF shapes. */
-enum dim { D_NONE, D_VOCAB, D_EMBD, D_QDIM, D_KVDIM, D_FF };
+enum dim { D_NONE, D_VOCAB, D_EMBD, D_QDIM, D_KVDIM, D_FF, D_HEAD, D_QKV, D_FF2 };
 
 static const struct role_info {
     const char *hf;   /* HF name (per layer: after "model.layers.N.") */
@@ -42,12 +52,53 @@ static const struct role_info {
     [R_GATEB] = {"mlp.gate_proj.bias", "ffn_gate.bias", true, {D_FF, D_NONE}},
     [R_UPB] = {"mlp.up_proj.bias", "ffn_up.bias", true, {D_FF, D_NONE}},
     [R_DOWNB] = {"mlp.down_proj.bias", "ffn_down.bias", true, {D_EMBD, D_NONE}},
+    [R_Q_NORM] = {"self_attn.q_norm.weight", "attn_q_norm.weight", true, {D_HEAD, D_NONE}},
+    [R_K_NORM] = {"self_attn.k_norm.weight", "attn_k_norm.weight", true, {D_HEAD, D_NONE}},
+    /* gemma: post_attention_layernorm is the sandwich norm after attention,
+     * pre_feedforward_layernorm the FFN's input norm (see role_hf) */
+    [R_POST_ATTN_NORM] = {"post_attention_layernorm.weight", "post_attention_norm.weight", true,
+                          {D_EMBD, D_NONE}},
+    [R_POST_FFW_NORM] = {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", true,
+                         {D_EMBD, D_NONE}},
+    [R_QKV] = {"self_attn.qkv_proj.weight", "attn_qkv.weight", true, {D_QKV, D_EMBD}},
+    [R_GATE_UP] = {"mlp.gate_up_proj.weight", "ffn_up.weight", true, {D_FF2, D_EMBD}},
 };
+
+static bool is_gemma(const struct hf_config *c)
+{
+    return c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3;
+}
+
+/* The HF name of role r in c's architecture (per layer: after
+ * "model.layers.N."), or NULL when the architecture has no such tensor. */
+static const char *role_hf(const struct hf_config *c, enum role r)
+{
+    const enum hf_arch a = c->arch;
+    const bool legacy = a == HF_ARCH_LLAMA || a == HF_ARCH_MISTRAL || a == HF_ARCH_QWEN2;
+    switch (r) {
+    case R_Q_NORM: case R_K_NORM:
+        return (a == HF_ARCH_QWEN3 || a == HF_ARCH_GEMMA3) ? roles[r].hf : NULL;
+    case R_POST_ATTN_NORM: case R_POST_FFW_NORM:
+        return is_gemma(c) ? roles[r].hf : NULL;
+    case R_FFN_NORM:
+        return is_gemma(c) ? "pre_feedforward_layernorm.weight" : roles[r].hf;
+    case R_QKV: case R_GATE_UP:
+        return a == HF_ARCH_PHI3 ? roles[r].hf : NULL;
+    case R_Q: case R_K: case R_V: case R_GATE: case R_UP:
+        return a == HF_ARCH_PHI3 ? NULL : roles[r].hf;
+    case R_QB: case R_KB: case R_VB: case R_OB: case R_GATEB: case R_UPB: case R_DOWNB:
+        return legacy ? roles[r].hf : NULL;
+    default:
+        return roles[r].hf;
+    }
+}
 
 static const char *const dim_names[] = {
     [D_NONE] = "", [D_VOCAB] = "vocab_size", [D_EMBD] = "hidden_size",
     [D_QDIM] = "num_attention_heads*head_dim", [D_KVDIM] = "num_key_value_heads*head_dim",
-    [D_FF] = "intermediate_size",
+    [D_FF] = "intermediate_size", [D_HEAD] = "head_dim",
+    [D_QKV] = "(num_attention_heads+2*num_key_value_heads)*head_dim",
+    [D_FF2] = "2*intermediate_size",
 };
 
 static uint64_t dim_value(const struct hf_config *c, enum dim d)
@@ -58,6 +109,9 @@ static uint64_t dim_value(const struct hf_config *c, enum dim d)
     case D_QDIM: return (uint64_t)c->n_head * c->head_dim;
     case D_KVDIM: return (uint64_t)c->n_head_kv * c->head_dim;
     case D_FF: return c->n_ff;
+    case D_HEAD: return c->head_dim;
+    case D_QKV: return ((uint64_t)c->n_head + 2 * (uint64_t)c->n_head_kv) * c->head_dim;
+    case D_FF2: return 2 * (uint64_t)c->n_ff;
     case D_NONE: break;
     }
     return 0;
@@ -67,6 +121,7 @@ static uint64_t dim_value(const struct hf_config *c, enum dim d)
  * tensor of a role that is not required is a contradiction. */
 static bool role_required(const struct hf_config *c, enum role r)
 {
+    if (!role_hf(c, r)) return false;
     switch (r) {
     case R_OUTPUT: return !c->tie_embeddings;
     case R_QB: case R_KB: case R_VB: return c->attention_bias;
@@ -233,7 +288,7 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
     if ((unsigned)ot >= HF_OUT_COUNT)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "invalid output type");
     struct hf_plan *p = calloc(1, sizeof *p);
-    uint64_t cap = m->n + 1;
+    uint64_t cap = m->n + 3; /* + rope_freqs or the two LongRoPE factor tensors */
     /* seen[role][layer]: roles present; global roles use layer 0 */
     uint8_t *seen = calloc((size_t)R_COUNT * c->n_layer, 1);
     if (p) p->t = calloc((size_t)cap, sizeof *p->t);
@@ -273,20 +328,64 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         if (s != MW_OK) goto out;
     }
 
+    if (c->rope_scaling == HF_ROPE_LONGROPE) {
+        /* Phi3MiniModel.generate_extra_tensors: long, then short (F32) */
+        for (int k = 0; k < 2; k++) {
+            struct hf_plan_tensor *e = &p->t[p->n++];
+            snprintf(e->name, sizeof e->name, k ? "rope_factors_short.weight"
+                                                 : "rope_factors_long.weight");
+            e->type = GGUF_TYPE_F32;
+            e->n_dims = 1;
+            e->ne[0] = c->n_rope_factors;
+            e->ne[1] = e->ne[2] = e->ne[3] = 1;
+            e->gen = k ? c->rope_short : c->rope_long;
+            s = finish_entry(e, err);
+            if (s != MW_OK) goto out;
+        }
+    }
+
     for (uint64_t i = 0; i < m->n; i++) {
         const struct hf_st *sh;
         const struct hf_st_tensor *t = hf_model_tensor(m, i, &sh);
         const char *name = t->name;
         if (ends_with(name, ".rotary_emb.inv_freq")) continue; /* recomputed by llama.cpp */
+        char norm_name[GGUF_MAX_NAME + 64];
+        if (c->multimodal) {
+            /* Gemma3ForConditionalGeneration: the vision tower and the
+             * projector are not part of the text model (llama.cpp's text
+             * converter skips them); the text model is under
+             * model.language_model. (transformers >= 4.52) or
+             * language_model.model. (older checkpoints) */
+            static const char *const skip[] = {"model.vision_tower.", "model.multi_modal_projector.",
+                                               "vision_tower.", "multi_modal_projector."};
+            bool skipped = false;
+            for (size_t k = 0; k < sizeof skip / sizeof skip[0]; k++)
+                if (strncmp(name, skip[k], strlen(skip[k])) == 0) skipped = true;
+            if (skipped) continue;
+            static const char *const lm[] = {"model.language_model.", "language_model.model.",
+                                             "language_model."};
+            for (size_t k = 0; k < sizeof lm / sizeof lm[0]; k++) {
+                const size_t n = strlen(lm[k]);
+                if (strncmp(name, lm[k], n) == 0) {
+                    snprintf(norm_name, sizeof norm_name, "%s%s", k < 2 ? "model." : "", name + n);
+                    name = norm_name;
+                    break;
+                }
+            }
+        }
         uint64_t layer = 0;
         const char *rest = NULL;
         int role = -1;
         if (parse_layer(name, &layer, &rest)) {
             for (int r = 0; r < R_COUNT; r++)
-                if (roles[r].per_layer && strcmp(rest, roles[r].hf) == 0) role = r;
+                if (roles[r].per_layer && role_hf(c, (enum role)r) &&
+                    strcmp(rest, role_hf(c, (enum role)r)) == 0)
+                    role = r;
         } else {
             for (int r = 0; r < R_COUNT; r++)
-                if (!roles[r].per_layer && strcmp(name, roles[r].hf) == 0) role = r;
+                if (!roles[r].per_layer && role_hf(c, (enum role)r) &&
+                    strcmp(name, role_hf(c, (enum role)r)) == 0)
+                    role = r;
         }
         if (role < 0) {
             s = tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
@@ -301,7 +400,8 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
                             (unsigned long long)layer, c->n_layer);
             goto out;
         }
-        if (role == R_OUTPUT && c->tie_embeddings) continue; /* tied: llama.cpp reuses token_embd */
+        /* tied: llama.cpp reuses token_embd; Gemma's converters skip lm_head */
+        if (role == R_OUTPUT && (c->tie_embeddings || is_gemma(c))) continue;
         if (!role_required(c, (enum role)role)) {
             s = tensor_fail(err, MW_E_FORMAT, sh, t, "unexpected: config.json %s",
                             role_flag(c, (enum role)role));
@@ -354,6 +454,7 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
             e->xform = HF_XFORM_PERMUTE;
             e->perm_heads = (role == R_Q || role == R_QB) ? c->n_head : c->n_head_kv;
         }
+        if (is_gemma(c) && ends_with(name, "norm.weight")) e->xform = HF_XFORM_ADD_ONE;
         if (want_dims == 1) {
             e->type = GGUF_TYPE_F32;
         } else {
@@ -371,11 +472,14 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         for (uint64_t l = 0; l < nl; l++) {
             if (seen[(size_t)r * c->n_layer + l]) continue;
             mw_err_set_path(err, m->dir);
+            const char *pfx = c->multimodal ? "model.language_model." : "model.";
+            const char *hn = role_hf(c, (enum role)r);
             if (roles[r].per_layer)
-                mw_err_set_where(err, "tensor 'model.layers.%llu.%s'", (unsigned long long)l,
-                                 roles[r].hf);
+                mw_err_set_where(err, "tensor '%slayers.%llu.%s'", pfx, (unsigned long long)l, hn);
+            else if (c->multimodal && strncmp(hn, "model.", 6) == 0)
+                mw_err_set_where(err, "tensor '%s%s'", pfx, hn + 6);
             else
-                mw_err_set_where(err, "tensor '%s'", roles[r].hf);
+                mw_err_set_where(err, "tensor '%s'", hn);
             s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (required by %s%s)",
                         c->hf_arch_name,
                         r == R_OUTPUT ? " with tie_word_embeddings false"

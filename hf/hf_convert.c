@@ -88,6 +88,7 @@ struct conv_job {
     uint8_t *obuf;
     float *fbuf;      /* nth scratch rows of row_elems floats */
     bool copy;        /* same representation: permute only */
+    bool add_one;     /* HF_XFORM_ADD_ONE */
     const uint16_t *h16; /* BF16<->F16: one table lookup per element, or NULL */
 };
 
@@ -99,6 +100,19 @@ static const uint16_t *h16_table(const struct hf_plan *p, enum hf_dtype dt, uint
     if (dt == HF_DT_BF16 && t == GGUF_TYPE_F16) return p->bf16_to_f16;
     if (dt == HF_DT_F16 && t == GGUF_TYPE_BF16) return p->f16_to_bf16;
     return NULL;
+}
+
+/* Gemma's norms: w + 1 as llama.cpp's converter computes it
+ * (convert_hf_to_gguf.py prepare_tensors: a tensor that is neither F16 nor
+ * F32 — BF16 — is first made F32; modify_tensors then adds 1 in that dtype,
+ * torch rounding the sum to nearest even): F16 sources add in F16, BF16
+ * and F32 sources in F32. The result then goes to the output type. */
+static void add_one_row(enum hf_dtype dt, float *x, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        const float v = x[i] + 1.0f;
+        x[i] = dt == HF_DT_F16 ? mw_f16_to_f32(mw_f32_to_f16(v)) : v;
+    }
 }
 
 static void conv_rows(const struct conv_job *j, uint64_t a, uint64_t b, float *fbuf)
@@ -115,6 +129,7 @@ static void conv_rows(const struct conv_job *j, uint64_t a, uint64_t b, float *f
                 mw_put_le16(o + 2 * k, j->h16[mw_le16(in + 2 * k)]);
         } else {
             load_row(src->dtype, in, fbuf, j->row_elems, j->p->f16_table);
+            if (j->add_one) add_one_row(src->dtype, fbuf, j->row_elems);
             store_row(j->e->type, fbuf, o, j->row_elems);
         }
     }
@@ -144,7 +159,7 @@ enum mw_status hf_plan_stream_tensor_mt(const struct hf_plan *p, uint64_t i, siz
     if (chunk_bytes == 0) chunk_bytes = HF_DEFAULT_CHUNK;
     enum mw_status s = MW_OK;
 
-    if (e->gen) { /* generated 1-D F32 data (rope_freqs) */
+    if (e->gen) { /* generated 1-D F32 data (rope_freqs, LongRoPE factors) */
         size_t n = (size_t)e->ne[0];
         uint8_t *buf = malloc(n * 4 + 1);
         if (!buf) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
@@ -197,8 +212,9 @@ enum mw_status hf_plan_stream_tensor_mt(const struct hf_plan *p, uint64_t i, siz
     }
     struct conv_job job = {.p = p, .e = e, .row_in = row_in, .row_out = row_out,
                            .row_elems = row_elems, .hd = hd, .obuf = obuf, .fbuf = fbuf,
-                           .copy = same_repr(src->dtype, e->type),
-                           .h16 = h16_table(p, src->dtype, e->type)};
+                           .copy = same_repr(src->dtype, e->type) && e->xform != HF_XFORM_ADD_ONE,
+                           .add_one = e->xform == HF_XFORM_ADD_ONE,
+                           .h16 = e->xform == HF_XFORM_ADD_ONE ? NULL : h16_table(p, src->dtype, e->type)};
     uint64_t released = 0;
     for (uint64_t r0 = 0; r0 < n_rows && s == MW_OK; r0 += rows_per_chunk) {
         uint64_t r1 = r0 + rows_per_chunk;
@@ -247,12 +263,17 @@ static enum mw_status writer_sink(void *ud, const void *data, size_t n, struct m
         if (s != MW_OK) goto out;      \
     } while (0)
 
+static enum mw_status set_family_kvs(struct gguf_writer *w, const struct hf_config *c,
+                                     enum hf_out_type ot, struct mw_err *err);
+
 static enum mw_status set_arch_kvs(struct gguf_writer *w, const struct hf_config *c,
                                    enum hf_out_type ot, struct mw_err *err)
 {
     enum mw_status s = MW_OK;
     char key[96];
     const char *a = c->gguf_arch;
+    if (c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3 || c->arch == HF_ARCH_PHI3)
+        return set_family_kvs(w, c, ot, err);
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
     TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
     TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
@@ -267,7 +288,7 @@ static enum mw_status set_arch_kvs(struct gguf_writer *w, const struct hf_config
         TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
     }
     TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
-    if (c->arch != HF_ARCH_QWEN2) {
+    if (c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL) {
         TRY(gguf_writer_set_u32(w, K("vocab_size"), c->n_vocab, err));
         TRY(gguf_writer_set_u32(w, K("rope.dimension_count"), c->head_dim, err));
     }
@@ -280,11 +301,84 @@ out:
     return s;
 }
 
+/* Gemma 2, Gemma 3, Phi-3: the keys, in the order, of their
+ * convert_hf_to_gguf.py classes (conversion/gemma.py Gemma2Model /
+ * Gemma3Model, conversion/phi.py Phi3MiniModel; Qwen3 is the base
+ * TextModel's, as qwen2, in set_arch_kvs). */
+static enum mw_status set_family_kvs(struct gguf_writer *w, const struct hf_config *c,
+                                     enum hf_out_type ot, struct mw_err *err)
+{
+    enum mw_status s = MW_OK;
+    char key[96];
+    const char *a = c->gguf_arch;
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    switch (c->arch) {
+    case HF_ARCH_GEMMA2:
+        TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
+        TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
+        TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
+        TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
+        TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
+        TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
+        TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
+        TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
+        TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
+        TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
+        TRY(gguf_writer_set_f32(w, K("attn_logit_softcapping"), c->attn_softcap, err));
+        TRY(gguf_writer_set_f32(w, K("final_logit_softcapping"), c->final_softcap, err));
+        TRY(gguf_writer_set_u32(w, K("attention.sliding_window"), c->n_swa, err));
+        break;
+    case HF_ARCH_GEMMA3:
+        /* the base class's keys, then Gemma3Model's (a key written twice
+         * keeps its first place: GGUFWriter overwrites in place) */
+        TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
+        TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
+        TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
+        TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
+        TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
+        TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
+        if (c->rope_scaling == HF_ROPE_LINEAR) {
+            TRY(gguf_writer_set_str(w, K("rope.scaling.type"), "linear", err));
+            TRY(gguf_writer_set_f32(w, K("rope.scaling.factor"), (float)c->rope_factor, err));
+        }
+        TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
+        TRY(gguf_writer_set_f32(w, K("rope.freq_base_swa"), c->rope_theta_swa, err));
+        TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
+        TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
+        TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
+        TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
+        if (c->final_softcap != 0.0f)
+            TRY(gguf_writer_set_f32(w, K("final_logit_softcapping"), c->final_softcap, err));
+        if (c->has_n_swa) TRY(gguf_writer_set_u32(w, K("attention.sliding_window"), c->n_swa, err));
+        break;
+    case HF_ARCH_PHI3:
+        TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
+        TRY(gguf_writer_set_u32(w, K("rope.scaling.original_context_length"), c->rope_orig_ctx, err));
+        TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
+        TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
+        TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
+        TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
+        TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
+        TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
+        TRY(gguf_writer_set_u32(w, K("rope.dimension_count"), c->n_rot, err));
+        TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
+        TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
+        TRY(gguf_writer_set_u32(w, K("attention.sliding_window"), c->n_swa, err));
+        /* rope.scaling.attn_factor (LongRoPE): written second, see write_kvs */
+        break;
+    default:
+        break;
+    }
+#undef K
+out:
+    return s;
+}
+
 /* The tokenizer of hf_dir, whose size must be config.json's vocab_size. */
 static enum mw_status load_tok(const char *hf_dir, const struct hf_config *c, struct hf_tok **tok,
                                struct mw_err *err)
 {
-    enum mw_status s = hf_tok_load(hf_dir, tok, err);
+    enum mw_status s = hf_tok_load_n(hf_dir, (int64_t)c->n_vocab, tok, err);
     if (s != MW_OK) return s;
     if (hf_tok_n_vocab(*tok) != c->n_vocab) {
         mw_err_set_path(err, hf_tok_source(*tok));
@@ -314,6 +408,13 @@ static enum mw_status write_kvs(struct gguf_writer *w, const char *hf_dir,
         free(real);
     }
     TRY(gguf_writer_set_str(w, "general.architecture", c->gguf_arch, err));
+    if (c->rope_scaling == HF_ROPE_LONGROPE) {
+        /* Phi3MiniModel writes it from generate_extra_tensors, which the
+         * converter runs before the other keys: it lands second */
+        char key[96];
+        snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", c->gguf_arch);
+        TRY(gguf_writer_set_f32(w, key, c->rope_attn_factor, err));
+    }
     TRY(gguf_writer_set_str(w, "general.type", "model", err));
     TRY(gguf_writer_set_str(w, "general.name", name ? name : base, err));
     TRY(set_arch_kvs(w, c, ot, err));

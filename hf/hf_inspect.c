@@ -150,7 +150,8 @@ static enum mw_status inspect_file(struct out *o, const char *path, bool json, s
 
 static const char *rope_name(enum hf_rope_scaling r)
 {
-    return r == HF_ROPE_LINEAR ? "linear" : r == HF_ROPE_LLAMA3 ? "llama3" : "none";
+    return r == HF_ROPE_LINEAR ? "linear" : r == HF_ROPE_LLAMA3 ? "llama3"
+         : r == HF_ROPE_LONGROPE ? "longrope" : "none";
 }
 
 static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, struct mw_err *err)
@@ -224,6 +225,18 @@ static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, str
             c->n_ctx, (double)c->rms_eps, (double)c->rope_theta,
             c->has_rope_theta ? "" : " (default)", rope_name(c->rope_scaling),
             c->tie_embeddings ? "yes" : "no");
+        if (c->arch == HF_ARCH_QWEN3 || c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3 ||
+            c->arch == HF_ARCH_PHI3)
+            put(o, "family: activation %s, rope dims %u, sliding window %u%s, rope_theta (sliding) "
+                   "%g, attn softcap %g, final softcap %g%s\n",
+                c->act == HF_ACT_GELU_TANH ? "gelu_pytorch_tanh" : "silu", c->n_rot, c->n_swa,
+                c->swa_pattern > 1 ? (c->swa_pattern == 2 ? " (every 2nd layer global)"
+                                                          : " (every 6th layer global)")
+                                   : "",
+                (double)(c->has_rope_theta_swa ? c->rope_theta_swa : c->rope_theta),
+                (double)c->attn_softcap, (double)c->final_softcap,
+                c->multimodal ? ", text model of a multimodal checkpoint (vision tensors skipped)"
+                              : "");
         put(o, "weights: %llu file(s), %llu tensors, %llu bytes\n",
             (unsigned long long)hf_model_shard_count(m),
             (unsigned long long)hf_model_tensor_count(m), (unsigned long long)total);

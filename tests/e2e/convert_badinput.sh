@@ -56,4 +56,59 @@ if [ -n "$SRC" ]; then
     rm "$T/spm/tokenizer.model" && cp "$SRC/tokenizer.model" "$T/spm/"
     case_ spm-truncate "$T/spm" spm-truncate -- "tokenizer.model" "offset"
 fi
+# the families of issue 12 (tests/fixtures/mk_family_fixture.py): a config
+# mixing families, lacking a key the family needs, or contradicting itself
+# -> exit 1 naming the key's JSON path, no output
+TOKDIR=$(bash "$FIX/fetch_tokenizers.sh" 2> "$T/fetch.log" | tail -n 1)
+if [ -n "$TOKDIR" ] && [ -d "$TOKDIR" ]; then
+    for k in qwen3 gemma3mm gemma2 phi3long; do
+        python3 "$FIX/mk_family_fixture.py" $k "$T/$k" --tok-dir "$TOKDIR" > /dev/null ||
+            { fail "mk_family_fixture.py $k"; continue; }
+    done
+    # fam NAME BASE PYTHON-EDIT -- EXPECT...: edit a copy of BASE's config.json
+    # (c: the dict), convert, want exit 1, no output, stderr holding each EXPECT
+    fam() {
+        local name=$1 base=$2 edit=$3
+        shift 4
+        local d="$T/bad-$name"
+        rm -rf "$d" && mkdir -p "$d"
+        for f in "$base"/*; do ln -s "$f" "$d/$(basename "$f")"; done
+        rm "$d/config.json"
+        python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+exec(sys.argv[3])
+json.dump(c, open(sys.argv[2], "w"), indent=2)' "$base/config.json" "$d/config.json" "$edit" ||
+            { fail "$name: edit failed"; return; }
+        run 1 convert "$d" -o "$T/out-$name.gguf"
+        local e
+        for e in "$@"; do has "$err" "$e" "$name"; done
+        [ -e "$T/out-$name.gguf" ] && fail "$name: output file created"
+        echo "ok $name: $(echo "$err" | head -n 1)"
+    }
+    fam qwen3-gemma-key "$T/qwen3" 'c["query_pre_attn_scalar"] = 32' -- \
+        "config.json" "query_pre_attn_scalar" "not a Qwen3ForCausalLM key"
+    fam qwen3-no-head-dim "$T/qwen3" 'del c["head_dim"]' -- "config.json" "head_dim" "missing"
+    fam qwen3-text-config "$T/qwen3" 'c["text_config"] = {"hidden_size": 64}' -- \
+        "config.json" "text_config" "not a multimodal architecture"
+    fam gemma2-no-softcap "$T/gemma2" 'del c["attn_logit_softcapping"]' -- \
+        "config.json" "attn_logit_softcapping" "missing"
+    fam gemma2-acts "$T/gemma2" 'c["hidden_act"] = "silu"' -- \
+        "config.json" "hidden_activation" "contradicts hidden_act"
+    fam gemma2-phi-key "$T/gemma2" 'c["partial_rotary_factor"] = 0.5' -- \
+        "config.json" "partial_rotary_factor" "not a Gemma2ForCausalLM key"
+    fam gemma3mm-no-layers "$T/gemma3mm" 'del c["text_config"]["num_hidden_layers"]' -- \
+        "config.json" "text_config.num_hidden_layers" "missing"
+    fam gemma3mm-text-type "$T/gemma3mm" 'c["text_config"]["model_type"] = "qwen3"' -- \
+        "config.json" "text_config.model_type" "contradicts"
+    fam gemma3mm-as-qwen3 "$T/gemma3mm" 'c["architectures"] = ["Qwen3ForCausalLM"]; c.pop("model_type")' -- \
+        "config.json" "text_config" "not a multimodal architecture"
+    fam phi3-no-orig "$T/phi3long" 'del c["original_max_position_embeddings"]' -- \
+        "config.json" "original_max_position_embeddings" "missing"
+    fam phi3-no-short "$T/phi3long" 'del c["rope_scaling"]["short_factor"]' -- \
+        "config.json" "rope_scaling.short_factor" "missing"
+    fam phi3-gemma-key "$T/phi3long" 'c["sliding_window_pattern"] = 6' -- \
+        "config.json" "sliding_window_pattern" "not a Phi3ForCausalLM key"
+else
+    echo "family cases skipped: tokenizer files unavailable ($(tail -n 1 "$T/fetch.log"))"
+fi
 finish

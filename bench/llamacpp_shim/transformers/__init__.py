@@ -7,8 +7,18 @@ reachable here.
 - AutoConfig.from_pretrained(dir).to_dict(): config.json as a dict (the
   converter reads hparams from it; transformers would add defaults the llama
   path does not use).
-- AutoTokenizer: raises, so the converter takes its SentencePiece path
-  (tokenizer.model), which needs only python3-sentencepiece.
+  For a Gemma 3 ConditionalGeneration config (model_type "gemma3") the
+  sparse text_config gets Gemma3TextConfig's defaults, as transformers'
+  to_dict() gives them (GEMMA3_TEXT_DEFAULTS below).
+- AutoTokenizer: for a directory with a tokenizer.json (the converter's
+  GPT-2-style vocab path, e.g. Qwen3): a minimal tokenizer over that file
+  (bench/llamacpp_shim/transformers/_tok.py: vocab with the added tokens,
+  get_vocab, get_added_vocab, added_tokens_decoder, encode/decode; encode is
+  byte-level BPE with the pre-tokenizer's regex and NFC, exact for the
+  texts the converter encodes: its pre-tokenizer hash text and the added
+  tokens). Without a tokenizer.json it raises, so the converter takes its
+  SentencePiece path (tokenizer.model), which needs only
+  python3-sentencepiece.
 - torch.float8_e4m3fn / float8_e5m2 / uint16 / uint32 / uint64: the converter
   names them in dtype tables at import time; stand-ins are distinct objects
   that no tensor of an F16/BF16/F32 checkpoint ever has.
@@ -37,14 +47,34 @@ class _Config:
             raise AttributeError(k) from None
 
 
+# transformers' Gemma3TextConfig defaults (the keys the converter reads)
+GEMMA3_TEXT_DEFAULTS = {
+    "vocab_size": 262208, "hidden_size": 2304, "intermediate_size": 9216,
+    "num_hidden_layers": 26, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "head_dim": 256, "hidden_activation": "gelu_pytorch_tanh",
+    "max_position_embeddings": 131072, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+    "attention_bias": False, "attention_dropout": 0.0, "query_pre_attn_scalar": 256,
+    "sliding_window": 4096, "final_logit_softcapping": None, "attn_logit_softcapping": None,
+    "rope_scaling": None, "rope_local_base_freq": 10000.0, "sliding_window_pattern": 6,
+}
+
+
 class AutoConfig:
     @staticmethod
     def from_pretrained(path, **kwargs):
         with open(os.path.join(str(path), "config.json"), encoding="utf-8") as f:
-            return _Config(json.load(f))
+            d = json.load(f)
+        if d.get("model_type") == "gemma3" and isinstance(d.get("text_config"), dict):
+            tc = dict(GEMMA3_TEXT_DEFAULTS)
+            tc.update(d["text_config"])
+            d["text_config"] = tc
+        return _Config(d)
 
 
 class AutoTokenizer:
     @staticmethod
-    def from_pretrained(*args, **kwargs):
+    def from_pretrained(path, *args, **kwargs):
+        if os.path.isfile(os.path.join(str(path), "tokenizer.json")):
+            from ._tok import JsonTokenizer
+            return JsonTokenizer(str(path))
         raise OSError("memwall bench shim: no transformers tokenizer (SentencePiece path only)")

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# bench/llamacpp_ref.sh — regenerate tests/fixtures/llamacpp_ref/<kind>-<type>.json:
+# digests (tests/fixtures/gguf_digest.py: every KV, every tensor's name,
+# type, shape and sha256) of what llama.cpp's own converter
+# (convert_hf_to_gguf.py at the bundled commit) writes for each family
+# fixture (tests/fixtures/mk_family_fixture.py) in f16, bf16 and q8_0.
+# tests/e2e/convert_families.sh compares `memwall convert` with them. Not
+# run by the tests (needs torch, numpy, sentencepiece: Debian's python3-torch
+# python3-numpy python3-sentencepiece, and the llama.cpp source).
+#
+#   bench/llamacpp_ref.sh [KIND...]     (default: every kind)
+#   env: LLAMA_SRC (default /tmp/llama-src), MW_BENCH_PYTHON (/usr/bin/python3),
+#        MW_TOK_DIR (tokenizer cache of tests/fixtures/fetch_tokenizers.sh),
+#        MW_REF_WORK (scratch dir, default a mktemp dir, removed at the end)
+#
+# Gemma 3 (gemma3, gemma3mm): llama.cpp's converter has no pre-tokenizer hash
+# for Gemma's tokenizer.json (its GPT-2-style path refuses it), so the
+# reference is made from the fixture's --spm twin: the same checkpoint plus a
+# tokenizer.model written from that tokenizer.json (mk_family_fixture.py
+# spm_model()), which takes llama.cpp's SentencePiece path — what a real
+# Gemma 3 checkpoint, which ships a tokenizer.model, converts with. The tensors
+# and the non-tokenizer keys do not depend on the twin; the tokenizer.* keys
+# are llama.cpp's SentencePiece ones (scores: minus the rank of each NORMAL
+# piece in id order, 0 for the others, as spm_model() writes them).
+#
+# Shim: Debian's torch 1.13 lacks names and there is no `transformers`;
+# bench/llamacpp_shim provides AutoConfig (with Gemma3TextConfig defaults for
+# a sparse text_config) and a minimal AutoTokenizer over tokenizer.json
+# (byte-level BPE: Qwen3) good for the converter's pre-tokenizer hash.
+set -euo pipefail
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/.." && pwd)
+LLAMA=${LLAMA_SRC:-/tmp/llama-src}
+PY=${MW_BENCH_PYTHON:-/usr/bin/python3}
+OUT=$repo/tests/fixtures/llamacpp_ref
+[ -f "$LLAMA/convert_hf_to_gguf.py" ] || { echo "no llama.cpp source at $LLAMA (LLAMA_SRC)"; exit 2; }
+"$PY" -c 'import torch, numpy, sentencepiece' 2> /dev/null || {
+    echo "needs (Debian): apt-get install -y python3-torch python3-numpy python3-sentencepiece"
+    exit 2
+}
+W=${MW_REF_WORK:-}
+if [ -z "$W" ]; then
+    W=$(mktemp -d)
+    trap 'rm -rf "$W"' EXIT
+fi
+mkdir -p "$OUT" "$W"
+kinds=("$@")
+[ ${#kinds[@]} -gt 0 ] || kinds=(qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src)
+commit=$(git -C "$LLAMA" log -1 --format=%H 2> /dev/null || echo unknown)
+for k in "${kinds[@]}"; do
+    # k: a fixture kind, or gemma2-f16src (gemma2 with F16 weights: the
+    # F16 source path, where Gemma's norm + 1 is rounded in F16)
+    spm=()
+    fk=$k
+    case $k in
+    gemma3|gemma3mm) spm=(--spm) ;;
+    gemma2-f16src) fk=gemma2; spm=(--dtype F16) ;;
+    esac
+    # the directory's name is what the converter derives general.name from;
+    # keep it the kind's so reruns give the same digest
+    rm -rf "${W:?}/$k"
+    "$PY" "$repo/tests/fixtures/mk_family_fixture.py" "$fk" "$W/$k" "${spm[@]}"
+    for t in f16 bf16 q8_0; do
+        PYTHONPATH=$here/llamacpp_shim:$LLAMA/gguf-py "$PY" "$LLAMA/convert_hf_to_gguf.py" \
+            --outtype "$t" --outfile "$W/$k-$t.gguf" "$W/$k" > "$W/$k-$t.log" 2>&1 || {
+            echo "llamacpp_ref: $k $t: convert_hf_to_gguf.py failed:"
+            tail -n 20 "$W/$k-$t.log"
+            exit 1
+        }
+        "$PY" "$repo/tests/fixtures/gguf_digest.py" "$W/$k-$t.gguf" > "$W/$k-$t.json"
+        "$PY" - "$W/$k-$t.json" "$OUT/$k-$t.json" "$commit" "$fk ${spm[*]:-}" << 'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["source"] = {"converter": "llama.cpp convert_hf_to_gguf.py", "commit": sys.argv[3],
+               "fixture": "tests/fixtures/mk_family_fixture.py " + sys.argv[4].strip()}
+with open(sys.argv[2], "w", encoding="utf-8") as f:
+    json.dump(d, f, indent=0, ensure_ascii=False, sort_keys=False)
+    f.write("\n")
+EOF
+        echo "llamacpp_ref: $OUT/$k-$t.json"
+    done
+    rm -f "$W/$k"-*.gguf
+done

@@ -1,0 +1,17 @@
+# The families of issue 12 (Qwen3, Gemma 3 incl. Gemma3ForConditionalGeneration's
+# text model, Gemma 2, Phi-3 with and without LongRoPE): `memwall convert` of
+# each family fixture (tests/fixtures/mk_family_fixture.py) against the
+# digests of llama.cpp's converter output (tests/fixtures/llamacpp_ref/,
+# bench/llamacpp_ref.sh), calib_hparams_from_hf against the runtime's reading
+# of the converted file (tests/tools/hparams_cmp.c), and llama.cpp loading
+# each file (label "peer"). Both skip (77) without the tokenizer files
+# (tests/fixtures/fetch_tokenizers.sh).
+if(NOT MW_MINIMAL)
+  add_executable(hparams_cmp tools/hparams_cmp.c)
+  target_link_libraries(hparams_cmp PRIVATE mw_calib mw_hf mw_runtime mw_quant mw_gguf mw_core
+                        Threads::Threads m)
+  mw_shell_test(hf_convert_families e2e/convert_families.sh mw $<TARGET_FILE:hparams_cmp>)
+  mw_shell_test(hf_peer_families e2e/convert_families.sh peer $<TARGET_FILE:hparams_cmp>)
+  set_tests_properties(hf_convert_families hf_peer_families PROPERTIES SKIP_RETURN_CODE 77)
+  set_tests_properties(hf_peer_families PROPERTIES LABELS peer)
+endif()
