@@ -34,6 +34,19 @@
  * RMSNorm sums squares in double; softmax(q.k/sqrt(hd)) causal within a
  * sample, grouped-query; SiLU x/(1+exp(-x)). No KV cache: every sample is
  * one full causal sequence.
+ * The issue-12 families (rt_hparams' family fields, the ops of
+ * runtime/rt_ops.h): qwen3/gemma3 per-head q/k RMSNorm before RoPE; gemma
+ * embeddings times sqrtf(n_embd), sandwich norms (post_attention_norm on the
+ * attention output, post_ffw_norm on the FFN output, before each residual
+ * add; every gemma norm in its GGUF form w + 1, a plain multiplier),
+ * GELU-tanh gating (ggml's f16 table), queries scaled by attn_scale after
+ * RoPE (rt_attn_scales), gemma2's attention soft-capping, sliding layers
+ * (rt_layer_is_swa) attending to the last n_swa positions only with their
+ * own RoPE base/scale (rt_rope_layer_params for a context of n_pos); phi3
+ * fused attn_qkv and ffn_up (gate|up) handed out as row views, LongRoPE
+ * short/long factors (long when n_pos > the original context) with the
+ * attention factor on cos/sin. Final soft-capping only touches logits,
+ * which calib does not compute.
  *
  * Statistics (llama.cpp imatrix semantics, docs/formats.md §9.1): per group and
  * input channel j, over every row (every position of every sample, BOS
@@ -41,7 +54,9 @@
  * sum_abs / count), count = rows. Sums are in double, row by row in sample
  * order; threads split channels, never rows, so results are bitwise
  * identical for every thread count. q/k/v share ATTN_IN, gate/up share
- * FFN_IN. H = Σ x xᵀ (GPTQ) on request, see calib_layer_hessian().
+ * FFN_IN (phi3's fused attn_qkv and ffn_up: one imatrix entry each, the
+ * statistics of that shared input, as llama-imatrix records them). H = Σ x
+ * xᵀ (GPTQ) on request, see calib_layer_hessian().
  *
  * Determinism: the same model, samples and batch_rows give bitwise
  * identical statistics and callbacks for every n_threads and every
@@ -232,6 +247,15 @@ const char *calib_group_name(enum calib_group g);
 const char *calib_wkind_name(enum calib_wkind w);
 /* The group whose rows weight w reads. */
 enum calib_group calib_wkind_group(enum calib_wkind w);
+/* The GGUF tensor that holds weight w of layer il in a model of hp, into
+ * buf (n bytes; may be NULL): "blk.<il>.<calib_wkind_name>.weight", except
+ * with hp->fused_qkv (phi3) q, k and v are the row ranges [0, Q), [Q, Q+KV),
+ * [Q+KV, Q+2KV) of "blk.<il>.attn_qkv.weight" and with hp->fused_gate_up
+ * gate and up the ranges [0, n_ff), [n_ff, 2 n_ff) of "blk.<il>.ffn_up.weight"
+ * (llama.cpp's layout). Returns w's first row there; *tensor_rows (may be
+ * NULL) gets the tensor's rows. */
+uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum calib_wkind w,
+                             char *buf, size_t n, uint64_t *tensor_rows);
 
 struct calib_group_stats {
     uint64_t n_in;          /* input channels */
@@ -248,6 +272,14 @@ uint32_t calib_stats_n_layer(const struct calib_stats *st);
  * calib_stats_free. */
 const struct calib_group_stats *calib_stats_group(const struct calib_stats *st, uint32_t layer,
                                                   enum calib_group g);
+/* The importance-matrix entry of weight w of layer il (its tensor's name,
+ * as calib_weight_tensor) into buf: false when w is a later part of a fused
+ * tensor (k, v of attn_qkv; up of a fused ffn_up), whose entry is its first
+ * part's (same input, same statistics). */
+bool calib_stats_entry(const struct calib_stats *st, uint32_t il, enum calib_wkind w, char *buf,
+                       size_t n);
+/* Entries over all layers: n_layer * 7, less the fused parts. */
+uint64_t calib_stats_n_entries(const struct calib_stats *st);
 uint32_t calib_stats_n_samples(const struct calib_stats *st);
 uint32_t calib_stats_n_pos(const struct calib_stats *st);
 void calib_stats_free(struct calib_stats *st); /* NULL-safe */
@@ -315,8 +347,11 @@ void calib_stats_free(struct calib_stats *st); /* NULL-safe */
 struct calib_layer;
 
 struct calib_weight {
-    const char *name; /* GGUF tensor name, "blk.3.attn_q.weight" */
-    uint64_t n_out;   /* rows (ne[1]) */
+    const char *name; /* GGUF tensor name, "blk.3.attn_q.weight"; for a part of a fused
+                       * tensor (phi3) the fused tensor's, "blk.3.attn_qkv.weight" */
+    uint64_t row0;        /* first row of this weight in that tensor (0 unless fused) */
+    uint64_t tensor_rows; /* rows of that tensor (= n_out unless fused) */
+    uint64_t n_out;   /* rows (ne[1]) of this weight */
     uint64_t n_in;    /* columns (ne[0]) */
     float *w;         /* (n_out, n_in) row-major; NULL-free; valid until the layer ends */
     float *bias;      /* (n_out) or NULL */
@@ -370,9 +405,11 @@ uint64_t calib_layer_max_rows(const struct calib_layer *ly);
  * current weights, computed from the group's current input, into out
  * (n * n_pos rows, row-major, caller-allocated):
  *   ATTN_IN  -> attention output (n_head*head_dim per row; = ATTN_OUT input)
- *   ATTN_OUT -> X_o Wo^T (+bo)   (n_embd; without the residual)
- *   FFN_IN   -> silu(X Wgate^T)*(X Wup^T) (n_ff; = FFN_DOWN input)
- *   FFN_DOWN -> X_down Wdown^T (+bdown) (n_embd; without the residual)
+ *   ATTN_OUT -> X_o Wo^T (+bo)   (n_embd; without the residual; gemma:
+ *               after post_attention_norm, what is added to the residual)
+ *   FFN_IN   -> act(X Wgate^T)*(X Wup^T) (n_ff; = FFN_DOWN input; SiLU or GELU-tanh)
+ *   FFN_DOWN -> X_down Wdown^T (+bdown) (n_embd; without the residual; gemma:
+ *               after post_ffw_norm)
  * n * n_pos must not exceed calib_layer_max_rows(). Errors: MW_E_USAGE,
  * MW_E_NOMEM. */
 enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, uint32_t sample0,
@@ -543,7 +580,21 @@ enum mw_status calib_imatrix_write_mem(const struct calib_stats *st,
 struct calib_mem_arch {
     uint32_t n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot, n_vocab;
     uint64_t n_bias_floats; /* f32 bias elements over all layers (qwen2: q/k/v) */
+    /* The model's other hyper-parameters (the family fields: sliding window
+     * and its layer pattern, q/k and sandwich norms ...), handed to
+     * rt_mem_estimate with the sizes above written over its own. All zero
+     * (a llama-style model) unless calib_mem_arch_from_hparams filled it.
+     * Gemma's sliding layers keep only their window (the runtime's ring of
+     * min(n_ctx, n_swa - 1 + n_batch) positions, calib_mem_kv_layout). */
+    struct rt_hparams hp;
 };
+
+/* The KV cache's layout for n_ctx positions and steps of n_batch tokens
+ * (0: CALIB_MEM_DEFAULT_BATCH): how many layers slide (*n_swa_layers) and
+ * the positions each of them keeps (*swa_rows; the other layers keep
+ * n_ctx). */
+void calib_mem_kv_layout(const struct calib_mem_arch *a, uint32_t n_ctx, uint32_t n_batch,
+                         uint32_t *n_swa_layers, uint32_t *swa_rows);
 
 struct calib_mem_opts {
     uint32_t n_ctx;           /* required (> 0) */

@@ -32,6 +32,7 @@
 
 struct calib_stats {
     uint32_t n_layer, n_samples, n_pos;
+    bool fused_qkv, fused_gate_up; /* names of the imatrix entries (calib_stats_entry) */
     struct calib_group_stats *g; /* (n_layer, CALIB_G_COUNT) */
     double *buf;
 };
@@ -66,6 +67,56 @@ static const enum calib_tslot wkind_slot[CALIB_W_COUNT] = {
     CALIB_T_WQ, CALIB_T_WK, CALIB_T_WV, CALIB_T_WO, CALIB_T_WGATE, CALIB_T_WUP, CALIB_T_WDOWN};
 static const enum calib_tslot wkind_bias[CALIB_W_COUNT] = {
     CALIB_T_BQ, CALIB_T_BK, CALIB_T_BV, CALIB_T_BO, CALIB_T_BGATE, CALIB_T_BUP, CALIB_T_BDOWN};
+
+uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum calib_wkind w,
+                             char *buf, size_t n, uint64_t *tensor_rows)
+{
+    const uint64_t Q = (uint64_t)hp->n_head * hp->head_dim;
+    const uint64_t KV = (uint64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+    uint64_t row0 = 0, rows = 0;
+    const char *nm = (unsigned)w < CALIB_W_COUNT ? wkind_names[w] : "?";
+    switch (w) {
+    case CALIB_W_Q: rows = Q; break;
+    case CALIB_W_K: rows = KV; row0 = Q; break;
+    case CALIB_W_V: rows = KV; row0 = Q + KV; break;
+    case CALIB_W_O: rows = hp->n_embd; break;
+    case CALIB_W_GATE: rows = F; break;
+    case CALIB_W_UP: rows = F; row0 = F; break;
+    case CALIB_W_DOWN: rows = hp->n_embd; break;
+    case CALIB_W_COUNT: break;
+    }
+    if (hp->fused_qkv && (w == CALIB_W_Q || w == CALIB_W_K || w == CALIB_W_V)) {
+        nm = "attn_qkv";
+        rows = Q + 2 * KV;
+    } else if (hp->fused_gate_up && (w == CALIB_W_GATE || w == CALIB_W_UP)) {
+        nm = "ffn_up";
+        rows = 2 * F;
+    } else {
+        row0 = 0;
+    }
+    if (buf && n) snprintf(buf, n, "blk.%u.%s.weight", il, nm);
+    if (tensor_rows) *tensor_rows = rows;
+    return row0;
+}
+
+bool calib_stats_entry(const struct calib_stats *st, uint32_t il, enum calib_wkind w, char *buf,
+                       size_t n)
+{
+    const struct rt_hparams hp = {.fused_qkv = st->fused_qkv,
+                                  .fused_gate_up = st->fused_gate_up};
+    if ((unsigned)w >= CALIB_W_COUNT) return false;
+    (void)calib_weight_tensor(&hp, il, w, buf, n, NULL);
+    /* one entry per tensor: a fused tensor's is its first part's */
+    if (st->fused_qkv && (w == CALIB_W_K || w == CALIB_W_V)) return false;
+    if (st->fused_gate_up && w == CALIB_W_UP) return false;
+    return true;
+}
+
+uint64_t calib_stats_n_entries(const struct calib_stats *st)
+{
+    const uint64_t per = CALIB_W_COUNT - (st->fused_qkv ? 2 : 0) - (st->fused_gate_up ? 1 : 0);
+    return (uint64_t)st->n_layer * per;
+}
 
 const char *calib_group_name(enum calib_group g)
 {
@@ -141,11 +192,16 @@ struct engine {
     char hs_path[256];
     float *hs;    /* (T, E) hidden states */
     float *xo;    /* (T, Q) attention output, staged mode only */
-    float *rope;  /* (n_pos, n_rot) cos/sin */
+    float *rope;  /* (n_pos, n_rot) cos/sin of the layers that do not slide */
+    float *rope_swa; /* (n_pos, n_rot) of sliding layers (own base/scale; NULL: none) */
+    const float *rope_l; /* the current layer's table */
+    bool swa_l;   /* the current layer slides (rt_layer_is_swa) */
+    float q_mul;  /* queries times this after RoPE (0: no) — rt_attn_scales */
     /* batch scratch (rows_b rows) */
     float *xin, *q, *k, *v, *att, *g, *u, *y, *ubuf, *S;
     float *one;   /* (n_pos, Q): one sample's attention output */
-    float *w[CALIB_T_COUNT];
+    float *w[CALIB_T_COUNT];   /* views (fused parts point into their tensor) */
+    float *wown[CALIB_T_COUNT]; /* the buffers loaded from the model */
     struct calib_stats *st;
     struct calib_layer ly;
 };
@@ -180,7 +236,9 @@ static float *alloc_f(uint64_t n, bool *ok)
 
 // --- row-parallel small ops -------------------------------------------------------------
 // RMSNorm, RoPE and SwiGLU are the runtime's own (runtime/rt_ops.h): one model
-// definition, bit for bit. The softmax is not: the runtime's is llama.cpp's
+// definition, bit for bit; so are the families' ops (per-head q/k RMSNorm,
+// GELU-tanh gating, the per-layer RoPE parameters and LongRoPE, the query
+// scale, attention soft-capping, the sliding window's first position). The softmax is not: the runtime's is llama.cpp's
 // online flash-attention softmax over its KV cache, this one a plain causal
 // softmax over whole samples (softmax_causal below).
 
@@ -188,8 +246,9 @@ enum row_op {
     OP_NORM,      /* dst = rmsnorm(src) * w        (E) */
     OP_ADD,       /* dst += src                     (n) */
     OP_BIAS,      /* dst += w                       (n per row) */
-    OP_ROPE,      /* rope q and k rows (pos = row0 + r mod n_pos) */
-    OP_SWIGLU,    /* dst = silu(dst) * src          (F) */
+    OP_ROPE,      /* q/k norm (qk_norm), rope q and k rows (pos = row0 + r mod n_pos),
+                   * queries times q_mul */
+    OP_SWIGLU,    /* dst = act(dst) * src           (F; SiLU or GELU-tanh) */
 };
 
 struct row_job {
@@ -227,14 +286,21 @@ static void row_task(void *arg, unsigned ith, unsigned nth)
         }
         case OP_ROPE: {
             const uint64_t pos = (J->row0 + r) % e->n_pos;
-            const float *rc = e->rope + pos * hp->n_rot;
+            const float *rc = e->rope_l + pos * hp->n_rot;
             float *q = e->q + r * e->Q, *k = e->k + r * e->KV;
+            if (hp->qk_norm) {
+                rt_rmsnorm_heads(q, e->w[CALIB_T_Q_NORM], hp->n_head, hp->head_dim, hp->rms_eps);
+                rt_rmsnorm_heads(k, e->w[CALIB_T_K_NORM], hp->n_head_kv, hp->head_dim,
+                                 hp->rms_eps);
+            }
             for (uint32_t h = 0; h < hp->n_head; h++) rt_rope_apply(hp, rc, q + h * e->hd);
             for (uint32_t h = 0; h < hp->n_head_kv; h++) rt_rope_apply(hp, rc, k + h * e->hd);
+            if (e->q_mul != 0.0f)
+                for (uint64_t i = 0; i < e->Q; i++) q[i] *= e->q_mul;
             break;
         }
         case OP_SWIGLU:
-            rt_swiglu(J->dst + r * J->n, J->src + r * J->n, J->n);
+            rt_ffn_act(hp, J->dst + r * J->n, J->src + r * J->n, J->n);
             break;
         }
     }
@@ -339,20 +405,27 @@ static void norm_rows(struct engine *e, uint64_t r0, uint64_t nr, enum calib_tsl
     run_rows(e, OP_NORM, nr, e->E, dst, hs_at(e, r0), e->w[norm], 0);
 }
 
-/* causal softmax of the P x P scores in place (row i keeps columns 0..i) */
-static void softmax_causal(float *S, uint64_t P)
+/* causal softmax of the P x P scores in place (row i keeps columns lo..i:
+ * lo = 0, or in a sliding layer the first position within the window);
+ * with a soft cap (gemma2) each kept raw dot s becomes rt_attn_score(s,
+ * scale, cap) first (the scores were computed unscaled then). */
+static void softmax_causal(const struct engine *e, float *S, uint64_t P, float scale, float cap)
 {
     for (uint64_t r = 0; r < P; r++) {
         float *srow = S + r * P;
+        const uint64_t lo = e->swa_l ? rt_swa_first(e->hp, e->ly.il, (uint32_t)r) : 0;
+        if (cap > 0.0f)
+            for (uint64_t j = lo; j <= r; j++) srow[j] = rt_attn_score(srow[j], scale, cap);
         float mx = -INFINITY;
-        for (uint64_t j = 0; j <= r; j++) mx = srow[j] > mx ? srow[j] : mx;
+        for (uint64_t j = lo; j <= r; j++) mx = srow[j] > mx ? srow[j] : mx;
         float sum = 0.0f;
-        for (uint64_t j = 0; j <= r; j++) {
+        for (uint64_t j = lo; j <= r; j++) {
             srow[j] = expf(srow[j] - mx);
             sum += srow[j];
         }
         const float inv = 1.0f / sum;
-        for (uint64_t j = 0; j <= r; j++) srow[j] *= inv;
+        for (uint64_t j = 0; j < lo; j++) srow[j] = 0.0f;
+        for (uint64_t j = lo; j <= r; j++) srow[j] *= inv;
         for (uint64_t j = r + 1; j < P; j++) srow[j] = 0.0f;
     }
 }
@@ -379,10 +452,11 @@ static void attn_task(void *arg, unsigned ith, unsigned nth)
         const uint64_t sI = pi / n_head, h = pi % n_head, gi = h / e->n_rep;
         const float *qs = e->q + sI * P * e->Q;
         const float *ks = e->k + sI * P * e->KV, *vs = e->v + sI * P * e->KV;
+        const float cap = e->hp->attn_softcap;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P, (int)P, (int)e->hd,
-                    e->kq_scale, qs + h * e->hd, (int)e->Q, ks + gi * e->hd, (int)e->KV, 0.0f, S,
-                    (int)P);
-        softmax_causal(S, P);
+                    cap > 0.0f ? 1.0f : e->kq_scale, qs + h * e->hd, (int)e->Q, ks + gi * e->hd,
+                    (int)e->KV, 0.0f, S, (int)P);
+        softmax_causal(e, S, P, e->kq_scale, cap);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)P, (int)e->hd, (int)P, 1.0f,
                     S, (int)P, vs + gi * e->hd, (int)e->KV, 0.0f,
                     J->out + sI * P * J->ldo + h * e->hd, (int)J->ldo);
@@ -410,11 +484,21 @@ static void swiglu(struct engine *e, const float *X, uint64_t nr)
     run_rows(e, OP_SWIGLU, nr, e->F, e->g, e->u, NULL, 0);
 }
 
-/* hs rows [r0, r0+nr) += X W^T (+ b) */
+/* the sandwich norm (gemma: post_attention_norm / post_ffw_norm) of the
+ * block whose output projection is w, in place over nr rows of Y (E wide) */
+static void post_norm(struct engine *e, enum calib_tslot w, float *Y, uint64_t nr)
+{
+    if (!e->hp->post_norms) return;
+    const enum calib_tslot pn = w == CALIB_T_WO ? CALIB_T_ATTN_POST_NORM : CALIB_T_FFN_POST_NORM;
+    run_rows(e, OP_NORM, nr, e->E, Y, Y, e->w[pn], 0);
+}
+
+/* hs rows [r0, r0+nr) += postnorm(X W^T (+ b)) */
 static void residual(struct engine *e, uint64_t r0, uint64_t nr, const float *X, uint64_t n_in,
                      enum calib_tslot w, enum calib_tslot b)
 {
     linear(e, X, nr, n_in, e->w[w], e->w[b], e->E, e->y, e->E);
+    post_norm(e, w, e->y, nr);
     run_rows(e, OP_ADD, nr, e->E, hs_at(e, r0), e->y, NULL, 0);
 }
 
@@ -545,7 +629,8 @@ enum mw_status calib_layer_weight(struct calib_layer *ly, enum calib_wkind w, bo
     const enum calib_group g = wkind_group[w];
     out->name = ly->names[w];
     out->n_in = calib_layer_group_n_in(ly, g);
-    out->n_out = calib__slot_elems(e->hp, t) / out->n_in;
+    out->row0 = calib_weight_tensor(e->hp, ly->il, w, NULL, 0, &out->tensor_rows);
+    out->n_out = calib__slot_elems(e->hp, w == CALIB_W_UP ? CALIB_T_WGATE : t) / out->n_in;
     out->w = e->w[t];
     out->bias = e->w[wkind_bias[w]];
     return MW_OK;
@@ -669,6 +754,7 @@ enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, u
     case CALIB_G_ATTN_OUT:
         group_rows(e, g, r0, nr, e->ubuf);
         linear(e, e->ubuf, nr, e->Q, e->w[CALIB_T_WO], e->w[CALIB_T_BO], e->E, out, e->E);
+        post_norm(e, CALIB_T_WO, out, nr);
         break;
     case CALIB_G_FFN_IN:
         norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
@@ -679,6 +765,7 @@ enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, u
         norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
         swiglu(e, e->xin, nr);
         linear(e, e->g, nr, e->F, e->w[CALIB_T_WDOWN], e->w[CALIB_T_BDOWN], e->E, out, e->E);
+        post_norm(e, CALIB_T_WDOWN, out, nr);
         break;
     case CALIB_G_COUNT:
         break;
@@ -765,8 +852,8 @@ static enum mw_status call_group(struct engine *e, const struct calib_run_opts *
 static void free_layer(struct engine *e)
 {
     for (int t = 0; t < CALIB_T_COUNT; t++) {
-        free(e->w[t]);
-        e->w[t] = NULL;
+        free(e->wown[t]);
+        e->wown[t] = e->w[t] = NULL;
     }
     for (int g = 0; g < CALIB_G_COUNT; g++) {
         free(e->ly.H[g]);
@@ -787,15 +874,30 @@ static enum mw_status run_layer(struct engine *e, uint32_t il, const struct cali
     ly->il = il;
     ly->stage = STAGE_NONE;
     for (int w = 0; w < CALIB_W_COUNT; w++)
-        snprintf(ly->names[w], sizeof ly->names[w], "blk.%u.%s.weight", il, wkind_names[w]);
+        calib_weight_tensor(e->hp, il, (enum calib_wkind)w, ly->names[w], sizeof ly->names[w],
+                            NULL);
     for (int t = 0; t < CALIB_T_COUNT; t++) {
         if (!calib__model_has(e->m, il, (enum calib_tslot)t)) continue;
         const uint64_t n = calib__slot_elems(e->hp, (enum calib_tslot)t);
         bool ok = true;
-        e->w[t] = alloc_f(n, &ok);
+        e->wown[t] = e->w[t] = alloc_f(n, &ok);
         if (!ok) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "layer %u weights", il);
         if ((s = calib__model_load(e->m, il, (enum calib_tslot)t, e->w[t], n, err))) return s;
     }
+    /* fused tensors: the parts are row ranges (views) of the loaded tensor */
+    if (e->hp->fused_qkv) {
+        float *b = e->wown[CALIB_T_WQKV];
+        e->w[CALIB_T_WQ] = b;
+        e->w[CALIB_T_WK] = b + e->Q * e->E;
+        e->w[CALIB_T_WV] = b + (e->Q + e->KV) * e->E;
+    }
+    if (e->hp->fused_gate_up) {
+        float *b = e->wown[CALIB_T_WUP];
+        e->w[CALIB_T_WGATE] = b;
+        e->w[CALIB_T_WUP] = b + e->F * e->E;
+    }
+    e->swa_l = rt_layer_is_swa(e->hp, il);
+    e->rope_l = e->swa_l && e->rope_swa ? e->rope_swa : e->rope;
     if (!o->on_group) {
         if ((s = pass_fused(e, err))) return s;
     } else {
@@ -835,6 +937,8 @@ static enum mw_status alloc_stats(struct engine *e, struct mw_err *err)
     if (!st) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "statistics");
     e->st = st;
     st->n_layer = e->hp->n_layer;
+    st->fused_qkv = e->hp->fused_qkv;
+    st->fused_gate_up = e->hp->fused_gate_up;
     st->n_samples = e->n_samples;
     st->n_pos = e->n_pos;
     const uint64_t n_in[CALIB_G_COUNT] = {e->E, e->Q, e->E, e->F};
@@ -898,6 +1002,10 @@ static enum mw_status embed(struct engine *e, struct mw_err *err)
             ids[n_ids++] = (int32_t)i;
         }
     if ((s = calib__model_embd_rows(e->m, ids, n_ids, rows, err))) goto done;
+    if (e->hp->embd_scale) { /* gemma: ggml_scale(inpL, sqrtf(n_embd)) */
+        const float sc = sqrtf((float)e->E);
+        for (uint64_t i = 0; i < n_ids * e->E; i++) rows[i] *= sc;
+    }
     for (uint32_t sI = 0; sI < e->n_samples; sI++) {
         const int32_t *t = calib_samples_tokens(e->s, sI);
         const uint64_t r0 = (uint64_t)sI * e->n_pos;
@@ -914,6 +1022,60 @@ done:
     return s;
 }
 
+/* The RoPE tables of the samples' positions, as the runtime picks them per
+ * layer for a context of n_pos positions (rt_rope_layer_params): the layers
+ * that do not slide, and (when they differ: gemma3's own base, gemma2 none)
+ * the sliding ones. Frequency factors: rope_freqs.weight, or phi3's
+ * LongRoPE short/long factors. */
+static enum mw_status rope_tables(struct engine *e, bool *ok, struct mw_err *err)
+{
+    const struct rt_hparams *hp = e->hp;
+    const struct calib_model *m = e->m;
+    enum mw_status st = MW_OK;
+    float *ff = NULL;
+    int32_t il_swa = -1, il_full = -1;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        if (rt_layer_is_swa(hp, il) && il_swa < 0) il_swa = (int32_t)il;
+        if (!rt_layer_is_swa(hp, il) && il_full < 0) il_full = (int32_t)il;
+    }
+    const struct rt_rope_params pf = rt_rope_layer_params(hp, il_full >= 0 ? (uint32_t)il_full
+                                                                        : 0, e->n_pos);
+    const struct rt_rope_params ps = rt_rope_layer_params(hp, il_swa >= 0 ? (uint32_t)il_swa
+                                                                       : 0, e->n_pos);
+    const bool two = il_swa >= 0 && il_full >= 0 &&
+                     (pf.base != ps.base || pf.freq_scale != ps.freq_scale ||
+                      pf.attn_factor != ps.attn_factor);
+    const bool factors = calib__model_has_rope_freqs(m) ||
+                         (hp->has_rope_long && calib__model_has_rope_factors(m, pf.long_factors));
+    if (factors) {
+        ff = alloc_f(hp->n_rot / 2, ok);
+        if (!*ok) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "rope frequency factors");
+        st = calib__model_has_rope_freqs(m) ? calib__model_rope_freqs(m, ff, err)
+                                            : calib__model_rope_factors(m, pf.long_factors, ff,
+                                                                        err);
+        if (st) goto done;
+    }
+    if (two) {
+        e->rope_swa = alloc_f2(e->n_pos, hp->n_rot, ok);
+        if (!*ok) {
+            st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "RoPE table");
+            goto done;
+        }
+    }
+    for (uint32_t p = 0; p < e->n_pos; p++) {
+        /* all layers alike (no sliding layer, or one table for both): the
+         * parameters of layer 0 */
+        const struct rt_rope_params *pp = two || il_full >= 0 ? &pf : &ps;
+        rt_rope_cache_ex(hp->n_rot, pp, ff, (int32_t)p, e->rope + (uint64_t)p * hp->n_rot);
+        if (two)
+            rt_rope_cache_ex(hp->n_rot, &ps, ff, (int32_t)p,
+                             e->rope_swa + (uint64_t)p * hp->n_rot);
+    }
+done:
+    free(ff);
+    return st;
+}
+
 static void engine_free(struct engine *e)
 {
     free_layer(e);
@@ -923,6 +1085,7 @@ static void engine_free(struct engine *e)
     if (e->hs_fd >= 0) close(e->hs_fd);
     e->hs_fd = -1;
     free(e->rope);
+    free(e->rope_swa);
     free(e->xin);
     free(e->q);
     free(e->k);
@@ -958,7 +1121,9 @@ static void engine_dims(struct engine *e, const struct calib_model *m,
     e->F = hp->n_ff;
     e->n_rep = hp->n_head / hp->n_head_kv;
     e->hs_fd = -1;
-    e->kq_scale = 1.0f / sqrtf((float)hp->head_dim);
+    /* gemma / phi3 scale the queries after RoPE and give the softmax 1
+     * (rt_attn_scales); llama / qwen: 1/sqrt(head_dim) in the softmax */
+    rt_attn_scales(hp, &e->q_mul, &e->kq_scale);
 }
 
 static uint64_t max3(uint64_t a, uint64_t b, uint64_t c)
@@ -988,7 +1153,8 @@ static struct mem_plan mem_plan_of(const struct engine *e, const struct calib_ru
     const long double L = e->hp->n_layer, widest = (long double)max3(e->E, e->Q, e->F);
     p.fixed = 8.0L * L * 2.0L * (2.0L * E + Q + F) +
               L * CALIB_G_COUNT * (long double)sizeof(struct calib_group_stats) +
-              (long double)sizeof(struct calib_stats) + 4.0L * P * e->hp->n_rot + 4.0L * P * Q;
+              (long double)sizeof(struct calib_stats) +
+              (e->hp->n_swa ? 8.0L : 4.0L) * P * e->hp->n_rot + 4.0L * P * Q;
     p.hs = 4.0L * T * E;
     /* xin, q, k, v, att, g, u, y, ubuf: rows_b rows each */
     p.per_smp = 4.0L * P * (E + Q + 2.0L * KV + Q + 2.0L * F + E + widest);
@@ -1200,23 +1366,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
                      (unsigned long long)(calib_run_peak_bytes(m, s, &opt) >> 20));
         goto fail;
     }
-    {
-        float *ff = NULL;
-        if (calib__model_has_rope_freqs(m)) {
-            ff = alloc_f(hp->n_rot / 2, &ok);
-            if (!ok) {
-                st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "rope_freqs");
-                goto fail;
-            }
-            if ((st = calib__model_rope_freqs(m, ff, err))) {
-                free(ff);
-                goto fail;
-            }
-        }
-        for (uint32_t p = 0; p < e.n_pos; p++)
-            rt_rope_cache(hp, ff, (int32_t)p, e.rope + (uint64_t)p * hp->n_rot);
-        free(ff);
-    }
+    if ((st = rope_tables(&e, &ok, err))) goto fail;
     if ((st = embed(&e, err))) goto fail;
 
     struct timespec t0, t1;

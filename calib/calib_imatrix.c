@@ -27,14 +27,17 @@ static int entry_cmp(const void *a, const void *b)
 static enum mw_status entries(const struct calib_stats *st, struct entry **out, uint64_t *n,
                               struct mw_err *err)
 {
-    const uint64_t cnt = (uint64_t)calib_stats_n_layer(st) * CALIB_W_COUNT;
+    const uint64_t cnt = calib_stats_n_entries(st);
     struct entry *e = calloc(cnt ? (size_t)cnt : 1, sizeof *e);
     if (!e) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "imatrix entries");
     uint64_t k = 0;
     for (uint32_t il = 0; il < calib_stats_n_layer(st); il++)
-        for (int w = 0; w < CALIB_W_COUNT; w++, k++) {
-            snprintf(e[k].name, sizeof e[k].name, "blk.%u.%s.weight", il,
-                     calib_wkind_name((enum calib_wkind)w));
+        for (int w = 0; w < CALIB_W_COUNT; w++) {
+            /* one entry per tensor (phi3's fused attn_qkv / ffn_up: one each) */
+            char nm[sizeof e[k].name];
+            if (k >= cnt || !calib_stats_entry(st, il, (enum calib_wkind)w, nm, sizeof nm))
+                continue;
+            memcpy(e[k].name, nm, sizeof nm);
             e[k].gs = calib_stats_group(st, il, calib_wkind_group((enum calib_wkind)w));
             if (e[k].gs->count == 0) {
                 const enum mw_status s = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
@@ -42,6 +45,7 @@ static enum mw_status entries(const struct calib_stats *st, struct entry **out, 
                 free(e);
                 return s;
             }
+            k++;
         }
     qsort(e, (size_t)cnt, sizeof *e, entry_cmp);
     *out = e;

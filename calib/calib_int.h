@@ -28,8 +28,16 @@ enum calib_tslot {
     CALIB_T_FFN_NORM,
     CALIB_T_WQ, CALIB_T_WK, CALIB_T_WV, CALIB_T_WO, CALIB_T_WGATE, CALIB_T_WUP, CALIB_T_WDOWN,
     CALIB_T_BQ, CALIB_T_BK, CALIB_T_BV, CALIB_T_BO, CALIB_T_BGATE, CALIB_T_BUP, CALIB_T_BDOWN,
+    /* family tensors (rt_hparams: qk_norm, post_norms, fused_qkv) */
+    CALIB_T_Q_NORM, CALIB_T_K_NORM,        /* head_dim floats, applied per head */
+    CALIB_T_ATTN_POST_NORM, CALIB_T_FFN_POST_NORM, /* n_embd: sandwich norms */
+    CALIB_T_WQKV,                          /* attn_qkv.weight: q rows, k rows, v rows */
     CALIB_T_COUNT
 };
+/* With fused_gate_up, CALIB_T_WUP is ffn_up.weight of 2*n_ff rows (gate rows
+ * first) and CALIB_T_WGATE is absent from the file; the engine hands the two
+ * halves out as views. With fused_qkv, CALIB_T_WQ/WK/WV are views into
+ * CALIB_T_WQKV. */
 
 /* GGUF name of slot t of layer il into buf ("blk.3.attn_q.weight"). */
 void calib__tensor_name(uint32_t il, enum calib_tslot t, char *buf, size_t n);
@@ -53,6 +61,12 @@ enum mw_status calib__model_embd_rows(const struct calib_model *m, const int32_t
 bool calib__model_has_rope_freqs(const struct calib_model *m);
 enum mw_status calib__model_rope_freqs(const struct calib_model *m, float *dst,
                                        struct mw_err *err);
+/* LongRoPE (phi3): rope_factors_long.weight (long true) or
+ * rope_factors_short.weight, n_rot/2 divisors, into dst; false / MW_E_FORMAT
+ * when the model lacks it. */
+bool calib__model_has_rope_factors(const struct calib_model *m, bool long_);
+enum mw_status calib__model_rope_factors(const struct calib_model *m, bool long_, float *dst,
+                                         struct mw_err *err);
 
 // --- corpus (calib_corpus.c) ---
 

@@ -25,6 +25,21 @@ void calib_mem_arch_from_hparams(const struct rt_hparams *hp, uint64_t n_bias_fl
     out->n_rot = hp->n_rot;
     out->n_vocab = hp->n_vocab;
     out->n_bias_floats = n_bias_floats;
+    out->hp = *hp;
+}
+
+void calib_mem_kv_layout(const struct calib_mem_arch *a, uint32_t n_ctx, uint32_t n_batch,
+                         uint32_t *n_swa_layers, uint32_t *swa_rows)
+{
+    struct rt_hparams hp = a->hp;
+    hp.n_layer = a->n_layer;
+    if (!n_batch) n_batch = CALIB_MEM_DEFAULT_BATCH;
+    if (n_batch > n_ctx) n_batch = n_ctx;
+    *n_swa_layers = 0;
+    for (uint32_t il = 0; il < hp.n_layer; il++) *n_swa_layers += rt_layer_is_swa(&hp, il);
+    /* the runtime's ring (runtime/rt_forward.c): the window, plus one step */
+    const uint64_t ring = hp.n_swa ? (uint64_t)hp.n_swa - 1 + n_batch : n_ctx;
+    *swa_rows = *n_swa_layers ? (ring < n_ctx ? (uint32_t)ring : n_ctx) : 0;
 }
 
 /* Above this a size is treated as an overflow (as it always was here). */
@@ -35,10 +50,10 @@ enum mw_status calib_mem_estimate(const struct calib_mem_arch *a, const struct c
 {
     memset(out, 0, sizeof *out);
     if (o->n_ctx == 0) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "context size 0");
-    const struct rt_hparams hp = {.n_layer = a->n_layer, .n_embd = a->n_embd, .n_ff = a->n_ff,
-                                  .n_head = a->n_head, .n_head_kv = a->n_head_kv,
-                                  .head_dim = a->head_dim, .n_rot = a->n_rot,
-                                  .n_vocab = a->n_vocab};
+    struct rt_hparams hp = a->hp; /* the family fields; the sizes are a's */
+    hp.n_layer = a->n_layer, hp.n_embd = a->n_embd, hp.n_ff = a->n_ff;
+    hp.n_head = a->n_head, hp.n_head_kv = a->n_head_kv, hp.head_dim = a->head_dim;
+    hp.n_rot = a->n_rot, hp.n_vocab = a->n_vocab;
     const struct rt_ctx_opts co = {
         .n_ctx = o->n_ctx, .kv_type = o->kv_type, .n_batch = o->n_batch,
         .n_threads = o->n_threads ? o->n_threads : CALIB_MEM_DEFAULT_THREADS};

@@ -39,7 +39,7 @@ struct calib_model {
     struct rt_tok *tok;
     /* plan / file index of every slot of every layer, -1 if absent */
     int64_t (*idx)[CALIB_T_COUNT];
-    int64_t idx_embd, idx_rope_freqs;
+    int64_t idx_embd, idx_rope_freqs, idx_rope_long, idx_rope_short;
 };
 
 static const char *const slot_names[CALIB_T_COUNT] = {
@@ -51,6 +51,10 @@ static const char *const slot_names[CALIB_T_COUNT] = {
     [CALIB_T_BK] = "attn_k.bias",             [CALIB_T_BV] = "attn_v.bias",
     [CALIB_T_BO] = "attn_output.bias",        [CALIB_T_BGATE] = "ffn_gate.bias",
     [CALIB_T_BUP] = "ffn_up.bias",            [CALIB_T_BDOWN] = "ffn_down.bias",
+    [CALIB_T_Q_NORM] = "attn_q_norm.weight",  [CALIB_T_K_NORM] = "attn_k_norm.weight",
+    [CALIB_T_ATTN_POST_NORM] = "post_attention_norm.weight",
+    [CALIB_T_FFN_POST_NORM] = "post_ffw_norm.weight",
+    [CALIB_T_WQKV] = "attn_qkv.weight",
 };
 
 void calib__tensor_name(uint32_t il, enum calib_tslot t, char *buf, size_t n)
@@ -69,9 +73,14 @@ uint64_t calib__slot_elems(const struct rt_hparams *hp, enum calib_tslot t)
     case CALIB_T_WK:
     case CALIB_T_WV: return KV * E;
     case CALIB_T_WO: return E * Q;
-    case CALIB_T_WGATE:
-    case CALIB_T_WUP: return F * E;
+    case CALIB_T_WGATE: return F * E;
+    case CALIB_T_WUP: return (hp->fused_gate_up ? 2 * F : F) * E;
     case CALIB_T_WDOWN: return E * F;
+    case CALIB_T_Q_NORM:
+    case CALIB_T_K_NORM: return hp->head_dim;
+    case CALIB_T_ATTN_POST_NORM:
+    case CALIB_T_FFN_POST_NORM: return E;
+    case CALIB_T_WQKV: return (Q + 2 * KV) * E;
     case CALIB_T_BQ: return Q;
     case CALIB_T_BK:
     case CALIB_T_BV: return KV;
@@ -109,6 +118,10 @@ bool calib__model_has(const struct calib_model *m, uint32_t il, enum calib_tslot
 }
 
 bool calib__model_has_rope_freqs(const struct calib_model *m) { return m->idx_rope_freqs >= 0; }
+bool calib__model_has_rope_factors(const struct calib_model *m, bool long_)
+{
+    return (long_ ? m->idx_rope_long : m->idx_rope_short) >= 0;
+}
 
 /* Index a tensor name into the slot table. */
 static void index_name(struct calib_model *m, const char *name, int64_t i)
@@ -119,6 +132,14 @@ static void index_name(struct calib_model *m, const char *name, int64_t i)
     }
     if (strcmp(name, "rope_freqs.weight") == 0) {
         m->idx_rope_freqs = i;
+        return;
+    }
+    if (strcmp(name, "rope_factors_long.weight") == 0) {
+        m->idx_rope_long = i;
+        return;
+    }
+    if (strcmp(name, "rope_factors_short.weight") == 0) {
+        m->idx_rope_short = i;
         return;
     }
     if (strncmp(name, "blk.", 4) != 0) return;
@@ -136,7 +157,7 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
     if (!m->idx) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor index");
     for (uint32_t il = 0; il < m->hp.n_layer; il++)
         for (int t = 0; t < CALIB_T_COUNT; t++) m->idx[il][t] = -1;
-    m->idx_embd = m->idx_rope_freqs = -1;
+    m->idx_embd = m->idx_rope_freqs = m->idx_rope_long = m->idx_rope_short = -1;
     if (m->is_gguf) {
         for (uint64_t i = 0; i < gguf_tensor_count(m->gf); i++)
             index_name(m, gguf_tensor_get(m->gf, i)->name, (int64_t)i);
@@ -147,14 +168,45 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
     mw_err_set_path(err, m->path);
     if (m->idx_embd < 0)
         return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "no token_embd.weight tensor");
+    struct rt_hparams *hp = &m->hp;
+    if (!m->is_gguf && hp->n_layer > 0) {
+        /* the tensors the checkpoint has decide the layout (config.json
+         * carries no such flags; the runtime decides for GGUF files) */
+        const int64_t *l0 = m->idx[0];
+        if (l0[CALIB_T_WQKV] >= 0 && l0[CALIB_T_WQ] < 0) hp->fused_qkv = true;
+        if (l0[CALIB_T_WGATE] < 0 && l0[CALIB_T_WUP] >= 0) hp->fused_gate_up = true;
+        if (l0[CALIB_T_Q_NORM] >= 0 && l0[CALIB_T_K_NORM] >= 0) hp->qk_norm = true;
+        if (l0[CALIB_T_ATTN_POST_NORM] >= 0 && l0[CALIB_T_FFN_POST_NORM] >= 0)
+            hp->post_norms = true;
+    }
     for (uint32_t il = 0; il < m->hp.n_layer; il++)
-        for (int t = 0; t <= CALIB_T_WDOWN; t++)
+        for (int t = 0; t < CALIB_T_COUNT; t++) {
+            bool need = t <= CALIB_T_WDOWN;
+            if (hp->fused_qkv && (t == CALIB_T_WQ || t == CALIB_T_WK || t == CALIB_T_WV))
+                need = false;
+            if (hp->fused_gate_up && t == CALIB_T_WGATE) need = false;
+            if (t == CALIB_T_WQKV) need = hp->fused_qkv;
+            if (t == CALIB_T_Q_NORM || t == CALIB_T_K_NORM) need = hp->qk_norm;
+            if (t == CALIB_T_ATTN_POST_NORM || t == CALIB_T_FFN_POST_NORM) need = hp->post_norms;
+            const bool bias = t >= CALIB_T_BQ && t <= CALIB_T_BDOWN;
+            if (!need && !bias) {
+                m->idx[il][t] = -1; /* not part of the family's graph: never read */
+                continue;
+            }
+            if (bias) {
+                /* fused tensors carry no separate biases here */
+                if ((hp->fused_qkv && t <= CALIB_T_BV) ||
+                    (hp->fused_gate_up && (t == CALIB_T_BGATE || t == CALIB_T_BUP)))
+                    m->idx[il][t] = -1;
+                continue;
+            }
             if (m->idx[il][t] < 0) {
                 char nm[96];
                 calib__tensor_name(il, (enum calib_tslot)t, nm, sizeof nm);
                 mw_err_set_where(err, "tensor '%s'", nm);
                 return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
             }
+        }
     mw_err_set_path(err, "");
     return MW_OK;
 }
@@ -166,7 +218,7 @@ static enum mw_status tok_from_hf(struct calib_model *m, const struct hf_config 
 {
     struct hf_tok *ht = NULL;
     struct gguf_writer *w = NULL;
-    enum mw_status s = hf_tok_load(m->path, &ht, err);
+    enum mw_status s = hf_tok_load_n(m->path, (int64_t)cfg->n_vocab, &ht, err);
     if (s) return s;
     if (hf_tok_n_vocab(ht) != m->hp.n_vocab) {
         mw_err_set_path(err, m->path);
@@ -236,6 +288,7 @@ static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)
         return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "token_embd.weight: bad shape");
     hp->n_vocab = (uint32_t)te->ne[1];
     hp->has_rope_freqs = m->idx_rope_freqs >= 0;
+    hp->has_rope_long = m->idx_rope_long >= 0 && m->idx_rope_short >= 0;
     /* the plan checked every shape against config.json; biases too */
     return tok_from_hf(m, c, err);
 }
@@ -368,6 +421,18 @@ enum mw_status calib__model_rope_freqs(const struct calib_model *m, float *dst,
                                        struct mw_err *err)
 {
     return load_index(m, m->idx_rope_freqs, dst, m->hp.n_rot / 2, err);
+}
+
+enum mw_status calib__model_rope_factors(const struct calib_model *m, bool long_, float *dst,
+                                         struct mw_err *err)
+{
+    const int64_t i = long_ ? m->idx_rope_long : m->idx_rope_short;
+    if (i < 0) {
+        mw_err_set_path(err, m->path);
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "no %s tensor",
+                       long_ ? "rope_factors_long.weight" : "rope_factors_short.weight");
+    }
+    return load_index(m, i, dst, m->hp.n_rot / 2, err);
 }
 
 /* The embedding streamed once; rows whose id is wanted are copied out. */

@@ -53,7 +53,31 @@ struct quant_methods_src {
     const struct rt_hparams *hp;     /* the calibrated model's shapes */
     float *s_in[CALIB_G_COUNT];      /* the current block's folded AWQ scales per group */
     const struct quant_methods_opts *mo;
+    /* fused tensors (phi3 attn_qkv, ffn_up = gate|up): the parts are quantized
+     * one by one (rows are independent) into the tensor's buffer, which is
+     * spilled once every row is in */
+    struct fused_buf {
+        int64_t ti;       /* -1: free */
+        uint8_t *b;
+        uint64_t rows, filled, row_bytes;
+    } fb[2];
+    /* AWQ: what each fold did over the layers, for the log */
+    struct awq_tally {
+        uint32_t folded, no_gain, skipped;
+        char why[200];    /* the first skip's reason */
+    } tally[CALIB_G_COUNT];
 };
+
+/* AWQ fold names per group (the log) */
+static const char *const fold_name[CALIB_G_COUNT] = {
+    "attn_norm -> q/k/v", "v -> attn_output", "ffn_norm -> gate/up", "up -> ffn_down"};
+
+static void awq_skip(struct quant_methods_src *h, enum calib_group g, uint32_t il,
+                     const char *why)
+{
+    struct awq_tally *t = &h->tally[g];
+    if (t->skipped++ == 0) snprintf(t->why, sizeof t->why, "layer %u: %s", il, why);
+}
 
 static int64_t find_tensor(const struct quant_methods_src *h, const char *name)
 {
@@ -132,6 +156,27 @@ enum mw_status quant_awq_fold(struct calib_layer *ly, enum calib_group g, const 
     return MW_OK;
 }
 
+bool quant_awq_fold_legal(const struct rt_hparams *hp, enum calib_group g, char *why, size_t n)
+{
+    const char *no = NULL;
+    switch (g) {
+    case CALIB_G_ATTN_IN:
+    case CALIB_G_FFN_IN: break;
+    case CALIB_G_ATTN_OUT:
+        if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0)
+            no = "n_head is not a multiple of n_head_kv: a v row feeds no whole group of "
+                 "query heads";
+        break;
+    case CALIB_G_FFN_DOWN:
+        if (hp->act != RT_ACT_SILU && hp->act != RT_ACT_GELU_TANH)
+            no = "the FFN is not act(gate) * up: down's input is not linear in up's rows";
+        break;
+    default: no = "no such group"; break;
+    }
+    if (no && why && n) snprintf(why, n, "%s", no);
+    return no == NULL;
+}
+
 static bool uses_awq(enum quant_method m)
 {
     return m == QUANT_METHOD_AWQ || m == QUANT_METHOD_AWQ_GPTQ || m == QUANT_METHOD_AWQ_GPTQ_ACT;
@@ -181,9 +226,15 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
         struct calib_weight cw;
         if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, false, &cw, err)) != MW_OK) return s;
         const int64_t ti = find_tensor(h, cw.name);
-        if (ti < 0 || h->want[ti] == UINT32_MAX || G.n_w == 3) return MW_OK; /* not all quantized */
+        if (ti < 0 || h->want[ti] == UINT32_MAX || G.n_w == 3) { /* not all quantized */
+            awq_skip(h, g, calib_layer_index(ly), "a weight of the group stays unquantized");
+            return MW_OK;
+        }
         const struct gguf_type_info *inf = gguf_type_get(h->want[ti]);
-        if (!inf || cw.n_in % inf->blck) return MW_OK;
+        if (!inf || cw.n_in % inf->blck) {
+            awq_skip(h, g, calib_layer_index(ly), "row length not a multiple of the block");
+            return MW_OK;
+        }
         G.w[G.n_w] = cw.w;
         G.n_out[G.n_w] = cw.n_out;
         G.type[G.n_w++] = h->want[ti];
@@ -197,19 +248,36 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
         snprintf(nname, sizeof nname, "blk.%u.%s.weight", calib_layer_index(ly),
                  g == CALIB_G_ATTN_IN ? "attn_norm" : "ffn_norm");
         ni = find_tensor(h, nname);
-        if (ni < 0 || h->base->tensors[ni].type != GGUF_TYPE_F32) return MW_OK;
+        if (ni < 0 || h->base->tensors[ni].type != GGUF_TYPE_F32) {
+            awq_skip(h, g, calib_layer_index(ly), "the norm is not stored as F32");
+            return MW_OK;
+        }
     } else {
+        char why_s[160];
+        if (!quant_awq_fold_legal(hp, g, why_s, sizeof why_s)) {
+            awq_skip(h, g, calib_layer_index(ly), why_s);
+            return MW_OK;
+        }
         /* the producer must be quantized here (else its rescaled rows would
          * never reach the file) and have no bias */
         struct calib_weight pw;
         if ((s = calib_layer_weight(ly, producer(g), false, &pw, err)) != MW_OK) return s;
         const int64_t pi = find_tensor(h, pw.name);
-        if (pi < 0 || h->want[pi] == UINT32_MAX || pw.bias) return MW_OK;
-        if (g == CALIB_G_ATTN_OUT &&
-            (grp == 0 || hp->n_head % hp->n_head_kv || pw.n_out * grp != G.n_in ||
-             (uint64_t)hp->n_head * hd != G.n_in))
+        const char *why = NULL;
+        if (pi < 0 || h->want[pi] == UINT32_MAX)
+            why = g == CALIB_G_ATTN_OUT ? "v stays unquantized" : "up stays unquantized";
+        else if (pw.bias)
+            why = g == CALIB_G_ATTN_OUT ? "v has a bias" : "up has a bias";
+        else if (g == CALIB_G_ATTN_OUT &&
+                 (grp == 0 || hp->n_head % hp->n_head_kv || pw.n_out * grp != G.n_in ||
+                  (uint64_t)hp->n_head * hd != G.n_in))
+            why = "o's input is not n_head/n_head_kv copies of v's heads";
+        else if (g == CALIB_G_FFN_DOWN && pw.n_out != G.n_in)
+            why = "down's input is not up's rows";
+        if (why) {
+            awq_skip(h, g, calib_layer_index(ly), why);
             return MW_OK;
-        if (g == CALIB_G_FFN_DOWN && pw.n_out != G.n_in) return MW_OK;
+        }
     }
     const struct calib_group_stats *gs = calib_layer_stats(ly, g);
     const float *H;
@@ -244,9 +312,11 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
     free(ma);
     free(imp);
     if (s != MW_OK || alpha == 0.0f) { /* alpha 0: the plain model, no fold */
+        if (s == MW_OK) h->tally[g].no_gain++;
         free(sc);
         return s;
     }
+    h->tally[g].folded++;
     s = quant_awq_fold(ly, g, sc, hp->n_head_kv ? (uint32_t)grp : 1, (uint32_t)hd, err);
     if (s == MW_OK && in_norm) { /* the folded norm goes into the file as F32 */
         float *norm;
@@ -272,6 +342,53 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
     free(h->s_in[g]);
     h->s_in[g] = sc;
     return MW_OK;
+}
+
+/* The quantized rows of cw (n_out rows of rb bytes) into tensor ti: spilled
+ * at once, or — for a part of a fused tensor — placed at its rows in the
+ * tensor's buffer, spilled when the last part is in. The tensor's type in
+ * the source changes only when its bytes are spilled. */
+static enum mw_status put_rows(struct quant_methods_src *h, int64_t ti,
+                               const struct calib_weight *cw, uint32_t type, const uint8_t *q,
+                               uint64_t rb, struct mw_err *err)
+{
+    enum mw_status s;
+    if (cw->row0 == 0 && cw->tensor_rows == cw->n_out) {
+        if ((s = spill(h, ti, q, rb * cw->n_out, err)) != MW_OK) return s;
+        h->descs[ti].type = type;
+        return MW_OK;
+    }
+    struct fused_buf *f = NULL;
+    for (int k = 0; k < 2 && !f; k++)
+        if (h->fb[k].ti == ti) f = &h->fb[k];
+    for (int k = 0; k < 2 && !f; k++)
+        if (h->fb[k].ti < 0) {
+            f = &h->fb[k];
+            uint64_t nb;
+            if (!mw_mul_u64(rb, cw->tensor_rows, &nb) || nb > SIZE_MAX)
+                return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "tensor '%s': size overflows",
+                               cw->name);
+            if (!(f->b = malloc(nb ? (size_t)nb : 1)))
+                return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory (%llu bytes)",
+                               (unsigned long long)nb);
+            f->ti = ti;
+            f->rows = cw->tensor_rows;
+            f->filled = 0;
+            f->row_bytes = rb;
+        }
+    if (!f || f->row_bytes != rb || cw->row0 + cw->n_out > f->rows)
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "tensor '%s': parts of a fused tensor with different row sizes",
+                       cw->name);
+    memcpy(f->b + cw->row0 * rb, q, (size_t)(cw->n_out * rb));
+    f->filled += cw->n_out;
+    if (f->filled < f->rows) return MW_OK;
+    s = spill(h, ti, f->b, rb * f->rows, err);
+    free(f->b);
+    f->b = NULL;
+    f->ti = -1;
+    if (s == MW_OK) h->descs[ti].type = type;
+    return s;
 }
 
 /* Quantize weight wk (GPTQ under the Hessian of its input group, or
@@ -336,11 +453,65 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
         }
         tr->to_float(q, cw.w, ne); /* later layers see the quantized weights */
     }
-    s = spill(h, ti, q, nb, err);
+    s = put_rows(h, ti, &cw, t, q, rb, err);
     free(q);
-    if (s != MW_OK) return s;
-    h->descs[ti].type = t;
-    return MW_OK;
+    return s;
+}
+
+static void say(const struct quant_opts *qo, const char *msg)
+{
+    if (qo->log) qo->log(qo->log_ud, QUANT_LOG_INFO, msg);
+}
+
+/* The AWQ log: per fold what happened over the layers and why a fold was
+ * left out; then what the family's structure allows and why (the folds are
+ * exact rewrites of the float model; what is not listed is not touched). */
+static void awq_report(const struct quant_methods_src *h, const struct quant_opts *qo)
+{
+    const struct rt_hparams *hp = h->hp;
+    char msg[512];
+    for (int g = 0; g < CALIB_G_COUNT; g++) {
+        const struct awq_tally *t = &h->tally[g];
+        const bool off = (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN) && h->mo->awq_in_only;
+        if (off) {
+            snprintf(msg, sizeof msg, "awq: %s: skipped in every layer (AWQ on the norms' "
+                     "inputs only)", fold_name[g]);
+        } else {
+            int k = snprintf(msg, sizeof msg, "awq: %s: folded in %u of %u layers", fold_name[g],
+                             t->folded, hp->n_layer);
+            if (k > 0 && (size_t)k < sizeof msg && t->no_gain)
+                k += snprintf(msg + k, sizeof msg - (size_t)k,
+                              ", %u without gain (alpha 0: left as is)", t->no_gain);
+            if (k > 0 && (size_t)k < sizeof msg && t->skipped)
+                snprintf(msg + k, sizeof msg - (size_t)k, ", skipped in %u (%s)", t->skipped,
+                         t->why);
+        }
+        say(qo, msg);
+    }
+    if (hp->qk_norm)
+        say(qo, "awq: attn_norm -> q/k/v stays exact with the per-head q/k RMSNorm "
+                "(attn_q_norm/attn_k_norm act on Wq x, Wk x, which the fold leaves unchanged); "
+                "attn_q_norm/attn_k_norm themselves are not folded into (their input is a "
+                "projection's output, normalized per head)");
+    if (hp->post_norms)
+        say(qo, "awq: post_attention_norm and post_ffw_norm are skipped: they normalize the "
+                "block outputs (no quantized weight reads them) and are written as they are");
+    if (hp->arch == RT_ARCH_GEMMA2 || hp->arch == RT_ARCH_GEMMA3)
+        say(qo, "awq: gemma's (1 + w) norms are folded in their GGUF form (w + 1, the "
+                "multiplier llama.cpp applies): attn_norm and ffn_norm (pre_feedforward) are "
+                "divided by s and written as F32 multipliers, no +1 is added or removed");
+    if (hp->act == RT_ACT_GELU_TANH)
+        say(qo, "awq: up -> ffn_down is exact with GELU-tanh gating: gelu(gate x) * (up x) is "
+                "linear in up's rows");
+    if (hp->fused_qkv)
+        say(qo, "awq: fused attn_qkv: its q, k and v rows take the attn_norm scales together; "
+                "v -> attn_output rescales the v rows of attn_qkv");
+    if (hp->fused_gate_up)
+        say(qo, "awq: fused ffn_up (gate rows, then up rows): ffn_norm scales both halves; up "
+                "-> ffn_down rescales the up half only");
+    if (hp->tied_output)
+        say(qo, "awq: token_embd (tied output) is not scaled: it is no linear weight of a "
+                "layer");
 }
 
 static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_group g,
@@ -414,6 +585,7 @@ void quant_methods_source_free(struct quant_methods_src *h)
     free(h->descs);
     free(h->want);
     for (int g = 0; g < CALIB_G_COUNT; g++) free(h->s_in[g]);
+    for (int k = 0; k < 2; k++) free(h->fb[k].b);
     free(h);
 }
 
@@ -457,6 +629,7 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
     h->base = base;
     h->mo = mo;
     h->fd = -1;
+    h->fb[0].ti = h->fb[1].ti = -1;
     if (n > SIZE_MAX / sizeof(struct quant_tensor_desc) ||
         !(h->descs = malloc((size_t)(n ? n : 1) * sizeof *h->descs)) ||
         !(h->want = malloc((size_t)(n ? n : 1) * sizeof *h->want)) ||
@@ -495,6 +668,15 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
         ro.max_memory = mo->max_memory - mine;
     }
     if ((s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto out;
+    for (int k = 0; k < 2; k++)
+        if (h->fb[k].ti >= 0) {
+            s = MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                        "tensor '%s': only %llu of its %llu rows were quantized",
+                        base->tensors[h->fb[k].ti].name, (unsigned long long)h->fb[k].filled,
+                        (unsigned long long)h->fb[k].rows);
+            goto out;
+        }
+    if (uses_awq(mo->method)) awq_report(h, qo);
     {
         const bool gq = uses_gptq(mo->method);
         snprintf(h->method_label, sizeof h->method_label, "%s",

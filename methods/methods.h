@@ -105,13 +105,39 @@ enum mw_status quant_awq_group(const struct quant_awq_group *g, float *best_alph
 enum mw_status quant_awq_fold(struct calib_layer *ly, enum calib_group g, const float *sc,
                               uint32_t q_per_kv, uint32_t head_dim, struct mw_err *err);
 
+/* Whether AWQ may fold scales for group g's input in a model of hp, from
+ * the family's structure alone (per-layer conditions — a bias, a weight left
+ * unquantized — are checked when it runs); false with the reason in why (n
+ * bytes, may be NULL):
+ *   ATTN_IN  attn_norm -> q/k/v (or the fused attn_qkv): always — the norm
+ *            multiplies each input channel; a per-head q/k RMSNorm (qwen3,
+ *            gemma3) acts on Wq x, Wk x, which the fold leaves unchanged;
+ *            gemma's (1 + w) norm is folded in its GGUF form (the stored
+ *            multiplier w + 1).
+ *   ATTN_OUT v -> attn_output: n_head a multiple of n_head_kv (one scale per
+ *            v row, shared by the query heads of its group), full RoPE on q/k
+ *            only (v is never rotated).
+ *   FFN_IN   ffn_norm (gemma: pre_feedforward_layernorm) -> gate/up: always.
+ *   FFN_DOWN up -> ffn_down: the FFN is act(gate) * up (SiLU or GELU-tanh
+ *            gating, linear in up's rows; phi3: the up half of ffn_up).
+ * gemma's post_attention_norm / post_ffw_norm never take a fold: they
+ * normalize block outputs, which no quantized weight reads. */
+bool quant_awq_fold_legal(const struct rt_hparams *hp, enum calib_group g, char *why, size_t n);
+
 enum quant_method {
     QUANT_METHOD_RTN = 0,      /* importance-weighted rounding (QUANT_MODE_BEST, imatrix from
                                 * the corpus), with sequential error propagation */
     QUANT_METHOD_GPTQ = 1,
     QUANT_METHOD_AWQ = 2,      /* AWQ scales on q/k/v and gate/up (folded into attn_norm /
                                 * ffn_norm), on o (folded into v's rows, one scale per v row
-                                * under GQA) and down (folded into up's rows), then RTN */
+                                * under GQA) and down (folded into up's rows), then RTN.
+                                * Where quant_awq_fold_legal or a layer's tensors forbid a
+                                * fold it is skipped; the log (quant_opts.log) says per fold
+                                * in how many layers it was made, left (alpha 0) or skipped
+                                * and why, and what the family's structure implies (q/k
+                                * norm, gemma's sandwich and (1 + w) norms, phi3's fused
+                                * attn_qkv / ffn_up: parts quantized row range by row range,
+                                * GPTQ with the shared input's Hessian) */
     QUANT_METHOD_AWQ_GPTQ = 3, /* AWQ, then GPTQ on the scaled weights */
     QUANT_METHOD_GPTQ_ACT = 4, /* GPTQ with act-order (static groups) */
     QUANT_METHOD_AWQ_GPTQ_ACT = 5,

@@ -88,6 +88,24 @@ static enum mw_status measure(const struct quant_source *src, const struct quant
     if (!it) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     /* output.weight reads rmsnorm(h) * output_norm (unit mean square before
      * the norm weight): importance output_norm_j^2 where no imatrix has it */
+    /* with tied embeddings (no output.weight: gemma, small qwen3) token_embd
+     * is the output matrix as well: it gets the same importance. Applied to
+     * the issue-12 families only: llama/mistral/qwen2 allocations stay as
+     * they were. */
+    bool tied = false;
+    {
+        const char *arch = NULL;
+        uint64_t alen = 0;
+        struct mw_err e2;
+        mw_err_clear(&e2);
+        if (src->kv && gguf_get_str(src->kv, "general.architecture", &arch, &alen, &e2) == MW_OK)
+            tied = (alen == 5 && (memcmp(arch, "qwen3", 5) == 0 || memcmp(arch, "gemma", 5) == 0)) ||
+                   (alen == 6 && memcmp(arch, "gemma2", 6) == 0) ||
+                   (alen == 6 && memcmp(arch, "gemma3", 6) == 0) ||
+                   (alen == 4 && memcmp(arch, "phi3", 4) == 0);
+    }
+    for (uint64_t i = 0; i < src->n_tensors && tied; i++)
+        if (strcmp(src->tensors[i].name, "output.weight") == 0) tied = false;
     for (uint64_t i = 0; i < src->n_tensors && !onorm && losses; i++) {
         if (strcmp(src->tensors[i].name, "output_norm.weight") != 0) continue;
         uint64_t r;
@@ -106,7 +124,10 @@ static enum mw_status measure(const struct quant_source *src, const struct quant
         if (losses && (s = quant_alloc_read_f32(src, e->src_index, &x, &rows, err)) != MW_OK)
             goto out;
         const float *imp = e->imatrix;
-        if (!imp && onorm && strcmp(e->src->name, "output.weight") == 0) imp = onorm;
+        if (!imp && onorm &&
+            (strcmp(e->src->name, "output.weight") == 0 ||
+             (tied && strcmp(e->src->name, "token_embd.weight") == 0)))
+            imp = onorm;
         for (size_t k = 0; k < N_CAND; k++) {
             const uint32_t t = cand_types[k];
             const struct gguf_type_info *ti = gguf_type_get(t);

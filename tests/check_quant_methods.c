@@ -10,7 +10,11 @@
  *    outputs unchanged (float tolerance); the alpha search runs and picks
  *    a grid point;
  *  - quant_awq_fold in every stage (norms, v rows under GQA, up rows) of
- *    the real tinyllama-8m: inputs become x / s, block outputs unchanged. */
+ *    the real tinyllama-8m: inputs become x / s, block outputs unchanged;
+ *  - quant_awq_fold_legal for each family's structure (llama, qwen2/3,
+ *    gemma2/3, phi3/phi4-mini: all legal; uneven query groups: no v -> o;
+ *    no gating activation: no up -> down). The families' real folds are
+ *    checked on their fixtures by check_calib_family (calib_family.sh). */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -308,6 +312,53 @@ START_TEST(test_awq_fold_model)
 }
 END_TEST
 
+/* quant_awq_fold_legal per family, from the structure alone (rt_hparams as
+ * the runtime reads each family's GGUF): every fold is legal for llama,
+ * qwen2/3, gemma2/3 and phi3 (the shapes of their real checkpoints);
+ * v -> o is not when the query heads do not group evenly over the kv heads;
+ * up -> down only for act(gate) * up. */
+START_TEST(test_awq_fold_legal_families)
+{
+    struct fam {
+        const char *name;
+        struct rt_hparams hp;
+    } fams[] = {
+        {"llama", {.arch = RT_ARCH_LLAMA, .n_head = 32, .n_head_kv = 8, .head_dim = 128}},
+        {"qwen2", {.arch = RT_ARCH_QWEN2, .n_head = 14, .n_head_kv = 2, .head_dim = 64}},
+        {"qwen3", {.arch = RT_ARCH_QWEN3, .n_head = 16, .n_head_kv = 8, .head_dim = 128,
+                   .qk_norm = true}},
+        {"gemma2", {.arch = RT_ARCH_GEMMA2, .n_head = 8, .n_head_kv = 4, .head_dim = 256,
+                    .post_norms = true, .embd_scale = true, .act = RT_ACT_GELU_TANH,
+                    .attn_softcap = 50, .final_softcap = 30, .n_swa = 4096, .swa_pattern = 2}},
+        {"gemma3", {.arch = RT_ARCH_GEMMA3, .n_head = 4, .n_head_kv = 1, .head_dim = 256,
+                    .qk_norm = true, .post_norms = true, .embd_scale = true,
+                    .act = RT_ACT_GELU_TANH, .n_swa = 512, .swa_pattern = 6}},
+        {"phi3", {.arch = RT_ARCH_PHI3, .n_head = 32, .n_head_kv = 32, .head_dim = 96,
+                  .fused_qkv = true, .fused_gate_up = true}},
+        {"phi4-mini", {.arch = RT_ARCH_PHI3, .n_head = 24, .n_head_kv = 8, .head_dim = 128,
+                       .fused_qkv = true, .fused_gate_up = true}},
+    };
+    char why[200];
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++)
+        for (int g = 0; g < CALIB_G_COUNT; g++) {
+            why[0] = 0;
+            ck_assert_msg(quant_awq_fold_legal(&fams[f].hp, (enum calib_group)g, why, sizeof why),
+                          "%s: group %d: %s", fams[f].name, g, why);
+        }
+    struct rt_hparams odd = fams[2].hp;
+    odd.n_head = 12, odd.n_head_kv = 8; /* 1.5 query heads per kv head */
+    ck_assert(!quant_awq_fold_legal(&odd, CALIB_G_ATTN_OUT, why, sizeof why));
+    ck_assert_ptr_nonnull(strstr(why, "n_head_kv"));
+    ck_assert(quant_awq_fold_legal(&odd, CALIB_G_ATTN_IN, NULL, 0));
+    ck_assert(quant_awq_fold_legal(&odd, CALIB_G_FFN_DOWN, NULL, 0));
+    struct rt_hparams noact = fams[4].hp;
+    noact.act = (enum rt_act)7; /* not a gating activation */
+    ck_assert(!quant_awq_fold_legal(&noact, CALIB_G_FFN_DOWN, why, sizeof why));
+    ck_assert(quant_awq_fold_legal(&noact, CALIB_G_FFN_IN, NULL, 0));
+    ck_assert(!quant_awq_fold_legal(&noact, CALIB_G_COUNT, NULL, 0));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("quant_methods");
@@ -317,9 +368,11 @@ static Suite *suite(void)
     tcase_add_test(tc, test_gptq_errors);
     tcase_add_test(tc, test_awq_fold);
     tcase_add_test(tc, test_awq_fold_model);
+    tcase_add_test(tc, test_awq_fold_legal_families);
     suite_add_tcase(s, tc);
     return s;
 }
+
 
 int main(void)
 {

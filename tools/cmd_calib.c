@@ -67,7 +67,7 @@ static enum mw_status read_back(const char *path, const struct calib_stats *st,
     struct quant_imatrix *im = NULL;
     enum mw_status s = quant_imatrix_load(path, &im, err);
     if (s) return s;
-    const uint64_t want = (uint64_t)calib_stats_n_layer(st) * CALIB_W_COUNT;
+    const uint64_t want = calib_stats_n_entries(st);
     *n_entries = quant_imatrix_count(im);
     if (*n_entries != want)
         s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "read back %llu entries, wrote %llu",
@@ -75,8 +75,7 @@ static enum mw_status read_back(const char *path, const struct calib_stats *st,
     for (uint32_t il = 0; !s && il < calib_stats_n_layer(st); il++)
         for (int w = 0; !s && w < CALIB_W_COUNT; w++) {
             char name[96];
-            snprintf(name, sizeof name, "blk.%u.%s.weight", il,
-                     calib_wkind_name((enum calib_wkind)w));
+            if (!calib_stats_entry(st, il, (enum calib_wkind)w, name, sizeof name)) continue;
             const int64_t i = quant_imatrix_find(im, name);
             const struct calib_group_stats *gs =
                 calib_stats_group(st, il, calib_wkind_group((enum calib_wkind)w));

@@ -259,6 +259,23 @@ int cmd_plan(int argc, char **argv)
     /* KV cache */
     printf("\nKV cache (K+V = 2 * n_layer * n_ctx * n_head_kv * head_dim * bytes; f16 2 B, "
            "q8_0 34 B per 32):\n");
+    if (hp->arch != RT_ARCH_LLAMA && hp->arch != RT_ARCH_QWEN2) {
+        /* the family's layout (llama/qwen2: every layer keeps every position) */
+        uint32_t n_sl = 0, rows = 0;
+        calib_mem_kv_layout(&arch, ctx, 0, &n_sl, &rows);
+        printf("  layout (%s): %u layers x %u kv heads x head dim %u (K and V)", hp->arch_name,
+               hp->n_layer, hp->n_head_kv, hp->head_dim);
+        if (n_sl)
+            printf("; %u sliding layer%s (window %u) keep%s a ring of min(ctx, window - 1 + %u) "
+                   "positions (%u at ctx %u), the other %u keep%s ctx\n",
+                   n_sl, n_sl == 1 ? "" : "s", hp->n_swa, n_sl == 1 ? "s" : "",
+                   CALIB_MEM_DEFAULT_BATCH, rows, ctx, hp->n_layer - n_sl,
+                   hp->n_layer - n_sl == 1 ? "s" : "");
+        else
+            printf("; every layer keeps ctx positions%s\n",
+                   hp->arch == RT_ARCH_PHI3 ? " (no sliding window: llama.cpp disables Phi's)"
+                                            : "");
+    }
     printf("  %8s %12s %12s\n", "ctx", "f16", "q8_0");
     uint32_t ctxs[24];
     int n_ctx = 0;

@@ -1,0 +1,387 @@
+/* Calibration on the issue-12 families (qwen3, gemma2, gemma3, phi3), driven
+ * by tests/e2e/calib_family.sh, which makes the fixture checkpoints
+ * (tests/fixtures/mk_family_fixture.py), converts them with memwall convert
+ * (F32) and runs
+ *     check_calib_family KIND HF_DIR F32_GGUF
+ * Checks, from the HF directory and from the GGUF file:
+ *  - calib's forward computes the runtime's model: its final hidden states,
+ *    through output_norm, the (tied) output matrix and gemma2's final
+ *    soft-capping, give memwall-run's logits (rt_eval) on a sample longer
+ *    than gemma's sliding window (q/k norm, sandwich norms, embedding scale,
+ *    GELU-tanh, soft-capping, per-layer RoPE base, fused qkv / gate_up);
+ *  - the AWQ folds of methods/ (quant_awq_fold: norms, v rows of the fused or
+ *    separate v under GQA, up rows of the fused or separate up) leave the
+ *    float model unchanged: the final hidden states with random scales
+ *    folded at every layer and group equal those without;
+ *  - fold legality per family (quant_awq_fold_legal), and a family where a
+ *    fold is not legal;
+ *  - the statistics' entries: phi3's one attn_qkv and one ffn_up per layer;
+ *  - plan's KV cache (calib_mem_estimate) equals the runtime's allocation
+ *    (rt_ctx_mem) and its layout: gemma's sliding layers keep a ring of the
+ *    window plus one batch, the other layers every position.
+ * Exit 77 (skip) when an input is missing. */
+#define _GNU_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "calib/calib.h"
+#include "methods/methods.h"
+#include "quant/quant.h"
+#include "runtime/rt_ops.h"
+
+#define CALIB_TXT MW_DATASETS_DIR "/corpora/calib.txt"
+
+static const char *g_kind, *g_dir, *g_gguf;
+
+static struct calib_model *open_model(const char *path)
+{
+    struct calib_model *m = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    const enum mw_status s = calib_model_open(path, &m, &err);
+    ck_assert_msg(s == MW_OK, "open %s: %s %s", path, err.msg, err.where);
+    return m;
+}
+
+static struct calib_samples *samples_of(const struct calib_model *m, uint32_t n, uint32_t L)
+{
+    struct calib_corpus *c = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(calib_corpus_load(CALIB_TXT, CALIB_CORPUS_AUTO, &c, &err), MW_OK);
+    struct calib_samples *s = NULL;
+    const struct calib_sample_opts o = {.n_samples = n, .seq_len = L,
+                                        .n_ctx_max = calib_model_hparams(m)->n_ctx_train};
+    ck_assert_msg(calib_samples_build(c, calib_model_tok(m), &o, &s, &err) == MW_OK, "%s",
+                  err.msg);
+    calib_corpus_free(c);
+    return s;
+}
+
+/* the final hidden states of every row (on_layer after the last layer) */
+struct last_ud {
+    float *h;
+    uint64_t rows;
+};
+
+static enum mw_status grab_last(void *ud, struct calib_layer *ly, struct mw_err *err)
+{
+    struct last_ud *L = ud;
+    const uint64_t E = calib_layer_group_n_in(ly, CALIB_G_ATTN_IN);
+    const uint64_t T = calib_layer_n_rows(ly);
+    const float *x;
+    enum mw_status s = calib_layer_hidden(ly, 0, T, &x, err);
+    if (s) return s;
+    free(L->h);
+    L->h = malloc((size_t)(T * E) * sizeof(float));
+    memcpy(L->h, x, (size_t)(T * E) * sizeof(float));
+    L->rows = T;
+    return MW_OK;
+}
+
+struct fold_ud {
+    struct last_ud last;
+    const struct rt_hparams *hp;
+    unsigned n_folds;
+};
+
+/* AWQ folds with arbitrary scales in every group (quant_awq_fold, the code
+ * the methods run); scales equal across the query heads of a kv group for
+ * ATTN_OUT, as the method makes them */
+static enum mw_status fold_cb(void *ud, struct calib_layer *ly, enum calib_group g,
+                              struct mw_err *err)
+{
+    struct fold_ud *F = ud;
+    const uint64_t n = calib_layer_group_n_in(ly, g);
+    float *sc = malloc((size_t)n * sizeof(float));
+    const uint32_t hd = F->hp->head_dim, grp = F->hp->n_head / F->hp->n_head_kv;
+    enum mw_status s;
+    for (uint64_t j = 0; j < n; j++) {
+        uint64_t key = j;
+        if (g == CALIB_G_ATTN_OUT) key = (j / ((uint64_t)hd * grp)) * hd + j % hd;
+        /* powers of two: the fold is exact in floats, any change is a wrong fold */
+        sc[j] = ldexpf(1.0f, (int)((key * 7 + calib_layer_index(ly)) % 5) - 2);
+    }
+    s = quant_awq_fold(ly, g, sc, grp, hd, err);
+    free(sc);
+    F->n_folds++;
+    return s;
+}
+
+static struct calib_stats *run(struct calib_model *m, const struct calib_samples *s,
+                               const struct calib_run_opts *o)
+{
+    struct calib_stats *st = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    const enum mw_status r = calib_run(m, s, o, &st, &err);
+    ck_assert_msg(r == MW_OK, "calib_run: %s %s", err.msg, err.where);
+    return st;
+}
+
+static float *tensor_f32(const struct gguf_file *f, const char *name)
+{
+    const int64_t i = gguf_tensor_find(f, name);
+    if (i < 0) return NULL;
+    const struct gguf_tensor *t = gguf_tensor_get(f, (uint64_t)i);
+    const uint64_t n = t->ne[0] * t->ne[1];
+    float *o = malloc(n * sizeof *o);
+    quant_traits_get(t->type)->to_float(gguf_tensor_data(f, (uint64_t)i), o, n);
+    return o;
+}
+
+/* max |our logit - runtime logit| / (1 + max |runtime logit|) over the
+ * positions of sample 0 */
+static double logits_vs_runtime(const char *src, const char *gguf, uint32_t L)
+{
+    struct calib_model *m = open_model(src);
+    struct calib_samples *s = samples_of(m, 1, L);
+    struct last_ud Lh = {0};
+    struct calib_run_opts o = {.n_threads = 2, .on_layer = grab_last, .on_layer_ud = &Lh};
+    struct calib_stats *st = run(m, s, &o);
+    ck_assert_ptr_nonnull(Lh.h);
+    struct rt_model *rm = NULL;
+    struct rt_ctx *ctx = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_msg(rt_model_open(gguf, NULL, &rm, &err) == MW_OK, "%s", err.msg);
+    const struct rt_hparams *hp = rt_model_hparams(rm);
+    const uint64_t E = hp->n_embd, V = hp->n_vocab;
+    const uint32_t P = calib_samples_n_pos(s);
+    const struct rt_ctx_opts co = {.n_ctx = P, .n_threads = 1, .n_batch = P};
+    ck_assert_int_eq(rt_ctx_init(rm, &co, &ctx, &err), MW_OK);
+    float *logits = malloc((size_t)P * V * sizeof(float));
+    ck_assert_int_eq(rt_eval(ctx, calib_samples_tokens(s, 0), P, 0, logits, &err), MW_OK);
+    float *onorm = tensor_f32(rt_model_gguf(rm), "output_norm.weight");
+    float *out = tensor_f32(rt_model_gguf(rm), "output.weight");
+    if (!out) out = tensor_f32(rt_model_gguf(rm), "token_embd.weight"); /* tied */
+    ck_assert_ptr_nonnull(onorm);
+    ck_assert_ptr_nonnull(out);
+    double worst = 0, scale = 0;
+    float *xn = malloc(E * sizeof *xn), *lg = malloc(V * sizeof *lg);
+    for (uint32_t p = 0; p < P; p++) {
+        rt_rmsnorm(xn, Lh.h + (uint64_t)p * E, onorm, E, hp->rms_eps);
+        for (uint64_t v = 0; v < V; v++) {
+            double d = 0;
+            for (uint64_t i = 0; i < E; i++) d += (double)out[v * E + i] * xn[i];
+            lg[v] = (float)d;
+        }
+        rt_softcap(lg, V, hp->final_softcap);
+        for (uint64_t v = 0; v < V; v++) {
+            const double ref = logits[(uint64_t)p * V + v];
+            worst = fabs(lg[v] - ref) > worst ? fabs(lg[v] - ref) : worst;
+            scale = fabs(ref) > scale ? fabs(ref) : scale;
+        }
+    }
+    free(lg);
+    free(xn);
+    free(out);
+    free(onorm);
+    free(logits);
+    rt_ctx_free(ctx);
+    rt_model_close(rm);
+    free(Lh.h);
+    calib_stats_free(st);
+    calib_samples_free(s);
+    calib_model_close(m);
+    return worst / (1.0 + scale);
+}
+
+/* the sample must be longer than gemma's window (the fixtures: 16) */
+#define SAMPLE_LEN 40
+
+START_TEST(logits_from_gguf)
+{
+    const double r = logits_vs_runtime(g_gguf, g_gguf, SAMPLE_LEN);
+    ck_assert_msg(r < 2e-3, "%s (GGUF): logits differ by %g of their scale", g_kind, r);
+}
+END_TEST
+
+START_TEST(logits_from_hf)
+{
+    const double r = logits_vs_runtime(g_dir, g_gguf, SAMPLE_LEN);
+    ck_assert_msg(r < 2e-3, "%s (HF dir): logits differ by %g of their scale", g_kind, r);
+}
+END_TEST
+
+/* _i: 0 the HF directory, 1 the GGUF file */
+START_TEST(folds_leave_model_unchanged)
+{
+    struct calib_model *m = open_model(_i ? g_gguf : g_dir);
+    struct calib_samples *s = samples_of(m, 2, SAMPLE_LEN);
+    struct fold_ud a = {0}, b = {0};
+    struct calib_run_opts o = {.n_threads = 2, .on_layer = grab_last, .on_layer_ud = &a.last};
+    struct calib_stats *sa = run(m, s, &o);
+    o.on_layer_ud = &b.last;
+    b.hp = calib_model_hparams(m);
+    o.on_group = fold_cb;
+    o.on_group_ud = &b;
+    struct calib_stats *sb = run(m, s, &o);
+    const uint64_t E = calib_model_hparams(m)->n_embd;
+    ck_assert_uint_eq(a.last.rows, b.last.rows);
+    ck_assert_uint_eq(b.n_folds, 4u * calib_model_hparams(m)->n_layer);
+    double worst = 0, scale = 0, moved = 0;
+    for (uint64_t i = 0; i < a.last.rows * E; i++) {
+        worst = fmax(worst, fabs((double)a.last.h[i] - b.last.h[i]));
+        scale = fmax(scale, fabs((double)a.last.h[i]));
+    }
+    /* the statistics of the folded groups did change (the inputs are x / s) */
+    const struct calib_group_stats *x = calib_stats_group(sa, 0, CALIB_G_FFN_DOWN);
+    const struct calib_group_stats *y = calib_stats_group(sb, 1, CALIB_G_FFN_DOWN);
+    (void)y;
+    for (uint64_t j = 0; j < x->n_in; j++) moved += x->sum_sq[j];
+    ck_assert(moved > 0);
+    ck_assert_msg(worst <= 1e-6 * (1.0 + scale), "%s: folds moved the output by %g (scale %g)",
+                  g_kind, worst, scale);
+    free(a.last.h);
+    free(b.last.h);
+    calib_stats_free(sa);
+    calib_stats_free(sb);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+START_TEST(fold_legality)
+{
+    struct calib_model *m = open_model(g_gguf);
+    const struct rt_hparams *hp = calib_model_hparams(m);
+    char why[160];
+    for (int g = 0; g < CALIB_G_COUNT; g++)
+        ck_assert_msg(quant_awq_fold_legal(hp, (enum calib_group)g, why, sizeof why),
+                      "%s: group %d not legal: %s", g_kind, g, why);
+    /* the same structure with heads that do not group evenly: no v -> o */
+    struct rt_hparams bad = *hp;
+    bad.n_head_kv = 2;
+    bad.n_head = 3;
+    ck_assert(!quant_awq_fold_legal(&bad, CALIB_G_ATTN_OUT, why, sizeof why));
+    ck_assert(strstr(why, "n_head_kv") != NULL);
+    ck_assert(quant_awq_fold_legal(&bad, CALIB_G_ATTN_IN, why, sizeof why));
+    /* what each family is */
+    if (!strcmp(g_kind, "qwen3")) ck_assert(hp->qk_norm && !hp->post_norms && hp->act == RT_ACT_SILU);
+    if (!strcmp(g_kind, "gemma3"))
+        ck_assert(hp->qk_norm && hp->post_norms && hp->act == RT_ACT_GELU_TANH && hp->embd_scale &&
+                  hp->n_swa > 0);
+    if (!strcmp(g_kind, "gemma2"))
+        ck_assert(!hp->qk_norm && hp->post_norms && hp->act == RT_ACT_GELU_TANH &&
+                  hp->attn_softcap > 0 && hp->final_softcap > 0 && hp->n_swa > 0);
+    if (!strncmp(g_kind, "phi3", 4)) ck_assert(hp->fused_qkv && hp->fused_gate_up);
+    calib_model_close(m);
+}
+END_TEST
+
+START_TEST(stats_entries)
+{
+    struct calib_model *m = open_model(g_gguf);
+    const struct rt_hparams *hp = calib_model_hparams(m);
+    struct calib_samples *s = samples_of(m, 1, 24);
+    struct calib_run_opts o = {.n_threads = 1};
+    struct calib_stats *st = run(m, s, &o);
+    const bool fused = !strncmp(g_kind, "phi3", 4);
+    ck_assert_uint_eq(calib_stats_n_entries(st), (uint64_t)hp->n_layer * (fused ? 4 : 7));
+    char nm[96];
+    ck_assert(calib_stats_entry(st, 1, CALIB_W_Q, nm, sizeof nm));
+    ck_assert_str_eq(nm, fused ? "blk.1.attn_qkv.weight" : "blk.1.attn_q.weight");
+    ck_assert(calib_stats_entry(st, 1, CALIB_W_V, nm, sizeof nm) == !fused);
+    ck_assert(calib_stats_entry(st, 1, CALIB_W_GATE, nm, sizeof nm));
+    ck_assert_str_eq(nm, fused ? "blk.1.ffn_up.weight" : "blk.1.ffn_gate.weight");
+    ck_assert(calib_stats_entry(st, 1, CALIB_W_UP, nm, sizeof nm) == !fused);
+    /* the parts of a fused tensor: row ranges */
+    uint64_t rows = 0;
+    const uint64_t Q = (uint64_t)hp->n_head * hp->head_dim, KV = (uint64_t)hp->n_head_kv * hp->head_dim;
+    const uint64_t r0 = calib_weight_tensor(hp, 0, CALIB_W_V, nm, sizeof nm, &rows);
+    ck_assert_uint_eq(r0, fused ? Q + KV : 0);
+    ck_assert_uint_eq(rows, fused ? Q + 2 * KV : KV);
+    calib_stats_free(st);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+/* plan's KV cache (calib_mem_estimate through rt_mem_estimate) = what the
+ * runtime allocates (rt_ctx_mem) for the family: gemma's sliding layers keep
+ * their window only; and the layout calib_mem_kv_layout reports */
+START_TEST(plan_kv_matches_runtime)
+{
+    struct rt_model *rm = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(rt_model_open(g_gguf, NULL, &rm, &err), MW_OK);
+    const struct rt_hparams *hp = rt_model_hparams(rm);
+    struct calib_mem_arch a;
+    calib_mem_arch_from_hparams(hp, 0, &a);
+    const uint32_t ctxs[3] = {64, 512, 1000};
+    for (int k = 0; k < 3; k++)
+        for (int kv = 0; kv < 2; kv++) {
+            struct rt_ctx *c = NULL;
+            const struct rt_ctx_opts co = {.n_ctx = ctxs[k], .kv_type = (enum rt_kv_type)kv,
+                                           .n_threads = 2};
+            ck_assert_int_eq(rt_ctx_init(rm, &co, &c, &err), MW_OK);
+            struct rt_mem rmem;
+            rt_ctx_mem(c, &rmem);
+            struct calib_mem cm;
+            const struct calib_mem_opts mo = {.n_ctx = ctxs[k], .kv_type = (enum rt_kv_type)kv,
+                                              .n_threads = 2,
+                                              .weight_type = rt_model_main_type(rm)};
+            ck_assert_int_eq(calib_mem_estimate(&a, &mo, &cm, &err), MW_OK);
+            ck_assert_msg(cm.kv_bytes == rmem.kv_bytes, "%s ctx %u: plan KV %llu, runtime %llu",
+                          g_kind, ctxs[k], (unsigned long long)cm.kv_bytes,
+                          (unsigned long long)rmem.kv_bytes);
+            ck_assert_uint_eq(cm.scratch_bytes, rmem.scratch_bytes);
+            rt_ctx_free(c);
+        }
+    /* the layout, and the bytes it implies for an f16 cache */
+    uint32_t n_sl = 0, rows = 0;
+    const uint32_t ctx = 4096;
+    calib_mem_kv_layout(&a, ctx, 0, &n_sl, &rows);
+    uint32_t want_sl = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) want_sl += rt_layer_is_swa(hp, il);
+    ck_assert_uint_eq(n_sl, want_sl);
+    if (!strncmp(g_kind, "gemma", 5)) {
+        ck_assert_uint_gt(n_sl, 0);
+        ck_assert_uint_eq(rows, hp->n_swa - 1 + CALIB_MEM_DEFAULT_BATCH);
+    } else {
+        ck_assert_uint_eq(n_sl, 0); /* phi3: llama.cpp disables its window */
+    }
+    struct calib_mem cm;
+    const struct calib_mem_opts mo = {.n_ctx = ctx};
+    ck_assert_int_eq(calib_mem_estimate(&a, &mo, &cm, &err), MW_OK);
+    const uint64_t row = (uint64_t)hp->n_head_kv * hp->head_dim * 2; /* f16 bytes per position */
+    ck_assert_uint_eq(cm.kv_bytes, 2 * row * ((uint64_t)(hp->n_layer - n_sl) * ctx +
+                                              (uint64_t)n_sl * rows));
+    rt_model_close(rm);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: check_calib_family KIND HF_DIR F32_GGUF\n");
+        return 2;
+    }
+    g_kind = argv[1], g_dir = argv[2], g_gguf = argv[3];
+    struct stat st;
+    if (stat(g_dir, &st) != 0 || stat(g_gguf, &st) != 0) {
+        fprintf(stderr, "SKIP: %s or %s missing\n", g_dir, g_gguf);
+        return 77;
+    }
+    Suite *su = suite_create("calib_family");
+    TCase *tc = tcase_create(g_kind);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, logits_from_gguf);
+    tcase_add_test(tc, logits_from_hf);
+    tcase_add_loop_test(tc, folds_leave_model_unchanged, 0, 2);
+    tcase_add_test(tc, fold_legality);
+    tcase_add_test(tc, stats_entries);
+    tcase_add_test(tc, plan_kv_matches_runtime);
+    suite_add_tcase(su, tc);
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    const int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
