@@ -755,12 +755,41 @@ static bool merge_all(struct work *w, size_t n, bool one_symbol)
     return !w->heap.oom;
 }
 
+/* What becomes of a merged symbol that is not a token, as llama.cpp's
+ * tokenizer sessions do it. */
+enum sym_fallback {
+    FB_BYTE_OR_UNK, /* SentencePiece: each byte's <0xNN> token, else <unk> */
+    FB_BYTE_TOKENS, /* SPM-style BPE: each byte's <0xNN> token, else nothing */
+    FB_SINGLE_BYTES /* byte-level BPE: each byte that is itself a token */
+};
+
+/* Push the ids of the merged symbols of w (over its work string w->s). */
+static void push_syms(const struct work *w, enum sym_fallback fb, struct ivec *out)
+{
+    const struct rt_tok *t = w->t;
+    for (int64_t i = w->n_sym ? 0 : -1; i != -1; i = w->sym[i].next) {
+        const struct sym *sy = &w->sym[i];
+        const uint8_t *p = w->s + sy->off;
+        const int32_t id = find_text(t, p, sy->n);
+        if (id >= 0) {
+            ipush(out, id);
+            continue;
+        }
+        /* no merge ever produces a non-token: what is left is single
+         * characters outside the vocabulary */
+        for (size_t j = 0; j < sy->n; j++) {
+            const int32_t b = fb == FB_SINGLE_BYTES ? find_text(t, p + j, 1) : t->byte_tok[p[j]];
+            if (b >= 0) ipush(out, b);
+            else if (fb == FB_BYTE_OR_UNK) ipush(out, t->unk);
+        }
+    }
+}
+
 // --- SentencePiece ---
 
 static void spm_fragment(struct work *w, const uint8_t *txt, size_t len, bool prefix,
                          struct ivec *out, uint8_t *buf)
 {
-    const struct rt_tok *t = w->t;
     /* " " + text with every space as U+2581 (E2 96 81) */
     size_t n = 0;
     if (prefix) buf[n++] = 0xE2, buf[n++] = 0x96, buf[n++] = 0x81;
@@ -773,20 +802,7 @@ static void spm_fragment(struct work *w, const uint8_t *txt, size_t len, bool pr
         out->oom = true;
         return;
     }
-    for (int64_t i = w->n_sym ? 0 : -1; i != -1; i = w->sym[i].next) {
-        const struct sym *sy = &w->sym[i];
-        const int32_t id = find_text(t, buf + sy->off, sy->n);
-        if (id >= 0) {
-            ipush(out, id);
-            continue;
-        }
-        /* resegment: no merge ever produces a non-token, so what is left is
-         * a single character outside the vocabulary: byte fallback */
-        for (size_t j = 0; j < sy->n; j++) {
-            const int32_t b = t->byte_tok[buf[sy->off + j]];
-            ipush(out, b >= 0 ? b : t->unk);
-        }
-    }
+    push_syms(w, FB_BYTE_OR_UNK, out);
 }
 
 // --- byte-level BPE ---
@@ -814,18 +830,7 @@ static void bpe_fragment(struct work *w, const uint8_t *txt, size_t len, struct 
             out->oom = true;
             return;
         }
-        for (int64_t i = w->n_sym ? 0 : -1; i != -1; i = w->sym[i].next) {
-            const struct sym *sy = &w->sym[i];
-            const int32_t id = find_text(t, word + sy->off, sy->n);
-            if (id >= 0) {
-                ipush(out, id);
-                continue;
-            }
-            for (size_t j = 0; j < sy->n; j++) { /* llama.cpp: single bytes that are tokens */
-                const int32_t b = find_text(t, word + sy->off + j, 1);
-                if (b >= 0) ipush(out, b);
-            }
-        }
+        push_syms(w, FB_SINGLE_BYTES, out);
     }
 }
 
@@ -861,18 +866,7 @@ static void spmbpe_fragment(struct work *w, const uint8_t *txt, size_t len, stru
             out->oom = true;
             return;
         }
-        for (int64_t i = w->n_sym ? 0 : -1; i != -1; i = w->sym[i].next) {
-            const struct sym *sy = &w->sym[i];
-            const int32_t id = find_text(t, word + sy->off, sy->n);
-            if (id >= 0) {
-                ipush(out, id);
-                continue;
-            }
-            for (size_t j = 0; j < sy->n; j++) {
-                const int32_t b = t->byte_tok[word[sy->off + j]];
-                if (b >= 0) ipush(out, b);
-            }
-        }
+        push_syms(w, FB_BYTE_TOKENS, out);
     }
 }
 
