@@ -39,6 +39,7 @@
 #define TINY_DIR MW_DATASETS_DIR "/tinyllama-8m"
 #define TINY_GGUF MW_DATASETS_DIR "/reference/tinyllama-8m.llamacpp-f16.gguf"
 #define CALIB_TXT MW_DATASETS_DIR "/corpora/calib.txt"
+#include "check_calib_common.h"
 
 // --- helpers ---
 
@@ -80,42 +81,8 @@ static uint8_t *gzip_mem(const void *d, size_t n, size_t *out_n)
     return o;
 }
 
-static struct calib_model *open_model(const char *path)
-{
-    struct calib_model *m = NULL;
-    struct mw_err err;
-    mw_err_clear(&err);
-    const enum mw_status s = calib_model_open(path, &m, &err);
-    ck_assert_msg(s == MW_OK, "open %s: %s %s", path, err.msg, err.where);
-    return m;
-}
 
-/* n samples of L text tokens from calib.txt */
-static struct calib_samples *samples_of(const struct calib_model *m, uint32_t n, uint32_t L,
-                                        enum calib_chunking ch)
-{
-    struct calib_corpus *c = NULL;
-    struct mw_err err;
-    mw_err_clear(&err);
-    ck_assert_int_eq(calib_corpus_load(CALIB_TXT, CALIB_CORPUS_AUTO, &c, &err), MW_OK);
-    struct calib_samples *s = NULL;
-    const struct calib_sample_opts o = {.n_samples = n, .seq_len = L, .chunking = ch,
-                                        .n_ctx_max = calib_model_hparams(m)->n_ctx_train};
-    ck_assert_int_eq(calib_samples_build(c, calib_model_tok(m), &o, &s, &err), MW_OK);
-    calib_corpus_free(c);
-    return s;
-}
 
-static struct calib_stats *run(struct calib_model *m, const struct calib_samples *s,
-                               const struct calib_run_opts *o)
-{
-    struct calib_stats *st = NULL;
-    struct mw_err err;
-    mw_err_clear(&err);
-    const enum mw_status r = calib_run(m, s, o, &st, &err);
-    ck_assert_msg(r == MW_OK, "calib_run: %s %s", err.msg, err.where);
-    return st;
-}
 
 static void assert_stats_equal(const struct calib_stats *a, const struct calib_stats *b)
 {
@@ -307,12 +274,12 @@ END_TEST
 START_TEST(samples_reference_protocol)
 {
     struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 0, 256, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 0, 256, CALIB_CHUNK_BOS_PREPEND);
     ck_assert_uint_eq(calib_samples_count(s), 345);
     ck_assert_uint_eq(calib_samples_n_pos(s), 257);
     ck_assert_uint_eq(calib_samples_stream_tokens(s), 88548); /* reference.json text_tokens */
     ck_assert(calib_samples_exhausted(s));
-    struct calib_samples *l = samples_of(m, 0, 256, CALIB_CHUNK_LLAMACPP);
+    struct calib_samples *l = samples_chunked(m, 0, 256, CALIB_CHUNK_LLAMACPP);
     ck_assert_uint_eq(calib_samples_count(l), 345);
     ck_assert_uint_eq(calib_samples_n_pos(l), 256);
     for (uint32_t k = 0; k < 345; k++) {
@@ -323,11 +290,11 @@ START_TEST(samples_reference_protocol)
         ck_assert(memcmp(a, b, 256 * sizeof(int32_t)) == 0);
     }
     /* the first N only, and tokenization stops early */
-    struct calib_samples *f = samples_of(m, 3, 256, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *f = samples_chunked(m, 3, 256, CALIB_CHUNK_BOS_PREPEND);
     ck_assert_uint_eq(calib_samples_count(f), 3);
     ck_assert(memcmp(calib_samples_tokens(f, 2), calib_samples_tokens(s, 2), 257 * 4) == 0);
     /* clamped to the context (512): BOS + 511 */
-    struct calib_samples *c = samples_of(m, 2, 5000, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *c = samples_chunked(m, 2, 5000, CALIB_CHUNK_BOS_PREPEND);
     ck_assert_uint_eq(calib_samples_seq_len(c), 511);
     ck_assert_uint_eq(calib_samples_n_pos(c), 512);
     calib_samples_free(c);
@@ -368,7 +335,7 @@ END_TEST
 START_TEST(forward_threads_and_callback_deterministic)
 {
     struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 5, 63, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 5, 63, CALIB_CHUNK_BOS_PREPEND);
     /* 2 samples per batch: three batches, the last one short */
     struct calib_run_opts o = {.n_threads = 1, .batch_rows = 128};
     struct calib_stats *a = run(m, s, &o);
@@ -410,7 +377,7 @@ START_TEST(forward_noop_callback_and_gguf_source)
     struct calib_model *g = open_model(TINY_GGUF);
     ck_assert(calib_model_is_gguf(g));
     ck_assert_uint_eq(calib_model_hparams(g)->n_vocab, calib_model_hparams(m)->n_vocab);
-    struct calib_samples *s = samples_of(m, 3, 40, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 3, 40, CALIB_CHUNK_BOS_PREPEND);
     struct calib_run_opts o = {.n_threads = 2, .batch_rows = 100};
     struct calib_stats *a = run(m, s, &o);
     int n_groups = 0, n_layers = 0;
@@ -500,7 +467,7 @@ static enum mw_status probe_group(void *ud, struct calib_layer *ly, enum calib_g
 START_TEST(forward_layer_api)
 {
     struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 4, 47, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 4, 47, CALIB_CHUNK_BOS_PREPEND);
     struct probe p = {0};
     struct calib_run_opts o = {.n_threads = 2, .batch_rows = 96, .on_group = probe_group,
                                .on_group_ud = &p};
@@ -564,7 +531,7 @@ static enum mw_status fold_group(void *ud, struct calib_layer *ly, enum calib_gr
 START_TEST(forward_fold_invariance)
 {
     struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 3, 50, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 3, 50, CALIB_CHUNK_BOS_PREPEND);
     struct calib_run_opts o = {.n_threads = 2};
     struct calib_stats *a = run(m, s, &o);
     o.on_group = fold_group;
@@ -617,7 +584,7 @@ static enum mw_status zero_o(void *ud, struct calib_layer *ly, enum calib_group 
 START_TEST(forward_change_propagates)
 {
     struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 2, 30, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 2, 30, CALIB_CHUNK_BOS_PREPEND);
     struct zero_ud z;
     struct calib_run_opts o = {.n_threads = 1, .on_group = zero_o, .on_group_ud = &z};
     struct calib_stats *a = run(m, s, &o);
@@ -646,7 +613,7 @@ static enum mw_status fail_at_2(void *ud, struct calib_layer *ly, enum calib_gro
 START_TEST(forward_errors)
 {
     struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 2, 20, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 2, 20, CALIB_CHUNK_BOS_PREPEND);
     struct calib_stats *st = NULL;
     struct mw_err err;
     mw_err_clear(&err);
@@ -691,22 +658,12 @@ static enum mw_status grab_last(void *ud, struct calib_layer *ly, struct mw_err 
     return MW_OK;
 }
 
-static float *tensor_f32(const struct gguf_file *f, const char *name)
-{
-    const int64_t i = gguf_tensor_find(f, name);
-    if (i < 0) return NULL;
-    const struct gguf_tensor *t = gguf_tensor_get(f, (uint64_t)i);
-    const uint64_t n = t->ne[0] * t->ne[1];
-    float *o = malloc(n * sizeof *o);
-    quant_traits_get(t->type)->to_float(gguf_tensor_data(f, (uint64_t)i), o, n);
-    return o;
-}
 
 /* max |our logit - runtime logit| / (1 + max |runtime logit|) over all
  * positions of sample 0 */
 static double logits_vs_runtime(struct calib_model *m, const char *gguf, uint32_t n_pos)
 {
-    struct calib_samples *s = samples_of(m, 1, n_pos, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 1, n_pos, CALIB_CHUNK_BOS_PREPEND);
     struct last_ud L = {0};
     struct calib_run_opts o = {.n_threads = 2, .on_layer = grab_last, .on_layer_ud = &L};
     struct calib_stats *st = run(m, s, &o);
@@ -815,7 +772,7 @@ static const char *const imatrix_ds[1] = {"calib.txt"};
 static struct calib_stats *imatrix_stats(struct imatrix_fixture *f)
 {
     f->m = open_model(TINY_DIR);
-    f->s = samples_of(f->m, 2, 32, CALIB_CHUNK_BOS_PREPEND);
+    f->s = samples_chunked(f->m, 2, 32, CALIB_CHUNK_BOS_PREPEND);
     struct calib_run_opts o = {.n_threads = 2};
     f->meta = (struct calib_imatrix_meta){.datasets = imatrix_ds, .n_datasets = 1};
     mw_err_clear(&f->err);
@@ -1001,7 +958,7 @@ static enum mw_status hess_group(void *ud, struct calib_layer *ly, enum calib_gr
 START_TEST(max_memory_adapts_batch)
 {
     struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
     struct calib_run_opts o = {.n_threads = 1};
     ck_assert_uint_eq(calib_run_batch_samples(m, s, &o), 6); /* 4096 rows: all 6 */
     struct calib_stats *a = run(m, s, &o);
@@ -1049,7 +1006,7 @@ END_TEST
 START_TEST(max_memory_scratch_file)
 {
     struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
     struct calib_run_opts o = {.n_threads = 1};
     struct calib_stats *a = run(m, s, &o);
     /* the least in memory: one sample per batch */
@@ -1099,7 +1056,7 @@ END_TEST
 START_TEST(max_memory_too_small)
 {
     struct calib_model *m = open_model(TINY_DIR);
-    struct calib_samples *s = samples_of(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
+    struct calib_samples *s = samples_chunked(m, 6, 63, CALIB_CHUNK_BOS_PREPEND);
     struct calib_run_opts one = {.n_threads = 1, .max_memory = 1};
     const uint64_t least = calib_run_peak_bytes(m, s, &one); /* one sample per batch, on disk */
     struct calib_run_opts o = {.n_threads = 1, .max_memory = least - 1};

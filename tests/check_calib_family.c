@@ -34,32 +34,14 @@
 #include "runtime/rt_ops.h"
 
 #define CALIB_TXT MW_DATASETS_DIR "/corpora/calib.txt"
+#include "check_calib_common.h"
 
 static const char *g_kind, *g_dir, *g_gguf;
 
-static struct calib_model *open_model(const char *path)
-{
-    struct calib_model *m = NULL;
-    struct mw_err err;
-    mw_err_clear(&err);
-    const enum mw_status s = calib_model_open(path, &m, &err);
-    ck_assert_msg(s == MW_OK, "open %s: %s %s", path, err.msg, err.where);
-    return m;
-}
 
 static struct calib_samples *samples_of(const struct calib_model *m, uint32_t n, uint32_t L)
 {
-    struct calib_corpus *c = NULL;
-    struct mw_err err;
-    mw_err_clear(&err);
-    ck_assert_int_eq(calib_corpus_load(CALIB_TXT, CALIB_CORPUS_AUTO, &c, &err), MW_OK);
-    struct calib_samples *s = NULL;
-    const struct calib_sample_opts o = {.n_samples = n, .seq_len = L,
-                                        .n_ctx_max = calib_model_hparams(m)->n_ctx_train};
-    ck_assert_msg(calib_samples_build(c, calib_model_tok(m), &o, &s, &err) == MW_OK, "%s",
-                  err.msg);
-    calib_corpus_free(c);
-    return s;
+    return samples_chunked(m, n, L, CALIB_CHUNK_BOS_PREPEND);
 }
 
 /* the final hidden states of every row (on_layer after the last layer) */
@@ -112,27 +94,7 @@ static enum mw_status fold_cb(void *ud, struct calib_layer *ly, enum calib_group
     return s;
 }
 
-static struct calib_stats *run(struct calib_model *m, const struct calib_samples *s,
-                               const struct calib_run_opts *o)
-{
-    struct calib_stats *st = NULL;
-    struct mw_err err;
-    mw_err_clear(&err);
-    const enum mw_status r = calib_run(m, s, o, &st, &err);
-    ck_assert_msg(r == MW_OK, "calib_run: %s %s", err.msg, err.where);
-    return st;
-}
 
-static float *tensor_f32(const struct gguf_file *f, const char *name)
-{
-    const int64_t i = gguf_tensor_find(f, name);
-    if (i < 0) return NULL;
-    const struct gguf_tensor *t = gguf_tensor_get(f, (uint64_t)i);
-    const uint64_t n = t->ne[0] * t->ne[1];
-    float *o = malloc(n * sizeof *o);
-    quant_traits_get(t->type)->to_float(gguf_tensor_data(f, (uint64_t)i), o, n);
-    return o;
-}
 
 /* max |our logit - runtime logit| / (1 + max |runtime logit|) over the
  * positions of sample 0 */

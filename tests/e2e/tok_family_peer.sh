@@ -10,14 +10,13 @@
 #           "granite-embed-multi-311m" as llama.cpp writes it; gemma3mm:
 #           the same tokenizer in a Gemma3ForConditionalGeneration (vocab
 #           262208 from text_config's defaults); gemma2:
-#           tokenizer.model -> SentencePiece "llama", no dummy prefix). While
-#           memwall convert does not know a family yet, its tokenizer files
-#           ride on a tiny llama checkpoint (tok_carrier.py) instead.
+#           tokenizer.model -> SentencePiece "llama", no dummy prefix).
 #   texts   datasets/corpora/eval.txt, tests/fixtures/multilingual.txt, a
 #           file of special-token spellings and odd white space, and one of
 #           odd bytes;
 #   flags   none, --no-bos, --parse-special, --no-bos --parse-special (the
-#           same flags on both sides, as llama-tokenize's).
+#           same flags on both sides, as llama-tokenize's) on the short
+#           texts (specials, odd bytes); the long ones with the defaults.
 #
 # Qwen3's tokenizer.json asks for NFC, which memwall applies on its own files
 # (memwall.tokenizer.normalizer) and llama.cpp does not (it has no
@@ -39,33 +38,12 @@ have_python || skip "python3 missing (fixtures, NFC texts)"
 scratch_on_shm tokfam
 
 total=0
-# same LABEL OURS_TEXT THEIR_TEXT GGUF FLAGS...: ids must be identical
+source "$HERE/tok_common.sh"
+# same LABEL OURS_TEXT THEIR_TEXT GGUF FLAGS...: tok_same, counted
 same() {
-    local label=$1 ours=$2 theirs=$3 f=$4
-    shift 4
-    if ! $MW_EMU "$RUNBIN" -m "$f" --tokenize "$ours" -q "$@" > "$T/ours" 2> "$T/ours.err"; then
-        fail "$label: memwall-run --tokenize $*: $(tail -n 2 "$T/ours.err")"
-        return
-    fi
-    if ! "$PEER" tokenize "$f" "$theirs" "$@" > "$T/theirs" 2> "$T/theirs.err"; then
-        fail "$label: llama-peer tokenize $*: $(tail -n 2 "$T/theirs.err")"
-        return
-    fi
-    local n
-    n=$(wc -w < "$T/theirs")
-    if cmp -s "$T/ours" "$T/theirs"; then
-        total=$((total + n))
-        fam_total=$((fam_total + n))
-        return
-    fi
-    fail "$label [$*]: ids differ from llama.cpp's ($(wc -w < "$T/ours") vs $n)"
-    tr ' ' '\n' < "$T/ours" > "$T/ours.l"
-    tr ' ' '\n' < "$T/theirs" > "$T/theirs.l"
-    local at
-    at=$(cmp "$T/ours.l" "$T/theirs.l" 2> /dev/null | awk '{ print $NF }')
-    [ -n "$at" ] || at=1
-    echo "    from id #$at: ours   $(tail -n +"$at" "$T/ours.l" | head -n 12 | tr '\n' ' ')"
-    echo "    from id #$at: llama  $(tail -n +"$at" "$T/theirs.l" | head -n 12 | tr '\n' ' ')"
+    tok_same "$@"
+    total=$((total + TOK_N))
+    fam_total=$((fam_total + TOK_N))
 }
 
 printf ' </s> <|im_end|> hi<|endoftext|> <think>x</think> <|fim_pad|><|repo_name|>\n<start_of_turn>user\n  hello  <end_of_turn>\n<start_of_turn>model\n<bos><eos><pad> <unused0> [multimodal] <mask> <unk> <s> <0x41> \xe2\x96\x81\xe2\x96\x81x \t\tcode\n    indented\n\n\n\n  two  spaces   three\r\n<|im_start|>system\n<|user|><|end|>' \
@@ -92,27 +70,20 @@ for fam in qwen3 gemma3 gemma3mm gemma2; do
         fail "$fam: mk_family_fixture.py: $(tail -n 2 "$T/fx.log")"
         continue
     fi
-    how="family fixture"
     if ! $MW_EMU "$MEMWALL" convert "$T/hf-$fam" -o "$T/$fam.gguf" -q > "$T/c.log" 2>&1; then
-        if grep -q "is not supported" "$T/c.log"; then
-            vocab=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["vocab_size"])' \
-                "$T/hf-$fam/config.json")
-            python3 "$HERE/tok_carrier.py" "$T/hf-$fam" "$vocab" "$T/car-$fam" &&
-                $MW_EMU "$MEMWALL" convert "$T/car-$fam" -o "$T/$fam.gguf" -q > "$T/c.log" 2>&1 ||
-                { fail "$fam: carrier conversion: $(tail -n 2 "$T/c.log")"; continue; }
-            how="carrier (memwall convert does not know $fam yet)"
-        else
-            fail "$fam: memwall convert: $(tail -n 2 "$T/c.log")"
-            continue
-        fi
+        fail "$fam: memwall convert: $(tail -n 2 "$T/c.log")"
+        continue
     fi
-    rm -rf "$T/hf-$fam" "$T/car-$fam"
+    rm -rf "$T/hf-$fam"
     "$PEER" -v info "$T/$fam.gguf" > "$T/info" 2>&1 || { fail "$fam: llama.cpp does not load it"; continue; }
     if grep -qiE "missing pre-tokenizer|pre-tokenizer.*(unknown|not recognized)|GENERATION QUALITY" "$T/info"; then
         fail "$fam: llama.cpp warns about the pre-tokenizer"
     fi
     for i in "${!texts[@]}"; do
-        for fl in "" "--no-bos" "--parse-special" "--no-bos --parse-special"; do
+        flags=("")
+        # every flag combination on the short texts; the long ones as llama-tokenize's default
+        [ "$(wc -c < "${texts[$i]}")" -lt 4096 ] && flags+=("--no-bos" "--parse-special" "--no-bos --parse-special")
+        for fl in "${flags[@]}"; do
             # shellcheck disable=SC2086
             if [ $fam = qwen3 ]; then
                 nfc "${texts[$i]}" "$T/nfc.txt"
@@ -123,7 +94,7 @@ for fam in qwen3 gemma3 gemma3mm gemma2; do
             fi
         done
     done
-    echo "  $how: $fam_total ids identical to llama.cpp's"
+    echo "  $fam_total ids identical to llama.cpp's"
     rm -f "$T/$fam.gguf"
 done
 echo "total: $total ids compared"

@@ -30,35 +30,14 @@ SAMPLE="$FIX/multilingual.txt"
 find_peer
 [ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
 
-# compare LABEL GGUF TEXT: ids of memwall-run --tokenize and llama-peer
-# tokenize must be identical; prints the count
+source "$(dirname "${BASH_SOURCE[0]}")/tok_common.sh"
+# compare LABEL GGUF TEXT [MODEL]: ids identical, counted
 total=0
 compare() {
-    local label=$1 f=$2 txt=$3 model=${4:-}
-    if ! $MW_EMU "$RUNBIN" -m "$f" --tokenize "$txt" -q > "$T/ours" 2> "$T/ours.err"; then
-        fail "$label: memwall-run --tokenize: $(tail -n 2 "$T/ours.err")"
-        return
-    fi
-    if ! "$PEER" tokenize "$f" "$txt" > "$T/theirs" 2> "$T/theirs.err"; then
-        fail "$label: llama-peer tokenize: $(tail -n 2 "$T/theirs.err")"
-        return
-    fi
-    local n
-    n=$(wc -w < "$T/theirs")
-    if cmp -s "$T/ours" "$T/theirs"; then
-        echo "  $label: $n ids ($(wc -c < "$txt") bytes), identical"
-        total=$((total + n))
-        return
-    fi
-    fail "$model: $label: tokenization differs from llama.cpp's ($(wc -w < "$T/ours") ids vs $n)"
-    # first difference, with some context
-    tr ' ' '\n' < "$T/ours" > "$T/ours.l"
-    tr ' ' '\n' < "$T/theirs" > "$T/theirs.l"
-    local at
-    at=$(cmp "$T/ours.l" "$T/theirs.l" 2> /dev/null | awk '{ print $NF }')
-    [ -n "$at" ] || at=1
-    echo "    from id #$at: ours   $(tail -n +"$at" "$T/ours.l" | head -n 12 | tr '\n' ' ')"
-    echo "    from id #$at: llama  $(tail -n +"$at" "$T/theirs.l" | head -n 12 | tr '\n' ' ')"
+    tok_same "${4:+$4: }$1" "$3" "$3" "$2"
+    [ "$TOK_N" -gt 0 ] || return 0
+    echo "  $1: $TOK_N ids ($(wc -c < "$3") bytes), identical"
+    total=$((total + TOK_N))
 }
 
 printf ' leading space, \xe2\x96\x81 marker, \xc3\xa9t\xc3\xa9 \xe2\x82\xac 1234567 \t tabs  \n\n \xff\xfe bad bytes <s> </s> <unk> [INST] \xf0\x9f\x99\x82 end' \
