@@ -62,6 +62,7 @@ out_ok() {
   return 0
 }
 
+fetch_tokenizers
 methods="rtn gptq awq awq+gptq gptq-act awq+gptq-act"
 for k in ${MW_FAMILY_KINDS:-qwen3 gemma3 gemma2 phi3 phi3long}; do
   d=$T/hf-$k

@@ -43,6 +43,7 @@ prc=$?
 PEER=$(echo "$PEER" | tail -n 1)
 [ -f "$EVAL" ] || skip "no eval.txt"
 have_python || [ -n "${MW_FAMILY_GGUF_DIR:-}" ] || skip "python3 needed for the fixtures"
+[ -n "${MW_FAMILY_GGUF_DIR:-}" ] || fetch_tokenizers
 
 # family_gguf KIND: the converted fixture's path on stdout; 77 when it cannot be made
 family_gguf() {

