@@ -11,10 +11,13 @@
 #   memwall.*                          memwall's provenance keys
 #   general.name, general.basename,    llama.cpp derives them from the
 #   general.finetune, general.size_label  directory name / parameter count
-# Gemma 3 (gemma3, gemma3mm) ships only a tokenizer.json, for which llama.cpp's
-# converter has no path (no pre-tokenizer hash for it); its reference comes
-# from the same checkpoint with a tokenizer.model (what real Gemma 3
-# checkpoints carry). Tensors and every non-tokenizer key are judged as for
+# Gemma 3 (gemma3, gemma3mm) ships only a tokenizer.json (SentencePiece-style
+# BPE with byte fallback). llama.cpp's converter takes it through transformers'
+# AutoTokenizer, which Debian does not ship and the bench shim does not
+# emulate for byte-fallback vocabularies, so its reference comes from the same
+# checkpoint with a tokenizer.model (what real Gemma 3 checkpoints carry);
+# memwall's own tokenizer keys for it are judged by tok_family_peer.sh
+# (llama.cpp tokenizes the file as Hugging Face does). Tensors and every non-tokenizer key are judged as for
 # the other families; the tokenizer.* keys that differ are listed as NOTE
 # lines, not judged (MW_FAMILIES_GEMMA3_TOK=strict judges them too). That
 # twin itself (tokenizer.model + tokenizer.json) is converted as well and
@@ -29,6 +32,8 @@
 # pre-tokenizer warning ("missing pre-tokenizer type" / "GENERATION QUALITY").
 #
 #   convert_families.sh mw|peer [HPARAMS_CMP]
+# MW_FAMILIES_TYPES: the output types (default f16 bf16 q8_0; the sanitizer
+# build runs f16 only: the code paths per type are the plain build's).
 # Skips (77) when the tokenizer files cannot be fetched (npm) or, with peer,
 # when llama-peer cannot be built.
 source "$(dirname "${BASH_SOURCE[0]}")/hf_common.sh"
@@ -58,7 +63,7 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src; do
     mrc=$?
     [ $mrc -eq 77 ] && skip "fixture $k: $(tail -n 1 "$T/mk.log")"
     [ $mrc -eq 0 ] || { fail "mk_family_fixture.py $k: exit $mrc: $(tail -n 2 "$T/mk.log")"; continue; }
-    for t in f16 bf16 q8_0; do
+    for t in ${MW_FAMILIES_TYPES:-f16 bf16 q8_0}; do
         g="$T/$k-$t.gguf"
         run 0 convert "$T/$k" -o "$g" --type $t -q || continue
         ref="$REF/$k-$t.json"
@@ -114,7 +119,7 @@ print(c.get("vocab_size") or c.get("text_config", {}).get("vocab_size") or 26220
     gemma3|gemma3mm)
         python3 "$FIX/mk_family_fixture.py" "$k" "$T/$k-spm" --spm --tok-dir "$TOKDIR" > "$T/mk.log" 2>&1 ||
             { fail "mk_family_fixture.py $k --spm: $(tail -n 2 "$T/mk.log")"; continue; }
-        for t in f16 q8_0; do
+        for t in ${MW_FAMILIES_TYPES:-f16 q8_0}; do
             run 0 convert "$T/$k-spm" -o "$T/$k-spm-$t.gguf" --type $t -q || continue
             python3 "$FIX/gguf_digest.py" --cmp "$REF/$k-$t.json" "$T/$k-spm-$t.gguf" "${IGN[@]}" > "$T/cmp" ||
                 fail "$k (tokenizer.model) $t differs from llama.cpp: $(head -n 8 "$T/cmp")"

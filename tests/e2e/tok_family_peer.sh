@@ -15,8 +15,8 @@
 #           file of special-token spellings and odd white space, and one of
 #           odd bytes;
 #   flags   none, --no-bos, --parse-special, --no-bos --parse-special (the
-#           same flags on both sides, as llama-tokenize's) on the short
-#           texts (specials, odd bytes); the long ones with the defaults.
+#           same flags on both sides, as llama-tokenize's) on the special-token
+#           spellings; the other texts with the defaults.
 #
 # Qwen3's tokenizer.json asks for NFC, which memwall applies on its own files
 # (memwall.tokenizer.normalizer) and llama.cpp does not (it has no
@@ -82,8 +82,9 @@ for fam in qwen3 gemma3 gemma3mm gemma2; do
     fi
     for i in "${!texts[@]}"; do
         flags=("")
-        # every flag combination on the short texts; the long ones as llama-tokenize's default
-        [ "$(wc -c < "${texts[$i]}")" -lt 4096 ] && flags+=("--no-bos" "--parse-special" "--no-bos --parse-special")
+        # every flag combination on the special-token spellings; the other texts
+        # with llama-tokenize's defaults (each call loads the whole vocabulary twice)
+        [ "${names[$i]}" = special ] && flags+=("--no-bos" "--parse-special" "--no-bos --parse-special")
         for fl in "${flags[@]}"; do
             # shellcheck disable=SC2086
             if [ $fam = qwen3 ]; then
