@@ -281,6 +281,16 @@ bool calib_stats_entry(const struct calib_stats *st, uint32_t il, enum calib_wki
 /* Entries over all layers: n_layer * 7, less the fused parts. */
 uint64_t calib_stats_n_entries(const struct calib_stats *st);
 uint32_t calib_stats_n_samples(const struct calib_stats *st);
+/* Where calib_run's time went (issue 13; wall seconds, CLOCK_MONOTONIC):
+ * the forward GEMMs (every linear of every pass, flop = 2 rows n_in n_out),
+ * the Hessian accumulations (flop = the 256-blocks of the upper triangle,
+ * 2 x 256² x rows each), the on_group callbacks in all (the methods: AWQ
+ * search, GPTQ, and the Hessians they ask for — hess_s is inside it), and
+ * the whole run from the embeddings to the last layer. */
+struct calib_timing {
+    double gemm_s, gemm_flop, hess_s, hess_flop, callback_s, total_s;
+};
+const struct calib_timing *calib_stats_timing(const struct calib_stats *st);
 uint32_t calib_stats_n_pos(const struct calib_stats *st);
 void calib_stats_free(struct calib_stats *st); /* NULL-safe */
 
@@ -364,6 +374,36 @@ typedef enum mw_status (*calib_layer_fn)(void *ud, struct calib_layer *ly, struc
 typedef void (*calib_progress_fn)(void *ud, uint32_t layers_done, uint32_t n_layer,
                                   double seconds);
 
+/* Progress by stage (issue 13): calib_run reports the start and the end of
+ * each stage of each layer, in order:
+ *   "embed"   (layer = first_layer; the embedding rows, or load_hidden on a
+ *             resumed run)
+ *   per layer: "attn_in", "attn_out", "ffn_in", "ffn_down" (with an
+ *             on_group callback: the group's pass plus the callback — AWQ,
+ *             GPTQ — run between start and end; without: one fused pass
+ *             reported as "forward"), then "layer" (start: on_layer runs;
+ *             end: the layer is complete, its memory released).
+ * layers_done counts the layers finished in THIS run (a resumed run starts
+ * at 0 with first_layer > 0); seconds since calib_run began. The callback
+ * must not call back into calib. */
+struct calib_stage_event {
+    const char *stage;      /* one of the names above */
+    bool end;               /* false: the stage starts; true: it is done */
+    uint32_t layer;         /* the layer it belongs to */
+    uint32_t n_layer;
+    uint32_t first_layer;   /* where this run started (calib_run_opts.first_layer) */
+    uint32_t layers_done;   /* layers finished in this run */
+    double seconds;         /* since calib_run began */
+};
+typedef void (*calib_stage_fn)(void *ud, const struct calib_stage_event *ev);
+
+/* Resume (issue 13): fill rows [row0, row0 + n_rows) of the hidden states
+ * that enter layer first_layer (n_rows x n_embd floats, row-major: what
+ * calib_layer_hidden gave in the previous layer's on_layer), called in row
+ * order, n_rows <= calib_layer_max_rows()-sized batches of whole samples. */
+typedef enum mw_status (*calib_hidden_fn)(void *ud, uint64_t row0, uint64_t n_rows, float *dst,
+                                          struct mw_err *err);
+
 uint32_t calib_layer_index(const struct calib_layer *ly);
 uint32_t calib_layer_n_samples(const struct calib_layer *ly);
 uint32_t calib_layer_n_pos(const struct calib_layer *ly);
@@ -416,12 +456,15 @@ enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, u
                                    uint32_t n, float *out, struct mw_err *err);
 
 /* Rows [row0, row0 + n_rows) of the residual stream (n_embd floats per row,
- * a read-only view into the engine's hidden states, valid until the layer
- * ends): in the ATTN_IN / ATTN_OUT callbacks the layer's input, in FFN_IN /
- * FFN_DOWN the input plus the attention block's output, in on_layer the
- * layer's output (after the last layer: the model's final hidden states,
- * before output_norm). Errors: MW_E_USAGE (range). */
-enum mw_status calib_layer_hidden(const struct calib_layer *ly, uint64_t row0, uint64_t n_rows,
+ * a read-only view): in the ATTN_IN / ATTN_OUT callbacks the layer's input,
+ * in FFN_IN / FFN_DOWN the input plus the attention block's output, in
+ * on_layer the layer's output (after the last layer: the model's final
+ * hidden states, before output_norm). With the hidden states in memory the
+ * view points into them and stays valid until the layer ends; when they
+ * are in a scratch file (calib_run_hidden_on_disk) n_rows must not exceed
+ * calib_layer_max_rows() and the rows are read into a buffer valid until
+ * the next calib_layer_* call. Errors: MW_E_USAGE (range), MW_E_IO. */
+enum mw_status calib_layer_hidden(struct calib_layer *ly, uint64_t row0, uint64_t n_rows,
                                   const float **x, struct mw_err *err);
 
 /* H = Σ_rows x xᵀ over all T rows of group g's current input: (n_in, n_in)
@@ -433,6 +476,23 @@ enum mw_status calib_layer_hidden(const struct calib_layer *ly, uint64_t row0, u
  * MW_E_USAGE (later group), MW_E_NOMEM. */
 enum mw_status calib_layer_hessian(struct calib_layer *ly, enum calib_group g, const float **H,
                                    struct mw_err *err);
+
+/* The lean mode (calib_run_hidden_on_disk): the big weights (q k v o gate up
+ * down) live in a scratch file and calib_layer_weight reads the one asked
+ * for into memory; it stays there (the same view) until
+ * calib_layer_weight_release(ly, w) or the end of the callback, when it goes
+ * back (written if it was handed out mutable). Releasing a part of a fused
+ * tensor (phi3 attn_qkv, ffn_up) releases the whole tensor: the other
+ * parts' views become invalid too. Outside the lean mode release does
+ * nothing. Errors: MW_E_USAGE, MW_E_IO / MW_E_NOSPACE (the scratch file). */
+enum mw_status calib_layer_weight_release(struct calib_layer *ly, enum calib_wkind w,
+                                          struct mw_err *err);
+
+/* calib_layer_hessian, but the caller takes the buffer (free() it): no copy
+ * when it overwrites H (GPTQ factors it in place). The engine computes the
+ * next request afresh. */
+enum mw_status calib_layer_hessian_take(struct calib_layer *ly, enum calib_group g, float **H,
+                                        struct mw_err *err);
 
 // --- the run ------------------------------------------------------------------------
 
@@ -453,6 +513,17 @@ struct calib_run_opts {
     uint64_t max_memory;       /* bytes calib_run's own allocations may reach (activations,
                                 * statistics, Hessians; not the mapped model, not the
                                 * callbacks'); 0: no bound. (issue 7: --max-memory) */
+    calib_stage_fn on_stage;   /* progress per stage (may be NULL) */
+    void *on_stage_ud;
+    uint32_t first_layer;      /* resume: start here (0: from the embeddings); the layers
+                                * before it are not run and their statistics stay zero */
+    calib_hidden_fn load_hidden; /* required when first_layer > 0 */
+    void *load_hidden_ud;
+    bool lean;                 /* the lean mode at once (what --max-memory switches to when
+                                * nothing else fits; see max_memory below) */
+    const char *scratch_dir;   /* directory of the file-backed scratch (hidden states,
+                                * attention outputs, parked weights); NULL: $TMPDIR or /tmp.
+                                * Files are unlinked as soon as they are created. */
 };
 /*
  * max_memory (issue 7): calib_run plans its allocations before making any

@@ -35,7 +35,17 @@ struct calib_stats {
     bool fused_qkv, fused_gate_up; /* names of the imatrix entries (calib_stats_entry) */
     struct calib_group_stats *g; /* (n_layer, CALIB_G_COUNT) */
     double *buf;
+    struct calib_timing tm;
 };
+
+const struct calib_timing *calib_stats_timing(const struct calib_stats *st) { return &st->tm; }
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 void calib_stats_free(struct calib_stats *st)
 {
@@ -200,11 +210,33 @@ struct engine {
     /* batch scratch (rows_b rows) */
     float *xin, *q, *k, *v, *att, *g, *u, *y, *ubuf, *S;
     float *one;   /* (n_pos, Q): one sample's attention output */
-    float *w[CALIB_T_COUNT];   /* views (fused parts point into their tensor) */
+    float *w[CALIB_T_COUNT];   /* views (fused parts point into their tensor); NULL:
+                                * parked (lean) */
     float *wown[CALIB_T_COUNT]; /* the buffers loaded from the model */
+    /* lean mode (issue 13, --max-memory): the hidden states (hs_file), the
+     * attention outputs (xo_fd) and the layer's seven big weights (w_fd, f32
+     * at woff[owner]) live in unlinked scratch files; the engine's GEMMs
+     * stream a parked weight in panels of panel_rows rows (whole 256-column
+     * tiles of mw_gemm: the same bits); a callback's calib_layer_weight makes
+     * one resident until calib_layer_weight_release or the callback's end. */
+    bool lean;
+    int xo_fd, w_fd;
+    char xo_path[256], w_path[256];
+    uint64_t woff[CALIB_T_COUNT];
+    bool dirty[CALIB_T_COUNT];
+    float *panel;
+    uint64_t hsb_n;  /* rows of hsb that hold [hsb_r0, hsb_r0 + hsb_n) */
+    float *hsv;      /* calib_layer_hidden's buffer (hs_file: rows_b x E) */
+    const char *scratch_dir;
+    calib_stage_fn on_stage;
+    void *on_stage_ud;
+    uint32_t first_layer, layers_done;
+    struct timespec t_start;
     struct calib_stats *st;
     struct calib_layer ly;
 };
+
+static uint64_t panel_rows(uint64_t n_in);
 
 /* floats for a * b (* c) elements, the product checked */
 static float *alloc_f(uint64_t n, bool *ok);
@@ -320,7 +352,10 @@ static void linear(struct engine *e, const float *X, uint64_t nr, uint64_t n_in,
 {
     /* fixed tiles, row tiles per sample: the same bits for any thread count
      * and any samples per batch (mw_blas.h) */
+    const double t0 = now_s();
     mw_gemm(e->pool, false, true, nr, n_out, n_in, 1.0f, X, n_in, W, n_in, 0.0f, Y, ldy, e->n_pos);
+    e->st->tm.gemm_s += now_s() - t0;
+    e->st->tm.gemm_flop += 2.0 * (double)nr * (double)n_in * (double)n_out;
     if (bias) {
         if (ldy == n_out) {
             run_rows(e, OP_BIAS, nr, n_out, Y, NULL, bias, 0);
@@ -371,31 +406,182 @@ static float *hs_at(const struct engine *e, uint64_t r0)
     return e->hs_file ? e->hsb + (r0 - e->hsb_r0) * e->E : e->hs + r0 * e->E;
 }
 
-/* rows [r0, r0 + nr) of the scratch file <-> hsb */
-static enum mw_status hs_io(struct engine *e, bool write, uint64_t r0, uint64_t nr,
-                            struct mw_err *err)
+/* n bytes at off of a scratch file <-> buf; what names the file's content */
+static enum mw_status fio(int fd, const char *path, bool write, uint64_t off, void *buf,
+                          uint64_t n, const char *what, struct mw_err *err)
 {
-    const uint64_t off0 = r0 * e->E * sizeof(float), n = nr * e->E * sizeof(float);
-    uint8_t *b = (uint8_t *)e->hsb;
+    uint8_t *b = buf;
     for (uint64_t done = 0; done < n;) {
         const size_t want = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(n - done);
-        const ssize_t k = write ? pwrite(e->hs_fd, b + done, want, (off_t)(off0 + done))
-                                : pread(e->hs_fd, b + done, want, (off_t)(off0 + done));
+        const ssize_t k = write ? pwrite(fd, b + done, want, (off_t)(off + done))
+                                : pread(fd, b + done, want, (off_t)(off + done));
         if (k < 0 && errno == EINTR) continue;
         if (k <= 0) {
             const int en = k < 0 ? errno : EIO;
             mw_err_clear(err);
-            mw_err_set_path(err, e->hs_path);
-            return MW_FAIL(err, en == ENOSPC || en == EFBIG ? MW_E_NOSPACE : MW_E_IO, off0 + done,
-                           "%s the scratch file of hidden states (%llu bytes; unlinked, under "
-                           "$TMPDIR or /tmp): %s",
-                           write ? "writing" : "reading",
-                           (unsigned long long)(e->T * e->E * sizeof(float)),
+            mw_err_set_path(err, path);
+            return MW_FAIL(err, en == ENOSPC || en == EFBIG ? MW_E_NOSPACE : MW_E_IO, off + done,
+                           "%s the scratch file of %s (unlinked; --max-memory keeps it on disk "
+                           "under $TMPDIR, /tmp or the work dir): %s",
+                           write ? "writing" : "reading", what,
                            k < 0 ? strerror(en) : "short read");
         }
         done += (uint64_t)k;
     }
+    return MW_OK;
+}
+
+/* read: rows [r0, r0 + nr) of the scratch file -> hsb (the window starts
+ * at r0); write: those rows, which must lie in the window, back to the file */
+static enum mw_status hs_io(struct engine *e, bool write, uint64_t r0, uint64_t nr,
+                            struct mw_err *err)
+{
+    if (write)
+        return fio(e->hs_fd, e->hs_path, true, r0 * e->E * sizeof(float), hs_at(e, r0),
+                   nr * e->E * sizeof(float), "hidden states", err);
+    enum mw_status s = fio(e->hs_fd, e->hs_path, false, r0 * e->E * sizeof(float), e->hsb,
+                           nr * e->E * sizeof(float), "hidden states", err);
     e->hsb_r0 = r0;
+    e->hsb_n = s ? 0 : nr;
+    return s;
+}
+
+/* hidden-state rows [r0, r0 + nr) (nr <= rows_b) available through hs_at */
+static enum mw_status hs_need(struct engine *e, uint64_t r0, uint64_t nr, struct mw_err *err)
+{
+    if (!e->hs_file || (r0 >= e->hsb_r0 && r0 + nr <= e->hsb_r0 + e->hsb_n)) return MW_OK;
+    return hs_io(e, false, r0, nr, err);
+}
+
+/* attention outputs X_o rows [r0, r0 + nr) <-> dst (lean: the scratch file) */
+static enum mw_status xo_io(struct engine *e, bool write, uint64_t r0, uint64_t nr, float *buf,
+                            struct mw_err *err)
+{
+    return fio(e->xo_fd, e->xo_path, write, r0 * e->Q * sizeof(float), buf,
+               nr * e->Q * sizeof(float), "attention outputs", err);
+}
+
+static bool big_slot(enum calib_tslot t)
+{
+    return (t >= CALIB_T_WQ && t <= CALIB_T_WDOWN) || t == CALIB_T_WQKV;
+}
+
+/* The tensor that holds slot t (fused parts: attn_qkv, ffn_up), and t's
+ * first row in it */
+static enum calib_tslot owner_of(const struct engine *e, enum calib_tslot t, uint64_t *row0)
+{
+    *row0 = 0;
+    if (e->hp->fused_qkv && (t == CALIB_T_WQ || t == CALIB_T_WK || t == CALIB_T_WV)) {
+        *row0 = t == CALIB_T_WQ ? 0 : t == CALIB_T_WK ? e->Q : e->Q + e->KV;
+        return CALIB_T_WQKV;
+    }
+    if (e->hp->fused_gate_up && (t == CALIB_T_WGATE || t == CALIB_T_WUP)) {
+        *row0 = t == CALIB_T_WGATE ? 0 : e->F;
+        return CALIB_T_WUP;
+    }
+    return t;
+}
+
+/* the views of the fused parts into their owner's buffer */
+static void set_views(struct engine *e)
+{
+    if (e->hp->fused_qkv) {
+        float *b = e->wown[CALIB_T_WQKV];
+        e->w[CALIB_T_WQ] = b;
+        e->w[CALIB_T_WK] = b ? b + e->Q * e->E : NULL;
+        e->w[CALIB_T_WV] = b ? b + (e->Q + e->KV) * e->E : NULL;
+    }
+    if (e->hp->fused_gate_up) {
+        float *b = e->wown[CALIB_T_WUP];
+        e->w[CALIB_T_WGATE] = b;
+        e->w[CALIB_T_WUP] = b ? b + e->F * e->E : NULL;
+    }
+}
+
+static uint64_t slot_bytes(const struct engine *e, enum calib_tslot t)
+{
+    return calib__slot_elems(e->hp, t) * sizeof(float);
+}
+
+/* lean: owner slot o resident (read back from the weights file) */
+static enum mw_status w_resident(struct engine *e, enum calib_tslot o, struct mw_err *err)
+{
+    if (!e->lean || e->wown[o] || !calib__model_has(e->m, e->ly.il, o)) return MW_OK;
+    bool ok = true;
+    float *b = alloc_f(slot_bytes(e, o) / sizeof(float), &ok);
+    if (!ok)
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "layer %u: weight of %llu bytes",
+                       e->ly.il, (unsigned long long)slot_bytes(e, o));
+    enum mw_status s = fio(e->w_fd, e->w_path, false, e->woff[o], b, slot_bytes(e, o),
+                           "parked weights", err);
+    if (s) {
+        free(b);
+        return s;
+    }
+    e->wown[o] = e->w[o] = b;
+    e->dirty[o] = false;
+    set_views(e);
+    return MW_OK;
+}
+
+/* lean: owner slot o back to the weights file (written if changed), freed */
+static enum mw_status w_park(struct engine *e, enum calib_tslot o, struct mw_err *err)
+{
+    if (!e->lean || !e->wown[o] || !big_slot(o)) return MW_OK;
+    if (e->dirty[o]) {
+        enum mw_status s = fio(e->w_fd, e->w_path, true, e->woff[o], e->wown[o],
+                               slot_bytes(e, o), "parked weights", err);
+        if (s) return s;
+        e->dirty[o] = false;
+    }
+    free(e->wown[o]);
+    e->wown[o] = e->w[o] = NULL;
+    set_views(e);
+    return MW_OK;
+}
+
+static enum mw_status park_all(struct engine *e, struct mw_err *err)
+{
+    enum mw_status s = MW_OK;
+    for (int t = 0; t < CALIB_T_COUNT && !s; t++) s = w_park(e, (enum calib_tslot)t, err);
+    return s;
+}
+
+/* Y = X W_t^T (+ b) for slot t, resident or parked (lean: streamed from the
+ * weights file in panels of panel_rows rows, each a whole number of
+ * mw_gemm's 256-column tiles starting at a multiple of 256, so every tile
+ * is the call the resident weight would make: the same bits). */
+static enum mw_status linear_w(struct engine *e, const float *X, uint64_t nr, uint64_t n_in,
+                               enum calib_tslot t, enum calib_tslot b, uint64_t n_out, float *Y,
+                               uint64_t ldy, struct mw_err *err)
+{
+    if (e->w[t] || !e->lean) {
+        linear(e, X, nr, n_in, e->w[t], e->w[b], n_out, Y, ldy);
+        return MW_OK;
+    }
+    uint64_t row0;
+    const enum calib_tslot o = owner_of(e, t, &row0);
+    const uint64_t pr = panel_rows(n_in);
+    for (uint64_t c0 = 0; c0 < n_out; c0 += pr) {
+        const uint64_t c1 = c0 + pr < n_out ? c0 + pr : n_out;
+        enum mw_status s = fio(e->w_fd, e->w_path, false,
+                               e->woff[o] + (row0 + c0) * n_in * sizeof(float), e->panel,
+                               (c1 - c0) * n_in * sizeof(float), "parked weights", err);
+        if (s) return s;
+        const double t0 = now_s();
+        mw_gemm(e->pool, false, true, nr, c1 - c0, n_in, 1.0f, X, n_in, e->panel, n_in, 0.0f,
+                Y + c0, ldy, e->n_pos);
+        e->st->tm.gemm_s += now_s() - t0;
+        e->st->tm.gemm_flop += 2.0 * (double)nr * (double)n_in * (double)(c1 - c0);
+    }
+    if (e->w[b]) {
+        if (ldy == n_out) {
+            run_rows(e, OP_BIAS, nr, n_out, Y, NULL, e->w[b], 0);
+        } else {
+            for (uint64_t r = 0; r < nr; r++)
+                for (uint64_t i = 0; i < n_out; i++) Y[r * ldy + i] += e->w[b][i];
+        }
+    }
     return MW_OK;
 }
 
@@ -465,23 +651,30 @@ static void attn_task(void *arg, unsigned ith, unsigned nth)
 
 /* attention of ns whole samples whose normed input is X (ns*n_pos, E) ->
  * out (ns*n_pos rows, Q, row stride ldo) */
-static void attention(struct engine *e, const float *X, uint32_t ns, float *out, uint64_t ldo)
+static enum mw_status attention(struct engine *e, const float *X, uint32_t ns, float *out,
+                                uint64_t ldo, struct mw_err *err)
 {
     const uint64_t nr = (uint64_t)ns * e->n_pos;
-    linear(e, X, nr, e->E, e->w[CALIB_T_WQ], e->w[CALIB_T_BQ], e->Q, e->q, e->Q);
-    linear(e, X, nr, e->E, e->w[CALIB_T_WK], e->w[CALIB_T_BK], e->KV, e->k, e->KV);
-    linear(e, X, nr, e->E, e->w[CALIB_T_WV], e->w[CALIB_T_BV], e->KV, e->v, e->KV);
+    enum mw_status s;
+    if ((s = linear_w(e, X, nr, e->E, CALIB_T_WQ, CALIB_T_BQ, e->Q, e->q, e->Q, err)) ||
+        (s = linear_w(e, X, nr, e->E, CALIB_T_WK, CALIB_T_BK, e->KV, e->k, e->KV, err)) ||
+        (s = linear_w(e, X, nr, e->E, CALIB_T_WV, CALIB_T_BV, e->KV, e->v, e->KV, err)))
+        return s;
     run_rows(e, OP_ROPE, nr, 0, NULL, NULL, NULL, 0);
     struct attn_job J = {.e = e, .ns = ns, .out = out, .ldo = ldo};
     mw_pool_run(e->pool, attn_task, &J);
+    return MW_OK;
 }
 
 /* SwiGLU of nr rows of normed input X -> e->g (nr, F) */
-static void swiglu(struct engine *e, const float *X, uint64_t nr)
+static enum mw_status swiglu(struct engine *e, const float *X, uint64_t nr, struct mw_err *err)
 {
-    linear(e, X, nr, e->E, e->w[CALIB_T_WGATE], e->w[CALIB_T_BGATE], e->F, e->g, e->F);
-    linear(e, X, nr, e->E, e->w[CALIB_T_WUP], e->w[CALIB_T_BUP], e->F, e->u, e->F);
+    enum mw_status s;
+    if ((s = linear_w(e, X, nr, e->E, CALIB_T_WGATE, CALIB_T_BGATE, e->F, e->g, e->F, err)) ||
+        (s = linear_w(e, X, nr, e->E, CALIB_T_WUP, CALIB_T_BUP, e->F, e->u, e->F, err)))
+        return s;
     run_rows(e, OP_SWIGLU, nr, e->F, e->g, e->u, NULL, 0);
+    return MW_OK;
 }
 
 /* the sandwich norm (gemma: post_attention_norm / post_ffw_norm) of the
@@ -494,12 +687,15 @@ static void post_norm(struct engine *e, enum calib_tslot w, float *Y, uint64_t n
 }
 
 /* hs rows [r0, r0+nr) += postnorm(X W^T (+ b)) */
-static void residual(struct engine *e, uint64_t r0, uint64_t nr, const float *X, uint64_t n_in,
-                     enum calib_tslot w, enum calib_tslot b)
+static enum mw_status residual(struct engine *e, uint64_t r0, uint64_t nr, const float *X,
+                               uint64_t n_in, enum calib_tslot w, enum calib_tslot b,
+                               struct mw_err *err)
 {
-    linear(e, X, nr, n_in, e->w[w], e->w[b], e->E, e->y, e->E);
+    enum mw_status s = linear_w(e, X, nr, n_in, w, b, e->E, e->y, e->E, err);
+    if (s) return s;
     post_norm(e, w, e->y, nr);
     run_rows(e, OP_ADD, nr, e->E, hs_at(e, r0), e->y, NULL, 0);
+    return MW_OK;
 }
 
 // --- batches ---
@@ -518,14 +714,14 @@ static enum mw_status pass_fused(struct engine *e, struct mw_err *err)
         if (e->hs_file && (st = hs_io(e, false, r0, nr, err))) return st;
         norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
         accum(e, CALIB_G_ATTN_IN, e->xin, nr);
-        attention(e, e->xin, ns, e->att, e->Q);
+        if ((st = attention(e, e->xin, ns, e->att, e->Q, err))) return st;
         accum(e, CALIB_G_ATTN_OUT, e->att, nr);
-        residual(e, r0, nr, e->att, e->Q, CALIB_T_WO, CALIB_T_BO);
+        if ((st = residual(e, r0, nr, e->att, e->Q, CALIB_T_WO, CALIB_T_BO, err))) return st;
         norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
         accum(e, CALIB_G_FFN_IN, e->xin, nr);
-        swiglu(e, e->xin, nr);
+        if ((st = swiglu(e, e->xin, nr, err))) return st;
         accum(e, CALIB_G_FFN_DOWN, e->g, nr);
-        residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN);
+        if ((st = residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN, err))) return st;
         if (e->hs_file && (st = hs_io(e, true, r0, nr, err))) return st;
     }
     return MW_OK;
@@ -533,11 +729,16 @@ static enum mw_status pass_fused(struct engine *e, struct mw_err *err)
 
 enum stage_pass { P_A, P_B, P_B_AGAIN, P_C, P_D, P_E, P_F };
 
-static void pass_stage(struct engine *e, enum stage_pass p)
+/* One stage pass over all batches (lean: the hidden states read, and
+ * written back after a residual; X_o through its scratch file). */
+static enum mw_status pass_stage(struct engine *e, enum stage_pass p, struct mw_err *err)
 {
-    for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
+    enum mw_status st = MW_OK;
+    for (uint32_t s0 = 0; s0 < e->n_samples && !st; s0 += e->spb) {
         const uint32_t ns = batch_samples(e, s0);
         const uint64_t r0 = (uint64_t)s0 * e->n_pos, nr = (uint64_t)ns * e->n_pos;
+        if ((st = hs_need(e, r0, nr, err))) break;
+        float *xo = e->lean ? e->att : e->xo + r0 * e->Q;
         switch (p) {
         case P_A:
             norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
@@ -546,11 +747,14 @@ static void pass_stage(struct engine *e, enum stage_pass p)
         case P_B:
         case P_B_AGAIN:
             norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
-            attention(e, e->xin, ns, e->xo + r0 * e->Q, e->Q);
-            if (p == P_B) accum(e, CALIB_G_ATTN_OUT, e->xo + r0 * e->Q, nr);
+            if ((st = attention(e, e->xin, ns, xo, e->Q, err))) break;
+            if (p == P_B) accum(e, CALIB_G_ATTN_OUT, xo, nr);
+            if (e->lean) st = xo_io(e, true, r0, nr, xo, err);
             break;
         case P_C:
-            residual(e, r0, nr, e->xo + r0 * e->Q, e->Q, CALIB_T_WO, CALIB_T_BO);
+            if (e->lean && (st = xo_io(e, false, r0, nr, xo, err))) break;
+            if ((st = residual(e, r0, nr, xo, e->Q, CALIB_T_WO, CALIB_T_BO, err))) break;
+            if (e->hs_file) st = hs_io(e, true, r0, nr, err);
             break;
         case P_D:
             norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
@@ -559,14 +763,18 @@ static void pass_stage(struct engine *e, enum stage_pass p)
         case P_E:
         case P_F:
             norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
-            swiglu(e, e->xin, nr);
-            if (p == P_E)
+            if ((st = swiglu(e, e->xin, nr, err))) break;
+            if (p == P_E) {
                 accum(e, CALIB_G_FFN_DOWN, e->g, nr);
-            else
-                residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN);
+            } else {
+                if ((st = residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN, err)))
+                    break;
+                if (e->hs_file) st = hs_io(e, true, r0, nr, err);
+            }
             break;
         }
     }
+    return st;
 }
 
 // --- the layer API ----------------------------------------------------------------------
@@ -599,19 +807,33 @@ const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
 static void invalidate(struct calib_layer *ly, unsigned bits)
 {
     for (int g = 0; g < CALIB_G_COUNT; g++)
-        if (group_deps[g] & bits) ly->H_valid[g] = false;
+        if (group_deps[g] & bits) {
+            ly->H_valid[g] = false;
+            if (ly->e->lean) { /* stale: its memory goes back before anything new */
+                free(ly->H[g]);
+                ly->H[g] = NULL;
+            }
+        }
     if (bits & group_deps[CALIB_G_ATTN_OUT]) ly->xo_stale = true;
 }
 
 static enum mw_status hand_out(struct calib_layer *ly, enum calib_tslot t, bool mutable_,
                                const char *what, struct mw_err *err)
 {
-    if (!mutable_) return MW_OK;
-    if (ly->stage == STAGE_NONE || !(stage_mutable[ly->stage] & SLOT_BIT(t)))
+    struct engine *e = ly->e;
+    if (mutable_ && (ly->stage == STAGE_NONE || !(stage_mutable[ly->stage] & SLOT_BIT(t))))
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "layer %u: %s may not be changed %s%s", ly->il, what,
                        ly->stage == STAGE_NONE ? "outside an on_group callback" : "in stage ",
                        ly->stage == STAGE_NONE ? "" : group_names[ly->stage]);
+    uint64_t row0;
+    const enum calib_tslot o = owner_of(e, t, &row0);
+    if (big_slot(o)) {
+        enum mw_status s = w_resident(e, o, err);
+        if (s) return s;
+        if (mutable_) e->dirty[o] = true;
+    }
+    if (!mutable_) return MW_OK;
     ly->live |= SLOT_BIT(t);
     invalidate(ly, SLOT_BIT(t));
     return MW_OK;
@@ -634,6 +856,15 @@ enum mw_status calib_layer_weight(struct calib_layer *ly, enum calib_wkind w, bo
     out->w = e->w[t];
     out->bias = e->w[wkind_bias[w]];
     return MW_OK;
+}
+
+enum mw_status calib_layer_weight_release(struct calib_layer *ly, enum calib_wkind w,
+                                          struct mw_err *err)
+{
+    if ((unsigned)w >= CALIB_W_COUNT)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "weight kind %d", (int)w);
+    uint64_t row0;
+    return w_park(ly->e, owner_of(ly->e, wkind_slot[w], &row0), err);
 }
 
 enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, bool mutable_,
@@ -667,51 +898,58 @@ static enum mw_status check_group(const struct calib_layer *ly, enum calib_group
  * one whole sample at a time and copied out: the GEMMs' row tiles start at
  * sample starts (mw_blas.h), so any window, aligned or not, has the bits of
  * the layer pass. */
-static void sample_rows(struct engine *e, enum calib_group g, uint64_t row0, uint64_t nr,
-                        float *dst)
+static enum mw_status sample_rows(struct engine *e, enum calib_group g, uint64_t row0,
+                                  uint64_t nr, float *dst, struct mw_err *err)
 {
     const bool attn = g == CALIB_G_ATTN_OUT;
     const uint64_t w = attn ? e->Q : e->F;
+    enum mw_status s;
     for (uint64_t r = row0; r < row0 + nr;) {
         const uint64_t a = r / e->n_pos * e->n_pos;
         const uint64_t b = a + e->n_pos < row0 + nr ? a + e->n_pos : row0 + nr;
+        if ((s = hs_need(e, a, e->n_pos, err))) return s;
         norm_rows(e, a, e->n_pos, attn ? CALIB_T_ATTN_NORM : CALIB_T_FFN_NORM, e->xin);
-        if (attn)
-            attention(e, e->xin, 1, e->one, e->Q);
-        else
-            swiglu(e, e->xin, e->n_pos);
+        s = attn ? attention(e, e->xin, 1, e->one, e->Q, err) : swiglu(e, e->xin, e->n_pos, err);
+        if (s) return s;
         memcpy(dst + (r - row0) * w, (attn ? e->one : e->g) + (r - a) * w,
                (size_t)((b - r) * w) * sizeof(float));
         r = b;
     }
+    return MW_OK;
+}
+
+/* Whether X_o as stored (memory, or lean: its file) is current. */
+static bool xo_current(const struct calib_layer *ly)
+{
+    return !ly->xo_stale && !(ly->live & group_deps[CALIB_G_ATTN_OUT]);
 }
 
 /* Rows [row0, row0+nr) of group g's current input into dst (nr, n_in);
  * nr <= rows_b. May use xin/q/k/v/S/g/u/one scratch. */
-static void group_rows(struct engine *e, enum calib_group g, uint64_t row0, uint64_t nr,
-                       float *dst)
+static enum mw_status group_rows(struct engine *e, enum calib_group g, uint64_t row0, uint64_t nr,
+                                 float *dst, struct mw_err *err)
 {
     struct calib_layer *ly = &e->ly;
+    enum mw_status s = MW_OK;
     switch (g) {
     case CALIB_G_ATTN_IN:
-        norm_rows(e, row0, nr, CALIB_T_ATTN_NORM, dst);
-        break;
     case CALIB_G_FFN_IN:
-        norm_rows(e, row0, nr, CALIB_T_FFN_NORM, dst);
+        if ((s = hs_need(e, row0, nr, err))) return s;
+        norm_rows(e, row0, nr, g == CALIB_G_ATTN_IN ? CALIB_T_ATTN_NORM : CALIB_T_FFN_NORM, dst);
         break;
     case CALIB_G_ATTN_OUT:
-        if (!ly->xo_stale && !(ly->live & group_deps[CALIB_G_ATTN_OUT])) {
+        if (xo_current(ly)) {
+            if (e->lean) return xo_io(e, false, row0, nr, dst, err);
             memcpy(dst, e->xo + row0 * e->Q, (size_t)(nr * e->Q) * sizeof(float));
             break;
         }
-        sample_rows(e, g, row0, nr, dst); /* with the current weights */
-        break;
+        return sample_rows(e, g, row0, nr, dst, err); /* with the current weights */
     case CALIB_G_FFN_DOWN:
-        sample_rows(e, g, row0, nr, dst);
-        break;
+        return sample_rows(e, g, row0, nr, dst, err);
     case CALIB_G_COUNT:
         break;
     }
+    return s;
 }
 
 enum mw_status calib_layer_input(struct calib_layer *ly, enum calib_group g, uint64_t row0,
@@ -726,11 +964,11 @@ enum mw_status calib_layer_input(struct calib_layer *ly, enum calib_group g, uin
                        "rows [%llu, +%llu) outside [0, %llu) or above %llu per call",
                        (unsigned long long)row0, (unsigned long long)n_rows,
                        (unsigned long long)e->T, (unsigned long long)e->rows_b);
-    if (g == CALIB_G_ATTN_OUT && !ly->xo_stale && !(ly->live & group_deps[g])) {
+    if (g == CALIB_G_ATTN_OUT && !e->lean && xo_current(ly)) {
         *x = e->xo + row0 * e->Q; /* the stored rows, no copy */
         return MW_OK;
     }
-    group_rows(e, g, row0, n_rows, e->ubuf);
+    if ((s = group_rows(e, g, row0, n_rows, e->ubuf, err))) return s;
     *x = e->ubuf;
     return MW_OK;
 }
@@ -746,62 +984,69 @@ enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, u
                        "samples [%u, +%u) outside [0, %u) or above %u per call", sample0, n,
                        e->n_samples, e->spb);
     const uint64_t r0 = (uint64_t)sample0 * e->n_pos, nr = (uint64_t)n * e->n_pos;
+    if (g != CALIB_G_ATTN_OUT && (s = hs_need(e, r0, nr, err))) return s;
     switch (g) {
     case CALIB_G_ATTN_IN:
         norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
-        attention(e, e->xin, n, out, e->Q);
+        s = attention(e, e->xin, n, out, e->Q, err);
         break;
     case CALIB_G_ATTN_OUT:
-        group_rows(e, g, r0, nr, e->ubuf);
-        linear(e, e->ubuf, nr, e->Q, e->w[CALIB_T_WO], e->w[CALIB_T_BO], e->E, out, e->E);
+        if ((s = group_rows(e, g, r0, nr, e->ubuf, err))) break;
+        if ((s = linear_w(e, e->ubuf, nr, e->Q, CALIB_T_WO, CALIB_T_BO, e->E, out, e->E, err)))
+            break;
         post_norm(e, CALIB_T_WO, out, nr);
         break;
     case CALIB_G_FFN_IN:
         norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
-        swiglu(e, e->xin, nr);
+        if ((s = swiglu(e, e->xin, nr, err))) break;
         memcpy(out, e->g, (size_t)(nr * e->F) * sizeof(float));
         break;
     case CALIB_G_FFN_DOWN:
         norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
-        swiglu(e, e->xin, nr);
-        linear(e, e->g, nr, e->F, e->w[CALIB_T_WDOWN], e->w[CALIB_T_BDOWN], e->E, out, e->E);
+        if ((s = swiglu(e, e->xin, nr, err))) break;
+        if ((s = linear_w(e, e->g, nr, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN, e->E, out, e->E,
+                          err)))
+            break;
         post_norm(e, CALIB_T_WDOWN, out, nr);
         break;
     case CALIB_G_COUNT:
         break;
     }
-    return MW_OK;
+    return s;
 }
 
-enum mw_status calib_layer_hidden(const struct calib_layer *ly, uint64_t row0, uint64_t n_rows,
+enum mw_status calib_layer_hidden(struct calib_layer *ly, uint64_t row0, uint64_t n_rows,
                                   const float **x, struct mw_err *err)
 {
-    const struct engine *e = ly->e;
+    struct engine *e = ly->e;
     *x = NULL;
-    if (row0 > e->T || n_rows > e->T - row0)
-        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "rows [%llu, +%llu) outside [0, %llu)",
-                       (unsigned long long)row0, (unsigned long long)n_rows,
-                       (unsigned long long)e->T);
-    *x = e->hs + row0 * e->E;
+    if (row0 > e->T || n_rows > e->T - row0 || (e->hs_file && n_rows > e->rows_b))
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "rows [%llu, +%llu) outside [0, %llu)%s", (unsigned long long)row0,
+                       (unsigned long long)n_rows, (unsigned long long)e->T,
+                       e->hs_file ? " or above calib_layer_max_rows()" : "");
+    if (!e->hs_file) {
+        *x = e->hs + row0 * e->E;
+        return MW_OK;
+    }
+    enum mw_status s = fio(e->hs_fd, e->hs_path, false, row0 * e->E * sizeof(float), e->hsv,
+                           n_rows * e->E * sizeof(float), "hidden states", err);
+    if (s) return s;
+    *x = e->hsv;
     return MW_OK;
 }
 
-enum mw_status calib_layer_hessian(struct calib_layer *ly, enum calib_group g, const float **H,
-                                   struct mw_err *err)
+static enum mw_status hessian(struct calib_layer *ly, enum calib_group g, struct mw_err *err)
 {
-    *H = NULL;
     enum mw_status s = check_group(ly, g, err);
     if (s) return s;
     struct engine *e = ly->e;
     const uint64_t n = calib_layer_group_n_in(ly, g);
-    if (ly->H_valid[g] && !(ly->live & group_deps[g])) {
-        *H = ly->H[g];
-        return MW_OK;
-    }
+    if (ly->H[g] && ly->H_valid[g] && !(ly->live & group_deps[g])) return MW_OK;
     if (!ly->H[g]) {
         /* under --max-memory the plan has room for ONE Hessian of the widest
          * group: release the others first (their views become invalid) */
-        if (e->max_memory)
+        if (e->max_memory || e->lean)
             for (int o = 0; o < CALIB_G_COUNT; o++) {
                 free(ly->H[o]);
                 ly->H[o] = NULL;
@@ -821,21 +1066,66 @@ enum mw_status calib_layer_hessian(struct calib_layer *ly, enum calib_group g, c
         const uint32_t ns = batch_samples(e, s0);
         const uint64_t r0 = (uint64_t)s0 * e->n_pos, nr = (uint64_t)ns * e->n_pos;
         const float *X;
-        if (g == CALIB_G_ATTN_OUT && !ly->xo_stale && !(ly->live & group_deps[g])) {
+        if (g == CALIB_G_ATTN_OUT && !e->lean && xo_current(ly)) {
             X = e->xo + r0 * e->Q;
         } else {
-            group_rows(e, g, r0, nr, e->ubuf);
+            if ((s = group_rows(e, g, r0, nr, e->ubuf, err))) return s;
             X = e->ubuf;
         }
+        const double t0 = now_s();
         mw_gram_acc(e->pool, n, nr, X, n, s0 == 0, Hm, e->n_pos);
+        e->st->tm.hess_s += now_s() - t0;
+        /* the upper 256-blocks: nb (nb + 1) / 2 tiles of 2 x 256² x nr */
+        const double nb = (double)((n + MW_BLAS_TILE_N - 1) / MW_BLAS_TILE_N);
+        e->st->tm.hess_flop += nb * (nb + 1.0) * (double)MW_BLAS_TILE_N * MW_BLAS_TILE_N *
+                               (double)nr;
     }
     mw_sym_lower_from_upper(Hm, n);
     ly->H_valid[g] = !(ly->live & group_deps[g]);
-    *H = Hm;
+    return MW_OK;
+}
+
+enum mw_status calib_layer_hessian(struct calib_layer *ly, enum calib_group g, const float **H,
+                                   struct mw_err *err)
+{
+    *H = NULL;
+    enum mw_status s = hessian(ly, g, err);
+    if (s) return s;
+    *H = ly->H[g];
+    return MW_OK;
+}
+
+enum mw_status calib_layer_hessian_take(struct calib_layer *ly, enum calib_group g, float **H,
+                                        struct mw_err *err)
+{
+    *H = NULL;
+    enum mw_status s = hessian(ly, g, err);
+    if (s) return s;
+    *H = ly->H[g];
+    ly->H[g] = NULL;
+    ly->H_valid[g] = false;
     return MW_OK;
 }
 
 // --- run --------------------------------------------------------------------------------
+
+static double since_start(const struct engine *e)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)(t.tv_sec - e->t_start.tv_sec) + 1e-9 * (double)(t.tv_nsec - e->t_start.tv_nsec);
+}
+
+static void stage_ev(const struct engine *e, const char *name, bool end, uint32_t layer)
+{
+    if (!e->on_stage) return;
+    const struct calib_stage_event ev = {.stage = name, .end = end, .layer = layer,
+                                         .n_layer = e->hp->n_layer,
+                                         .first_layer = e->first_layer,
+                                         .layers_done = e->layers_done,
+                                         .seconds = since_start(e)};
+    e->on_stage(e->on_stage_ud, &ev);
+}
 
 static enum mw_status call_group(struct engine *e, const struct calib_run_opts *o,
                                  enum calib_group g, struct mw_err *err)
@@ -843,9 +1133,12 @@ static enum mw_status call_group(struct engine *e, const struct calib_run_opts *
     struct calib_layer *ly = &e->ly;
     ly->stage = (int)g;
     ly->live = 0;
+    const double t0 = now_s();
     enum mw_status s = o->on_group(o->on_group_ud, ly, g, err);
+    e->st->tm.callback_s += now_s() - t0;
     ly->stage = STAGE_NONE;
     ly->live = 0;
+    if (!s) s = park_all(e, err); /* lean: what the callback held goes back */
     return s;
 }
 
@@ -854,6 +1147,7 @@ static void free_layer(struct engine *e)
     for (int t = 0; t < CALIB_T_COUNT; t++) {
         free(e->wown[t]);
         e->wown[t] = e->w[t] = NULL;
+        e->dirty[t] = false;
     }
     for (int g = 0; g < CALIB_G_COUNT; g++) {
         free(e->ly.H[g]);
@@ -862,6 +1156,28 @@ static void free_layer(struct engine *e)
     }
     free(e->xo);
     e->xo = NULL;
+}
+
+/* The layer's tensors as f32: in memory, or (lean) the big weights written
+ * to the weights file one at a time and freed. */
+static enum mw_status load_layer(struct engine *e, uint32_t il, struct mw_err *err)
+{
+    enum mw_status s;
+    for (int t = 0; t < CALIB_T_COUNT; t++) {
+        if (!calib__model_has(e->m, il, (enum calib_tslot)t)) continue;
+        const uint64_t n = calib__slot_elems(e->hp, (enum calib_tslot)t);
+        bool ok = true;
+        e->wown[t] = e->w[t] = alloc_f(n, &ok);
+        if (!ok) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "layer %u weights", il);
+        if ((s = calib__model_load(e->m, il, (enum calib_tslot)t, e->w[t], n, err))) return s;
+        if (e->lean && big_slot((enum calib_tslot)t)) {
+            e->dirty[t] = true;
+            if ((s = w_park(e, (enum calib_tslot)t, err))) return s;
+        }
+    }
+    /* fused tensors: the parts are row ranges (views) of the loaded tensor */
+    set_views(e);
+    return MW_OK;
 }
 
 static enum mw_status run_layer(struct engine *e, uint32_t il, const struct calib_run_opts *o,
@@ -876,54 +1192,48 @@ static enum mw_status run_layer(struct engine *e, uint32_t il, const struct cali
     for (int w = 0; w < CALIB_W_COUNT; w++)
         calib_weight_tensor(e->hp, il, (enum calib_wkind)w, ly->names[w], sizeof ly->names[w],
                             NULL);
-    for (int t = 0; t < CALIB_T_COUNT; t++) {
-        if (!calib__model_has(e->m, il, (enum calib_tslot)t)) continue;
-        const uint64_t n = calib__slot_elems(e->hp, (enum calib_tslot)t);
-        bool ok = true;
-        e->wown[t] = e->w[t] = alloc_f(n, &ok);
-        if (!ok) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "layer %u weights", il);
-        if ((s = calib__model_load(e->m, il, (enum calib_tslot)t, e->w[t], n, err))) return s;
-    }
-    /* fused tensors: the parts are row ranges (views) of the loaded tensor */
-    if (e->hp->fused_qkv) {
-        float *b = e->wown[CALIB_T_WQKV];
-        e->w[CALIB_T_WQ] = b;
-        e->w[CALIB_T_WK] = b + e->Q * e->E;
-        e->w[CALIB_T_WV] = b + (e->Q + e->KV) * e->E;
-    }
-    if (e->hp->fused_gate_up) {
-        float *b = e->wown[CALIB_T_WUP];
-        e->w[CALIB_T_WGATE] = b;
-        e->w[CALIB_T_WUP] = b + e->F * e->E;
-    }
+    if ((s = load_layer(e, il, err))) return s;
     e->swa_l = rt_layer_is_swa(e->hp, il);
     e->rope_l = e->swa_l && e->rope_swa ? e->rope_swa : e->rope;
     if (!o->on_group) {
+        stage_ev(e, "forward", false, il);
         if ((s = pass_fused(e, err))) return s;
+        stage_ev(e, "forward", true, il);
     } else {
-        pass_stage(e, P_A);
+        stage_ev(e, "attn_in", false, il);
+        if ((s = pass_stage(e, P_A, err))) return s;
         if ((s = call_group(e, o, CALIB_G_ATTN_IN, err))) return s;
-        bool ok = true;
-        e->xo = alloc_f2(e->T, e->Q, &ok);
-        if (!ok)
-            return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
-                           "%llu x %llu attention outputs of layer %u",
-                           (unsigned long long)e->T, (unsigned long long)e->Q, il);
-        pass_stage(e, P_B);
+        stage_ev(e, "attn_in", true, il);
+        stage_ev(e, "attn_out", false, il);
+        if (!e->lean) {
+            bool ok = true;
+            e->xo = alloc_f2(e->T, e->Q, &ok);
+            if (!ok)
+                return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                               "%llu x %llu attention outputs of layer %u",
+                               (unsigned long long)e->T, (unsigned long long)e->Q, il);
+        }
+        if ((s = pass_stage(e, P_B, err))) return s;
         ly->xo_stale = false;
         if ((s = call_group(e, o, CALIB_G_ATTN_OUT, err))) return s;
-        if (ly->xo_stale) pass_stage(e, P_B_AGAIN);
+        if (ly->xo_stale && (s = pass_stage(e, P_B_AGAIN, err))) return s;
         ly->xo_stale = false;
-        pass_stage(e, P_C);
+        if ((s = pass_stage(e, P_C, err))) return s;
         free(e->xo);
         e->xo = NULL;
+        stage_ev(e, "attn_out", true, il);
         ly->ffn_phase = true;
-        pass_stage(e, P_D);
+        stage_ev(e, "ffn_in", false, il);
+        if ((s = pass_stage(e, P_D, err))) return s;
         if ((s = call_group(e, o, CALIB_G_FFN_IN, err))) return s;
-        pass_stage(e, P_E);
+        stage_ev(e, "ffn_in", true, il);
+        stage_ev(e, "ffn_down", false, il);
+        if ((s = pass_stage(e, P_E, err))) return s;
         if ((s = call_group(e, o, CALIB_G_FFN_DOWN, err))) return s;
-        pass_stage(e, P_F);
+        if ((s = pass_stage(e, P_F, err))) return s;
+        stage_ev(e, "ffn_down", true, il);
     }
+    stage_ev(e, "layer", false, il);
     if (o->on_layer) {
         ly->stage = STAGE_NONE;
         if ((s = o->on_layer(o->on_layer_ud, ly, err))) return s;
@@ -1009,7 +1319,7 @@ static enum mw_status embed(struct engine *e, struct mw_err *err)
     for (uint32_t sI = 0; sI < e->n_samples; sI++) {
         const int32_t *t = calib_samples_tokens(e->s, sI);
         const uint64_t r0 = (uint64_t)sI * e->n_pos;
-        if (e->hs_file) e->hsb_r0 = r0; /* one sample at a time through hsb */
+        if (e->hs_file) e->hsb_r0 = r0, e->hsb_n = e->n_pos; /* one sample at a time via hsb */
         for (uint32_t p = 0; p < e->n_pos; p++)
             memcpy(hs_at(e, r0 + p), rows + (uint64_t)slot[t[p]] * e->E,
                    (size_t)e->E * sizeof(float));
@@ -1082,8 +1392,12 @@ static void engine_free(struct engine *e)
     mw_pool_free(e->pool);
     free(e->hs);
     free(e->hsb);
+    free(e->hsv);
+    free(e->panel);
     if (e->hs_fd >= 0) close(e->hs_fd);
-    e->hs_fd = -1;
+    if (e->xo_fd >= 0) close(e->xo_fd);
+    if (e->w_fd >= 0) close(e->w_fd);
+    e->hs_fd = e->xo_fd = e->w_fd = -1;
     free(e->rope);
     free(e->rope_swa);
     free(e->xin);
@@ -1120,7 +1434,7 @@ static void engine_dims(struct engine *e, const struct calib_model *m,
     e->KV = (uint64_t)hp->n_head_kv * hp->head_dim;
     e->F = hp->n_ff;
     e->n_rep = hp->n_head / hp->n_head_kv;
-    e->hs_fd = -1;
+    e->hs_fd = e->xo_fd = e->w_fd = -1;
     /* gemma / phi3 scale the queries after RoPE and give the softmax 1
      * (rt_attn_scales); llama / qwen: 1/sqrt(head_dim) in the softmax */
     rt_attn_scales(hp, &e->q_mul, &e->kq_scale);
@@ -1138,12 +1452,39 @@ struct mem_plan {
     long double fixed;   /* statistics, RoPE table, one sample's attention output */
     long double hs;      /* hidden states T x E (in memory, or in the scratch file) */
     long double per_smp; /* batch scratch per sample of the batch */
-    long double hsb;     /* per sample of the batch, scratch-file mode: hidden states */
+    long double hsb;     /* per sample of the batch, lean: hidden states (hsb, and
+                          * calib_layer_hidden's buffer when there are callbacks) */
     long double attn;    /* n_pos^2 attention scores per thread */
     long double embed;   /* transient, before the layers: vocabulary map, embedding rows */
     long double layer;   /* per layer: weights, norms, biases; X_o (T x Q) and one
                           * Hessian of the widest group when there is a callback */
+    long double lean;    /* per layer, lean: norms, biases, the panel, the resident
+                          * weights and one Hessian (see calib.h) */
 };
+
+/* Rows of a lean panel for a weight of n_in columns (a multiple of 256:
+ * whole mw_gemm tiles), and the panel buffer's floats: 64 MiB, at least 256
+ * rows of the widest input, no more than the largest weight needs. */
+static uint64_t panel_rows(uint64_t n_in)
+{
+    const uint64_t r = (((uint64_t)64 << 20) / sizeof(float)) / n_in / MW_BLAS_TILE_N *
+                       MW_BLAS_TILE_N;
+    return r > MW_BLAS_TILE_N ? r : MW_BLAS_TILE_N;
+}
+static uint64_t panel_floats(const struct engine *e)
+{
+    const uint64_t shape[4][2] = {{e->Q > e->KV ? e->Q : e->KV, e->E}, /* q, k, v */
+                                  {e->E, e->Q},                           /* o */
+                                  {e->F, e->E},                           /* gate, up */
+                                  {e->E, e->F}};                          /* down */
+    uint64_t f = 0;
+    for (int i = 0; i < 4; i++) {
+        const uint64_t pr = panel_rows(shape[i][1]);
+        const uint64_t rows = shape[i][0] < pr ? shape[i][0] : pr;
+        if (rows * shape[i][1] > f) f = rows * shape[i][1];
+    }
+    return f;
+}
 
 static struct mem_plan mem_plan_of(const struct engine *e, const struct calib_run_opts *o)
 {
@@ -1151,6 +1492,7 @@ static struct mem_plan mem_plan_of(const struct engine *e, const struct calib_ru
     const long double T = (long double)e->T, P = e->n_pos, E = (long double)e->E;
     const long double Q = (long double)e->Q, KV = (long double)e->KV, F = (long double)e->F;
     const long double L = e->hp->n_layer, widest = (long double)max3(e->E, e->Q, e->F);
+    const bool cb = o->on_group || o->on_layer;
     p.fixed = 8.0L * L * 2.0L * (2.0L * E + Q + F) +
               L * CALIB_G_COUNT * (long double)sizeof(struct calib_group_stats) +
               (long double)sizeof(struct calib_stats) +
@@ -1158,21 +1500,48 @@ static struct mem_plan mem_plan_of(const struct engine *e, const struct calib_ru
     p.hs = 4.0L * T * E;
     /* xin, q, k, v, att, g, u, y, ubuf: rows_b rows each */
     p.per_smp = 4.0L * P * (E + Q + 2.0L * KV + Q + 2.0L * F + E + widest);
-    p.hsb = 4.0L * P * E;
+    p.hsb = 4.0L * P * E * (cb ? 2.0L : 1.0L);
     p.attn = 4.0L * P * P;
     const long double n_ids = T < e->hp->n_vocab ? T : (long double)e->hp->n_vocab;
     p.embed = 4.0L * e->hp->n_vocab + 4.0L * n_ids + 1.0L + 4.0L * n_ids * E + 2.0L * e->hp->n_rot;
     /* weights + every optional bias + the two norms */
-    p.layer = 4.0L * (2.0L * Q * E + 2.0L * KV * E + 3.0L * F * E + (Q + 2.0L * KV + E + 2.0L * F + E) +
-                      2.0L * E);
+    const long double small = 4.0L * ((Q + 2.0L * KV + E + 2.0L * F + E) + 2.0L * E +
+                                      2.0L * e->hd + 2.0L * E);
+    p.layer = 4.0L * (2.0L * Q * E + 2.0L * KV * E + 3.0L * F * E) + small;
     if (o->on_group) p.layer += 4.0L * T * Q + 4.0L * widest * widest;
+    /* lean: the weights one tensor at a time (the largest two when a callback
+     * holds a fold's pair), one Hessian with the largest weight reading it */
+    long double w[4] = {e->hp->fused_qkv ? 4.0L * (Q + 2.0L * KV) * E : 4.0L * Q * E, /* q/k/v */
+                        4.0L * E * Q,                                             /* o */
+                        e->hp->fused_gate_up ? 8.0L * F * E : 4.0L * F * E,       /* gate/up */
+                        4.0L * E * F};                                            /* down */
+    const long double n_in[4] = {E, Q, E, F};
+    long double w1 = 0, w2 = 0, hw = 0;
+    for (int g = 0; g < 4; g++) {
+        if (w[g] > w1) {
+            w2 = w1;
+            w1 = w[g];
+        } else if (w[g] > w2) {
+            w2 = w[g];
+        }
+        const long double x = 4.0L * n_in[g] * n_in[g] + w[g];
+        if (x > hw) hw = x;
+    }
+    if (!e->hp->fused_gate_up && 4.0L * F * E > w2) w2 = 4.0L * F * E; /* gate + up */
+    long double held = w1;
+    if (o->on_group) {
+        held = hw;
+        if (w1 + w2 + 4.0L * E * E > held) held = w1 + w2 + 4.0L * E * E;
+    }
+    p.lean = small + 4.0L * (long double)panel_floats(e) + held;
     return p;
 }
 
 static long double mem_plan_bytes(const struct mem_plan *p, bool file, uint32_t spb,
                                   unsigned n_threads)
 {
-    const long double phase = p->embed > p->layer ? p->embed : p->layer;
+    const long double lay = file ? p->lean : p->layer;
+    const long double phase = p->embed > lay ? p->embed : lay;
     return p->fixed + (file ? p->hsb * spb : p->hs) + p->per_smp * spb + p->attn * n_threads +
            phase;
 }
@@ -1188,43 +1557,46 @@ static uint32_t fit_spb(const struct mem_plan *p, bool file, uint32_t want, long
     return fit >= want ? want : (uint32_t)fit;
 }
 
-/* Samples per batch under opt->max_memory, and whether the hidden states go
- * to a scratch file. In memory first: the requested batch, else fewer
- * samples per batch; then, for statistics-only runs (no callbacks, which may
- * read any rows), the hidden states on disk. The choice ignores the thread
- * count (so the batches, which the Hessians depend on, are the same for
- * every --threads); the per-thread attention scratch is then checked on
- * top. 0: the bound cannot be met (err, which may be NULL, says why and what
- * to change). */
+/* Samples per batch under opt->max_memory, and whether the run is lean
+ * (hidden states, attention outputs and weights in scratch files). In
+ * memory first: the requested batch, else fewer samples per batch; then
+ * lean (o->lean: lean at once). The choice ignores the thread count (the
+ * results do not depend on it anyway); the per-thread attention scratch is
+ * then checked on top. 0: the bound cannot be met (err, which may be NULL,
+ * says why and what to change). */
 static uint32_t choose_spb(const struct engine *e, const struct calib_run_opts *o, bool *file,
                            struct mw_err *err)
 {
     const struct mem_plan p = mem_plan_of(e, o);
     const long double max = (long double)o->max_memory;
     const unsigned nt = o->n_threads ? o->n_threads : 1;
-    const bool file_ok = !o->on_group && !o->on_layer;
-    *file = false;
-    if (!o->max_memory || mem_plan_bytes(&p, false, e->spb, nt) <= max) return e->spb;
-    uint32_t spb = fit_spb(&p, false, e->spb, max);
-    if (spb == 0 && file_ok) {
+    *file = o->lean;
+    if (!o->max_memory) return e->spb;
+    uint32_t spb = 0;
+    if (!o->lean) {
+        if (mem_plan_bytes(&p, false, e->spb, nt) <= max) return e->spb;
+        spb = fit_spb(&p, false, e->spb, max);
+    }
+    if (spb == 0) {
         spb = fit_spb(&p, true, e->spb, max);
-        *file = spb > 0;
+        *file = true;
     }
     if (spb == 0 || mem_plan_bytes(&p, *file, spb, nt) > max) {
         mw_err_clear(err); /* not about a file read earlier */
         mw_err_set_path(err, calib_model_path(e->m));
     }
     if (spb == 0) {
-        const long double least = mem_plan_bytes(&p, file_ok, 1, 1);
+        const long double least = mem_plan_bytes(&p, true, 1, 1);
         MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
-                "calibration needs at least %llu bytes (%.1f MiB: %s %.1f MiB, one layer "
-                "%.1f MiB, one sample per batch %.1f MiB), above --max-memory %llu bytes "
-                "(%.1f MiB): use fewer --samples or a shorter --seq-len, or raise --max-memory",
+                "calibration needs at least %llu bytes (%.1f MiB: statistics and tables "
+                "%.1f MiB, one layer %.1f MiB (weights streamed from a scratch file, %s), one "
+                "sample per batch %.1f MiB), above --max-memory %llu bytes (%.1f MiB): use "
+                "fewer --samples or a shorter --seq-len, or raise --max-memory",
                 (unsigned long long)ld_bytes(least), (double)(least / 1048576.0L),
-                file_ok ? "statistics and tables" : "hidden states",
-                (double)((file_ok ? p.fixed : p.hs) / 1048576.0L), (double)(p.layer / 1048576.0L),
-                (double)((p.per_smp + (file_ok ? p.hsb : 0)) / 1048576.0L),
-                (unsigned long long)o->max_memory, (double)(max / 1048576.0L));
+                (double)(p.fixed / 1048576.0L), (double)(p.lean / 1048576.0L),
+                o->on_group ? "the largest Hessian with its weight" : "the largest weight",
+                (double)((p.per_smp + p.hsb) / 1048576.0L), (unsigned long long)o->max_memory,
+                (double)(max / 1048576.0L));
         return 0;
     }
     if (mem_plan_bytes(&p, *file, spb, nt) > max) {
@@ -1250,7 +1622,7 @@ uint64_t calib_run_peak_bytes(const struct calib_model *m, const struct calib_sa
     bool file = false;
     const uint32_t spb = choose_spb(&e, &opt, &file, NULL);
     const struct mem_plan p = mem_plan_of(&e, &opt);
-    if (spb == 0) file = opt.max_memory && !opt.on_group && !opt.on_layer;
+    if (spb == 0) file = opt.max_memory || opt.lean;
     return ld_bytes(
         mem_plan_bytes(&p, file, spb ? spb : 1, opt.n_threads ? opt.n_threads : 1));
 }
@@ -1277,6 +1649,59 @@ bool calib_run_hidden_on_disk(const struct calib_model *m, const struct calib_sa
     return choose_spb(&e, &opt, &file, NULL) && file;
 }
 
+/* An unlinked scratch file of `bytes` under dir (NULL: $TMPDIR or /tmp),
+ * reserved with posix_fallocate (where the file system has it). */
+static enum mw_status scratch_file(const char *dir, const char *what, uint64_t bytes, int *fd,
+                                   char *path, size_t cap, struct mw_err *err)
+{
+    if (!dir || !*dir) dir = getenv("TMPDIR");
+    if (!dir || !*dir) dir = "/tmp";
+    const int k = snprintf(path, cap, "%s/memwall-calib-%s.XXXXXX", dir, what);
+    if (k < 0 || (size_t)k >= cap)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "scratch directory path too long");
+    *fd = mkstemp(path);
+    if (*fd < 0) {
+        const int en = errno;
+        mw_err_set_path(err, path);
+        return MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE, "cannot create a scratch file: %s",
+                       strerror(en));
+    }
+    unlink(path);
+    if (bytes > (uint64_t)INT64_MAX)
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "scratch file of %llu bytes",
+                       (unsigned long long)bytes);
+    const int fe = bytes ? posix_fallocate(*fd, 0, (off_t)bytes) : 0;
+    if (fe != 0 && fe != EOPNOTSUPP && fe != EINVAL) {
+        mw_err_set_path(err, path);
+        return MW_FAIL(err, fe == ENOSPC || fe == EFBIG ? MW_E_NOSPACE : MW_E_IO,
+                       MW_ERR_OFF_NONE, "cannot reserve %llu bytes for a scratch file: %s",
+                       (unsigned long long)bytes, strerror(fe));
+    }
+    return MW_OK;
+}
+
+/* Resume: the hidden states entering first_layer from the caller, batch by
+ * batch of whole samples. */
+static enum mw_status load_hidden(struct engine *e, const struct calib_run_opts *o,
+                                  struct mw_err *err)
+{
+    enum mw_status s = MW_OK;
+    for (uint32_t s0 = 0; s0 < e->n_samples && !s; s0 += e->spb) {
+        const uint64_t r0 = (uint64_t)s0 * e->n_pos;
+        const uint64_t nr = (uint64_t)batch_samples(e, s0) * e->n_pos;
+        if (!e->hs_file) {
+            s = o->load_hidden(o->load_hidden_ud, r0, nr, e->hs + r0 * e->E, err);
+            continue;
+        }
+        e->hsb_r0 = r0;
+        e->hsb_n = 0;
+        if ((s = o->load_hidden(o->load_hidden_ud, r0, nr, e->hsb, err))) break;
+        e->hsb_n = nr;
+        s = hs_io(e, true, r0, nr, err);
+    }
+    return s;
+}
+
 enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
                          const struct calib_run_opts *o, struct calib_stats **out,
                          struct mw_err *err)
@@ -1290,8 +1715,17 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "--threads %u exceeds the limit %u",
                        opt.n_threads, CALIB_MAX_THREADS);
     struct engine e = {0};
+    clock_gettime(CLOCK_MONOTONIC, &e.t_start);
     engine_dims(&e, m, s, &opt);
     const struct rt_hparams *hp = e.hp;
+    e.on_stage = opt.on_stage;
+    e.on_stage_ud = opt.on_stage_ud;
+    e.first_layer = opt.first_layer;
+    if (opt.first_layer && (opt.first_layer >= hp->n_layer || !opt.load_hidden))
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       opt.load_hidden ? "first layer %u of a model of %u layers"
+                                       : "first layer %u (of %u) without load_hidden",
+                       opt.first_layer, hp->n_layer);
     /* --max-memory: fewer samples per batch, or fail here, before anything
      * large is allocated */
     e.spb = choose_spb(&e, &opt, &e.hs_file, err);
@@ -1309,41 +1743,35 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
 
     bool ok = true;
     const uint64_t rb = e.rows_b;
-    if (e.hs_file) {
-        /* the hidden states in an unlinked scratch file (page cache, not
-         * this process's memory), one batch at a time in hsb */
-        const char *dir = getenv("TMPDIR");
-        if (!dir || !*dir) dir = "/tmp";
-        snprintf(e.hs_path, sizeof e.hs_path, "%s/memwall-calib-hs.XXXXXX", dir);
-        e.hs_fd = mkstemp(e.hs_path);
-        if (e.hs_fd < 0) {
-            const int en = errno;
-            mw_err_set_path(err, e.hs_path);
-            st = MW_FAIL(err, MW_E_IO, MW_ERR_OFF_NONE,
-                         "cannot create the scratch file for the hidden states: %s",
-                         strerror(en));
-            goto fail;
-        }
-        unlink(e.hs_path);
-        /* reserve the space now: a full disk fails here, before any work */
-        uint64_t hs_bytes;
+    e.lean = e.hs_file;
+    if (e.lean) {
+        /* the hidden states, the attention outputs (with callbacks) and the
+         * layer's big weights in unlinked scratch files (page cache, not this
+         * process's memory), reserved now: a full disk fails here */
+        uint64_t hs_bytes, xo_bytes = 0, w_bytes = 0;
         if (!mw_mul_u64(e.T, e.E, &hs_bytes) || !mw_mul_u64(hs_bytes, sizeof(float), &hs_bytes) ||
-            hs_bytes > (uint64_t)INT64_MAX) {
+            !mw_mul_u64(e.T, e.Q, &xo_bytes) || !mw_mul_u64(xo_bytes, sizeof(float), &xo_bytes) ||
+            hs_bytes > (uint64_t)INT64_MAX || xo_bytes > (uint64_t)INT64_MAX) {
             st = MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                          "hidden states of %u samples x %u positions overflow a file offset",
                          e.n_samples, e.n_pos);
             goto fail;
         }
-        const int fe = posix_fallocate(e.hs_fd, 0, (off_t)hs_bytes);
-        if (fe != 0 && fe != EOPNOTSUPP && fe != EINVAL) {
-            mw_err_set_path(err, e.hs_path);
-            st = MW_FAIL(err, fe == ENOSPC || fe == EFBIG ? MW_E_NOSPACE : MW_E_IO,
-                         MW_ERR_OFF_NONE,
-                         "cannot reserve %llu bytes for the hidden states' scratch file: %s",
-                         (unsigned long long)hs_bytes, strerror(fe));
-            goto fail;
+        for (int t = 0; t < CALIB_T_COUNT; t++) {
+            if (!big_slot((enum calib_tslot)t)) continue;
+            e.woff[t] = w_bytes;
+            w_bytes += calib__slot_elems(hp, (enum calib_tslot)t) * sizeof(float);
         }
+        if ((st = scratch_file(opt.scratch_dir, "hs", hs_bytes, &e.hs_fd, e.hs_path,
+                               sizeof e.hs_path, err)) ||
+            (st = scratch_file(opt.scratch_dir, "w", w_bytes, &e.w_fd, e.w_path,
+                               sizeof e.w_path, err)) ||
+            (opt.on_group && (st = scratch_file(opt.scratch_dir, "xo", xo_bytes, &e.xo_fd,
+                                                e.xo_path, sizeof e.xo_path, err))))
+            goto fail;
         e.hsb = alloc_f2(rb, e.E, &ok);
+        if (opt.on_group || opt.on_layer) e.hsv = alloc_f2(rb, e.E, &ok);
+        e.panel = alloc_f(panel_floats(&e), &ok);
     } else {
         e.hs = alloc_f2(e.T, e.E, &ok);
     }
@@ -1367,21 +1795,20 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
         goto fail;
     }
     if ((st = rope_tables(&e, &ok, err))) goto fail;
-    if ((st = embed(&e, err))) goto fail;
+    const double t_run = now_s();
+    stage_ev(&e, "embed", false, e.first_layer);
+    if ((st = e.first_layer ? load_hidden(&e, &opt, err) : embed(&e, err))) goto fail;
+    stage_ev(&e, "embed", true, e.first_layer);
 
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (uint32_t il = 0; il < hp->n_layer; il++) {
+    for (uint32_t il = e.first_layer; il < hp->n_layer; il++) {
         st = run_layer(&e, il, &opt, err);
         free_layer(&e);
         if (st) goto fail;
-        if (opt.progress) {
-            clock_gettime(CLOCK_MONOTONIC, &t1);
-            opt.progress(opt.progress_ud, il + 1, hp->n_layer,
-                         (double)(t1.tv_sec - t0.tv_sec) +
-                             1e-9 * (double)(t1.tv_nsec - t0.tv_nsec));
-        }
+        e.layers_done++;
+        stage_ev(&e, "layer", true, il);
+        if (opt.progress) opt.progress(opt.progress_ud, il + 1, hp->n_layer, since_start(&e));
     }
+    e.st->tm.total_s = now_s() - t_run;
     *out = e.st;
     e.st = NULL;
     engine_free(&e);

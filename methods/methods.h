@@ -59,6 +59,28 @@ struct quant_gptq_opts {
 enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in, const float *H,
                           const struct quant_gptq_opts *o, void *out, struct mw_err *err);
 
+/* GPTQ in two steps, so that one factorization serves every weight that
+ * reads the same input (q/k/v, gate/up) and the Hessian's own buffer holds
+ * the factor (no second n_in² copy: issue 13). quant_gptq = a copy of H,
+ * prepare (retrying with more dampening), apply: the same bits.
+ * prepare: H (n_in x n_in, symmetric, row-major) is DESTROYED: it becomes
+ * the upper Cholesky factor U of (P (H + damp I) Pᵀ)^-1, P the act-order
+ * permutation (perm[k] = the original column swept k-th; the identity
+ * without act_order). damp = o->damp (0: 0.01) * mean(diag H) * 10^attempt;
+ * dead columns (H_jj = 0) get 1 first. imp (n_in, original order) =
+ * diag(H) + damp: the importance of each ggml block's grid search. Errors:
+ * MW_E_VALUE non-finite H, or not positive definite — then *retry is true
+ * while attempt < 3: call again with attempt + 1 on a fresh copy of H;
+ * MW_E_NOMEM. */
+enum mw_status quant_gptq_prepare(float *H, uint64_t n_in, const struct quant_gptq_opts *o,
+                                  unsigned attempt, float *imp, uint32_t *perm, bool *retry,
+                                  struct mw_err *err);
+/* apply: quantize w (n_out x n_in) as quant_gptq does, with U, imp and perm
+ * from quant_gptq_prepare under the same act_order (not modified). */
+enum mw_status quant_gptq_apply(uint32_t type, float *w, uint64_t n_out, uint64_t n_in,
+                                const float *U, const float *imp, const uint32_t *perm,
+                                const struct quant_gptq_opts *o, void *out, struct mw_err *err);
+
 /* Output error of a quantized layer under H: Σ_rows (w - q)ᵀ H (w - q)
  * = ||X Wᵀ - X Qᵀ||² over the calibration rows (in double). */
 double quant_output_error(const float *w, const float *q, uint64_t n_out, uint64_t n_in,
@@ -159,6 +181,15 @@ struct quant_methods_opts {
     const char *scratch_prefix;     /* the spill file is created as PREFIX.tmp.spill-XXXXXX
                                      * and unlinked at once (pass the output path);
                                      * NULL: $TMPDIR or /tmp */
+    /* issue 13: resumable runs. work_dir: the quantized tensors, the hidden
+     * states after each finished layer and a journal of finished layers are
+     * kept there (methods_journal.c); NULL: none (the unlinked spill file).
+     * resume: continue the journal found in work_dir (refused, naming the
+     * reason, when it belongs to another model, corpus or options). */
+    const char *work_dir;
+    bool resume;
+    calib_stage_fn on_stage;        /* progress per stage and layer (calib_run's events) */
+    void *on_stage_ud;
 };
 
 /* Output rows of each weight the AWQ alpha search quantizes (evenly spaced

@@ -251,8 +251,96 @@ static int chol_inv_upper(struct mw_pool *pool, float *A, uint64_t n)
     return 0;
 }
 
-enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in, const float *H,
-                          const struct quant_gptq_opts *o, void *out, struct mw_err *err)
+/* rows and then columns of the symmetric A (n x n) in the order perm, in
+ * place: A'[i][j] = A[perm[i]][perm[j]]; tmp: n floats, seen: n bytes */
+static void sym_permute(float *A, uint64_t n, const uint32_t *perm, float *tmp, uint8_t *seen)
+{
+    memset(seen, 0, (size_t)n);
+    for (uint64_t c = 0; c < n; c++) { /* rows, cycle by cycle: row i takes row perm[i] */
+        if (seen[c]) continue;
+        memcpy(tmp, A + c * n, (size_t)n * sizeof(float));
+        uint64_t i = c;
+        for (;;) {
+            seen[i] = 1;
+            const uint64_t src = perm[i];
+            if (src == c) {
+                memcpy(A + i * n, tmp, (size_t)n * sizeof(float));
+                break;
+            }
+            memcpy(A + i * n, A + src * n, (size_t)n * sizeof(float));
+            i = src;
+        }
+    }
+    for (uint64_t i = 0; i < n; i++) { /* columns, row by row */
+        float *r = A + i * n;
+        for (uint64_t j = 0; j < n; j++) tmp[j] = r[perm[j]];
+        memcpy(r, tmp, (size_t)n * sizeof(float));
+    }
+}
+
+enum mw_status quant_gptq_prepare(float *H, uint64_t n_in, const struct quant_gptq_opts *o,
+                                  unsigned attempt, float *imp, uint32_t *perm, bool *retry,
+                                  struct mw_err *err)
+{
+    *retry = false;
+    const bool act = o && o->act_order;
+    if (n_in == 0 || n_in > INT32_MAX || n_in > SIZE_MAX / sizeof(float) / n_in)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "GPTQ: %llu inputs",
+                       (unsigned long long)n_in);
+    const float damp_frac = o && o->damp > 0 ? o->damp : 0.01f;
+    unsigned nt = o && o->n_threads ? o->n_threads : 1;
+    if (nt > 256) nt = 256;
+    /* dampening; dead columns get H_jj = 1 (no compensation through them) */
+    double mean = 0;
+    for (uint64_t j = 0; j < n_in; j++) {
+        const float h = H[j * n_in + j];
+        if (!isfinite(h)) return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "GPTQ: non-finite Hessian");
+        mean += h;
+    }
+    mean /= (double)n_in;
+    if (!(mean > 0)) mean = 1;
+    float damp = damp_frac * (float)mean;
+    for (unsigned a = 0; a < attempt; a++) damp *= 10.0f; /* 1% -> 10% -> 100% -> 1000% */
+    /* sweep order: the original one, or by descending diag(H) (act-order) */
+    for (uint64_t j = 0; j < n_in; j++) perm[j] = (uint32_t)j;
+    for (uint64_t j = 0; j < n_in; j++) imp[j] = H[j * n_in + j] + damp;
+    struct mw_pool *pool = NULL;
+    enum mw_status st = MW_OK;
+    if (act) {
+        struct diag_item *di = malloc((size_t)n_in * sizeof *di);
+        float *tmp = malloc((size_t)n_in * sizeof(float));
+        uint8_t *seen = malloc((size_t)n_in);
+        if (!di || !tmp || !seen) {
+            free(di), free(tmp), free(seen);
+            return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: out of memory");
+        }
+        for (uint64_t j = 0; j < n_in; j++) di[j] = (struct diag_item){H[j * n_in + j], (uint32_t)j};
+        qsort(di, (size_t)n_in, sizeof *di, diag_desc);
+        for (uint64_t j = 0; j < n_in; j++) perm[j] = di[j].j;
+        sym_permute(H, n_in, perm, tmp, seen); /* U = H[perm][:, perm] */
+        free(di), free(tmp), free(seen);
+    }
+    for (uint64_t j = 0; j < n_in; j++) {
+        float *d = &H[j * n_in + j];
+        if (*d == 0.0f) *d = 1.0f;
+        *d += damp;
+    }
+    mw_blas_init();
+    if ((st = mw_pool_init(nt, &pool, err)) != MW_OK) return st;
+    const int info = chol_inv_upper(pool, H, n_in);
+    mw_pool_free(pool);
+    if (info == 0) return MW_OK;
+    if (info < 0)
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: out of memory (%llu bytes)",
+                       (unsigned long long)(n_in * MW_BLAS_NB * sizeof(float)));
+    *retry = attempt < 3;
+    return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
+                   "GPTQ: Hessian not positive definite after dampening");
+}
+
+enum mw_status quant_gptq_apply(uint32_t type, float *w, uint64_t n_out, uint64_t n_in,
+                                const float *U, const float *imp, const uint32_t *perm,
+                                const struct quant_gptq_opts *o, void *out, struct mw_err *err)
 {
     const struct quant_traits *tr = quant_traits_get(type);
     const struct gguf_type_info *ti = gguf_type_get(type);
@@ -265,7 +353,6 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
                        "GPTQ: row length %llu is not a positive multiple of %s's block %llu",
                        (unsigned long long)n_in, ti->name, (unsigned long long)bs);
     if (n_out == 0) return MW_OK;
-    const float damp_frac = o && o->damp > 0 ? o->damp : 0.01f;
     uint64_t lazy = o && o->block ? o->block : 128;
     lazy = (lazy + bs - 1) / bs * bs;
     if (lazy > n_in) lazy = n_in;
@@ -273,20 +360,15 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
     if (nt > 256) nt = 256;
     if (nt > n_out) nt = (unsigned)n_out;
 
-    uint64_t nn, nE, row_bytes;
-    if (!mw_mul_u64(n_in, n_in, &nn) || !mw_mul_u64(n_out, lazy, &nE) ||
-        !mw_mul_u64(n_in / bs, ti->type_size, &row_bytes) || nn > SIZE_MAX / sizeof(float) ||
+    uint64_t nE, row_bytes;
+    if (!mw_mul_u64(n_out, lazy, &nE) || !mw_mul_u64(n_in / bs, ti->type_size, &row_bytes) ||
         nE > SIZE_MAX / sizeof(float))
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: sizes overflow");
     const size_t best_bytes = (quant_row_best_scratch(type, bs) + 63) / 64 * 64;
     const size_t scr = (best_bytes + 3 * bs * sizeof(float) + 2 * ti->type_size + 63) / 64 * 64;
 
-    float *U = malloc((size_t)nn * sizeof(float));
-    float *imp = malloc((size_t)n_in * sizeof(float));
     float *E = malloc((size_t)nE * sizeof(float));
     uint8_t *scratch = malloc(scr * nt);
-    uint32_t *perm = malloc((size_t)n_in * sizeof *perm);
-    struct diag_item *di = act ? malloc((size_t)n_in * sizeof *di) : NULL;
     uint64_t nw;
     const bool nw_ok = mw_mul_u64(n_out, n_in, &nw) && nw <= SIZE_MAX / sizeof(float);
     float *wp = act && nw_ok ? malloc((size_t)nw * sizeof(float)) : NULL;
@@ -294,60 +376,13 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
     float *Bg = act && nw_ok ? malloc((size_t)nw * sizeof(float)) : NULL;
     struct mw_pool *pool = NULL;
     enum mw_status st = MW_OK;
-    if (!U || !imp || !E || !scratch || !perm || (act && (!di || !wp || !Ag || !Bg))) {
+    if (!E || !scratch || (act && (!wp || !Ag || !Bg))) {
         st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: out of memory (%llu bytes)",
-                     (unsigned long long)(nn * 4 + nE * 4));
+                     (unsigned long long)(nE * 4 + (act ? 12 * nw : 0)));
         goto done;
     }
     mw_blas_init();
     if ((st = mw_pool_init(nt, &pool, err)) != MW_OK) goto done;
-    /* dampening; dead columns get H_jj = 1 (no compensation through them) */
-    double mean = 0;
-    for (uint64_t j = 0; j < n_in; j++) {
-        const float h = H[j * n_in + j];
-        if (!isfinite(h)) {
-            st = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "GPTQ: non-finite Hessian");
-            goto done;
-        }
-        mean += h;
-    }
-    mean /= (double)n_in;
-    if (!(mean > 0)) mean = 1;
-    float damp = damp_frac * (float)mean;
-    /* sweep order: the original one, or by descending diag(H) (act-order) */
-    for (uint64_t j = 0; j < n_in; j++) perm[j] = (uint32_t)j;
-    if (act) {
-        for (uint64_t j = 0; j < n_in; j++) di[j] = (struct diag_item){H[j * n_in + j], (uint32_t)j};
-        qsort(di, (size_t)n_in, sizeof *di, diag_desc);
-        for (uint64_t j = 0; j < n_in; j++) perm[j] = di[j].j;
-    }
-    for (int attempt = 0;; attempt++) {
-        if (!act)
-            memcpy(U, H, (size_t)nn * sizeof(float));
-        else /* U = H[perm][:, perm] */
-            for (uint64_t i = 0; i < n_in; i++)
-                for (uint64_t j = 0; j < n_in; j++)
-                    U[i * n_in + j] = H[(uint64_t)perm[i] * n_in + perm[j]];
-        for (uint64_t j = 0; j < n_in; j++) {
-            float *d = &U[j * n_in + j];
-            if (*d == 0.0f) *d = 1.0f;
-            *d += damp;
-            imp[j] = H[j * n_in + j] + damp;
-        }
-        const int info = chol_inv_upper(pool, U, n_in);
-        if (info == 0) break;
-        if (info < 0) {
-            st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: out of memory (%llu bytes)",
-                         (unsigned long long)(n_in * MW_BLAS_NB * sizeof(float)));
-            goto done;
-        }
-        if (attempt == 3) {
-            st = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
-                         "GPTQ: Hessian not positive definite after dampening");
-            goto done;
-        }
-        damp *= 10.0f; /* 1% -> 10% -> 100% -> 1000% of the mean diagonal */
-    }
 
     struct gptq_job J = {.type = type, .tr = tr, .qmax = grid_qmax(type), .bs = bs,
                          .bbytes = ti->type_size, .row_bytes = row_bytes, .n_in = n_in,
@@ -379,15 +414,49 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
         tr->to_float(out, w, n_out * n_in);
 done:
     mw_pool_free(pool);
-    free(perm);
-    free(di);
     free(wp);
     free(Ag);
     free(Bg);
-    free(U);
-    free(imp);
     free(E);
     free(scratch);
+    return st;
+}
+
+enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in, const float *H,
+                          const struct quant_gptq_opts *o, void *out, struct mw_err *err)
+{
+    const struct gguf_type_info *ti = gguf_type_get(type);
+    if (!quant_gptq_supported(type) || !ti)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "GPTQ does not support type %u", type);
+    if (n_in == 0 || n_in % ti->blck || n_in > INT32_MAX)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "GPTQ: row length %llu is not a positive multiple of %s's block %u",
+                       (unsigned long long)n_in, ti->name, (unsigned)ti->blck);
+    if (n_out == 0) return MW_OK;
+    uint64_t nn;
+    if (!mw_mul_u64(n_in, n_in, &nn) || nn > SIZE_MAX / sizeof(float))
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: sizes overflow");
+    float *U = malloc((size_t)nn * sizeof(float));
+    float *imp = malloc((size_t)n_in * sizeof(float));
+    uint32_t *perm = malloc((size_t)n_in * sizeof *perm);
+    enum mw_status st = MW_OK;
+    if (!U || !imp || !perm) {
+        st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "GPTQ: out of memory (%llu bytes)",
+                     (unsigned long long)(nn * 4));
+        goto done;
+    }
+    for (unsigned attempt = 0;; attempt++) {
+        bool retry = false;
+        memcpy(U, H, (size_t)nn * sizeof(float));
+        st = quant_gptq_prepare(U, n_in, o, attempt, imp, perm, &retry, err);
+        if (st == MW_OK || !retry) break;
+        mw_err_clear(err);
+    }
+    if (st == MW_OK) st = quant_gptq_apply(type, w, n_out, n_in, U, imp, perm, o, out, err);
+done:
+    free(U);
+    free(imp);
+    free(perm);
     return st;
 }
 

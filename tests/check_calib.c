@@ -1015,8 +1015,7 @@ START_TEST(max_memory_scratch_file)
     /* a bound that cannot be met reports the least plan: hidden states on disk */
     o.max_memory = 1;
     const uint64_t least_file = calib_run_peak_bytes(m, s, &o);
-    ck_assert_uint_lt(least_file, least_mem);
-    ck_assert_uint_eq(least_mem - least_file, 5 * 64 * 256 * 4); /* T x E less P x E */
+    ck_assert_uint_lt(least_file, least_mem); /* lean: hidden states and weights on disk */
     o.max_memory = least_file;
     ck_assert(calib_run_hidden_on_disk(m, s, &o));
     ck_assert_uint_eq(calib_run_batch_samples(m, s, &o), 1);
@@ -1028,10 +1027,15 @@ START_TEST(max_memory_scratch_file)
     assert_stats_equal(a, c);
     calib_stats_free(c);
     calib_stats_free(b);
-    /* callbacks may read any rows: never on disk */
-    struct calib_run_opts g = {.n_threads = 1, .on_group = noop_group, .max_memory = least_file};
-    ck_assert(!calib_run_hidden_on_disk(m, s, &g));
+    /* with callbacks the lean mode holds a Hessian and a weight more */
+    int n_groups = 0;
+    struct calib_run_opts g = {.n_threads = 1, .on_group = noop_group, .on_group_ud = &n_groups,
+                               .max_memory = least_file};
     ck_assert_uint_eq(calib_run_batch_samples(m, s, &g), 0);
+    g.max_memory = 1;
+    g.max_memory = calib_run_peak_bytes(m, s, &g);
+    ck_assert(calib_run_hidden_on_disk(m, s, &g));
+    ck_assert_uint_eq(calib_run_batch_samples(m, s, &g), 1);
     /* an unwritable scratch directory: MW_E_IO naming it, before any work */
     const char *old = getenv("TMPDIR");
     char *saved = old ? strdup(old) : NULL;
@@ -1048,6 +1052,197 @@ START_TEST(max_memory_scratch_file)
     else unsetenv("TMPDIR");
     free(saved);
     calib_stats_free(a);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+/* --- the lean mode (issue 13): everything a consumer sees is bitwise the
+ * in-memory run's --- */
+struct lean_ud {
+    uint64_t h;      /* FNV-1a over everything seen */
+    uint32_t stages; /* stage events */
+};
+
+static void lean_hash(struct lean_ud *u, const void *p, uint64_t n)
+{
+    const uint8_t *b = p;
+    for (uint64_t i = 0; i < n; i++) u->h = (u->h ^ b[i]) * 1099511628211ull;
+}
+
+static enum mw_status lean_group(void *ud, struct calib_layer *ly, enum calib_group g,
+                                 struct mw_err *err)
+{
+    struct lean_ud *u = ud;
+    enum mw_status s;
+    const uint64_t T = calib_layer_n_rows(ly), n_in = calib_layer_group_n_in(ly, g);
+    const uint64_t step = calib_layer_max_rows(ly) - 3; /* unaligned windows */
+    for (uint64_t r0 = 0; r0 < T; r0 += step) {
+        const uint64_t n = T - r0 < step ? T - r0 : step;
+        const float *x;
+        if ((s = calib_layer_input(ly, g, r0, n, &x, err))) return s;
+        lean_hash(u, x, n * n_in * sizeof(float));
+    }
+    const float *H;
+    if ((s = calib_layer_hessian(ly, g, &H, err))) return s;
+    lean_hash(u, H, n_in * n_in * sizeof(float));
+    /* change every weight of the group (a quantizer would): round to bf16 */
+    for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
+        if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        struct calib_weight w;
+        if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, true, &w, err))) return s;
+        for (uint64_t i = 0; i < w.n_out * w.n_in; i++) {
+            uint32_t b;
+            memcpy(&b, &w.w[i], 4);
+            b &= 0xFFFF0000u;
+            memcpy(&w.w[i], &b, 4);
+        }
+        /* released and fetched again: the change is kept */
+        const float first = w.w[w.n_in + 1];
+        if ((s = calib_layer_weight_release(ly, (enum calib_wkind)wk, err))) return s;
+        if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, false, &w, err))) return s;
+        ck_assert_float_eq(w.w[w.n_in + 1], first);
+        lean_hash(u, w.w, w.n_out * w.n_in * sizeof(float));
+    }
+    /* the Hessian after the change, taken */
+    float *Ht;
+    if ((s = calib_layer_hessian_take(ly, g, &Ht, err))) return s;
+    lean_hash(u, Ht, n_in * n_in * sizeof(float));
+    free(Ht);
+    const uint32_t P = calib_layer_n_pos(ly);
+    const uint64_t out_w = g == CALIB_G_ATTN_IN ? n_in == 256 ? 256 : n_in
+                           : g == CALIB_G_FFN_IN ? 768 : 256;
+    float *out = malloc((size_t)(2 * P * out_w) * sizeof(float));
+    if ((s = calib_layer_forward(ly, g, 1, 2, out, err)) == MW_OK)
+        lean_hash(u, out, 2 * P * out_w * sizeof(float));
+    free(out);
+    return s;
+}
+
+static enum mw_status lean_layer(void *ud, struct calib_layer *ly, struct mw_err *err)
+{
+    struct lean_ud *u = ud;
+    const uint64_t T = calib_layer_n_rows(ly), step = calib_layer_max_rows(ly);
+    for (uint64_t r0 = 0; r0 < T; r0 += step) {
+        const uint64_t n = T - r0 < step ? T - r0 : step;
+        const float *x;
+        enum mw_status s = calib_layer_hidden(ly, r0, n, &x, err);
+        if (s) return s;
+        lean_hash(u, x, n * 256 * sizeof(float));
+    }
+    return MW_OK;
+}
+
+static void lean_stage(void *ud, const struct calib_stage_event *ev)
+{
+    struct lean_ud *u = ud;
+    u->stages++;
+    ck_assert_uint_eq(ev->n_layer, 8);
+    ck_assert(ev->seconds >= 0);
+}
+
+START_TEST(lean_equals_memory)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_chunked(m, 5, 47, CALIB_CHUNK_BOS_PREPEND);
+    uint64_t want = 0;
+    struct calib_stats *ref = NULL;
+    for (int k = 0; k < 4; k++) {
+        struct lean_ud u = {.h = 14695981039346656037ull};
+        struct calib_run_opts o = {.n_threads = k == 3 ? 3 : 1 + (unsigned)(k & 1),
+                                   .batch_rows = 100, .lean = k >= 1,
+                                   .on_group = lean_group, .on_group_ud = &u,
+                                   .on_layer = lean_layer, .on_layer_ud = &u,
+                                   .on_stage = lean_stage, .on_stage_ud = &u};
+        ck_assert(calib_run_hidden_on_disk(m, s, &o) == (k >= 1));
+        struct calib_stats *st = run(m, s, &o);
+        /* embed + per layer 4 groups and the layer, each start and end */
+        ck_assert_uint_eq(u.stages, 2 + 8 * 10);
+        if (k == 0) {
+            want = u.h;
+            ref = st;
+            continue;
+        }
+        ck_assert_msg(u.h == want, "run %d differs from the in-memory run", k);
+        assert_stats_equal(ref, st);
+        calib_stats_free(st);
+    }
+    calib_stats_free(ref);
+    calib_samples_free(s);
+    calib_model_close(m);
+}
+END_TEST
+
+/* Resume: layers 0..2, their output; then first_layer = 3 from it gives the
+ * same statistics for layers 3.. as the whole run. */
+struct resume_ud {
+    float *hs;
+    uint64_t E;
+    uint32_t stop_after;
+};
+
+static enum mw_status resume_keep(void *ud, struct calib_layer *ly, struct mw_err *err)
+{
+    struct resume_ud *r = ud;
+    if (calib_layer_index(ly) != r->stop_after) return MW_OK;
+    const uint64_t T = calib_layer_n_rows(ly), step = calib_layer_max_rows(ly);
+    for (uint64_t r0 = 0; r0 < T; r0 += step) {
+        const uint64_t n = T - r0 < step ? T - r0 : step;
+        const float *x;
+        enum mw_status s = calib_layer_hidden(ly, r0, n, &x, err);
+        if (s) return s;
+        memcpy(r->hs + r0 * r->E, x, n * r->E * sizeof(float));
+    }
+    return MW_OK;
+}
+
+static enum mw_status resume_load(void *ud, uint64_t row0, uint64_t n, float *dst,
+                                  struct mw_err *err)
+{
+    (void)err;
+    struct resume_ud *r = ud;
+    memcpy(dst, r->hs + row0 * r->E, n * r->E * sizeof(float));
+    return MW_OK;
+}
+
+START_TEST(resume_first_layer)
+{
+    struct calib_model *m = open_model(TINY_DIR);
+    struct calib_samples *s = samples_chunked(m, 4, 40, CALIB_CHUNK_BOS_PREPEND);
+    const uint64_t T = 4 * 41;
+    struct resume_ud r = {.hs = malloc(T * 256 * sizeof(float)), .E = 256, .stop_after = 2};
+    for (int lean = 0; lean < 2; lean++) {
+        struct calib_run_opts o = {.n_threads = 2, .batch_rows = 90, .lean = lean,
+                                   .on_group = noop_group, .on_layer = resume_keep,
+                                   .on_layer_ud = &r};
+        int ng = 0;
+        o.on_group_ud = &ng;
+        struct calib_stats *a = run(m, s, &o);
+        o.first_layer = 3;
+        o.load_hidden = resume_load;
+        o.load_hidden_ud = &r;
+        o.lean = !lean;
+        struct calib_stats *b = run(m, s, &o);
+        for (uint32_t il = 0; il < 8; il++)
+            for (int g = 0; g < CALIB_G_COUNT; g++) {
+                const struct calib_group_stats *x = calib_stats_group(a, il, (enum calib_group)g);
+                const struct calib_group_stats *y = calib_stats_group(b, il, (enum calib_group)g);
+                ck_assert_uint_eq(y->count, il < 3 ? 0 : x->count);
+                if (il >= 3)
+                    ck_assert(memcmp(x->sum_sq, y->sum_sq, x->n_in * sizeof(double)) == 0);
+            }
+        calib_stats_free(b);
+        calib_stats_free(a);
+    }
+    struct calib_run_opts bad = {.n_threads = 1, .first_layer = 3};
+    struct calib_stats *st = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(calib_run(m, s, &bad, &st, &err), MW_E_USAGE);
+    bad.load_hidden = resume_load;
+    bad.first_layer = 8;
+    ck_assert_int_eq(calib_run(m, s, &bad, &st, &err), MW_E_USAGE);
+    free(r.hs);
     calib_samples_free(s);
     calib_model_close(m);
 }
@@ -1279,6 +1474,8 @@ static Suite *calib_suite(void)
     tcase_add_loop_test(tc, forward_fixtures_match_runtime, 0, 3);
     tcase_add_test(tc, max_memory_adapts_batch);
     tcase_add_test(tc, max_memory_scratch_file);
+    tcase_add_test(tc, lean_equals_memory);
+    tcase_add_test(tc, resume_first_layer);
     tcase_add_test(tc, max_memory_too_small);
     suite_add_tcase(s, tc);
 
