@@ -826,6 +826,10 @@ static enum mw_status hand_out(struct calib_layer *ly, enum calib_tslot t, bool 
                        "layer %u: %s may not be changed %s%s", ly->il, what,
                        ly->stage == STAGE_NONE ? "outside an on_group callback" : "in stage ",
                        ly->stage == STAGE_NONE ? "" : group_names[ly->stage]);
+    if (mutable_) { /* first: the Hessians this change makes stale go (lean: freed) */
+        ly->live |= SLOT_BIT(t);
+        invalidate(ly, SLOT_BIT(t));
+    }
     uint64_t row0;
     const enum calib_tslot o = owner_of(e, t, &row0);
     if (big_slot(o)) {
@@ -833,9 +837,6 @@ static enum mw_status hand_out(struct calib_layer *ly, enum calib_tslot t, bool 
         if (s) return s;
         if (mutable_) e->dirty[o] = true;
     }
-    if (!mutable_) return MW_OK;
-    ly->live |= SLOT_BIT(t);
-    invalidate(ly, SLOT_BIT(t));
     return MW_OK;
 }
 

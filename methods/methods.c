@@ -10,9 +10,22 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "core/mw_file.h"
 #include "methods/methods.h"
+#include "methods/methods_int.h"
+
+static double mono_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 bool quant_method_parse(const char *s, enum quant_method *out)
 {
@@ -46,12 +59,26 @@ struct quant_methods_src {
     bool *spilled;                   /* tensor i's replacement is in the spill file */
     uint64_t *off;                   /* ... at this offset */
     uint64_t *nbytes;                /* ... of this size */
-    int fd;                          /* the spill file (unlinked at once), -1: none yet */
+    int fd;                          /* the spill file (unlinked at once), -1: none yet;
+                                      * with a work dir: its tensors.bin (owned by j) */
     uint64_t fend;                   /* its size */
+    uint64_t *hash;                  /* XXH3 of each spilled tensor (checked when read back) */
+    struct mwj *j;                   /* the work dir's journal (issue 13), or NULL */
+    struct mwj_spill *pend;          /* tensors spilled in the current layer (journal) */
+    uint32_t n_pend, cap_pend;
     char method_label[QUANT_METHODS_LABEL_MAX + 1];   /* memwall.quant.method */
     char method_params[QUANT_METHODS_PARAMS_MAX + 1]; /* memwall.quant.method_params */
     const struct rt_hparams *hp;     /* the calibrated model's shapes */
     float *s_in[CALIB_G_COUNT];      /* the current block's folded AWQ scales per group */
+    /* GPTQ: per group the factor of its Hessian (quant_gptq_prepare, in the
+     * Hessian's own buffer, taken from calib), shared by the weights that read
+     * the group's input; an attention/FFN input group's lives until the next
+     * block (v and up may be quantized in the following stage), an output
+     * group's is freed after its weight */
+    float *U[CALIB_G_COUNT];
+    float *U_imp[CALIB_G_COUNT];
+    uint32_t *U_perm[CALIB_G_COUNT];
+    double t_factor, t_apply, t_awq, t_rtn; /* seconds in GPTQ's factor / sweep, AWQ, RTN */
     const struct quant_methods_opts *mo;
     /* fused tensors (phi3 attn_qkv, ffn_up = gate|up): the parts are quantized
      * one by one (rows are independent) into the tensor's buffer, which is
@@ -87,10 +114,13 @@ static int64_t find_tensor(const struct quant_methods_src *h, const char *name)
 }
 
 /* Store the replacement bytes of tensor ti in the spill file (a rewrite of
- * the same tensor, e.g. an AWQ norm, is appended; the old bytes are dead). */
+ * the same tensor, e.g. an AWQ norm, is appended; the old bytes are dead).
+ * With a work dir the file is its tensors.bin and the tensor is noted for
+ * the layer's journal record. A full disk is MW_E_NOSPACE. */
 static enum mw_status spill(struct quant_methods_src *h, int64_t ti, const uint8_t *b, uint64_t n,
                            struct mw_err *err)
 {
+    const char *fpath = h->j ? mwj_tensors_path(h->j) : "scratch file";
     if (h->fd < 0) {
         char path[4096];
         const char *pre = h->mo->scratch_prefix;
@@ -106,18 +136,32 @@ static enum mw_status spill(struct quant_methods_src *h, int64_t ti, const uint8
                            strerror(errno));
         unlink(path); /* nothing is left under any name, even after SIGKILL */
     }
+    if (h->j && h->n_pend == h->cap_pend) {
+        const uint32_t nc = h->cap_pend ? 2 * h->cap_pend : 16;
+        struct mwj_spill *q = realloc(h->pend, nc * sizeof *q);
+        if (!q) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        h->pend = q;
+        h->cap_pend = nc;
+    }
     for (uint64_t done = 0; done < n;) {
         const size_t c = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(n - done);
         const ssize_t w = pwrite(h->fd, b + done, c, (off_t)(h->fend + done));
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0)
-            return MW_FAIL(err, MW_E_IO, h->fend + done, "scratch file: write failed: %s",
-                           w < 0 ? strerror(errno) : "no space");
+        if (w <= 0) {
+            const enum mw_status s = mw_file_errno_fail(err, fpath, w < 0 ? errno : ENOSPC,
+                                                        "write");
+            if (err) err->off = h->fend + done;
+            return s;
+        }
         done += (uint64_t)w;
     }
     h->spilled[ti] = true;
     h->off[ti] = h->fend;
     h->nbytes[ti] = n;
+    h->hash[ti] = XXH3_64bits(b, (size_t)n);
+    if (h->j)
+        h->pend[h->n_pend++] = (struct mwj_spill){.ti = (uint64_t)ti, .off = h->fend, .bytes = n,
+                                                  .hash = h->hash[ti]};
     h->fend += n;
     return MW_OK;
 }
@@ -274,6 +318,9 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
             why = "o's input is not n_head/n_head_kv copies of v's heads";
         else if (g == CALIB_G_FFN_DOWN && pw.n_out != G.n_in)
             why = "down's input is not up's rows";
+        /* calib's lean mode: the producer goes back to its scratch file now,
+         * before the Hessian is made (the fold fetches it again) */
+        if ((s = calib_layer_weight_release(ly, producer(g), err)) != MW_OK) return s;
         if (why) {
             awq_skip(h, g, calib_layer_index(ly), why);
             return MW_OK;
@@ -307,7 +354,9 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
     G.imp = imp;
     G.H = H;
     float alpha = 0;
+    const double t0 = mono_s();
     s = quant_awq_group(&G, &alpha, err);
+    h->t_awq += mono_s() - t0;
     if (s == MW_OK) quant_awq_scales(ma, G.n_in, alpha, sc);
     free(ma);
     free(imp);
@@ -391,6 +440,46 @@ static enum mw_status put_rows(struct quant_methods_src *h, int64_t ti,
     return s;
 }
 
+static void free_factor(struct quant_methods_src *h, int g)
+{
+    free(h->U[g]);
+    free(h->U_imp[g]);
+    free(h->U_perm[g]);
+    h->U[g] = h->U_imp[g] = NULL;
+    h->U_perm[g] = NULL;
+}
+
+/* GPTQ's factor of group g's Hessian, made in the Hessian's own buffer
+ * (taken from calib: one n_in² buffer, not two); not positive definite:
+ * a fresh Hessian and 10x the dampening, as quant_gptq does. */
+static enum mw_status gptq_factor(struct quant_methods_src *h, struct calib_layer *ly,
+                                  enum calib_group g, const struct quant_gptq_opts *go,
+                                  struct mw_err *err)
+{
+    const uint64_t n = calib_layer_group_n_in(ly, g);
+    h->U_imp[g] = malloc((size_t)n * sizeof(float));
+    h->U_perm[g] = malloc((size_t)n * sizeof(uint32_t));
+    if (!h->U_imp[g] || !h->U_perm[g]) {
+        free_factor(h, (int)g);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    }
+    enum mw_status s = MW_OK;
+    for (unsigned attempt = 0;; attempt++) {
+        bool retry = false;
+        if ((s = calib_layer_hessian_take(ly, g, &h->U[g], err)) != MW_OK) break;
+        const double t0 = mono_s();
+        s = quant_gptq_prepare(h->U[g], n, go, attempt, h->U_imp[g], h->U_perm[g], &retry, err);
+        h->t_factor += mono_s() - t0;
+        if (s == MW_OK) return MW_OK;
+        free(h->U[g]);
+        h->U[g] = NULL;
+        if (!retry) break;
+        mw_err_clear(err);
+    }
+    free_factor(h, (int)g);
+    return s;
+}
+
 /* Quantize weight wk (GPTQ under the Hessian of its input group, or
  * importance-weighted rounding with the corpus's imatrix), spill the
  * blocks, leave the dequantized values in the engine's copy. */
@@ -418,15 +507,18 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory (%llu bytes)",
                        (unsigned long long)nb);
     if (uses_gptq(mo->method) && quant_gptq_supported(t)) {
-        const float *H;
-        if ((s = calib_layer_hessian(ly, g, &H, err)) != MW_OK) {
-            free(q);
-            return s;
-        }
         struct quant_gptq_opts go = mo->gptq;
         go.n_threads = mo->n_threads;
         go.act_order = uses_act_order(mo);
-        if ((s = quant_gptq(t, cw.w, cw.n_out, cw.n_in, H, &go, q, err)) != MW_OK) {
+        if (!h->U[g] && (s = gptq_factor(h, ly, g, &go, err)) != MW_OK) {
+            free(q);
+            return s;
+        }
+        const double t0 = mono_s();
+        s = quant_gptq_apply(t, cw.w, cw.n_out, cw.n_in, h->U[g], h->U_imp[g], h->U_perm[g], &go,
+                             q, err);
+        h->t_apply += mono_s() - t0;
+        if (s != MW_OK) {
             mw_err_set_where(err, "tensor '%s'", cw.name);
             free(q);
             return s;
@@ -444,8 +536,10 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
             imp[j] = gs ? (float)(gs->sum_sq[j] / cnt) : 1.0f;
             if (awq_s) imp[j] /= awq_s[j] * awq_s[j]; /* the input is x / s now */
         }
+        const double t0 = mono_s();
         s = quant_rows_mode(t, QUANT_MODE_BEST, cw.w, cw.n_out, cw.n_in, imp, q,
                             mo->n_threads ? mo->n_threads : 1, err);
+        h->t_rtn += mono_s() - t0;
         free(imp);
         if (s != MW_OK) {
             free(q);
@@ -455,6 +549,8 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
     }
     s = put_rows(h, ti, &cw, t, q, rb, err);
     free(q);
+    /* calib's lean mode: the weight goes back to its scratch file */
+    if (s == MW_OK) s = calib_layer_weight_release(ly, wk, err);
     return s;
 }
 
@@ -514,25 +610,48 @@ static void awq_report(const struct quant_methods_src *h, const struct quant_opt
                 "layer");
 }
 
+/* Where the calibration's time went (the bench reads this line). */
+static void time_report(const struct quant_methods_src *h, const struct quant_opts *qo,
+                        const struct calib_stats *st)
+{
+    const struct calib_timing *t = calib_stats_timing(st);
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "time: calibration %.2fs: forward GEMMs %.2fs (%.3g GFLOP, %.2f GFLOP/s), Hessians "
+             "%.2fs (%.3g GFLOP, %.2f GFLOP/s), AWQ search %.2fs, GPTQ factor %.2fs, GPTQ sweep "
+             "%.2fs, rounding %.2fs, other %.2fs",
+             t->total_s, t->gemm_s, t->gemm_flop * 1e-9,
+             t->gemm_s > 0 ? t->gemm_flop * 1e-9 / t->gemm_s : 0.0, t->hess_s,
+             t->hess_flop * 1e-9, t->hess_s > 0 ? t->hess_flop * 1e-9 / t->hess_s : 0.0,
+             h->t_awq, h->t_factor, h->t_apply, h->t_rtn,
+             t->total_s - t->gemm_s - t->hess_s - h->t_awq - h->t_factor - h->t_apply - h->t_rtn);
+    say(qo, msg);
+}
+
 static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_group g,
                                struct mw_err *err)
 {
     struct quant_methods_src *h = ud;
     enum mw_status s;
-    if (g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN) /* a new block: no scales yet */
+    if (g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN) { /* a new block: no scales yet */
         for (int k = 0; k < 2; k++) {
             free(h->s_in[g + k]);
             h->s_in[g + k] = NULL;
         }
+        for (int k = 0; k < CALIB_G_COUNT; k++) free_factor(h, k); /* nor factors */
+    }
     if (uses_awq(h->mo->method) && (s = awq_group(h, ly, g, err)) != MW_OK) return s;
     const bool defer = awq_out_folds(h);
-    if (defer && (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN))
+    if (defer && (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN)) {
         if ((s = quant_one(h, ly, producer(g), err)) != MW_OK) return s; /* after the fold */
+        free_factor(h, (int)g - 1); /* the input group's factor: its last weight is done */
+    }
     for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
         if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
         if (defer && (wk == CALIB_W_V || wk == CALIB_W_UP)) continue; /* done in the next stage */
         if ((s = quant_one(h, ly, (enum calib_wkind)wk, err)) != MW_OK) return s;
     }
+    if (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN) free_factor(h, (int)g); /* o, down done */
     return MW_OK;
 }
 
@@ -546,19 +665,33 @@ static enum mw_status src_read(void *ud, uint64_t i, quant_sink_fn sink, void *s
     uint8_t *buf = malloc(cap);
     if (!buf) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     enum mw_status s = MW_OK;
+    XXH3_state_t hs;
+    XXH3_INITSTATE(&hs);
+    XXH3_64bits_reset(&hs);
     for (uint64_t done = 0; done < n && s == MW_OK;) {
         const size_t c = n - done < cap ? (size_t)(n - done) : cap;
         const ssize_t r = pread(h->fd, buf, c, (off_t)(h->off[i] + done));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
-            s = MW_FAIL(err, MW_E_IO, h->off[i] + done, "scratch file: read failed: %s",
+            s = MW_FAIL(err, MW_E_IO, h->off[i] + done, "%s: read failed: %s",
+                        h->j ? mwj_tensors_path(h->j) : "scratch file",
                         r < 0 ? strerror(errno) : "short file");
             break;
         }
+        XXH3_64bits_update(&hs, buf, (size_t)r);
         s = sink(sink_ud, buf, (size_t)r, err);
         done += (uint64_t)r;
     }
     free(buf);
+    if (s == MW_OK && XXH3_64bits_digest(&hs) != h->hash[i]) {
+        /* what was spilled (or, resumed, what the journal recorded) is not
+         * what came back: the output is never renamed into place */
+        mw_err_set_path(err, h->j ? mwj_tensors_path(h->j) : "scratch file");
+        mw_err_set_where(err, "tensor '%s'", h->base->tensors[i].name);
+        s = MW_FAIL(err, MW_E_CHECKSUM, h->off[i],
+                    "%llu bytes read back do not match their hash: the file was changed",
+                    (unsigned long long)n);
+    }
     return s;
 }
 
@@ -578,13 +711,19 @@ static void src_release(void *ud, uint64_t i, uint64_t off, uint64_t n)
 void quant_methods_source_free(struct quant_methods_src *h)
 {
     if (!h) return;
-    if (h->fd >= 0) close(h->fd);
+    if (h->fd >= 0 && !h->j) close(h->fd); /* a work dir's tensors.bin: mwj_close */
+    mwj_close(h->j);
+    free(h->hash);
+    free(h->pend);
     free(h->spilled);
     free(h->off);
     free(h->nbytes);
     free(h->descs);
     free(h->want);
-    for (int g = 0; g < CALIB_G_COUNT; g++) free(h->s_in[g]);
+    for (int g = 0; g < CALIB_G_COUNT; g++) {
+        free(h->s_in[g]);
+        free_factor(h, g);
+    }
     for (int k = 0; k < 2; k++) free(h->fb[k].b);
     free(h);
 }
@@ -602,14 +741,197 @@ uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quan
     /* the largest weight: (n_ff x n_embd) or (qdim x n_embd) */
     uint64_t wel = (uint64_t)hp->n_ff * hp->n_embd;
     if (qd * hp->n_embd > wel) wel = qd * hp->n_embd;
-    uint64_t b = 2 * wel + 64 * nin; /* the quantized tensor (<= 1.07 B/weight) + vectors */
+    /* the quantized tensor (<= 2 B/weight: F16 is a choice too) + vectors; what
+     * no formula here counts: OpenBLAS's per-thread buffers (32 MiB each on
+     * x86-64) and the process's own (64 MiB: code, libc, stacks) */
+    const unsigned nt = mo->n_threads ? mo->n_threads : 1;
+    uint64_t b = 2 * wel + 64 * nin + ((uint64_t)64 << 20) + ((uint64_t)32 << 20) * nt;
     if (uses_gptq(mo->method)) {
-        b += 4 * nin * nin + 4 * nout * 256; /* the factor of H^-1, the lazy errors */
-        if (uses_act_order(mo)) b += 12 * wel; /* permuted weights + per-element grid */
+        /* the factor of H^-1 is made in calib's Hessian buffer (counted there);
+         * an input group's (n_embd²) is kept for the next stage's v / up; the
+         * lazy errors; importance and order vectors */
+        b += 4 * (uint64_t)hp->n_embd * hp->n_embd + 4 * nout * 256 + 16 * nin;
+        if (uses_act_order(mo)) b += 12 * wel + 5 * nin; /* permuted weights + grid */
     }
-    if (uses_awq(mo->method))
-        b += 10 * (uint64_t)QUANT_AWQ_SEARCH_ROWS * nin; /* search buffers */
+    if (uses_awq(mo->method)) { /* search buffers: 3 floats + 2 bytes per searched element */
+        const uint64_t qd2 = (uint64_t)hp->n_head * hp->head_dim;
+        const uint64_t shape[4][2] = {{qd2 > hp->n_ff ? qd2 : hp->n_ff, hp->n_embd}, /* q, gate */
+                                      {hp->n_embd, qd2},                             /* o */
+                                      {hp->n_embd, hp->n_ff},                        /* down */
+                                      {kvd, hp->n_embd}};                            /* v */
+        uint64_t maxw = 0;
+        for (int k = 0; k < 4; k++) {
+            const uint64_t e = quant_awq_search_rows(shape[k][0], shape[k][1]) * shape[k][1];
+            if (e > maxw) maxw = e;
+        }
+        b += 14 * maxw + 12 * nin;
+    }
     return b;
+}
+
+/* --- the work dir (issue 13; methods_journal.c) --- */
+
+/* on_layer with a work dir: the layer's tensors are in tensors.bin; record
+ * them, the AWQ tally and the layer's output hidden states. */
+static enum mw_status on_layer_journal(void *ud, struct calib_layer *ly, struct mw_err *err)
+{
+    struct quant_methods_src *h = ud;
+    for (int k = 0; k < 2; k++)
+        if (h->fb[k].ti >= 0)
+            return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                           "layer %u ended with tensor '%s' partly quantized",
+                           calib_layer_index(ly), h->base->tensors[h->fb[k].ti].name);
+    struct mwj_layer rec = {.layer = calib_layer_index(ly), .tensors_end = h->fend,
+                            .n_spill = h->n_pend, .spill = h->pend};
+    for (uint32_t k = 0; k < h->n_pend; k++) h->pend[k].type = h->descs[h->pend[k].ti].type;
+    for (int g = 0; g < CALIB_G_COUNT; g++) {
+        rec.tally[g].folded = h->tally[g].folded;
+        rec.tally[g].no_gain = h->tally[g].no_gain;
+        rec.tally[g].skipped = h->tally[g].skipped;
+        snprintf(rec.tally[g].why, sizeof rec.tally[g].why, "%s", h->tally[g].why);
+    }
+    const enum mw_status s = mwj_commit(h->j, ly, &rec, err);
+    if (s == MW_OK) h->n_pend = 0;
+    return s;
+}
+
+static void hash_u64(XXH3_state_t *st, uint64_t v)
+{
+    uint8_t b[8];
+    mw_put_le64(b, v);
+    XXH3_64bits_update(st, b, 8);
+}
+
+/* What the run's tensors depend on (struct mwj_id); not the thread count. */
+static enum mw_status run_identity(const struct quant_methods_src *h, struct calib_model *m,
+                                   const struct calib_samples *smp,
+                                   const struct calib_run_opts *ro, struct mwj_id *id,
+                                   struct mw_err *err)
+{
+    const struct quant_methods_opts *mo = h->mo;
+    const struct quant_source *base = h->base;
+    memset(id, 0, sizeof *id);
+    enum mw_status s = mwj_model_identity(mo->model_path, &id->model_bytes, &id->model_hash, err);
+    if (s != MW_OK) return s;
+    XXH3_state_t st;
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    for (uint64_t i = 0; i < base->n_tensors; i++) {
+        const struct quant_tensor_desc *t = &base->tensors[i];
+        XXH3_64bits_update(&st, t->name, strlen(t->name) + 1);
+        hash_u64(&st, t->type);
+        hash_u64(&st, t->n_dims);
+        for (int d = 0; d < GGUF_MAX_DIMS; d++) hash_u64(&st, t->ne[d]);
+    }
+    id->tensors_hash = XXH3_64bits_digest(&st);
+    id->n_tensors = base->n_tensors;
+    id->n_layer = h->hp->n_layer;
+    id->n_embd = h->hp->n_embd;
+    id->n_samples = calib_samples_count(smp);
+    id->n_pos = calib_samples_n_pos(smp);
+    XXH3_64bits_reset(&st);
+    for (uint32_t i = 0; i < id->n_samples; i++) {
+        const int32_t *t = calib_samples_tokens(smp, i);
+        for (uint32_t p = 0; p < id->n_pos; p++) hash_u64(&st, (uint32_t)t[p]);
+    }
+    id->samples_hash = XXH3_64bits_digest(&st);
+    id->method = (uint32_t)mo->method;
+    if (uses_gptq(mo->method)) {
+        const float damp = mo->gptq.damp > 0 ? mo->gptq.damp : 0.01f;
+        memcpy(&id->damp_bits, &damp, 4);
+        id->gptq_block = mo->gptq.block ? mo->gptq.block : 128;
+        id->act_order = uses_act_order(mo);
+    }
+    id->awq_in_only = uses_awq(mo->method) && mo->awq_in_only;
+    XXH3_64bits_reset(&st);
+    for (uint64_t i = 0; i < base->n_tensors; i++) hash_u64(&st, h->want[i]);
+    id->want_hash = XXH3_64bits_digest(&st);
+    id->batch_samples = calib_run_batch_samples(m, smp, ro);
+    return MW_OK;
+}
+
+/* The journal's layers back into h: every tensor they spilled (checked
+ * against the plan: the type it wanted or the source's, the size of that
+ * type), the AWQ tally after the last one. */
+static enum mw_status restore_layers(struct quant_methods_src *h, struct mw_err *err)
+{
+    const uint32_t nl = mwj_n_layers(h->j);
+    for (uint32_t l = 0; l < nl; l++) {
+        const struct mwj_layer *L = mwj_layer_at(h->j, l);
+        for (uint32_t k = 0; k < L->n_spill; k++) {
+            const struct mwj_spill *q = &L->spill[k];
+            const struct quant_tensor_desc *t = &h->base->tensors[q->ti];
+            uint64_t want_b = 0;
+            const bool ok = (q->type == h->want[q->ti] || q->type == t->type) &&
+                            gguf_tensor_nbytes(q->type, t->ne, &want_b) && want_b == q->bytes;
+            if (!ok) {
+                mw_err_set_path(err, mwj_tensors_path(h->j));
+                mw_err_set_where(err, "tensor '%s'", t->name);
+                return MW_FAIL(err, MW_E_FORMAT, q->off,
+                               "the journal's layer %u recorded %llu bytes of type %u, which "
+                               "this run's plan does not make",
+                               L->layer, (unsigned long long)q->bytes, q->type);
+            }
+            h->spilled[q->ti] = true;
+            h->off[q->ti] = q->off;
+            h->nbytes[q->ti] = q->bytes;
+            h->hash[q->ti] = q->hash;
+            h->descs[q->ti].type = q->type;
+        }
+        if (l + 1 == nl)
+            for (int g = 0; g < CALIB_G_COUNT; g++) {
+                h->tally[g].folded = L->tally[g].folded;
+                h->tally[g].no_gain = L->tally[g].no_gain;
+                h->tally[g].skipped = L->tally[g].skipped;
+                snprintf(h->tally[g].why, sizeof h->tally[g].why, "%s", L->tally[g].why);
+            }
+    }
+    h->fd = mwj_tensors_fd(h->j);
+    h->fend = mwj_tensors_end(h->j);
+    return MW_OK;
+}
+
+/* Open mo->work_dir for this run and set ro up to continue after its last
+ * recorded layer (*skip_run: every layer is recorded). */
+static enum mw_status open_work_dir(struct quant_methods_src *h, const struct quant_opts *qo,
+                                    struct calib_model *m, const struct calib_samples *smp,
+                                    struct calib_run_opts *ro, bool *skip_run,
+                                    struct mw_err *err)
+{
+    const struct quant_methods_opts *mo = h->mo;
+    struct mwj_id id;
+    struct mwj_open_info info;
+    char msg[512];
+    enum mw_status s = run_identity(h, m, smp, ro, &id, err);
+    if (s != MW_OK) return s;
+    if ((s = mwj_open(mo->work_dir, mo->resume, &id, &h->j, &info, err)) != MW_OK) return s;
+    if ((s = restore_layers(h, err)) != MW_OK) return s;
+    const uint32_t nl = h->hp->n_layer;
+    if (info.dropped_bytes) {
+        snprintf(msg, sizeof msg, "work dir %s: %llu bytes after the last complete record dropped "
+                 "(%s)", mo->work_dir, (unsigned long long)info.dropped_bytes, info.dropped_why);
+        if (qo->log) qo->log(qo->log_ud, QUANT_LOG_NOTICE, msg);
+    }
+    if (!info.resumed)
+        snprintf(msg, sizeof msg, "work dir %s: a new journal (%s)", mo->work_dir,
+                 mo->resume ? "none to resume there: starting at layer 0"
+                            : "an interrupted run continues with --resume");
+    else if (info.n_done >= nl)
+        snprintf(msg, sizeof msg, "work dir %s: all %u layers are recorded; writing the output",
+                 mo->work_dir, nl);
+    else
+        snprintf(msg, sizeof msg, "work dir %s: resuming at layer %u (%u of %u layers recorded)",
+                 mo->work_dir, info.n_done, info.n_done, nl);
+    say(qo, msg);
+    *skip_run = info.n_done >= nl;
+    ro->first_layer = info.n_done;
+    if (info.n_done) {
+        ro->load_hidden = mwj_load_hidden;
+        ro->load_hidden_ud = h->j;
+    }
+    ro->on_layer = on_layer_journal;
+    ro->on_layer_ud = h;
+    return MW_OK;
 }
 
 enum mw_status quant_methods_source(const struct quant_source *base, const struct quant_opts *qo,
@@ -635,7 +957,8 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
         !(h->want = malloc((size_t)(n ? n : 1) * sizeof *h->want)) ||
         !(h->spilled = calloc((size_t)(n ? n : 1), sizeof *h->spilled)) ||
         !(h->off = calloc((size_t)(n ? n : 1), sizeof *h->off)) ||
-        !(h->nbytes = calloc((size_t)(n ? n : 1), sizeof *h->nbytes))) {
+        !(h->nbytes = calloc((size_t)(n ? n : 1), sizeof *h->nbytes)) ||
+        !(h->hash = calloc((size_t)(n ? n : 1), sizeof *h->hash))) {
         s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
         goto out;
     }
@@ -653,7 +976,9 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
     so.n_ctx_max = calib_model_hparams(m)->n_ctx_train;
     if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, err)) != MW_OK) goto out;
     struct calib_run_opts ro = {.n_threads = mo->n_threads ? mo->n_threads : 1,
-                                .on_group = on_group, .on_group_ud = h};
+                                .on_group = on_group, .on_group_ud = h,
+                                .on_stage = mo->on_stage, .on_stage_ud = mo->on_stage_ud,
+                                .scratch_dir = mo->work_dir};
     if (mo->max_memory) {
         /* the method's own buffers at their peak; calib gets the rest */
         const uint64_t mine = quant_methods_peak_bytes(calib_model_hparams(m), mo);
@@ -666,8 +991,29 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
             goto out;
         }
         ro.max_memory = mo->max_memory - mine;
+        const uint32_t spb = calib_run_batch_samples(m, smp, &ro);
+        if (spb) {
+            char msg[320];
+            snprintf(msg, sizeof msg,
+                     "--max-memory %llu bytes: the method's buffers %llu, calibration %llu at its "
+                     "peak (%u samples per batch%s)",
+                     (unsigned long long)mo->max_memory, (unsigned long long)mine,
+                     (unsigned long long)calib_run_peak_bytes(m, smp, &ro), spb,
+                     calib_run_hidden_on_disk(m, smp, &ro)
+                         ? "; lean: hidden states, attention outputs and the layer's weights in "
+                           "scratch files, one weight and one Hessian in memory at a time"
+                         : "");
+            say(qo, msg);
+        }
     }
-    if ((s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto out;
+    bool skip_run = false; /* a work dir with every layer recorded */
+    if (mo->resume && !mo->work_dir) {
+        s = MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "--resume needs --work-dir");
+        goto out;
+    }
+    if (mo->work_dir && (s = open_work_dir(h, qo, m, smp, &ro, &skip_run, err)) != MW_OK)
+        goto out;
+    if (!skip_run && (s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto out;
     for (int k = 0; k < 2; k++)
         if (h->fb[k].ti >= 0) {
             s = MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
@@ -677,6 +1023,13 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
             goto out;
         }
     if (uses_awq(mo->method)) awq_report(h, qo);
+    if (st) time_report(h, qo, st); /* no calib_run: every layer was in the work dir */
+    if (mo->work_dir) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "work dir %s: every layer is recorded; it is kept (remove it "
+                 "once the output is written)", mo->work_dir);
+        say(qo, msg);
+    }
     {
         const bool gq = uses_gptq(mo->method);
         snprintf(h->method_label, sizeof h->method_label, "%s",
@@ -690,7 +1043,8 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
                      (double)(mo->gptq.damp > 0 ? mo->gptq.damp : 0.01f),
                      uses_act_order(mo) ? " act_order=static" : "");
         snprintf(h->method_params, sizeof h->method_params, "samples=%u seq_len=%u%s%s",
-                 calib_stats_n_samples(st), calib_samples_seq_len(smp), dp,
+                 st ? calib_stats_n_samples(st) : calib_samples_count(smp),
+                 calib_samples_seq_len(smp), dp,
                  !uses_awq(mo->method) ? ""
                  : awq_out_folds(h)    ? " awq=attn_norm,ffn_norm,attn_v,ffn_up"
                                        : " awq=attn_norm,ffn_norm");

@@ -28,7 +28,9 @@ enum mw_status quant_methods_imatrix(const struct quant_methods_opts *mo,
     so.n_ctx_max = calib_model_hparams(m)->n_ctx_train;
     if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, err)) != MW_OK) goto done;
     struct calib_run_opts ro = {.n_threads = mo->n_threads ? mo->n_threads : 1,
-                                .max_memory = mo->max_memory};
+                                .max_memory = mo->max_memory, .on_stage = mo->on_stage,
+                                .on_stage_ud = mo->on_stage_ud,
+                                .scratch_dir = mo->work_dir};
     if ((s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto done;
     const char *base = strrchr(mo->corpus_path, '/');
     const char *ds[1] = {base ? base + 1 : mo->corpus_path};

@@ -96,6 +96,57 @@ double cmd_now_s(void); /* CLOCK_MONOTONIC seconds */
 void cmd_progress_init(struct cmd_progress *p, bool quiet);
 void cmd_progress_draw(struct cmd_progress *p, const char *what, double frac, const char *detail);
 void cmd_progress_end(struct cmd_progress *p);
+/* Draw a whole line (after "\r\033[K") under cmd_progress_draw's rules:
+ * nothing unless p->on; at most 5 redraws a second unless force. */
+void cmd_progress_line(struct cmd_progress *p, bool force, const char *line);
+
+/* --progress=MODE of quant, calib and convert (docs/commands.md):
+ *   auto  the one-line display on stderr when it is a terminal and not -q
+ *   none  no progress at all
+ *   json  one JSON object per line on stderr (also when it is no terminal,
+ *         also with -q): "stage" events (calib's stages and layers), "write"
+ *         events (one per output tensor), a final "done". Notices, warnings
+ *         and errors stay text lines ("memwall CMD: ..."), which never start
+ *         with '{'. */
+enum cmd_progress_mode { CMD_PROGRESS_AUTO = 0, CMD_PROGRESS_NONE = 1, CMD_PROGRESS_JSON = 2 };
+extern const char *const cmd_progress_mode_names[]; /* CMD_OPT_ENUM names, in enum order */
+#define CMD_PROGRESS_BAD "unknown --progress '%v' (auto, none, json)"
+
+/* Progress of a calibration run by stage and layer (calib_run_opts.on_stage,
+ * quant_methods_opts.on_stage) and of the writing of an output file.
+ * Terminal (mode auto, line->on):
+ *   "quant: layer 12/64 ffn_down  elapsed 1h02m  0.19 layers/min  ETA 4h40m"
+ * the layer 1-based, elapsed since the command started; the rate and ETA from
+ * the layers finished in this pass and the time since its first layer
+ * started (a resumed run, first_layer > 0, counts its own layers only):
+ * "--" until one is finished. JSON: see cmd_progress_mode. A new pass (an
+ * "embed" start: quant's statistics pass for --bpw/--size, then the method's
+ * pass) starts the count again; "pass" numbers them from 1. */
+struct cmd_stage_progress {
+    const char *what;          /* "quant", "calib", "convert": the line's prefix, events' "cmd" */
+    int mode;                  /* enum cmd_progress_mode */
+    struct cmd_progress *line; /* the terminal line (its `on`, redraw state), or NULL */
+    double t0;                 /* the command's clock */
+    double t_first;            /* when this pass's first layer started; < 0: not yet */
+    double t_done;             /* when layers_done last grew */
+    uint32_t done_seen;        /* layers_done then */
+    uint32_t pass;
+    double t_write;            /* the writing's start (set it when the writing begins);
+                                * < 0: taken at the first write report */
+    uint64_t write_ti;         /* tensor of the last write event; UINT64_MAX: none */
+    bool write_last;           /* the final write event (done == total) was emitted */
+};
+void cmd_stage_progress_init(struct cmd_stage_progress *sp, const char *what, int mode,
+                             struct cmd_progress *line);
+/* A calib_stage_fn (ud: the struct cmd_stage_progress). Full builds only. */
+struct calib_stage_event;
+void cmd_stage_progress_on_stage(void *ud, const struct calib_stage_event *ev);
+/* JSON mode: a "write" event at each tensor's first report and at the last
+ * (done == total); the arguments are quant_progress_fn's. */
+void cmd_stage_progress_write(struct cmd_stage_progress *sp, uint64_t done, uint64_t total,
+                              uint64_t ti, uint64_t nt, const char *name);
+/* JSON mode: the final {"event":"done", "exit": rc, "output": path or null}. */
+void cmd_stage_progress_done(struct cmd_stage_progress *sp, int rc, const char *output);
 
 // --- signals (tools/cmd_signals.c) ---
 

@@ -38,16 +38,11 @@ static const char usage_text[] =
     "  --max-memory SIZE   bound on calib's own allocations (e.g. 512M, 2G; K/M/G are\n"
     "                      powers of 2): fewer rows per batch when needed, else exit 3\n"
     "                      before computing, saying what is needed and what to change\n"
+    "  --progress MODE     auto (default: a line per stage and layer with the elapsed\n"
+    "                      time, rate and ETA when stderr is a terminal), none, or\n"
+    "                      json (one JSON event per line on stderr, even with -q)\n"
     "  -q, --quiet         no progress and no summary\n"
     "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O or resource error\n";
-
-static void on_progress(void *ud, uint32_t done, uint32_t n, double el)
-{
-    (void)el;
-    char detail[64];
-    snprintf(detail, sizeof detail, "layer %u/%u", done, n);
-    cmd_progress_draw(ud, "calib", n ? (double)done / n : 1.0, detail);
-}
 
 /* --samples N|all (all: 0) */
 static bool parse_samples(void *ctx, const char *val, char *msg, size_t cap)
@@ -108,7 +103,7 @@ int cmd_calib(int argc, char **argv)
     static const char *const fmt_names[] = {"auto", "text", "jsonl", NULL};
     static const enum calib_corpus_fmt fmt_values[] = {CALIB_CORPUS_AUTO, CALIB_CORPUS_TEXT,
                                                        CALIB_CORPUS_JSONL};
-    int fmt = 0;
+    int fmt = 0, progress = CMD_PROGRESS_AUTO;
     struct calib_sample_opts so = {.n_samples = CALIB_DEFAULT_SAMPLES,
                                    .seq_len = CALIB_DEFAULT_SEQ_LEN};
     struct calib_run_opts ro = {.n_threads = 1};
@@ -131,6 +126,8 @@ int cmd_calib(int argc, char **argv)
          .late = true, .bad = "--batch-rows: expected 1..%x"},
         {NULL, "--max-memory", CMD_OPT_SIZE, .u64 = &ro.max_memory, .late = true,
          .bad = "--max-memory: expected a size such as 512M or 2G, got '%v'"},
+        {NULL, "--progress", CMD_OPT_ENUM, .idx = &progress, .names = cmd_progress_mode_names,
+         .bad = CMD_PROGRESS_BAD},
     };
     struct cmd_opts op = {CMD_OPTS_TABLE(spec), .pos = &model, .max_pos = 1,
                           .too_many = "one MODEL at a time (got '%p' and '%a')"};
@@ -154,6 +151,10 @@ int cmd_calib(int argc, char **argv)
     struct calib_stats *st = NULL;
     rc = 0;
     const double t0 = cmd_now_s();
+    struct cmd_progress prog;
+    cmd_progress_init(&prog, true); /* drawn from calib_run on */
+    struct cmd_stage_progress sp;
+    cmd_stage_progress_init(&sp, cmd, progress, &prog);
     enum mw_status s = calib_corpus_load(corpus, cf, &c, &err);
     if (!s) s = calib_model_open(model, &m, &err);
     if (s) goto fail;
@@ -192,10 +193,9 @@ int cmd_calib(int argc, char **argv)
                         : "");
         fputc('\n', stderr);
     }
-    struct cmd_progress prog;
-    cmd_progress_init(&prog, quiet);
-    ro.progress = on_progress;
-    ro.progress_ud = &prog;
+    cmd_progress_init(&prog, quiet || progress != CMD_PROGRESS_AUTO);
+    ro.on_stage = cmd_stage_progress_on_stage;
+    ro.on_stage_ud = &sp;
     s = calib_run(m, smp, &ro, &st, &err);
     cmd_progress_end(&prog);
     if (s) goto fail;
@@ -223,6 +223,7 @@ fail:
     if (err.code == MW_OK) MW_FAIL(&err, s, MW_ERR_OFF_NONE, "%s", mw_status_msg(s));
     rc = cmd_fail(cmd, &err);
 done:
+    cmd_stage_progress_done(&sp, rc, out);
     calib_stats_free(st);
     calib_samples_free(smp);
     calib_corpus_free(c);

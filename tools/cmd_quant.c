@@ -10,7 +10,10 @@
  * to the exit status.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -67,6 +70,10 @@ static const char usage_text[] =
     "  --dry-run                  print the per-tensor plan, write nothing (SRC may be\n"
     "                             a header-only GGUF: tensor data is not read)\n"
     "  -q, --quiet                no progress, no notices (warnings still print)\n"
+    "  --progress MODE            auto (default: a progress line on stderr when it is a\n"
+    "                             terminal; with --corpus one per stage and layer with\n"
+    "                             the elapsed time, rate and ETA), none, or json (one\n"
+    "                             JSON event per line on stderr, even with -q)\n"
 #if defined(MW_HAVE_FULL)
     "  --corpus FILE              calibration text (.txt/.jsonl[.gz]): quantize the layers\n"
     "                             with --method on the model's activations\n"
@@ -74,6 +81,12 @@ static const char usage_text[] =
     "                             (with --corpus; default awq+gptq)\n"
     "  --samples N, --seq-len L   calibration samples (default 128) of L tokens (512)\n"
     "  --max-memory SIZE          with --corpus: bound on calibration + method buffers\n"
+    "  --work-dir DIR             with --corpus: keep the quantized layers, the hidden\n"
+    "                             states and a journal of finished layers in DIR (created;\n"
+    "                             kept after the run: remove it yourself)\n"
+    "  --resume                   continue the run journaled in --work-dir DIR after the\n"
+    "                             last complete layer (same SRC, corpus and options; the\n"
+    "                             output is byte-identical to an uninterrupted run's)\n"
 #endif
     "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O error\n";
 
@@ -84,6 +97,7 @@ static const char *cmd = "quant";
 struct ui {
     bool quiet;
     struct cmd_progress pr;
+    struct cmd_stage_progress sp; /* --progress: the stage line, JSON events */
 };
 
 static void on_log(void *ud, enum quant_log_level lvl, const char *msg)
@@ -102,6 +116,10 @@ static void on_progress(void *ud, uint64_t done, uint64_t total, uint64_t ti, ui
                         const char *name)
 {
     struct ui *u = ud;
+    if (u->sp.mode == CMD_PROGRESS_JSON) {
+        cmd_stage_progress_write(&u->sp, done, total, ti, nt, name);
+        return;
+    }
     const double frac = total ? (double)done / (double)total : 1.0;
     char nm[64], d[160];
     snprintf(d, sizeof d, "%3.0f%%  %.1f/%.1f MiB  tensor %llu/%llu %s", frac * 100.0,
@@ -210,6 +228,27 @@ static void print_alloc(const struct alloc_req *rq, const struct quant_budget_re
 }
 
 #if defined(MW_HAVE_FULL)
+/* Test hook (tests/e2e/quant_resume.sh): MW_TEST_KILL_AT=STAGE:LAYER sends
+ * SIGKILL to this process at the end of calib_run's STAGE ("layer",
+ * "ffn_down" ...) of LAYER, so that a --work-dir run is interrupted at a
+ * known point. Not set: no effect. */
+struct kill_at {
+    char stage[32];
+    unsigned long layer;
+    calib_stage_fn next;
+    void *next_ud;
+};
+
+static void kill_at_stage(void *ud, const struct calib_stage_event *ev)
+{
+    struct kill_at *k = ud;
+    if (k->next) k->next(k->next_ud, ev);
+    if (ev->end && ev->layer == k->layer && strcmp(ev->stage, k->stage) == 0) {
+        fflush(NULL);
+        raise(SIGKILL);
+    }
+}
+
 /* --fit-ram R --ctx N [--kv T]: the file budget is what `memwall plan`
  * leaves for the weights (calib_fit_ram: R's app share minus the KV cache
  * and the runtime overhead; MW_E_USAGE when nothing is left). */
@@ -295,11 +334,14 @@ int cmd_quant(int argc, char **argv)
 {
     const char *srcp = NULL, *out = NULL, *preset_name = NULL, *imatrix_path = NULL;
     const char *corpus_path = NULL, *method_name = NULL;
+    const char *work_dir = NULL; /* --work-dir */
+    bool resume = false;         /* --resume */
     uint32_t n_samples = 0, seq_len = 0;
     uint64_t max_memory = 0; /* --max-memory (with --corpus); 0: not given */
     struct quant_opts o = {.rules = {.output_type = -1, .token_embd_type = -1}};
     struct quant_overrides *ov = NULL;
     bool quiet = false, dry = false;
+    int progress = CMD_PROGRESS_AUTO; /* --progress */
     struct alloc_req rq = {.kind = BUDGET_NONE};
     struct quant_budget_result ares = {0};
     const char *kv_name = NULL;
@@ -347,6 +389,10 @@ int cmd_quant(int argc, char **argv)
         {NULL, "--kv", CMD_OPT_STR, .str = &kv_name},
         {NULL, "--max-memory", CMD_OPT_SIZE, .u64 = &max_memory,
          .bad = "--max-memory: expected a size such as 512M or 2G, got '%v'"},
+        {NULL, "--work-dir", CMD_OPT_STR, .str = &work_dir},
+        {NULL, "--resume", CMD_OPT_FLAG, .flag = &resume},
+        {NULL, "--progress", CMD_OPT_ENUM, .idx = &progress, .names = cmd_progress_mode_names,
+         .bad = CMD_PROGRESS_BAD},
     };
     struct cmd_opts op = {CMD_OPTS_TABLE(spec), .pos = &srcp, .max_pos = 1,
                           .too_many = "one SRC at a time (got '%p' and '%a')"};
@@ -363,6 +409,10 @@ int cmd_quant(int argc, char **argv)
 #if !defined(MW_HAVE_FULL)
     USAGE_IF(rq.kind == BUDGET_RAM, done, "--fit-ram needs the full build");
 #endif
+    USAGE_IF(resume && !work_dir, done, "--resume needs --work-dir DIR");
+    USAGE_IF(work_dir && !corpus_path, done, "--work-dir goes with --corpus");
+    USAGE_IF(work_dir && !work_dir[0], done, "--work-dir: empty path");
+    USAGE_IF(work_dir && dry, done, "--dry-run writes nothing: no --work-dir");
     o.rules.preset = quant_preset_find(preset_name);
     USAGE_IF(!o.rules.preset, done, "unknown preset '%s'", preset_name);
     struct stat st;
@@ -375,9 +425,10 @@ int cmd_quant(int argc, char **argv)
     o.n_threads = (unsigned)threads;
 
     struct ui ui = {.quiet = quiet};
-    cmd_progress_init(&ui.pr, quiet || dry);
+    cmd_progress_init(&ui.pr, quiet || dry || progress != CMD_PROGRESS_AUTO);
+    cmd_stage_progress_init(&ui.sp, cmd, progress, &ui.pr);
     o.log = on_log, o.log_ud = &ui;
-    if (ui.pr.on) o.progress = on_progress, o.progress_ud = &ui;
+    if (ui.pr.on || progress == CMD_PROGRESS_JSON) o.progress = on_progress, o.progress_ud = &ui;
 
     struct quant_imatrix *im = NULL;
     struct gguf_file *f = NULL;
@@ -391,7 +442,13 @@ int cmd_quant(int argc, char **argv)
                                     .corpus_path = corpus_path,
                                     .samples = {.n_samples = n_samples, .seq_len = seq_len},
                                     .n_threads = (unsigned)threads,
-                                    .max_memory = max_memory, .scratch_prefix = out};
+                                    .max_memory = max_memory, .scratch_prefix = out,
+                                    .work_dir = work_dir, .resume = resume};
+    mo.on_stage = cmd_stage_progress_on_stage, mo.on_stage_ud = &ui.sp;
+    struct kill_at ka = {.next = mo.on_stage, .next_ud = mo.on_stage_ud};
+    const char *kenv = getenv("MW_TEST_KILL_AT");
+    if (kenv && sscanf(kenv, "%31[a-z_]:%lu", ka.stage, &ka.layer) == 2)
+        mo.on_stage = kill_at_stage, mo.on_stage_ud = &ka;
 #endif
     enum mw_status s = MW_OK;
     const double t0 = cmd_now_s();
@@ -438,7 +495,7 @@ int cmd_quant(int argc, char **argv)
         psrc = &msrc;
     }
 #else
-    USAGE_IF(corpus_path || method_name || max_memory, cleanup,
+    USAGE_IF(corpus_path || method_name || max_memory || work_dir || resume, cleanup,
              "--corpus/--method need the full build");
 #endif
     if ((s = quant_plan_build(psrc, &o, &plan, &err)) != MW_OK) goto fail;
@@ -456,7 +513,9 @@ int cmd_quant(int argc, char **argv)
         goto cleanup;
     }
     struct quant_stats qs;
-    cmd_progress_init(&ui.pr, quiet || dry); /* the clock starts with the writing */
+    /* the clock starts with the writing */
+    cmd_progress_init(&ui.pr, quiet || dry || progress != CMD_PROGRESS_AUTO);
+    ui.sp.t_write = cmd_now_s();
     s = quant_plan_write(plan, out, &qs, &err);
     cmd_progress_end(&ui.pr);
     if (s != MW_OK) goto fail;
@@ -481,8 +540,10 @@ int cmd_quant(int argc, char **argv)
     rc = 0;
     goto cleanup;
 fail:
+    cmd_progress_end(&ui.pr);
     rc = fail(s, &err);
 cleanup:
+    cmd_stage_progress_done(&ui.sp, rc, dry ? NULL : out);
     quant_plan_free(plan);
 #if defined(MW_HAVE_FULL)
     quant_methods_source_free(mh);

@@ -6,7 +6,8 @@
 #    (removed; same bytes; lower peak RSS still); a missing $TMPDIR is exit 3;
 #  - a bound below that fails with exit 3 and a message with the bytes
 #    needed, the bound and what to change, BEFORE the large allocations;
-#  - a malformed size is a usage error.
+#  - a malformed size is a usage error;
+#  - quant --corpus awq+gptq at its least bound runs lean with the same bytes.
 # Peak RSS is ru_maxrss of the command (/usr/bin/time -f %M when present,
 # else the "peak RSS" memwall calib prints itself). The RSS comparisons run
 # in release builds only ("quick": sanitizer builds, smaller run, sizes and
@@ -101,6 +102,42 @@ if [ -n "$least" ]; then
     has "$err" "$T/no/such/dir/memwall-calib-" "TMPDIR missing: the path"
     [ -e "$T/small.imatrix" ] && fail "output written although the scratch file failed"
 fi
+# quant --corpus (awq+gptq) under --max-memory (issue 13): at the least
+# bound it names, the lean mode (hidden states, attention outputs and the
+# layer's weights in scratch files; one weight and one Hessian in memory)
+# writes the same bytes as the unbounded run; a byte less is exit 3 before
+# the calibration starts; the scratch files never outlive the run.
+qsz=(--samples 3 --seq-len 48)
+qrun() { # quant ARGS..., exit status in $rc, stderr in $err
+    TMPDIR=$T/qtmp $MW_EMU "$MEMWALL" quant "$TINY" -t "${qt:-1}" --preset Q4_K_M --corpus "$CALIB" \
+        --method awq+gptq "${qsz[@]}" "$@" > "$T/out" 2> "$T/err"
+    rc=$?
+    err=$(cat "$T/err")
+}
+mkdir -p "$T/qtmp"
+qt=2 qrun -o "$T/q-full.gguf" -q # (the bounded runs: 1 thread; the bytes do not depend on it)
+[ "$rc" -eq 0 ] || fail "quant --corpus: exit $rc: $err"
+qrun -o "$T/q-x.gguf" --max-memory 1K
+[ "$rc" -eq 3 ] || fail "quant --max-memory 1K: exit $rc, want 3: $err"
+mine=$(sed -n 's/.*method awq+gptq alone needs \([0-9]*\) bytes.*/\1/p' <<< "$err")
+[ -n "$mine" ] || fail "quant --max-memory 1K: no method bytes in: $err"
+qrun -o "$T/q-x.gguf" --max-memory $((mine + 1))
+[ "$rc" -eq 3 ] || fail "quant --max-memory $((mine + 1)): exit $rc, want 3: $err"
+has "$err" "weights streamed from a scratch file, the largest Hessian with its weight" \
+    "quant: the least plan is the lean one"
+qleast=$(sed -n 's/.*needs at least \([0-9]*\) bytes.*/\1/p' <<< "$err")
+[ -n "$qleast" ] || fail "quant: no least bytes in: $err"
+qrun -o "$T/q-lean.gguf" --max-memory $((mine + qleast))
+[ "$rc" -eq 0 ] || fail "quant --max-memory $((mine + qleast)) (the least plan): exit $rc: $err"
+has "$err" "1 samples per batch; lean: hidden states, attention outputs and the layer's weights in scratch files" \
+    "quant: the lean run says so"
+cmp -s "$T/q-full.gguf" "$T/q-lean.gguf" || fail "quant: the lean mode changed the output"
+[ -z "$(ls -A "$T/qtmp")" ] || fail "scratch file left in \$TMPDIR: $(ls -A "$T/qtmp")"
+qrun -o "$T/q-x.gguf" --max-memory $((mine + qleast - 1))
+[ "$rc" -eq 3 ] || fail "quant one byte short of the least plan: exit $rc, want 3: $err"
+has "$err" "needs at least $qleast bytes" "quant: one byte short"
+[ -e "$T/q-x.gguf" ] && fail "quant: output written although the bound failed"
+echo "  quant awq+gptq: least --max-memory $((mine + qleast)) bytes (method $mine + calibration $qleast)"
 if [ "$quick" != quick ]; then
     # every sample of the corpus at the full context (~100 MiB unbounded): the
     # failure comes before the hidden states are allocated
