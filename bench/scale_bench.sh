@@ -1,29 +1,38 @@
 #!/usr/bin/env bash
-# bench/scale_bench.sh — memwall quant --corpus --method awq+gptq on a
-# synthetic F16 GGUF with the layer shapes of a 32B-class model (hidden
-# 5120, intermediate 27648, 64 q heads / 8 kv heads, head dim 128; vocab
-# 4096 with tinyllama-8m's tokenizer so the corpus can be tokenized),
-# once with 1 decoder layer and once with 2: peak RSS (GNU time's maximum
-# resident set size) and wall seconds for each, seconds per layer = the
-# difference. Peak RSS should not grow with the layer count (quantized
-# tensors are spilled to an unlinked scratch file, only one layer is in
-# memory as f32).
+# bench/scale_bench.sh — the 8 GB workstation (issue 13): memwall quant --corpus
+# --method awq+gptq --max-memory on a synthetic F16 GGUF with the layer shapes
+# of a 32B-class model (hidden 5120, intermediate 27648, 64 q heads / 8 kv
+# heads, head dim 128; vocab 4096 with tinyllama-8m's tokenizer so the corpus
+# can be tokenized; random weights with outliers, bench/quant_mkmodel.c).
+# For each layer count and sample count: wall and CPU seconds, peak RSS
+# (GNU time) and the peaks of anonymous and file-backed resident memory
+# (/proc/PID/status sampled every 0.2 s), and memwall's own time line
+# (forward GEMMs, Hessians with their GFLOP/s, AWQ search, GPTQ factor and
+# sweep). OpenBLAS's own multi-threaded sgemm on this machine, measured in the
+# same run, is the yardstick for the GFLOP/s. Extrapolation: forward and
+# Hessian time grow with the samples, the rest (GPTQ, AWQ) does not; x layers;
+# 16 cores assume the tile-parallel work scales with the cores (an assumption,
+# stated, not measured here).
 #
 # usage: bench/scale_bench.sh [BUILD_DIR]
-#   env: SCALE_SAMPLES (8), SCALE_SEQ (256), SCALE_LAYERS ("1 2"),
-#        SCALE_THREADS (nproc), SCALE_METHOD (awq+gptq), SCALE_OUT (BUILD/scale-bench),
-#        SCALE_SHAPE ("5120 27648 64 8": n_embd n_ff heads kv_heads; a small one for a
-#        smoke run, e.g. "256 768 8 4")
-# Heavy: ~1 GB of F16 per layer, a 27648x27648 Hessian (3 GiB) and its
-# Cholesky factor for ffn_down. Results also go to bench/out/scale.txt.
+#   env: SCALE_SAMPLES ("4": list), SCALE_SEQ (512), SCALE_LAYERS ("1"),
+#        SCALE_THREADS (nproc), SCALE_METHOD (awq+gptq), SCALE_MAXMEM (6G),
+#        SCALE_PRESET (Q4_K_M), SCALE_OUT (BUILD/scale-bench),
+#        SCALE_SHAPE ("5120 27648 64 8": n_embd n_ff heads kv_heads; e.g. "1024 2816 16 4"
+#        for a quick sweep of sample counts)
+# Heavy on the real shapes: ~1 GB of F16 per layer, a 27648² Hessian (3 GiB)
+# factored in place, ~10 GB of scratch files per layer at 128 x 512.
+# Results: bench/out/scale.txt.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
-build=$(cd "${1:-$src/build-h2}" && pwd)
-samples=${SCALE_SAMPLES:-8}
-seq=${SCALE_SEQ:-256}
-layers=${SCALE_LAYERS:-"1 2"}
+build=$(cd "${1:-$src/build}" && pwd)
+samples_list=${SCALE_SAMPLES:-4}
+seq=${SCALE_SEQ:-512}
+layers=${SCALE_LAYERS:-1}
 thr=${SCALE_THREADS:-$(nproc)}
 method=${SCALE_METHOD:-awq+gptq}
+maxmem=${SCALE_MAXMEM:-6G}
+preset=${SCALE_PRESET:-Q4_K_M}
 shape=${SCALE_SHAPE:-"5120 27648 64 8"}
 out=${SCALE_OUT:-$build/scale-bench}
 tok=$src/datasets/reference/tinyllama-8m.llamacpp-f16.gguf
@@ -35,29 +44,74 @@ cp "$build/tools/memwall" "$mw"
 
 cc -std=c11 -O2 -I"$src" "$src/bench/quant_mkmodel.c" "$build/gguf/libmw_gguf.a" \
     "$build/core/libmw_core.a" -lm -o "$out/quant_mkmodel"
+cc -std=c11 -O2 "$src/bench/sgemm_peak.c" -lopenblas -o "$out/sgemm_peak"
+read -r E F _ _ <<<"$shape"
+peak=$("$out/sgemm_peak" 2048 2048 "$E" "$thr" 3)
+
+# peak RssAnon / RssFile+RssShmem (KiB) of process $1 until it exits -> file $2
+sample_rss() {
+    local pid=$1 a=0 f=0 x y z
+    while [ -r "/proc/$pid/status" ]; do
+        read -r x y z < <(awk '/^RssAnon/{a=$2} /^RssFile/{f=$2} /^RssShmem/{s=$2}
+                              END {print a + 0, f + 0, s + 0}' "/proc/$pid/status" 2>/dev/null ||
+                          echo "0 0 0")
+        [ "$x" -gt "$a" ] && a=$x
+        [ $((y + z)) -gt "$f" ] && f=$((y + z))
+        sleep 0.2
+    done
+    echo "$a $f" > "$2"
+}
 
 {
 echo "# scale_bench $(date -u +%FT%TZ) $(uname -m) $(nproc) CPUs, threads $thr, load $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "# shapes (n_embd n_ff heads kv_heads): $shape, vocab 4096"
-echo "# memwall quant --preset Q4_K_M --corpus calib.txt --method $method --samples $samples --seq-len $seq"
-printf '| layers | F16 bytes | output bytes | wall s | user s | peak RSS KiB |\n|---|---|---|---|---|---|\n'
+echo "# shapes (n_embd n_ff heads kv_heads): $shape, vocab 4096; method $method, --max-memory $maxmem, $preset"
+echo "# yardstick: OpenBLAS $peak"
+printf '| layers | samples x seq | wall s | CPU s | peak RSS MiB | peak anon MiB | peak file MiB | fwd GEMM GFLOP/s | Hessian GFLOP/s | time line |\n|---|---|---|---|---|---|---|---|---|---|\n'
 } | tee "$report"
 for L in $layers; do
     m=$out/synth-${shape// /x}-${L}L.gguf
     # shellcheck disable=SC2086
     [ -s "$m" ] || "$out/quant_mkmodel" "$m" "$L" $shape 4096 "$tok"
-    o=$out/synth-${L}L-Q4_K_M.gguf
-    rm -f "$o"
-    /usr/bin/time -v -o "$out/time-${L}L.txt" "$mw" quant "$m" -o "$o" --preset Q4_K_M \
-        --corpus "$src/datasets/corpora/calib.txt" --method "$method" --samples "$samples" \
-        --seq-len "$seq" -t "$thr" > "$out/log-${L}L.txt" 2>&1 ||
-        { echo "scale_bench: memwall quant failed for $L layers:" >&2; tail "$out/log-${L}L.txt" >&2; exit 1; }
-    wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, t, ":"); s = 0;
-                        for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s}' "$out/time-${L}L.txt")
-    user=$(awk -F': ' '/User time/ {print $2}' "$out/time-${L}L.txt")
-    rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/time-${L}L.txt")
-    printf '| %s | %s | %s | %s | %s | %s |\n' "$L" "$(stat -c %s "$m")" "$(stat -c %s "$o")" \
-        "$wall" "$user" "$rss" | tee -a "$report"
-    ls "$out" | grep -q 'tmp\.spill' && { echo "scale_bench: spill file left behind" >&2; exit 1; }
-    rm -f "$o"
+    for S in $samples_list; do
+        o=$out/synth-${L}L-$S.gguf
+        rm -f "$o"
+        log=$out/log-${L}L-$S.txt
+        /usr/bin/time -v -o "$out/time.txt" "$mw" quant "$m" -o "$o" --preset "$preset" \
+            --corpus "$src/datasets/corpora/calib.txt" --method "$method" --samples "$S" \
+            --seq-len "$seq" -t "$thr" --max-memory "$maxmem" > "$log" 2>&1 &
+        tp=$!
+        cp=""
+        for _ in $(seq 50); do cp=$(pgrep -P "$tp" || true); [ -n "$cp" ] && break; sleep 0.1; done
+        [ -n "$cp" ] && sample_rss "$cp" "$out/rss.txt" &
+        sp=$!
+        wait "$tp" || { echo "scale_bench: memwall quant failed ($L layers, $S samples):" >&2;
+                        tail "$log" >&2; exit 1; }
+        wait "$sp" || true
+        read -r anon file < "$out/rss.txt" || { anon=0; file=0; }
+        wall=$(awk -F': ' '/Elapsed \(wall clock\)/ {n = split($2, t, ":"); s = 0;
+                            for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s}' "$out/time.txt")
+        cpu=$(awk -F': ' '/User time/ {u = $2} /System time/ {s = $2} END {print u + s}' "$out/time.txt")
+        rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$out/time.txt")
+        tl=$(grep -o 'time: .*' "$log" | head -1 || true)
+        gf=$(sed -n 's/.*forward GEMMs [0-9.]*s ([0-9.e+]* GFLOP, \([0-9.]*\) GFLOP\/s).*/\1/p' <<<"$tl")
+        hf=$(sed -n 's/.*Hessians [0-9.]*s ([0-9.e+]* GFLOP, \([0-9.]*\) GFLOP\/s).*/\1/p' <<<"$tl")
+        printf '| %s | %s x %s | %s | %s | %d | %d | %d | %s | %s | %s |\n' "$L" "$S" "$seq" "$wall" \
+            "$cpu" $((rss / 1024)) $((anon / 1024)) $((file / 1024)) "${gf:-?}" "${hf:-?}" \
+            "${tl#time: }" | tee -a "$report"
+        ls "$out" | grep -q 'tmp\.spill' && { echo "scale_bench: spill file left behind" >&2; exit 1; }
+        # extrapolation from this run: fixed = AWQ + GPTQ (sample-independent), the rest x 128/S
+        awk -v tl="$tl" -v S="$S" -v L="$L" -v thr="$thr" 'BEGIN {
+            n = split(tl, w, /[ :,()s]+/); tot = awq = fac = swp = 0
+            if (match(tl, /calibration [0-9.]+s/)) tot = substr(tl, RSTART + 12, RLENGTH - 13) + 0
+            if (match(tl, /AWQ search [0-9.]+s/)) awq = substr(tl, RSTART + 11, RLENGTH - 12) + 0
+            if (match(tl, /GPTQ factor [0-9.]+s/)) fac = substr(tl, RSTART + 12, RLENGTH - 13) + 0
+            if (match(tl, /GPTQ sweep [0-9.]+s/)) swp = substr(tl, RSTART + 11, RLENGTH - 12) + 0
+            fixed = (awq + fac + swp) / L; lin = (tot - awq - fac - swp) / L
+            per = fixed + lin * 128 / S
+            printf "# per layer at %d x 512 (measured): %.0f s; extrapolated to 128 x 512: %.0f s/layer " \
+                   "(fixed %.0f + per-sample %.0f); a 64-layer model: %.1f h on %d threads, %.1f h on 16 " \
+                   "cores if the work scales with the cores\n", S, tot / L, per, fixed, lin * 128 / S,
+                   per * 64 / 3600, thr, per * 64 / 3600 * thr / 16 }' | tee -a "$report"
+        rm -f "$o"
+    done
 done

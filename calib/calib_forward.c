@@ -1589,15 +1589,13 @@ static uint32_t choose_spb(const struct engine *e, const struct calib_run_opts *
     if (spb == 0) {
         const long double least = mem_plan_bytes(&p, true, 1, 1);
         MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
-                "calibration needs at least %llu bytes (%.1f MiB: statistics and tables "
-                "%.1f MiB, one layer %.1f MiB (weights streamed from a scratch file, %s), one "
-                "sample per batch %.1f MiB), above --max-memory %llu bytes (%.1f MiB): use "
-                "fewer --samples or a shorter --seq-len, or raise --max-memory",
+                "calibration needs at least %llu bytes (%.1f MiB: tables %.1f MiB, a layer "
+                "%.1f MiB (%s), a sample per batch %.1f MiB), above --max-memory %llu bytes: "
+                "use fewer --samples or a shorter --seq-len, or raise --max-memory",
                 (unsigned long long)ld_bytes(least), (double)(least / 1048576.0L),
                 (double)(p.fixed / 1048576.0L), (double)(p.lean / 1048576.0L),
-                o->on_group ? "the largest Hessian with its weight" : "the largest weight",
-                (double)((p.per_smp + p.hsb) / 1048576.0L), (unsigned long long)o->max_memory,
-                (double)(max / 1048576.0L));
+                o->on_group ? "lean: the largest Hessian and its weight" : "lean: one weight",
+                (double)((p.per_smp + p.hsb) / 1048576.0L), (unsigned long long)o->max_memory);
         return 0;
     }
     if (mem_plan_bytes(&p, *file, spb, nt) > max) {

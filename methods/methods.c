@@ -982,16 +982,23 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
     if (mo->max_memory) {
         /* the method's own buffers at their peak; calib gets the rest */
         const uint64_t mine = quant_methods_peak_bytes(calib_model_hparams(m), mo);
-        if (mine >= mo->max_memory) {
+        ro.max_memory = mine < mo->max_memory ? mo->max_memory - mine : 1;
+        const uint32_t spb = calib_run_batch_samples(m, smp, &ro);
+        if (mine >= mo->max_memory || spb == 0) {
+            /* refused before any work, with the least bound that runs: the
+             * method's buffers and the lean calibration at one sample per batch */
+            const uint64_t least = calib_run_peak_bytes(m, smp, &ro);
+            mw_err_clear(err);
+            mw_err_set_path(err, mo->model_path);
             s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
-                        "--max-memory %llu bytes: method %s alone needs %llu bytes (Hessian "
-                        "of the widest layer input and one weight's buffers)",
+                        "--max-memory %llu bytes is too small: %s needs at least %llu bytes (its "
+                        "buffers %llu, calibration %llu at one sample per batch, lean): use "
+                        "fewer --samples or a shorter --seq-len, or raise --max-memory",
                         (unsigned long long)mo->max_memory, quant_method_name(mo->method),
-                        (unsigned long long)mine);
+                        (unsigned long long)(mine + least), (unsigned long long)mine,
+                        (unsigned long long)least);
             goto out;
         }
-        ro.max_memory = mo->max_memory - mine;
-        const uint32_t spb = calib_run_batch_samples(m, smp, &ro);
         if (spb) {
             char msg[320];
             snprintf(msg, sizeof msg,
