@@ -17,7 +17,8 @@
 # usage: bench/scale_bench.sh [BUILD_DIR]
 #   env: SCALE_SAMPLES ("4": list), SCALE_SEQ (512), SCALE_LAYERS ("1"),
 #        SCALE_THREADS (nproc), SCALE_METHOD (awq+gptq), SCALE_MAXMEM (6G),
-#        SCALE_PRESET (Q4_K_M), SCALE_OUT (BUILD/scale-bench),
+#        SCALE_PRESET (Q4_K_M), SCALE_OUT (BUILD/scale-bench), SCALE_CORPUS (calib.txt: ~170
+#        samples of 512 tokens; more samples need a longer text),
 #        SCALE_SHAPE ("5120 27648 64 8": n_embd n_ff heads kv_heads; e.g. "1024 2816 16 4"
 #        for a quick sweep of sample counts)
 # Heavy on the real shapes: ~1 GB of F16 per layer, a 27648² Hessian (3 GiB)
@@ -35,6 +36,7 @@ maxmem=${SCALE_MAXMEM:-6G}
 preset=${SCALE_PRESET:-Q4_K_M}
 shape=${SCALE_SHAPE:-"5120 27648 64 8"}
 out=${SCALE_OUT:-$build/scale-bench}
+corpus=${SCALE_CORPUS:-$src/datasets/corpora/calib.txt}
 tok=$src/datasets/reference/tinyllama-8m.llamacpp-f16.gguf
 report=$src/bench/out/scale.txt
 mkdir -p "$out" "$src/bench/out"
@@ -45,22 +47,10 @@ cp "$build/tools/memwall" "$mw"
 cc -std=c11 -O2 -I"$src" "$src/bench/quant_mkmodel.c" "$build/gguf/libmw_gguf.a" \
     "$build/core/libmw_core.a" -lm -o "$out/quant_mkmodel"
 cc -std=c11 -O2 "$src/bench/sgemm_peak.c" -lopenblas -o "$out/sgemm_peak"
-read -r E F _ _ <<<"$shape"
+read -r E _ _ _ <<<"$shape"
 peak=$("$out/sgemm_peak" 2048 2048 "$E" "$thr" 3)
 
-# peak RssAnon / RssFile+RssShmem (KiB) of process $1 until it exits -> file $2
-sample_rss() {
-    local pid=$1 a=0 f=0 x y z
-    while [ -r "/proc/$pid/status" ]; do
-        read -r x y z < <(awk '/^RssAnon/{a=$2} /^RssFile/{f=$2} /^RssShmem/{s=$2}
-                              END {print a + 0, f + 0, s + 0}' "/proc/$pid/status" 2>/dev/null ||
-                          echo "0 0 0")
-        [ "$x" -gt "$a" ] && a=$x
-        [ $((y + z)) -gt "$f" ] && f=$((y + z))
-        sleep 0.2
-    done
-    echo "$a $f" > "$2"
-}
+. "$src/bench/rss_sample.sh"
 
 {
 echo "# scale_bench $(date -u +%FT%TZ) $(uname -m) $(nproc) CPUs, threads $thr, load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -77,12 +67,12 @@ for L in $layers; do
         rm -f "$o"
         log=$out/log-${L}L-$S.txt
         /usr/bin/time -v -o "$out/time.txt" "$mw" quant "$m" -o "$o" --preset "$preset" \
-            --corpus "$src/datasets/corpora/calib.txt" --method "$method" --samples "$S" \
+            --corpus "$corpus" --method "$method" --samples "$S" \
             --seq-len "$seq" -t "$thr" --max-memory "$maxmem" > "$log" 2>&1 &
         tp=$!
         cp=""
         for _ in $(seq 50); do cp=$(pgrep -P "$tp" || true); [ -n "$cp" ] && break; sleep 0.1; done
-        [ -n "$cp" ] && sample_rss "$cp" "$out/rss.txt" &
+        [ -n "$cp" ] && rss_sample "$cp" "$out/rss.txt" &
         sp=$!
         wait "$tp" || { echo "scale_bench: memwall quant failed ($L layers, $S samples):" >&2;
                         tail "$log" >&2; exit 1; }

@@ -2,6 +2,8 @@
 """bench/synth_ckpt.py OUT_DIR LAYERS [F16|BF16] — write a synthetic Hugging Face llama
 checkpoint (TinyLlama-1.1B shapes: hidden 2048, FFN 5632, 32 heads / 4 KV
 heads, vocab 32000; F16 (default) or BF16; two shards + index; 22 layers = 2.2 GB) into OUT_DIR.
+env SYNTH_SHAPE="n_embd n_ff heads kv_heads vocab" for other shapes, SYNTH_OUTLIERS=1 for
+rare 10x values.
 The values are small finite numbers from an LCG, so conversions of it are
 deterministic. The tokenizer files are copied in by the caller. Used by
 bench/convert_bench.sh and bench/convert_vs_llamacpp.sh."""
@@ -10,6 +12,9 @@ out, L = sys.argv[1], int(sys.argv[2])
 DT = sys.argv[3] if len(sys.argv) > 3 else "F16"
 assert DT in ("F16", "BF16"), DT
 E, F, H, KV, V = 2048, 5632, 32, 4, 32000
+if os.environ.get("SYNTH_SHAPE"):  # "n_embd n_ff heads kv_heads vocab" (bench/workstation_bench.sh)
+    E, F, H, KV, V = (int(x) for x in os.environ["SYNTH_SHAPE"].split())
+OUTLIERS = os.environ.get("SYNTH_OUTLIERS") == "1"  # every 997th value 10x
 hd = E // H
 cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": E,
        "intermediate_size": F, "num_hidden_layers": L, "num_attention_heads": H,
@@ -29,7 +34,7 @@ for i in range(L):
 s, vals = 12345, []
 for _ in range(1 << 21):
     s = (s * 1664525 + 1013904223) & 0xFFFFFFFF
-    vals.append(((s >> 8) - 8388608) / 8388608.0 * 0.05)
+    vals.append(((s >> 8) - 8388608) / 8388608.0 * (0.5 if OUTLIERS and len(vals) % 997 == 0 else 0.05))
 if DT == "F16":
     block = struct.pack("<%de" % len(vals), *vals)
 else:  # BF16: the top half of each f32, rounded to nearest even
