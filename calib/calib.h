@@ -488,7 +488,10 @@ enum mw_status calib_layer_hessian(struct calib_layer *ly, enum calib_group g, c
 enum mw_status calib_layer_weight_release(struct calib_layer *ly, enum calib_wkind w,
                                           struct mw_err *err);
 
-/* calib_layer_hessian, but the caller takes the buffer (free() it): no copy
+/* In the lean mode a Hessian made stale (a weight or norm it depends on
+ * handed out mutable) is freed at once, before the weight is read back:
+ * its views become invalid then, not at the next calib_layer_hessian.
+ * calib_layer_hessian, but the caller takes the buffer (free() it): no copy
  * when it overwrites H (GPTQ factors it in place). The engine computes the
  * next request afresh. */
 enum mw_status calib_layer_hessian_take(struct calib_layer *ly, enum calib_group g, float **H,
