@@ -7,7 +7,8 @@
 #  - a bound below that fails with exit 3 and a message with the bytes
 #    needed, the bound and what to change, BEFORE the large allocations;
 #  - a malformed size is a usage error;
-#  - quant --corpus awq+gptq at its least bound runs lean with the same bytes.
+#  - quant --corpus awq+gptq at its least bound runs lean with the same bytes
+#    (release builds).
 # Peak RSS is ru_maxrss of the command (/usr/bin/time -f %M when present,
 # else the "peak RSS" memwall calib prints itself). The RSS comparisons run
 # in release builds only ("quick": sanitizer builds, smaller run, sizes and
@@ -107,6 +108,7 @@ fi
 # layer's weights in scratch files; one weight and one Hessian in memory)
 # writes the same bytes as the unbounded run; a byte less is exit 3 before
 # the calibration starts; the scratch files never outlive the run.
+if [ "$quick" != quick ]; then # (sanitizer builds: check_calib lean_equals_memory covers the lean mode)
 qsz=(--samples 3 --seq-len 48)
 qrun() { # quant ARGS..., exit status in $rc, stderr in $err
     TMPDIR=$T/qtmp $MW_EMU "$MEMWALL" quant "$TINY" -t "${qt:-1}" --preset Q4_K_M --corpus "$CALIB" \
@@ -135,6 +137,7 @@ qrun -o "$T/q-x.gguf" --max-memory $((qleast - 1))
 has "$err" "needs at least $qleast bytes" "quant: one byte short"
 [ -e "$T/q-x.gguf" ] && fail "quant: output written although the bound failed"
 echo "  quant awq+gptq: least --max-memory $qleast bytes, lean"
+fi
 if [ "$quick" != quick ]; then
     # every sample of the corpus at the full context (~100 MiB unbounded): the
     # failure comes before the hidden states are allocated
