@@ -3,11 +3,12 @@
 #   0. scripts/lint_modules.sh: no back edge, no cross-module *_int.h, no ../
 #      include, no printing or exit() in library code
 #   1. release build with -Werror, all tests (unit, end-to-end, llama.cpp interop),
-#      then every command under valgrind memcheck
+#      then every command under valgrind memcheck (beside the ASan build)
 #   2. ASan+UBSan build with -Werror, all tests but the llama.cpp peer ones
 #   3. aarch64 cross build (core/gguf/quant/verify + memwall), its tests under qemu-aarch64
 #   4. clang libFuzzer build, each fuzz target for a bounded time (the GGUF reader
-#      MW_FUZZ_SECONDS, default 60; the others MW_FUZZ_OTHER_SECONDS, default 15)
+#      MW_FUZZ_SECONDS, default 60; the others MW_FUZZ_OTHER_SECONDS, default 15),
+#      MW_JOBS targets at a time (each single-threaded, on its own core)
 # Environment: MW_JOBS (default: nproc), MW_SKIP_DEPS=1 to skip the package check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,8 +56,19 @@ run_ctest() { # dir, ctest args... (names of failed tests and their last lines k
 step "module lint (docs/architecture.md)" bash scripts/lint_modules.sh
 step "release build" build build/ci-release -DCMAKE_BUILD_TYPE=Release
 step "release tests" run_ctest build/ci-release
-step "valgrind (memcheck, every command)" bash scripts/valgrind.sh build/ci-release
+# valgrind runs one process at a time (one core): beside the ASan build; its
+# step records the wait for it after the build, its log is printed then
+vg_log=$(mktemp)
+bash scripts/valgrind.sh build/ci-release > "$vg_log" 2>&1 &
+vg_pid=$!
 step "asan+ubsan build" build build/ci-asan -DCMAKE_BUILD_TYPE=Debug -DMW_SANITIZE=ON
+vg_wait() {
+  local rc=0
+  wait "$vg_pid" || rc=$?
+  cat "$vg_log"; rm -f "$vg_log"
+  return $rc
+}
+step "valgrind (memcheck, every command; beside the asan build)" vg_wait
 # (a function, not `env ... run_ctest`: env cannot run a shell function)
 asan_tests() (
   export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
@@ -68,7 +80,8 @@ step "aarch64 cross build" build build/ci-aarch64 -DCMAKE_TOOLCHAIN_FILE=cmake/a
 step "aarch64 tests (qemu)" run_ctest build/ci-aarch64 -LE peer
 step "fuzz build (clang)" build build/ci-fuzz -DCMAKE_C_COMPILER=clang -DMW_FUZZ=ON -DMW_SANITIZE=ON \
   -DCMAKE_BUILD_TYPE=Debug
-step "fuzzing (gguf ${fuzz_secs}s, others ${fuzz_other}s)" bash scripts/fuzz.sh build/ci-fuzz "$fuzz_secs" "$fuzz_other"
+step "fuzzing (gguf ${fuzz_secs}s, others ${fuzz_other}s)" env MW_FUZZ_JOBS="$jobs" \
+  bash scripts/fuzz.sh build/ci-fuzz "$fuzz_secs" "$fuzz_other"
 
 echo "=== summary (wall time per step)"
 printf '%s\n' "${results[@]}"

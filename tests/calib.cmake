@@ -13,12 +13,14 @@ if(NOT MW_MINIMAL)
     mw_shell_test(calib_memory e2e/calib_memory.sh)
   endif()
   set_tests_properties(calib_cli calib_plan calib_memory PROPERTIES SKIP_RETURN_CODE 77)
+  set_tests_properties(check_calib PROPERTIES COST 300) # ~60 s under ASan
   # all 345 reference chunks: ~1 min of CPU in a release build; far longer
   # under the sanitizers, where the unit tests cover the same code on a few samples
   if(NOT MW_SANITIZE)
     mw_shell_test(calib_reference e2e/calib_reference.sh)
     mw_shell_test(calib_peer e2e/calib_reference.sh peer)
     set_tests_properties(calib_reference calib_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+    set_tests_properties(calib_reference PROPERTIES COST 300)
     set_tests_properties(calib_peer PROPERTIES LABELS peer)
   endif()
   mw_fuzz_target(corpus LIBS mw_calib)

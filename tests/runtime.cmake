@@ -21,7 +21,7 @@ target_link_libraries(rt_mkmodel PRIVATE mw_rt_fixture)
 mw_check_test(check_runtime SOURCES check_runtime.c LIBS mw_runtime mw_rt_fixture)
 # count allocator calls inside rt_eval (GNU ld --wrap; fine under ASan)
 target_link_options(check_runtime PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc")
-set_tests_properties(check_runtime PROPERTIES TIMEOUT 600)
+set_tests_properties(check_runtime PROPERTIES TIMEOUT 600 COST 400) # ~90 s under ASan and qemu
 
 mw_shell_test(runtime_cli e2e/run_cli.sh $<TARGET_FILE:rt_mkmodel>)
 if(MW_SANITIZE)
@@ -31,6 +31,7 @@ else()
 endif()
 mw_shell_test(runtime_tinyllama e2e/run_tinyllama.sh $<TARGET_FILE:rt_mkmodel> ${_rt_quick})
 set_tests_properties(runtime_cli runtime_tinyllama PROPERTIES TIMEOUT 900)
+set_tests_properties(runtime_tinyllama PROPERTIES COST 300) # ~70 s under qemu
 if(NOT CMAKE_CROSSCOMPILING)
   mw_shell_test(runtime_peer e2e/run_peer.sh $<TARGET_FILE:rt_mkmodel>)
   set_tests_properties(runtime_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77 TIMEOUT 1800 COST 900)

@@ -20,5 +20,5 @@ endif()
 # Gemma 3 and Gemma 2 tokenizers (tests/e2e/tok_family_peer.sh; label peer).
 if(NOT CMAKE_CROSSCOMPILING AND NOT MW_MINIMAL)
   mw_shell_test(tok_family_peer e2e/tok_family_peer.sh)
-  set_tests_properties(tok_family_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800 LABELS peer)
+  set_tests_properties(tok_family_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800 LABELS peer COST 300)
 endif()

@@ -1079,7 +1079,8 @@ static void usage(void)
             "  info MODEL.gguf\n"
             "  quantize IN.gguf OUT.gguf TYPE [--imatrix IMATRIX.gguf] [--pure]\n"
             "  version\n"
-            "node-llama-cpp %s, llama.cpp %s; CPU only, %d threads by default.\n",
+            "node-llama-cpp %s, llama.cpp %s; CPU only, %d threads by default\n"
+            "(MW_PEER_THREADS sets the default).\n",
             PEER_NLC_VERSION, PEER_LLAMA_COMMIT, 2);
     exit(EXIT_USAGE);
 }
@@ -1087,6 +1088,12 @@ static void usage(void)
 int main(int argc, char **argv)
 {
     g_cpu_variant = getenv("MW_PEER_CPU_VARIANT");
+    /* MW_PEER_THREADS: the default of --threads (CTest sets 1: beside another
+     * test on a small machine, ggml's spinning thread barrier loses most of
+     * its time to the other process; one thread gives the same results) */
+    const char *env_threads = getenv("MW_PEER_THREADS");
+    if (env_threads && *env_threads)
+        g_threads = (int)parse_long(env_threads, "MW_PEER_THREADS", 1, 512);
     /* split global options from the command and its positional args; options
      * may appear anywhere */
     const char *pos[8];
