@@ -15,6 +15,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include "calib/calib_int.h"
+#include "core/mw_file.h"
 #include "runtime/rt_ops.h"
 #include "calib/mw_blas.h"
 
@@ -410,25 +411,11 @@ static float *hs_at(const struct engine *e, uint64_t r0)
 static enum mw_status fio(int fd, const char *path, bool write, uint64_t off, void *buf,
                           uint64_t n, const char *what, struct mw_err *err)
 {
-    uint8_t *b = buf;
-    for (uint64_t done = 0; done < n;) {
-        const size_t want = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(n - done);
-        const ssize_t k = write ? pwrite(fd, b + done, want, (off_t)(off + done))
-                                : pread(fd, b + done, want, (off_t)(off + done));
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) {
-            const int en = k < 0 ? errno : EIO;
-            mw_err_clear(err);
-            mw_err_set_path(err, path);
-            return MW_FAIL(err, en == ENOSPC || en == EFBIG ? MW_E_NOSPACE : MW_E_IO, off + done,
-                           "%s the scratch file of %s (unlinked; --max-memory keeps it on disk "
-                           "under $TMPDIR, /tmp or the work dir): %s",
-                           write ? "writing" : "reading", what,
-                           k < 0 ? strerror(en) : "short read");
-        }
-        done += (uint64_t)k;
-    }
-    return MW_OK;
+    mw_err_clear(err);
+    enum mw_status s = write ? mw_pwrite_all(fd, buf, n, off, path, err)
+                             : mw_pread_all(fd, buf, n, off, path, err);
+    if (s) mw_err_set_where(err, "scratch file of %s (unlinked)", what);
+    return s;
 }
 
 /* read: rows [r0, r0 + nr) of the scratch file -> hsb (the window starts

@@ -179,3 +179,49 @@ void mw_map_drop(const void *map_base, uint64_t map_size, uint64_t from, uint64_
      * a later access faults them in again from the page cache or the file */
     (void)madvise((void *)((uintptr_t)map_base + (uintptr_t)a), len, MADV_DONTNEED);
 }
+
+enum mw_status mw_pwrite_all(int fd, const void *p, uint64_t n, uint64_t off,
+                                 const char *path, struct mw_err *err)
+{
+    const uint8_t *b = p;
+    while (n) {
+        const size_t c = n > ((uint64_t)1 << 30) ? (size_t)1 << 30 : (size_t)n;
+        const ssize_t w = pwrite(fd, b, c, (off_t)off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            if (w == 0) errno = ENOSPC;
+            const enum mw_status s = mw_file_errno_fail(err, path, errno, "write");
+            if (err) err->off = off;
+            return s;
+        }
+        b += w;
+        off += (uint64_t)w;
+        n -= (uint64_t)w;
+    }
+    return MW_OK;
+}
+
+enum mw_status mw_pread_all(int fd, void *p, uint64_t n, uint64_t off, const char *path,
+                                struct mw_err *err)
+{
+    uint8_t *b = p;
+    while (n) {
+        const size_t c = n > ((uint64_t)1 << 30) ? (size_t)1 << 30 : (size_t)n;
+        const ssize_t r = pread(fd, b, c, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            const enum mw_status s = mw_file_errno_fail(err, path, errno, "read");
+            if (err) err->off = off;
+            return s;
+        }
+        if (r == 0) {
+            mw_err_set_path(err, path);
+            return MW_FAIL(err, MW_E_TRUNC, off, "file ends early (%llu more bytes expected)",
+                           (unsigned long long)n);
+        }
+        b += r;
+        off += (uint64_t)r;
+        n -= (uint64_t)r;
+    }
+    return MW_OK;
+}

@@ -59,6 +59,15 @@ enum mw_status mw_file_write_atomic(const char *path, const void *d, size_t n,
  * naming path: "what: strerror(e)". */
 enum mw_status mw_file_errno_fail(struct mw_err *err, const char *path, int e, const char *what);
 
+/* All n bytes at offset off of fd, retrying short transfers and EINTR (in
+ * chunks of at most 1 GiB). Errors name path and the byte offset:
+ * mw_file_errno_fail's codes (a write that makes no progress is ENOSPC:
+ * MW_E_NOSPACE); a read past the end of the file is MW_E_TRUNC. */
+enum mw_status mw_pwrite_all(int fd, const void *p, uint64_t n, uint64_t off, const char *path,
+                             struct mw_err *err);
+enum mw_status mw_pread_all(int fd, void *p, uint64_t n, uint64_t off, const char *path,
+                            struct mw_err *err);
+
 /* Give back the pages of a read-only (MAP_PRIVATE or MAP_SHARED, never
  * written) file mapping that lie wholly inside [base + from, base + to): they
  * are dropped from this process's resident set (madvise MADV_DONTNEED; the

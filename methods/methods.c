@@ -143,18 +143,8 @@ static enum mw_status spill(struct quant_methods_src *h, int64_t ti, const uint8
         h->pend = q;
         h->cap_pend = nc;
     }
-    for (uint64_t done = 0; done < n;) {
-        const size_t c = n - done > ((size_t)1 << 30) ? (size_t)1 << 30 : (size_t)(n - done);
-        const ssize_t w = pwrite(h->fd, b + done, c, (off_t)(h->fend + done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            const enum mw_status s = mw_file_errno_fail(err, fpath, w < 0 ? errno : ENOSPC,
-                                                        "write");
-            if (err) err->off = h->fend + done;
-            return s;
-        }
-        done += (uint64_t)w;
-    }
+    const enum mw_status ws = mw_pwrite_all(h->fd, b, n, h->fend, fpath, err);
+    if (ws != MW_OK) return ws;
     h->spilled[ti] = true;
     h->off[ti] = h->fend;
     h->nbytes[ti] = n;
@@ -670,17 +660,12 @@ static enum mw_status src_read(void *ud, uint64_t i, quant_sink_fn sink, void *s
     XXH3_64bits_reset(&hs);
     for (uint64_t done = 0; done < n && s == MW_OK;) {
         const size_t c = n - done < cap ? (size_t)(n - done) : cap;
-        const ssize_t r = pread(h->fd, buf, c, (off_t)(h->off[i] + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            s = MW_FAIL(err, MW_E_IO, h->off[i] + done, "%s: read failed: %s",
-                        h->j ? mwj_tensors_path(h->j) : "scratch file",
-                        r < 0 ? strerror(errno) : "short file");
-            break;
-        }
-        XXH3_64bits_update(&hs, buf, (size_t)r);
-        s = sink(sink_ud, buf, (size_t)r, err);
-        done += (uint64_t)r;
+        s = mw_pread_all(h->fd, buf, c, h->off[i] + done,
+                         h->j ? mwj_tensors_path(h->j) : "scratch file", err);
+        if (s != MW_OK) break;
+        XXH3_64bits_update(&hs, buf, c);
+        s = sink(sink_ud, buf, c, err);
+        done += c;
     }
     free(buf);
     if (s == MW_OK && XXH3_64bits_digest(&hs) != h->hash[i]) {

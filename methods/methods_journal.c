@@ -387,52 +387,6 @@ static enum mw_status ioerr(struct mw_err *err, const char *path, const char *wh
     return mw_file_errno_fail(err, path, errno ? errno : EIO, what);
 }
 
-static enum mw_status pwrite_all(int fd, const void *p, uint64_t n, uint64_t off,
-                                 const char *path, struct mw_err *err)
-{
-    const uint8_t *b = p;
-    while (n) {
-        const size_t c = n > ((uint64_t)1 << 30) ? (size_t)1 << 30 : (size_t)n;
-        const ssize_t w = pwrite(fd, b, c, (off_t)off);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) {
-            if (w == 0) errno = ENOSPC;
-            const enum mw_status s = ioerr(err, path, "write");
-            if (err) err->off = off;
-            return s;
-        }
-        b += w;
-        off += (uint64_t)w;
-        n -= (uint64_t)w;
-    }
-    return MW_OK;
-}
-
-static enum mw_status pread_all(int fd, void *p, uint64_t n, uint64_t off, const char *path,
-                                struct mw_err *err)
-{
-    uint8_t *b = p;
-    while (n) {
-        const size_t c = n > ((uint64_t)1 << 30) ? (size_t)1 << 30 : (size_t)n;
-        const ssize_t r = pread(fd, b, c, (off_t)off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            const enum mw_status s = ioerr(err, path, "read");
-            if (err) err->off = off;
-            return s;
-        }
-        if (r == 0) {
-            mw_err_set_path(err, path);
-            return MW_FAIL(err, MW_E_TRUNC, off, "file ends early (%llu more bytes expected)",
-                           (unsigned long long)n);
-        }
-        b += r;
-        off += (uint64_t)r;
-        n -= (uint64_t)r;
-    }
-    return MW_OK;
-}
-
 static void sync_dir(const char *dir)
 {
     const int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -532,7 +486,7 @@ static enum mw_status read_journal(struct mwj *j, uint8_t **buf, uint64_t *n, st
     *n = (uint64_t)st.st_size;
     if (!(*buf = malloc(*n ? (size_t)*n : 1)))
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-    return pread_all(j->jfd, *buf, *n, 0, j->jpath, err);
+    return mw_pread_all(j->jfd, *buf, *n, 0, j->jpath, err);
 }
 
 /* A new journal: header record, empty data files, all synced. */
@@ -550,7 +504,7 @@ static enum mw_status start_fresh(struct mwj *j, struct mw_err *err)
         close(fd);
     }
     if ((s = mwj_encode_header(&j->id, &rec, &rn, err)) != MW_OK) return s;
-    s = pwrite_all(j->jfd, rec, rn, 0, j->jpath, err);
+    s = mw_pwrite_all(j->jfd, rec, rn, 0, j->jpath, err);
     free(rec);
     if (s != MW_OK) {
         if (ftruncate(j->jfd, 0) != 0) { /* best effort: a torn header reads as none */
@@ -722,7 +676,7 @@ enum mw_status mwj_commit(struct mwj *j, struct calib_layer *ly, struct mwj_laye
             const float *x;
             if ((s = calib_layer_hidden(ly, r0, nr, &x, err)) != MW_OK) break;
             XXH3_64bits_update(hs, x, (size_t)(nr * rowb));
-            s = pwrite_all(fd, x, nr * rowb, r0 * rowb, hp, err);
+            s = mw_pwrite_all(fd, x, nr * rowb, r0 * rowb, hp, err);
             r0 += nr;
         }
         if (s == MW_OK && fdatasync(fd) != 0) s = ioerr(err, hp, "fdatasync");
@@ -737,7 +691,7 @@ enum mw_status mwj_commit(struct mwj *j, struct calib_layer *ly, struct mwj_laye
     uint8_t *b;
     uint64_t bn;
     if ((s = mwj_encode_layer(rec, &b, &bn, err)) != MW_OK) return s;
-    s = pwrite_all(j->jfd, b, bn, j->jend, j->jpath, err);
+    s = mw_pwrite_all(j->jfd, b, bn, j->jend, j->jpath, err);
     free(b);
     if (s == MW_OK && fdatasync(j->jfd) != 0) s = ioerr(err, j->jpath, "fdatasync");
     if (s != MW_OK) {
@@ -772,7 +726,7 @@ enum mw_status mwj_load_hidden(void *ud, uint64_t row0, uint64_t n_rows, float *
                        "journal: hidden rows [%llu, +%llu) asked, expected row %llu of %llu",
                        (unsigned long long)row0, (unsigned long long)n_rows,
                        (unsigned long long)j->h_next, (unsigned long long)T);
-    enum mw_status s = pread_all(j->hfd, dst, n_rows * rowb, row0 * rowb, hp, err);
+    enum mw_status s = mw_pread_all(j->hfd, dst, n_rows * rowb, row0 * rowb, hp, err);
     if (s != MW_OK) return s;
     XXH3_64bits_update(j->hs, dst, (size_t)(n_rows * rowb));
     j->h_next = row0 + n_rows;
@@ -857,7 +811,7 @@ static enum mw_status hf_identity(const char *path, uint64_t *bytes, uint64_t *h
         uint64_t off = 0, len = 0;
         if (ends_with(names[i], ".safetensors")) {
             uint8_t hl[8];
-            if (sz >= 8 && pread_all(fd, hl, 8, 0, fp, err) == MW_OK) {
+            if (sz >= 8 && mw_pread_all(fd, hl, 8, 0, fp, err) == MW_OK) {
                 len = mw_le64(hl) + 8;
                 if (len > sz || len > ((uint64_t)100 << 20)) len = 8;
             }
@@ -867,7 +821,7 @@ static enum mw_status hf_identity(const char *path, uint64_t *bytes, uint64_t *h
         uint8_t buf[65536];
         while (s == MW_OK && off < len) {
             const uint64_t c = len - off < sizeof buf ? len - off : sizeof buf;
-            if ((s = pread_all(fd, buf, c, off, fp, err)) == MW_OK)
+            if ((s = mw_pread_all(fd, buf, c, off, fp, err)) == MW_OK)
                 XXH3_64bits_update(hs, buf, (size_t)c);
             off += c;
         }
