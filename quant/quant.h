@@ -244,7 +244,9 @@ struct quant_source {
                            struct mw_err *err);
     /* Optional: tensor i's bytes in memory (zero-copy), or NULL. */
     const uint8_t *(*data)(void *ud, uint64_t i);
-    /* Optional: bytes [off, off + n) of tensor i will not be read again. */
+    /* Optional: bytes [off, off + n) of tensor i are not needed for now (a
+     * hint, e.g. to drop mapped pages); a later read or data() of them must
+     * still work. */
     void (*release)(void *ud, uint64_t i, uint64_t off, uint64_t n);
     void *ud;
     const char *method, *method_params; /* memwall.quant.method(_params); NULL: imatrix/rtn */

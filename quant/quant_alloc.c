@@ -314,6 +314,10 @@ enum mw_status quant_alloc_read_f32(const struct quant_source *src, uint64_t i, 
     if (src->data && src->data(src->ud, i)) {
         memcpy(r.buf, src->data(src->ud, i), (size_t)nb);
         r.fill = nb;
+        /* the copy is what is used from here: drop the mapped pages so a
+         * pass over every tensor (--size's losses) does not leave the whole
+         * source file resident; a later read faults them in again */
+        if (src->release) src->release(src->ud, i, 0, nb);
     } else if ((s = src->read(src->ud, i, rd_sink, &r, err)) != MW_OK) {
         goto out;
     }
