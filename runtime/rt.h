@@ -1,8 +1,9 @@
 /*
  * runtime/rt.h — memwall's device runtime: runs a llama-family GGUF file
- * (llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3 as memwall and
- * llama.cpp's converters write them) on a CPU, the same code on an ARM
- * phone and on the desktop.
+ * (llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, and the
+ * mixture-of-experts qwen2moe, qwen3moe and Mixtral (llama with experts) as
+ * memwall and llama.cpp's converters write them) on a CPU, the same code on
+ * an ARM phone and on the desktop.
  *
  * What it reads: one GGUF v3 file through gguf/ (mmap, read-only; weights
  * are never copied). Before anything runs, rt_model_open() checks every key
@@ -42,6 +43,24 @@
  *           else rope_factors_short, cos/sin times rope.scaling.attn_factor.
  *           Its sliding_window key is ignored, as llama.cpp does.
  *
+ * Mixture of experts (llama.cpp's build_moe_ffn; arch "qwen3moe" = qwen3's
+ * attention, "qwen2moe" = qwen2's, "llama" with <arch>.expert_count = Mixtral):
+ * every layer's FFN is
+ *   p = softmax(ffn_gate_inp · h)                       (n_expert router logits, f32)
+ *   sel = the first n_expert_used of argsort(p, descending) (ggml's argsort:
+ *         libstdc++'s std::sort, ties broken as it breaks them; rt_ops.h)
+ *   w_j = p[sel_j], divided by max(sum_j w_j, 2^-14) for llama and qwen3moe
+ *         (qwen2moe keeps them as they are)
+ *   out = sum_j w_j * down_e(silu(gate_e h) * up_e h), e = sel_j, summed in top-k order
+ *   qwen2moe: out += sigmoid(ffn_gate_inp_shexp · h) * shared_expert(h) (a dense
+ *         SwiGLU FFN of ffn_{gate,up,down}_shexp, n_ff_shexp wide)
+ *   x += out
+ * Expert e's matrices are the e-th slabs of the 3-D ffn_{gate,up,down}_exps
+ * tensors, read in place with the same mat-vec kernels as 2-D weights. A
+ * step groups its tokens by expert: each routed expert's matrices are read
+ * once per step, the others not at all (tests/check_runtime.c counts the
+ * resident pages with mincore()).
+ *
  * Memory: the model is the mapping plus a few owned float vectors (norms,
  * biases); a context (rt_ctx) allocates its KV cache, activation scratch,
  * per-thread attention rows and worker threads once in rt_ctx_init(). After
@@ -74,6 +93,8 @@ enum rt_arch {
     RT_ARCH_GEMMA2 = 3, /* "gemma2": sandwich norms, GELU-tanh, soft-capping, SWA */
     RT_ARCH_GEMMA3 = 4, /* "gemma3": sandwich norms, q/k norm, GELU-tanh, SWA with own RoPE base */
     RT_ARCH_PHI3 = 5,   /* "phi3": fused qkv and gate_up, LongRoPE factors */
+    RT_ARCH_QWEN2MOE = 6, /* "qwen2moe": qwen2 attention, routed experts + gated shared expert */
+    RT_ARCH_QWEN3MOE = 7, /* "qwen3moe": qwen3 attention (q/k norm), routed experts */
 };
 
 /* FFN gate activation: act(gate) * up. */
@@ -120,7 +141,20 @@ struct rt_hparams {
     float rope_attn_factor; /* phi3 LongRoPE: rope.scaling.attn_factor (1 if absent) */
     float rope_freq_scale_swa; /* freq scale of sliding layers (0: 1; gemma2: rope_freq_scale,
                                 * gemma3: 1 as llama.cpp's rope_freq_scale_train_swa) */
+    /* --- mixture of experts (all zero for dense models; every layer of a MoE
+     * model is a MoE layer, as in llama.cpp's llama / qwen2moe / qwen3moe) --- */
+    uint32_t n_expert;      /* <arch>.expert_count (0: dense FFN), at most RT_MAX_EXPERTS */
+    uint32_t n_expert_used; /* <arch>.expert_used_count, 1..n_expert (top-k) */
+    uint32_t n_ff_exp;      /* rows of one expert's gate/up: qwen2moe/qwen3moe
+                             * expert_feed_forward_length (default n_ff / n_expert_used),
+                             * llama (Mixtral) feed_forward_length */
+    uint32_t n_ff_shexp;    /* qwen2moe: the shared expert's width
+                             * (expert_shared_feed_forward_length, default n_ff); else 0 */
+    bool moe_norm_w;        /* top-k weights divided by their sum (llama, qwen3moe; not
+                             * qwen2moe), as llama.cpp's build_moe_ffn norm_w */
 };
+
+#define RT_MAX_EXPERTS 1024 /* llama.cpp's LLAMA_MAX_EXPERTS */
 
 /* True when layer il of hp uses the sliding window (llama.cpp's is_swa). */
 static inline bool rt_layer_is_swa(const struct rt_hparams *hp, uint32_t il)
@@ -160,6 +194,20 @@ uint64_t rt_model_mapped_bytes(const struct rt_model *m);
 uint64_t rt_model_owned_bytes(const struct rt_model *m);
 /* ggml type of the tensor most of the weight bytes use (for display). */
 uint32_t rt_model_main_type(const struct rt_model *m);
+/* Bytes of weights one token reads: rt_model_weight_bytes minus the 3-D
+ * expert tensors (ffn_{gate,up,down}_exps), plus n_expert_used times one
+ * expert's matrix of each of them (the router, a shared expert and every
+ * dense tensor count whole; the embedding table counts whole, as in
+ * rt_model_weight_bytes). Equal to rt_model_weight_bytes for a dense model. */
+uint64_t rt_model_active_weight_bytes(const struct rt_model *m);
+/* The same before a file exists (memwall plan): weight_bytes are all the
+ * tensor bytes, expert_bytes those of the 3-D expert tensors among them
+ * (each an n_expert stack of equal matrices); returns weight_bytes -
+ * expert_bytes + expert_bytes * n_expert_used / n_expert (exact when every
+ * expert tensor's size is a multiple of n_expert, as it always is), or
+ * weight_bytes when hp->n_expert is 0 (or expert_bytes > weight_bytes). */
+uint64_t rt_active_weight_bytes(const struct rt_hparams *hp, uint64_t weight_bytes,
+                                uint64_t expert_bytes);
 
 /* Check the memwall checksums (gguf.h: memwall.checksum.*): the header hash
  * and every tensor's xxh3 over its bytes in the mapping, tensor by tensor
@@ -220,13 +268,18 @@ void rt_ctx_mem(const struct rt_ctx *c, struct rt_mem *out);
  * kernel counts as Q8_K); owned_bytes bounds the model's own memory from
  * above: the 2*n_layer+1 norms (4*n_layer+1 with post_norms, plus
  * 2*n_layer*head_dim with qk_norm, n_rot with has_rope_long) and
- * n_bias_floats bias floats as f32, at most 512 bytes of views per layer and
- * 2048 for the model struct. kv_bytes: n_ctx rows per layer, a sliding layer
+ * n_bias_floats bias floats as f32, at most 1024 bytes of views per layer and
+ * 2048 for the model struct. MoE (hp->n_expert > 0): the routing and
+ * per-expert buffers for n_batch * n_expert_used (token, expert) pairs and
+ * the per-layer routing counters, activation rows wide enough for the
+ * experts (n_ff_exp) and for the router, which counts as f32 (llama.cpp never
+ * quantizes ffn_gate_inp); the dense FFN buffers are n_ff_shexp wide (0
+ * without a shared expert). kv_bytes: n_ctx rows per layer, a sliding layer
  * (rt_layer_is_swa) min(n_ctx, n_swa - 1 + n_batch) rows (its ring). From hp
  * it reads n_layer, n_embd, n_ff, n_head, n_head_kv, head_dim, n_rot,
- * n_vocab, n_swa, swa_pattern, post_norms, qk_norm, has_rope_long (and
- * n_ctx_train when o->n_ctx is 0). o: rt_ctx_init's defaults (NULL: all
- * of them); the limits RT_MAX_CTX / RT_MAX_THREADS are not applied. Sets
+ * n_vocab, n_swa, swa_pattern, post_norms, qk_norm, has_rope_long, n_expert,
+ * n_expert_used, n_ff_exp, n_ff_shexp (and n_ctx_train when o->n_ctx is
+ * 0). o: rt_ctx_init's defaults (NULL: all of them); the limits RT_MAX_CTX / RT_MAX_THREADS are not applied. Sets
  * n_ctx, n_threads and kv_type too; mapped_bytes and weight_bytes are 0.
  * Errors: MW_E_USAGE (n_head not a multiple of n_head_kv, head_dim 0, a
  * q8_0 cache with a head size not a multiple of 32), MW_E_VALUE (a size
@@ -257,6 +310,10 @@ enum mw_status rt_eval(struct rt_ctx *c, const int32_t *tokens, uint32_t n,
 /* Logits (n_vocab floats) of the last token rt_eval ran; valid until the
  * next rt_eval. */
 const float *rt_ctx_logits(const struct rt_ctx *c);
+/* MoE: how many times each expert of layer il was routed (one count per
+ * token and selected expert) since the context was created: n_expert
+ * counters, or NULL for a dense model or il >= n_layer. */
+const uint64_t *rt_ctx_expert_hits(const struct rt_ctx *c, uint32_t il);
 
 /* Forget everything (n_past = 0). */
 void rt_ctx_reset(struct rt_ctx *c);

@@ -9,6 +9,11 @@
  * kv head) pairs (attention). A matrix is read in tiles of RT_TILE rows and
  * each tile is applied to all tokens of the step while it is in cache.
  *
+ * Mixture of experts (qwen2moe, qwen3moe, Mixtral): the router and the
+ * routing run per token, then the step's (token, expert) pairs are grouped
+ * by expert and every tile of a routed expert's matrices is applied to all
+ * of its pairs (moe_ffn); unrouted experts are never read.
+ *
  * Numerics follow ggml's CPU ops for these graphs: RMSNorm, RoPE, SwiGLU,
  * GELU, soft-capping and the sliding window are rt_ops.h's (shared with
  * calib/); mat-vecs quantize the
@@ -74,6 +79,9 @@ enum tok_op {
     OP_SWIGLU_QUANT, /* hb = act(hb) * hb2; quantize hb */
     OP_POST_ADD,     /* x += rmsnorm(src) * w (gemma's post norms) */
     OP_SOFTCAP,      /* dst rows (n floats each): final logit soft-capping */
+    OP_MOE_ROUTE,    /* MoE: softmax, top-k and weights of each token's router logits */
+    OP_MOE_ACT,      /* MoE, per pair: act(gate) * up; quantize into moe_act */
+    OP_MOE_COMBINE,  /* MoE: x += sum_j w_j * down_j (+ sigmoid-gated shared expert) */
 };
 
 struct tok_stage {
@@ -90,6 +98,7 @@ struct tok_stage {
     /* OP_NORM_QUANT for the logits: rows rows_from .. of x, packed into xb */
     uint32_t row_from;
     float *dst;          /* OP_SOFTCAP */
+    bool shexp;          /* OP_MOE_COMBINE: add the shared expert's output (in xb) */
 };
 
 static void tok_task(void *arg, unsigned ith, unsigned nth)
@@ -136,10 +145,42 @@ static void tok_task(void *arg, unsigned ith, unsigned nth)
             break;
         }
         case OP_SWIGLU_QUANT: {
-            float *g = c->hb + (uint64_t)b * hp->n_ff;
-            const float *u = c->hb2 + (uint64_t)b * hp->n_ff;
-            rt_ffn_act(hp, g, u, hp->n_ff);
-            quantize_row(c, st->plan, g, hp->n_ff, b);
+            const uint32_t F = st->n ? st->n : hp->n_ff; /* n: qwen2moe's shared expert */
+            float *g = c->hb + (uint64_t)b * F;
+            const float *u = c->hb2 + (uint64_t)b * F;
+            rt_ffn_act(hp, g, u, F);
+            quantize_row(c, st->plan, g, F, b);
+            break;
+        }
+        case OP_MOE_ROUTE: {
+            const uint32_t K = hp->n_expert_used;
+            rt_moe_route(c->moe_probs + (uint64_t)b * hp->n_expert, hp->n_expert, K,
+                         hp->moe_norm_w, c->ts[ith].idx, c->moe_sel + (uint64_t)b * K,
+                         c->moe_w + (uint64_t)b * K);
+            break;
+        }
+        case OP_MOE_ACT: { /* here b is a pair */
+            float *g = c->moe_hg + (uint64_t)b * hp->n_ff_exp;
+            const float *u = c->moe_hu + (uint64_t)b * hp->n_ff_exp;
+            rt_ffn_act(hp, g, u, hp->n_ff_exp);
+            st->plan->fmt[0]->quantize(g, c->moe_act + (uint64_t)b * c->act_stride, hp->n_ff_exp);
+            break;
+        }
+        case OP_MOE_COMBINE: {
+            /* ggml: experts * weights, summed in top-k order (ffn_moe_out), +
+             * shared expert * gate (qwen2moe), then + ffn_inp */
+            const uint32_t K = hp->n_expert_used;
+            float *x = c->x + (uint64_t)b * E;
+            const float *w = c->moe_w + (uint64_t)b * K;
+            const float *o = c->moe_out + (uint64_t)b * K * E;
+            const float *sh = st->shexp ? c->xb + (uint64_t)b * c->xb_ld : NULL;
+            const float sg = sh ? rt_moe_shexp_gate(c->moe_sgate[b]) : 0.0f;
+            for (uint64_t i = 0; i < E; i++) {
+                float acc = o[i] * w[0];
+                for (uint32_t e = 1; e < K; e++) acc = acc + o[(uint64_t)e * E + i] * w[e];
+                if (sh) acc = acc + sh[i] * sg;
+                x[i] = acc + x[i];
+            }
             break;
         }
         case OP_POST_ADD: {
@@ -231,6 +272,137 @@ static void run_mm(struct rt_ctx *c, struct mm_stage *st)
 {
     st->c = c;
     mw_pool_run(c->pool, mm_task, st);
+}
+
+/* MoE: y[m][p*ldy + r] = W_m[e(p)] row r . act row of p, for every pair p
+ * routed to an active expert e (llama.cpp's mul_mat_id). Work is split in
+ * whole tiles of RT_TILE rows of (active expert, matrix); each tile is
+ * applied to all of that expert's pairs while it is in cache, so each
+ * routed expert's weights are read once per step and the others never.
+ * Every output is one dot product: no thread or batch dependence. */
+struct moe_stage {
+    struct rt_ctx *c;
+    int n_mat;                     /* 2 (gate, up) or 1 (down) */
+    const struct rt_weight *w[2];  /* expert 0's matrices; same n_out */
+    const uint8_t *act[2];         /* activation rows (act_stride apart) */
+    bool by_pair;                  /* act row p (down), else token p / n_expert_used */
+    float *y[2];
+    uint64_t ldy;
+};
+
+static void moe_mm_task(void *arg, unsigned ith, unsigned nth)
+{
+    const struct moe_stage *st = arg;
+    const struct rt_ctx *c = st->c;
+    const uint32_t K = c->m->hp.n_expert_used;
+    const uint64_t n_out = st->w[0]->n_out;
+    const uint64_t tpm = (n_out + RT_TILE - 1) / RT_TILE;
+    const uint64_t per_exp = tpm * (uint64_t)st->n_mat;
+    uint64_t lo, hi;
+    rt__split((uint64_t)c->moe_n_active * per_exp, ith, nth, &lo, &hi);
+    for (uint64_t ti = lo; ti < hi; ti++) {
+        const uint32_t e = c->moe_active[ti / per_exp];
+        const uint64_t rem = ti % per_exp;
+        const int mi = (int)(rem / tpm);
+        const uint64_t t0 = rem % tpm * RT_TILE;
+        const uint64_t nt = n_out - t0 < RT_TILE ? n_out - t0 : RT_TILE;
+        const struct rt_weight *w = st->w[mi];
+        const uint8_t *W = w->data + (uint64_t)e * w->slab_bytes + t0 * w->row_bytes;
+        for (uint32_t q = c->moe_first[e]; q < c->moe_first[e + 1]; q++) {
+            const uint32_t p = c->moe_order[q];
+            const uint64_t arow = st->by_pair ? p : p / K;
+            rt_matvec(w->k, W, nt, w->n_in, st->act[mi] + arow * c->act_stride,
+                      st->y[mi] + (uint64_t)p * st->ldy + t0);
+        }
+    }
+}
+
+/* Group the step's pairs by expert (counting sort: token order within an
+ * expert) and count the hits of layer il. */
+static void moe_group(struct rt_ctx *c, uint32_t il, uint32_t n_tok)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const uint32_t NE = hp->n_expert, n_pair = n_tok * hp->n_expert_used;
+    uint32_t *first = c->moe_first, *cur = c->moe_active;
+    uint64_t *hits = c->moe_hits + (uint64_t)il * NE;
+    memset(first, 0, (NE + 1) * sizeof *first);
+    for (uint32_t p = 0; p < n_pair; p++) first[c->moe_sel[p] + 1]++;
+    for (uint32_t e = 0; e < NE; e++) {
+        hits[e] += first[e + 1];
+        first[e + 1] += first[e];
+    }
+    for (uint32_t e = 0; e < NE; e++) cur[e] = first[e];
+    for (uint32_t p = 0; p < n_pair; p++) c->moe_order[cur[c->moe_sel[p]]++] = p;
+    c->moe_n_active = 0;
+    for (uint32_t e = 0; e < NE; e++) /* (overwrites cursors already used) */
+        if (first[e + 1] > first[e]) c->moe_active[c->moe_n_active++] = e;
+}
+
+/* The MoE FFN of layer il (llama.cpp's build_moe_ffn with softmax gating,
+ * and qwen2moe's shared expert); x += its output. */
+static void moe_ffn(struct rt_ctx *c, uint32_t il, uint32_t n_tok)
+{
+    const struct rt_model *m = c->m;
+    const struct rt_hparams *hp = &m->hp;
+    const struct rt_layer *ly = &m->layers[il];
+    const uint32_t K = hp->n_expert_used;
+    const bool shexp = ly->wdown.data != NULL;
+    struct act_plan plan;
+    /* router logits (+ the shared expert's gate logit) */
+    const struct rt_weight *rw[2] = {&ly->gate_inp, &ly->gate_inp_shexp};
+    plan_acts(c, rw, shexp ? 2 : 1, &plan);
+    struct tok_stage ts = {.op = OP_NORM_QUANT, .n_tok = n_tok, .norm_w = ly->ffn_norm,
+                           .plan = &plan};
+    run_tok(c, &ts);
+    struct mm_stage mm = {.n_tok = n_tok, .n_job = shexp ? 2 : 1};
+    mm.job[0] = (struct mm_job){&ly->gate_inp, c->act[plan.slot_of[0]], c->moe_probs,
+                                hp->n_expert, NULL, false};
+    if (shexp)
+        mm.job[1] = (struct mm_job){&ly->gate_inp_shexp, c->act[plan.slot_of[1]], c->moe_sgate,
+                                    1, NULL, false};
+    run_mm(c, &mm);
+    ts = (struct tok_stage){.op = OP_MOE_ROUTE, .n_tok = n_tok};
+    run_tok(c, &ts);
+    moe_group(c, il, n_tok);
+    /* routed experts: gate and up, act, down */
+    const struct rt_weight *gu[2] = {&ly->gate_exps, &ly->up_exps};
+    plan_acts(c, gu, 2, &plan);
+    ts = (struct tok_stage){.op = OP_QUANT, .n_tok = n_tok, .src = c->xb, .ld_src = c->xb_ld,
+                            .n = hp->n_embd, .plan = &plan};
+    run_tok(c, &ts);
+    struct moe_stage ms = {.c = c, .n_mat = 2, .w = {&ly->gate_exps, &ly->up_exps},
+                           .act = {c->act[plan.slot_of[0]], c->act[plan.slot_of[1]]},
+                           .y = {c->moe_hg, c->moe_hu}, .ldy = hp->n_ff_exp};
+    mw_pool_run(c->pool, moe_mm_task, &ms);
+    const struct rt_weight *dn[1] = {&ly->down_exps};
+    plan_acts(c, dn, 1, &plan);
+    ts = (struct tok_stage){.op = OP_MOE_ACT, .n_tok = n_tok * K, .plan = &plan};
+    run_tok(c, &ts);
+    ms = (struct moe_stage){.c = c, .n_mat = 1, .w = {&ly->down_exps}, .act = {c->moe_act},
+                            .by_pair = true, .y = {c->moe_out}, .ldy = hp->n_embd};
+    mw_pool_run(c->pool, moe_mm_task, &ms);
+    if (shexp) {
+        /* qwen2moe's shared expert: a dense SwiGLU FFN into xb */
+        const uint32_t FS = (uint32_t)ly->wgate.n_out;
+        const struct rt_weight *sg[2] = {&ly->wgate, &ly->wup};
+        plan_acts(c, sg, 2, &plan);
+        ts = (struct tok_stage){.op = OP_QUANT, .n_tok = n_tok, .src = c->xb,
+                                .ld_src = c->xb_ld, .n = hp->n_embd, .plan = &plan};
+        run_tok(c, &ts);
+        mm = (struct mm_stage){.n_tok = n_tok, .n_job = 2};
+        mm.job[0] = (struct mm_job){&ly->wgate, c->act[plan.slot_of[0]], c->hb, FS, NULL, false};
+        mm.job[1] = (struct mm_job){&ly->wup, c->act[plan.slot_of[1]], c->hb2, FS, NULL, false};
+        run_mm(c, &mm);
+        const struct rt_weight *sd[1] = {&ly->wdown};
+        plan_acts(c, sd, 1, &plan);
+        ts = (struct tok_stage){.op = OP_SWIGLU_QUANT, .n_tok = n_tok, .n = FS, .plan = &plan};
+        run_tok(c, &ts);
+        mm = (struct mm_stage){.n_tok = n_tok, .n_job = 1};
+        mm.job[0] = (struct mm_job){&ly->wdown, c->act[0], c->xb, c->xb_ld, NULL, false};
+        run_mm(c, &mm);
+    }
+    ts = (struct tok_stage){.op = OP_MOE_COMBINE, .n_tok = n_tok, .shexp = shexp};
+    run_tok(c, &ts);
 }
 
 struct attn_stage {
@@ -496,6 +668,10 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         }
 
         /* feed-forward */
+        if (hp->n_expert > 0) {
+            moe_ffn(c, il, n_tok);
+            continue;
+        }
         const struct rt_weight *gu[2] = {&ly->wgate, &ly->wup};
         plan_acts(c, gu, 2, &plan);
         ts = (struct tok_stage){.op = OP_NORM_QUANT, .n_tok = n_tok, .norm_w = ly->ffn_norm,
@@ -594,7 +770,7 @@ const float *rt_ctx_logits(const struct rt_ctx *c) { return c->logits_last; }
 
 /* Bounds of what rt_model_open allocates besides the f32 vectors
  * (rt_model_owned_bytes), for rt_mem_estimate. */
-#define RT_LAYER_BOUND 512
+#define RT_LAYER_BOUND 1024
 #define RT_MODEL_BOUND 2048
 _Static_assert(sizeof(struct rt_layer) <= RT_LAYER_BOUND, "raise RT_LAYER_BOUND");
 _Static_assert(sizeof(struct rt_model) <= RT_MODEL_BOUND, "raise RT_MODEL_BOUND");
@@ -613,11 +789,19 @@ static struct rt_ctx_opts ctx_opts(const struct rt_hparams *hp, const struct rt_
 }
 
 static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* Width of the dense FFN buffers (hb, hb2): n_ff, or for a MoE model its
+ * shared expert's (0 when it has none). */
+static uint64_t dense_ff(const struct rt_hparams *hp)
+{
+    return hp->n_expert ? hp->n_ff_shexp : hp->n_ff;
+}
 static uint64_t round16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
 
 /* The sizes the scratch list below depends on. */
 struct ctx_dims {
     uint64_t B, E, F, qdim, kvdim, hd, n_rep, n_rot, n_vocab, n_rope;
+    uint64_t NE, K, FE, n_layer; /* MoE: experts, used per token, expert width (NE 0: dense) */
     uint64_t act_stride; /* one quantized activation row, rounded to 16 bytes */
     uint64_t qact;       /* one query head in the K cache's format, rounded to 16 */
     unsigned n_threads;
@@ -627,7 +811,8 @@ static struct ctx_dims ctx_dims_of(const struct rt_hparams *hp, const struct rt_
                                    uint64_t act_row, uint64_t qact_row)
 {
     return (struct ctx_dims){
-        .B = opt->n_batch, .E = hp->n_embd, .F = hp->n_ff,
+        .B = opt->n_batch, .E = hp->n_embd, .F = dense_ff(hp),
+        .NE = hp->n_expert, .K = hp->n_expert_used, .FE = hp->n_ff_exp, .n_layer = hp->n_layer,
         .qdim = (uint64_t)hp->n_head * hp->head_dim,
         .kvdim = (uint64_t)hp->n_head_kv * hp->head_dim, .hd = hp->head_dim,
         .n_rep = hp->n_head / hp->n_head_kv, .n_rot = hp->n_rot, .n_vocab = hp->n_vocab,
@@ -670,6 +855,7 @@ static void thread_scratch(struct rt_ctx *c, const struct ctx_dims *d, struct rt
     ts->qact = xcalloc(c, d->n_rep, d->qact, alloc, ok);
     ts->qact_stride = d->qact;
     ts->tile = xcalloc(c, RT_TILE, sizeof(float), alloc, ok);
+    if (d->NE) ts->idx = xcalloc(c, d->NE, sizeof(int32_t), alloc, ok);
 }
 
 /* Every scratch buffer of a context, the one list: rt_ctx_init allocates
@@ -693,6 +879,21 @@ static void ctx_scratch(struct rt_ctx *c, const struct ctx_dims *d, bool alloc, 
     c->shift_rope = xcalloc(c, d->n_rot, sizeof(float), alloc, ok);
     c->act_stride = d->act_stride;
     for (int i = 0; i < RT_ACT_SLOTS; i++) c->act[i] = xcalloc(c, B, c->act_stride, alloc, ok);
+    if (d->NE) { /* MoE: B*K pairs */
+        const uint64_t P = B * d->K;
+        c->moe_probs = xcalloc(c, B * d->NE, sizeof(float), alloc, ok);
+        c->moe_sel = xcalloc(c, P, sizeof(int32_t), alloc, ok);
+        c->moe_w = xcalloc(c, P, sizeof(float), alloc, ok);
+        c->moe_sgate = xcalloc(c, B, sizeof(float), alloc, ok);
+        c->moe_order = xcalloc(c, P, sizeof(uint32_t), alloc, ok);
+        c->moe_first = xcalloc(c, d->NE + 1, sizeof(uint32_t), alloc, ok);
+        c->moe_active = xcalloc(c, d->NE, sizeof(uint32_t), alloc, ok);
+        c->moe_hg = xcalloc(c, P * d->FE, sizeof(float), alloc, ok);
+        c->moe_hu = xcalloc(c, P * d->FE, sizeof(float), alloc, ok);
+        c->moe_act = xcalloc(c, P, c->act_stride, alloc, ok);
+        c->moe_out = xcalloc(c, P * d->E, sizeof(float), alloc, ok);
+        c->moe_hits = xcalloc(c, d->n_layer * d->NE, sizeof(uint64_t), alloc, ok);
+    }
     c->ts = xcalloc(c, d->n_threads, sizeof *c->ts, alloc, ok);
     if (alloc) {
         for (unsigned t = 0; *ok && t < d->n_threads; t++) thread_scratch(c, d, &c->ts[t], true, ok);
@@ -731,8 +932,11 @@ enum mw_status rt_mem_estimate(const struct rt_hparams *hp, uint64_t n_bias_floa
         rt_kernel_get(ks, opt.kv_type == RT_KV_Q8_0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F16);
     /* the widest input any weight has (rt_ctx_init: the largest row its
      * weights need), in whole activation blocks */
-    const uint64_t big = max_u64(max_u64(hp->n_embd, hp->n_ff), (uint64_t)hp->n_head * hp->head_dim);
-    const uint64_t act_row = (big + af->blck - 1) / af->blck * af->type_size;
+    uint64_t big = max_u64(max_u64(hp->n_embd, dense_ff(hp)), (uint64_t)hp->n_head * hp->head_dim);
+    if (hp->n_expert) big = max_u64(big, hp->n_ff_exp);
+    uint64_t act_row = (big + af->blck - 1) / af->blck * af->type_size;
+    /* MoE: the router stays f32 (llama.cpp never quantizes ffn_gate_inp) */
+    if (hp->n_expert) act_row = max_u64(act_row, (uint64_t)hp->n_embd * sizeof(float));
     const uint64_t qact_row = kk ? rt_row_bytes(rt_kernel_act(ks, kk)->type, hp->head_dim) : 0;
     const struct ctx_dims d = ctx_dims_of(hp, &opt, act_row, qact_row);
     struct rt_ctx c = {0};
@@ -807,9 +1011,12 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
     uint64_t act = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const struct rt_layer *ly = &m->layers[il];
-        const struct rt_weight *all[8] = {&ly->wq,    &ly->wk,  &ly->wv,    &ly->wo,
-                                          &ly->wgate, &ly->wup, &ly->wdown, &m->output};
-        for (int j = 0; j < 8; j++) {
+        const struct rt_weight *all[13] = {
+            &ly->wq,       &ly->wk,        &ly->wv,      &ly->wo,        &ly->wgate,
+            &ly->wup,      &ly->wdown,     &m->output,   &ly->gate_inp,  &ly->gate_exps,
+            &ly->up_exps,  &ly->down_exps, &ly->gate_inp_shexp};
+        for (int j = 0; j < 13; j++) {
+            if (!all[j]->data) continue; /* absent (MoE without a shared expert) */
             const struct rt_act_format *af = rt_kernel_act(c->ks, all[j]->k);
             act = max_u64(act, rt_row_bytes(af->type, all[j]->n_in));
         }
@@ -858,6 +1065,18 @@ void rt_ctx_free(struct rt_ctx *c)
     free(c->shift_row);
     free(c->shift_rope);
     for (int i = 0; i < RT_ACT_SLOTS; i++) free(c->act[i]);
+    free(c->moe_probs);
+    free(c->moe_sel);
+    free(c->moe_w);
+    free(c->moe_sgate);
+    free(c->moe_order);
+    free(c->moe_first);
+    free(c->moe_active);
+    free(c->moe_hg);
+    free(c->moe_hu);
+    free(c->moe_act);
+    free(c->moe_out);
+    free(c->moe_hits);
     if (c->ts) {
         for (unsigned t = 0; t < c->n_threads; t++) {
             free(c->ts[t].kq);
@@ -868,6 +1087,7 @@ void rt_ctx_free(struct rt_ctx *c)
             free(c->ts[t].ms);
             free(c->ts[t].qact);
             free(c->ts[t].tile);
+            free(c->ts[t].idx);
         }
         free(c->ts);
     }
@@ -892,3 +1112,10 @@ uint32_t rt_ctx_n_ctx(const struct rt_ctx *c) { return c->n_ctx; }
 uint32_t rt_ctx_n_past(const struct rt_ctx *c) { return c->n_past; }
 const struct rt_model *rt_ctx_model(const struct rt_ctx *c) { return c->m; }
 const char *rt_ctx_kernels_name(const struct rt_ctx *c) { return c->ks->name; }
+
+const uint64_t *rt_ctx_expert_hits(const struct rt_ctx *c, uint32_t il)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    if (hp->n_expert == 0 || il >= hp->n_layer) return NULL;
+    return c->moe_hits + (uint64_t)il * hp->n_expert;
+}

@@ -26,6 +26,8 @@ struct rt_weight {
     uint64_t row_bytes;
     const struct rt_kernel *k;  /* dot kernel for this type */
     const char *name;   /* the tensor's name (owned by the gguf file) */
+    uint64_t slab_bytes;/* 3-D expert tensor {n_in, n_out, n_expert}: bytes of one expert's
+                         * matrix (expert e starts at data + e * slab_bytes); else 0 */
 };
 
 struct rt_layer {
@@ -47,6 +49,13 @@ struct rt_layer {
     struct rt_weight wgate; /* (n_ff rows, n_embd) */
     struct rt_weight wup;   /* (n_ff rows, n_embd) */
     struct rt_weight wdown; /* (n_embd rows, n_ff) */
+    /* MoE (hp.n_expert > 0; wgate/wup/wdown are then qwen2moe's shared expert
+     * ffn_*_shexp with n_ff_shexp rows, or absent: data NULL) */
+    struct rt_weight gate_inp;       /* router: (n_expert rows, n_embd) */
+    struct rt_weight gate_exps;      /* expert 0's (n_ff_exp rows, n_embd), slab_bytes apart */
+    struct rt_weight up_exps;        /* (n_ff_exp rows, n_embd) per expert */
+    struct rt_weight down_exps;      /* (n_embd rows, n_ff_exp) per expert */
+    struct rt_weight gate_inp_shexp; /* qwen2moe: (1 row, n_embd), the shared expert's gate */
 };
 
 struct rt_model {
@@ -64,6 +73,8 @@ struct rt_model {
     float *fbuf;               /* every owned f32 vector, one allocation */
     uint64_t fbuf_floats;
     uint64_t weight_bytes;
+    uint64_t expert_bytes;      /* of which the 3-D expert tensors */
+    uint64_t expert_slab_bytes; /* one expert's matrix of each of them, summed */
     uint32_t main_type;
     bool locked;
 };
@@ -148,6 +159,7 @@ struct rt_thread_scratch {
     uint8_t *qact;  /* (n_rep) query heads in the K cache's activation format */
     uint64_t qact_stride;
     float *tile;    /* (RT_TILE) mat-vec outputs before they are added */
+    int32_t *idx;   /* (n_expert) MoE: the router's argsort */
 };
 
 struct rt_ctx {
@@ -179,6 +191,20 @@ struct rt_ctx {
     uint32_t act_type[RT_ACT_SLOTS];
     uint64_t act_stride;
     struct rt_thread_scratch *ts; /* (n_threads) */
+    /* MoE (hp.n_expert > 0; NULL otherwise). K = n_expert_used; a "pair" p =
+     * b*K + j is token b's j-th selected expert (llama.cpp's top-k order) */
+    float *moe_probs;    /* (B, n_expert) router logits, then softmax probabilities */
+    int32_t *moe_sel;    /* (B*K) selected experts */
+    float *moe_w;        /* (B*K) their weights */
+    float *moe_sgate;    /* (B) qwen2moe: the shared expert's gate logit */
+    uint32_t *moe_order; /* (B*K) pairs grouped by expert (token order within one) */
+    uint32_t *moe_first; /* (n_expert+1) expert e's pairs: moe_order[first[e] .. first[e+1]) */
+    uint32_t *moe_active;/* (n_expert) experts with at least one pair, ascending */
+    uint32_t moe_n_active;
+    float *moe_hg, *moe_hu; /* (B*K, n_ff_exp) gate and up outputs per pair */
+    uint8_t *moe_act;    /* (B*K, act_stride) quantized down inputs per pair */
+    float *moe_out;      /* (B*K, n_embd) down outputs per pair */
+    uint64_t *moe_hits;  /* (n_layer, n_expert) routing counts (rt_ctx_expert_hits) */
     /* K rows are dotted with the query through the kernels: the K cache's
      * type has a kernel (F16: query rounded to f16; Q8_0: query quantized
      * to Q8_0, as llama.cpp's flash attention does) */

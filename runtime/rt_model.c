@@ -261,6 +261,80 @@ static enum mw_status read_family(struct ld *L)
     return MW_OK;
 }
 
+/* The expert keys (llama.cpp's llama_model::load_hparams and the archs'
+ * load_arch_hparams): expert_count, expert_used_count (a uniform per-layer
+ * array is accepted), expert_feed_forward_length,
+ * expert_shared_feed_forward_length. The gating is softmax and the weight
+ * normalization fixed per arch, as llama.cpp's graphs hard-code them;
+ * expert_gating_func, when present, must say softmax, and expert groups
+ * (DeepSeek's group-limited routing) are refused. */
+static enum mw_status read_moe(struct ld *L)
+{
+    struct rt_hparams *hp = &L->m->hp;
+    enum mw_status s;
+    char key[128];
+    const bool moe_arch = hp->arch == RT_ARCH_QWEN2MOE || hp->arch == RT_ARCH_QWEN3MOE;
+    if ((s = archkey_u32(L, "expert_count", moe_arch, 0, &hp->n_expert, NULL))) return s;
+    snprintf(key, sizeof key, "%s.expert_count", L->arch);
+    if (hp->n_expert > 0 && !moe_arch && hp->arch != RT_ARCH_LLAMA)
+        FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                 "%u experts in a %s file (the runtime's mixture-of-experts graphs: llama "
+                 "(Mixtral), qwen2moe, qwen3moe)", hp->n_expert, L->arch);
+    if ((s = range_u32(L, "expert_count", hp->n_expert, moe_arch ? 1 : 0, RT_MAX_EXPERTS)))
+        return s;
+    uint32_t used = 0;
+    bool has_used = false;
+    if ((s = archkey_u32(L, "expert_used_count", hp->n_expert > 0, 0, &used, &has_used)))
+        return s;
+    if (hp->n_expert == 0) {
+        if (has_used && used > 0) {
+            snprintf(key, sizeof key, "%s.expert_used_count", L->arch);
+            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%u without experts (expert_count 0)",
+                     used);
+        }
+        return MW_OK;
+    }
+    if ((s = range_u32(L, "expert_used_count", used, 1, hp->n_expert))) return s;
+    hp->n_expert_used = used;
+    uint32_t v = 0;
+    if ((s = archkey_u32(L, "expert_group_count", false, 0, &v, NULL))) return s;
+    if (v > 1) {
+        snprintf(key, sizeof key, "%s.expert_group_count", L->arch);
+        FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                 "%u expert groups (group-limited routing is not supported)", v);
+    }
+    /* llama_expert_gating_func_type: 1 softmax (0: none given) */
+    if ((s = archkey_u32(L, "expert_gating_func", false, 1, &v, NULL))) return s;
+    if (v > 1) {
+        snprintf(key, sizeof key, "%s.expert_gating_func", L->arch);
+        if (v <= 4)
+            FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                     "gating %s: the %s graph gates its experts with softmax",
+                     v == 2 ? "sigmoid" : v == 3 ? "softmax_weight" : "sqrt_softplus", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
+                 "unknown gating function %u (expected 1, softmax)", v);
+    }
+    hp->moe_norm_w = hp->arch != RT_ARCH_QWEN2MOE;
+    if (moe_arch) {
+        if ((s = archkey_u32(L, "expert_feed_forward_length", false, hp->n_ff / used,
+                             &hp->n_ff_exp, NULL)))
+            return s;
+    } else {
+        hp->n_ff_exp = hp->n_ff; /* Mixtral: the experts are feed_forward_length wide */
+    }
+    if ((s = range_u32(L, moe_arch ? "expert_feed_forward_length" : "feed_forward_length",
+                       hp->n_ff_exp, 1, MAX_DIM)))
+        return s;
+    if (hp->arch == RT_ARCH_QWEN2MOE) {
+        if ((s = archkey_u32(L, "expert_shared_feed_forward_length", false, hp->n_ff,
+                             &hp->n_ff_shexp, NULL)))
+            return s;
+        if ((s = range_u32(L, "expert_shared_feed_forward_length", hp->n_ff_shexp, 1, MAX_DIM)))
+            return s;
+    }
+    return MW_OK;
+}
+
 static enum mw_status read_hparams(struct ld *L)
 {
     struct rt_hparams *hp = &L->m->hp;
@@ -287,10 +361,18 @@ static enum mw_status read_hparams(struct ld *L)
         hp->arch = RT_ARCH_PHI3;
         hp->rope_neox = true;
         hp->fused_gate_up = true;
+    } else if (strcmp(arch, "qwen2moe") == 0) {
+        hp->arch = RT_ARCH_QWEN2MOE;
+        hp->rope_neox = true;
+    } else if (strcmp(arch, "qwen3moe") == 0) {
+        hp->arch = RT_ARCH_QWEN3MOE;
+        hp->rope_neox = true;
+        hp->qk_norm = true;
     } else {
         FAIL_KEY(L, "general.architecture", MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                 "architecture '%.40s' (the runtime runs llama, mistral (as llama), qwen2, "
-                 "qwen3, gemma2, gemma3 and phi3)",
+                 "architecture '%.40s' (the runtime runs llama, mistral (as llama), mixtral "
+                 "(llama with experts), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3 and "
+                 "phi3)",
                  arch);
     }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%.15s", arch);
@@ -303,24 +385,18 @@ static enum mw_status read_hparams(struct ld *L)
     hp->file_type = UINT32_MAX;
     if ((s = get_u32(L, "general.file_type", false, UINT32_MAX, &hp->file_type, NULL))) return s;
 
-    uint32_t n_expert = 0;
-    if ((s = archkey_u32(L, "expert_count", false, 0, &n_expert, NULL))) return s;
-    if (n_expert > 0) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.expert_count", L->arch);
-        FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                 "mixture-of-experts models (%u experts) are not supported", n_expert);
-    }
-
+    const bool moe_arch = hp->arch == RT_ARCH_QWEN2MOE || hp->arch == RT_ARCH_QWEN3MOE;
     if ((s = archkey_u32(L, "context_length", true, 0, &hp->n_ctx_train, NULL))) return s;
     if ((s = archkey_u32(L, "embedding_length", true, 0, &hp->n_embd, NULL))) return s;
     if ((s = archkey_u32(L, "block_count", true, 0, &hp->n_layer, NULL))) return s;
-    if ((s = archkey_u32(L, "feed_forward_length", true, 0, &hp->n_ff, NULL))) return s;
+    /* qwen2moe/qwen3moe: llama.cpp reads it as optional (the experts have their own) */
+    if ((s = archkey_u32(L, "feed_forward_length", !moe_arch, 0, &hp->n_ff, NULL))) return s;
     if ((s = archkey_u32(L, "attention.head_count", true, 0, &hp->n_head, NULL))) return s;
     if ((s = range_u32(L, "context_length", hp->n_ctx_train, 1, 1u << 24))) return s;
     if ((s = range_u32(L, "embedding_length", hp->n_embd, 1, MAX_DIM))) return s;
     if ((s = range_u32(L, "block_count", hp->n_layer, 1, MAX_LAYERS))) return s;
-    if ((s = range_u32(L, "feed_forward_length", hp->n_ff, 1, MAX_DIM))) return s;
+    if ((s = range_u32(L, "feed_forward_length", hp->n_ff, moe_arch ? 0 : 1, MAX_DIM))) return s;
+    if ((s = read_moe(L))) return s;
     if ((s = range_u32(L, "attention.head_count", hp->n_head, 1, 65536))) return s;
     if ((s = archkey_u32(L, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, NULL)))
         return s;
@@ -369,7 +445,8 @@ static enum mw_status read_hparams(struct ld *L)
     }
     if ((s = archkey_u32(L, "rope.dimension_count", false, hp->head_dim, &hp->n_rot, NULL)))
         return s;
-    if (hp->arch == RT_ARCH_LLAMA && hp->n_rot != hp->head_dim) {
+    if ((hp->arch == RT_ARCH_LLAMA || hp->arch == RT_ARCH_QWEN2MOE ||
+         hp->arch == RT_ARCH_QWEN3MOE) && hp->n_rot != hp->head_dim) {
         char key[128];
         snprintf(key, sizeof key, "%s.rope.dimension_count", L->arch);
         FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
@@ -438,10 +515,10 @@ static void shape_str(char *buf, size_t n, const uint64_t ne[GGUF_MAX_DIMS], uin
         o += (size_t)snprintf(buf + o, n - o, d ? "x%llu" : "%llu", (unsigned long long)ne[d]);
 }
 
-/* Find tensor name with shape [ne0] (ne1 == 0) or [ne0, ne1]; -1 if absent
- * and optional. */
-static enum mw_status find_tensor(struct ld *L, const char *name, bool required, uint64_t ne0,
-                                  uint64_t ne1, const struct gguf_tensor **out)
+/* Find tensor name with shape [ne0] (ne1 == 0), [ne0, ne1] (ne2 == 0) or
+ * [ne0, ne1, ne2]; NULL if absent and optional. */
+static enum mw_status find_tensor3(struct ld *L, const char *name, bool required, uint64_t ne0,
+                                   uint64_t ne1, uint64_t ne2, const struct gguf_tensor **out)
 {
     *out = NULL;
     const int64_t i = gguf_tensor_find(L->f, name);
@@ -451,12 +528,12 @@ static enum mw_status find_tensor(struct ld *L, const char *name, bool required,
         return MW_OK;
     }
     const struct gguf_tensor *t = gguf_tensor_get(L->f, (uint64_t)i);
-    const uint64_t want[GGUF_MAX_DIMS] = {ne0, ne1 ? ne1 : 1, 1, 1};
+    const uint64_t want[GGUF_MAX_DIMS] = {ne0, ne1 ? ne1 : 1, ne2 ? ne2 : 1, 1};
     for (int d = 0; d < GGUF_MAX_DIMS; d++) {
         if (t->ne[d] != want[d]) {
             char got[96], exp[64];
             shape_str(got, sizeof got, t->ne, t->n_dims);
-            shape_str(exp, sizeof exp, want, ne1 ? 2 : 1);
+            shape_str(exp, sizeof exp, want, ne2 ? 3 : ne1 ? 2 : 1);
             FAIL_T(L, name, MW_E_FORMAT, t->info_off, "shape %s, expected %s", got, exp);
         }
     }
@@ -466,12 +543,20 @@ static enum mw_status find_tensor(struct ld *L, const char *name, bool required,
     return MW_OK;
 }
 
-/* A weight matrix of n_out rows of n_in: present, shaped, with a kernel. */
-static enum mw_status get_matrix(struct ld *L, const char *name, bool required, uint64_t n_in,
-                                 uint64_t n_out, struct rt_weight *w)
+static enum mw_status find_tensor(struct ld *L, const char *name, bool required, uint64_t ne0,
+                                  uint64_t ne1, const struct gguf_tensor **out)
+{
+    return find_tensor3(L, name, required, ne0, ne1, 0, out);
+}
+
+/* A weight matrix of n_out rows of n_in (n_exp == 0), or a 3-D stack of
+ * n_exp such matrices (the experts; w describes expert 0, slab_bytes
+ * apart): present, shaped, with a kernel. */
+static enum mw_status get_weight(struct ld *L, const char *name, bool required, uint64_t n_in,
+                                 uint64_t n_out, uint64_t n_exp, struct rt_weight *w)
 {
     const struct gguf_tensor *t;
-    enum mw_status s = find_tensor(L, name, required, n_in, n_out, &t);
+    enum mw_status s = find_tensor3(L, name, required, n_in, n_out, n_exp, &t);
     if (s || !t) return s;
     const struct rt_kernel *k = rt_kernel_get(L->m->ks, t->type);
     if (!k || !k->dot) {
@@ -485,10 +570,12 @@ static enum mw_status get_matrix(struct ld *L, const char *name, bool required, 
                "row length %llu does not fit the %s activation blocks of type %s",
                (unsigned long long)n_in, af ? type_name(af->type) : "?", type_name(t->type));
     const uint64_t rb = rt_row_bytes(t->type, n_in);
-    uint64_t total;
-    if (rb == 0 || !mw_mul_u64(rb, n_out, &total) || total != t->nbytes)
+    uint64_t slab, total;
+    if (rb == 0 || !mw_mul_u64(rb, n_out, &slab) ||
+        !mw_mul_u64(slab, n_exp ? n_exp : 1, &total) || total != t->nbytes)
         FAIL_T(L, name, MW_E_FORMAT, t->info_off, "size %llu does not match %llu rows of %llu bytes",
-               (unsigned long long)t->nbytes, (unsigned long long)n_out, (unsigned long long)rb);
+               (unsigned long long)t->nbytes,
+               (unsigned long long)(n_out * (n_exp ? n_exp : 1)), (unsigned long long)rb);
     w->data = gguf_tensor_data(L->f, (uint64_t)gguf_tensor_find(L->f, name));
     w->type = t->type;
     w->n_in = n_in;
@@ -496,7 +583,70 @@ static enum mw_status get_matrix(struct ld *L, const char *name, bool required, 
     w->row_bytes = rb;
     w->k = k;
     w->name = t->name;
+    w->slab_bytes = n_exp ? slab : 0;
     L->m->weight_bytes += t->nbytes;
+    if (n_exp) {
+        L->m->expert_bytes += t->nbytes;
+        L->m->expert_slab_bytes += slab;
+    }
+    return MW_OK;
+}
+
+static enum mw_status get_matrix(struct ld *L, const char *name, bool required, uint64_t n_in,
+                                 uint64_t n_out, struct rt_weight *w)
+{
+    return get_weight(L, name, required, n_in, n_out, 0, w);
+}
+
+/* A tensor that the graph does not read must not be there (llama.cpp
+ * refuses files with tensors it did not load). */
+static enum mw_status refuse_tensor(struct ld *L, const char *name, const char *why)
+{
+    if (gguf_tensor_find(L->f, name) >= 0)
+        FAIL_T(L, name, MW_E_FORMAT, MW_ERR_OFF_NONE, "unexpected in a %s file (%s)", L->arch, why);
+    return MW_OK;
+}
+
+/* One MoE layer's FFN tensors (llama.cpp's create_tensor calls of the
+ * llama / qwen2moe / qwen3moe loaders). */
+static enum mw_status load_moe_layer(struct ld *L, uint32_t il, struct rt_layer *ly)
+{
+    const struct rt_hparams *hp = &L->m->hp;
+    const uint64_t E = hp->n_embd, FE = hp->n_ff_exp, NE = hp->n_expert;
+    enum mw_status s;
+    char nm[96];
+#define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)
+    if ((s = get_matrix(L, NAME("ffn_gate_inp.weight"), true, E, NE, &ly->gate_inp))) return s;
+    /* llama.cpp's llama loader takes a missing ffn_gate_exps as silu(up) alone; no
+     * converter writes such a file and the runtime refuses it */
+    if ((s = get_weight(L, NAME("ffn_gate_exps.weight"), true, E, FE, NE, &ly->gate_exps)))
+        return s;
+    if ((s = get_weight(L, NAME("ffn_up_exps.weight"), true, E, FE, NE, &ly->up_exps))) return s;
+    if ((s = get_weight(L, NAME("ffn_down_exps.weight"), true, FE, E, NE, &ly->down_exps)))
+        return s;
+    static const char *const dense[] = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
+    for (int j = 0; j < 3; j++) {
+        snprintf(nm, sizeof nm, "blk.%u.%s", il, dense[j]);
+        if ((s = refuse_tensor(L, nm, "a mixture-of-experts layer has no dense FFN"))) return s;
+    }
+    static const char *const sh[] = {"ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight",
+                                     "ffn_up_shexp.weight", "ffn_down_shexp.weight"};
+    if (hp->arch != RT_ARCH_QWEN2MOE) {
+        for (int j = 0; j < 4; j++) {
+            snprintf(nm, sizeof nm, "blk.%u.%s", il, sh[j]);
+            if ((s = refuse_tensor(L, nm, "a shared expert is qwen2moe's"))) return s;
+        }
+        return MW_OK;
+    }
+    /* qwen2moe: the shared expert, a dense SwiGLU FFN scaled by
+     * sigmoid(ffn_gate_inp_shexp . x) */
+    const uint64_t FS = hp->n_ff_shexp;
+    if ((s = get_matrix(L, NAME("ffn_gate_inp_shexp.weight"), true, E, 1, &ly->gate_inp_shexp)))
+        return s;
+    if ((s = get_matrix(L, NAME("ffn_gate_shexp.weight"), true, E, FS, &ly->wgate))) return s;
+    if ((s = get_matrix(L, NAME("ffn_up_shexp.weight"), true, E, FS, &ly->wup))) return s;
+    if ((s = get_matrix(L, NAME("ffn_down_shexp.weight"), true, FS, E, &ly->wdown))) return s;
+#undef NAME
     return MW_OK;
 }
 
@@ -537,6 +687,8 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
     char nm[96];
 
     m->weight_bytes = 0;
+    m->expert_bytes = 0;
+    m->expert_slab_bytes = 0;
     /* token_embd decides n_vocab; the tokenizer's count must agree */
     const int64_t ie = gguf_tensor_find(L->f, "token_embd.weight");
     if (ie < 0)
@@ -596,6 +748,9 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
         return s;
     hp->has_rope_freqs = gguf_tensor_find(L->f, "rope_freqs.weight") >= 0;
     const bool gemma = hp->arch == RT_ARCH_GEMMA2 || hp->arch == RT_ARCH_GEMMA3;
+    if (hp->arch == RT_ARCH_QWEN2MOE && hp->tied_output)
+        FAIL_T(L, "output.weight", MW_E_FORMAT, MW_ERR_OFF_NONE,
+               "missing (qwen2moe has a separate output matrix; llama.cpp requires it)");
     if (hp->arch == RT_ARCH_GEMMA2 && !hp->tied_output)
         FAIL_T(L, "output.weight", MW_E_FORMAT, MW_ERR_OFF_NONE,
                "gemma2 ties its output to token_embd.weight (llama.cpp loads no output.weight)");
@@ -671,7 +826,12 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
             if ((s = get_matrix(L, NAME("attn_v.weight"), true, E, kvdim, &ly->wv))) return s;
         }
         if ((s = get_matrix(L, NAME("attn_output.weight"), true, qdim, E, &ly->wo))) return s;
-        if (hp->fused_gate_up) {
+        if (hp->n_expert > 0) {
+            if ((s = load_moe_layer(L, il, ly))) return s;
+        } else if ((s = refuse_tensor(L, NAME("ffn_gate_inp.weight"),
+                                      "a router without expert_count"))) {
+            return s;
+        } else if (hp->fused_gate_up) {
             /* phi3: ffn_up.weight holds the gate rows, then the up rows
              * (ggml_swiglu over the fused output: silu(first half) * second half) */
             struct rt_weight w;
@@ -687,7 +847,9 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
             if ((s = get_matrix(L, NAME("ffn_gate.weight"), true, E, F, &ly->wgate))) return s;
             if ((s = get_matrix(L, NAME("ffn_up.weight"), true, E, F, &ly->wup))) return s;
         }
-        if ((s = get_matrix(L, NAME("ffn_down.weight"), true, F, E, &ly->wdown))) return s;
+        if (hp->n_expert == 0 &&
+            (s = get_matrix(L, NAME("ffn_down.weight"), true, F, E, &ly->wdown)))
+            return s;
         if (!fused_qkv) {
             if ((s = get_vector(L, NAME("attn_q.bias"), qwen, qdim, &ly->bq, &pos))) return s;
             if ((s = get_vector(L, NAME("attn_k.bias"), qwen, kvdim, &ly->bk, &pos))) return s;
@@ -709,9 +871,11 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
             FAIL_T(L, NAME("post_attention_norm.weight"), MW_E_FORMAT, MW_ERR_OFF_NONE,
                    "unexpected in a %s file (post norms are gemma's)", L->arch);
         if ((s = get_vector(L, NAME("attn_output.bias"), false, E, &ly->bo, &pos))) return s;
-        if ((s = get_vector(L, NAME("ffn_gate.bias"), false, F, &ly->bgate, &pos))) return s;
-        if ((s = get_vector(L, NAME("ffn_up.bias"), false, F, &ly->bup, &pos))) return s;
-        if ((s = get_vector(L, NAME("ffn_down.bias"), false, E, &ly->bdown, &pos))) return s;
+        if (hp->n_expert == 0) {
+            if ((s = get_vector(L, NAME("ffn_gate.bias"), false, F, &ly->bgate, &pos))) return s;
+            if ((s = get_vector(L, NAME("ffn_up.bias"), false, F, &ly->bup, &pos))) return s;
+            if ((s = get_vector(L, NAME("ffn_down.bias"), false, E, &ly->bdown, &pos))) return s;
+        }
 #undef NAME
     }
     *n_floats = pos;
@@ -727,6 +891,10 @@ static void pick_main_type(struct rt_model *m)
         all[0] = &ly->wq, all[1] = &ly->wk, all[2] = &ly->wv, all[3] = &ly->wo;
         all[4] = &ly->wgate, all[5] = &ly->wup, all[6] = &ly->wdown;
         for (int j = 0; j < 7; j++) bytes[all[j]->type] += all[j]->row_bytes * all[j]->n_out;
+        if (m->hp.n_expert == 0) continue;
+        all[0] = &ly->gate_exps, all[1] = &ly->up_exps, all[2] = &ly->down_exps;
+        for (int j = 0; j < 3; j++)
+            bytes[all[j]->type] += all[j]->row_bytes * all[j]->n_out * m->hp.n_expert;
     }
     uint32_t best = m->output.type;
     for (uint32_t t = 0; t < GGUF_TYPE_COUNT; t++)
@@ -832,6 +1000,22 @@ uint64_t rt_model_owned_bytes(const struct rt_model *m)
            sizeof *m;
 }
 uint32_t rt_model_main_type(const struct rt_model *m) { return m->main_type; }
+
+uint64_t rt_model_active_weight_bytes(const struct rt_model *m)
+{
+    /* n_expert_used <= n_expert, so this never exceeds weight_bytes */
+    return m->weight_bytes - m->expert_bytes + (uint64_t)m->hp.n_expert_used * m->expert_slab_bytes;
+}
+
+uint64_t rt_active_weight_bytes(const struct rt_hparams *hp, uint64_t weight_bytes,
+                                uint64_t expert_bytes)
+{
+    if (hp->n_expert == 0 || expert_bytes > weight_bytes) return weight_bytes;
+    const uint32_t k = hp->n_expert_used < hp->n_expert ? hp->n_expert_used : hp->n_expert;
+    /* expert_bytes / n_expert first: no overflow, exact for whole slabs */
+    return weight_bytes - expert_bytes + expert_bytes / hp->n_expert * k +
+           expert_bytes % hp->n_expert * k / hp->n_expert;
+}
 
 enum mw_status rt_model_verify(const struct rt_model *m, uint64_t *n_checked, struct mw_err *err)
 {

@@ -191,3 +191,191 @@ void rt_rmsnorm_heads(float *x, const float *w, uint32_t n_head, uint32_t head_d
         rt_rmsnorm(v, v, w, head_dim, eps);
     }
 }
+
+// --- mixture of experts ---
+
+/* libstdc++'s std::sort (GCC's bits/stl_algo.h / stl_heap.h), which
+ * ggml's CPU argsort calls, step for step over int32 indices with
+ * comp(a, b) = x[a] > x[b]: the same permutation, ties included. */
+struct sort_ctx {
+    const float *x;
+};
+static bool cmp_gt(const struct sort_ctx *s, int32_t a, int32_t b) { return s->x[a] > s->x[b]; }
+
+static void push_heap_(const struct sort_ctx *s, int32_t *first, long hole, long top, int32_t v)
+{
+    long parent = (hole - 1) / 2;
+    while (hole > top && cmp_gt(s, first[parent], v)) {
+        first[hole] = first[parent];
+        hole = parent;
+        parent = (hole - 1) / 2;
+    }
+    first[hole] = v;
+}
+
+static void adjust_heap_(const struct sort_ctx *s, int32_t *first, long hole, long len, int32_t v)
+{
+    const long top = hole;
+    long child = hole;
+    while (child < (len - 1) / 2) {
+        child = 2 * (child + 1);
+        if (cmp_gt(s, first[child], first[child - 1])) child--;
+        first[hole] = first[child];
+        hole = child;
+    }
+    if ((len & 1) == 0 && child == (len - 2) / 2) {
+        child = 2 * (child + 1);
+        first[hole] = first[child - 1];
+        hole = child - 1;
+    }
+    push_heap_(s, first, hole, top, v);
+}
+
+static void heap_sort_(const struct sort_ctx *s, int32_t *first, int32_t *last)
+{
+    const long len = last - first;
+    if (len >= 2) /* make_heap */
+        for (long parent = (len - 2) / 2;; parent--) {
+            adjust_heap_(s, first, parent, len, first[parent]);
+            if (parent == 0) break;
+        }
+    while (last - first > 1) { /* sort_heap: pop_heap(first, last, last) */
+        --last;
+        const int32_t v = *last;
+        *last = *first;
+        adjust_heap_(s, first, 0, last - first, v);
+    }
+}
+
+static void move_median_to_first_(const struct sort_ctx *s, int32_t *result, int32_t *a,
+                                  int32_t *b, int32_t *c)
+{
+    int32_t *m;
+    if (cmp_gt(s, *a, *b)) {
+        if (cmp_gt(s, *b, *c)) m = b;
+        else if (cmp_gt(s, *a, *c)) m = c;
+        else m = a;
+    } else if (cmp_gt(s, *a, *c)) {
+        m = a;
+    } else if (cmp_gt(s, *b, *c)) {
+        m = c;
+    } else {
+        m = b;
+    }
+    const int32_t t = *result;
+    *result = *m;
+    *m = t;
+}
+
+/* The "unguarded" loops below carry bounds that a consistent order never
+ * reaches (so the permutation is std::sort's); they only keep NaN inputs,
+ * for which std::sort's behaviour is undefined, inside the array. */
+static int32_t *unguarded_partition_(const struct sort_ctx *s, int32_t *first, int32_t *last,
+                                     const int32_t *pivot)
+{
+    int32_t *const end = last;
+    for (;;) {
+        while (first < end && cmp_gt(s, *first, *pivot)) ++first;
+        --last;
+        while (last > pivot && cmp_gt(s, *pivot, *last)) --last;
+        if (!(first < last)) return first;
+        const int32_t t = *first;
+        *first = *last;
+        *last = t;
+        ++first;
+    }
+}
+
+static void introsort_loop_(const struct sort_ctx *s, int32_t *first, int32_t *last, int depth)
+{
+    while (last - first > 16) {
+        if (depth == 0) {
+            heap_sort_(s, first, last); /* std::__partial_sort(first, last, last) */
+            return;
+        }
+        --depth;
+        int32_t *mid = first + (last - first) / 2;
+        move_median_to_first_(s, first, first + 1, mid, last - 1);
+        int32_t *cut = unguarded_partition_(s, first + 1, last, first);
+        introsort_loop_(s, cut, last, depth);
+        last = cut;
+    }
+}
+
+static void unguarded_linear_insert_(const struct sort_ctx *s, const int32_t *lo, int32_t *last)
+{
+    const int32_t v = *last;
+    while (last > lo && cmp_gt(s, v, last[-1])) {
+        *last = last[-1];
+        --last;
+    }
+    *last = v;
+}
+
+static void insertion_sort_(const struct sort_ctx *s, int32_t *first, int32_t *last)
+{
+    if (first == last) return;
+    for (int32_t *i = first + 1; i != last; ++i) {
+        if (cmp_gt(s, *i, *first)) {
+            const int32_t v = *i;
+            memmove(first + 1, first, (size_t)(i - first) * sizeof *first);
+            *first = v;
+        } else {
+            unguarded_linear_insert_(s, first, i);
+        }
+    }
+}
+
+void rt_argsort_desc(const float *x, uint32_t n, int32_t *idx)
+{
+    for (uint32_t i = 0; i < n; i++) idx[i] = (int32_t)i;
+    if (n < 2) return;
+    const struct sort_ctx s = {x};
+    int lg = 0;
+    while ((2ul << lg) <= n) lg++; /* std::__lg(n) = floor(log2 n) */
+    introsort_loop_(&s, idx, idx + n, 2 * lg);
+    if (n > 16) { /* __final_insertion_sort */
+        insertion_sort_(&s, idx, idx + 16);
+        for (int32_t *i = idx + 16; i != idx + n; ++i) unguarded_linear_insert_(&s, idx, i);
+    } else {
+        insertion_sort_(&s, idx, idx + n);
+    }
+}
+
+void rt_moe_route(float *probs, uint32_t n_expert, uint32_t k, bool norm, int32_t *idx,
+                  int32_t *sel, float *w)
+{
+    /* ggml_soft_max (no mask, scale 1): max, expf(l - max) summed in double,
+     * then every value times (float)(1/sum) */
+    float max = -INFINITY;
+    for (uint32_t e = 0; e < n_expert; e++) max = probs[e] > max ? probs[e] : max;
+    double sum = 0.0;
+    for (uint32_t e = 0; e < n_expert; e++) {
+        probs[e] = expf(probs[e] - max);
+        sum += (double)probs[e];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (uint32_t e = 0; e < n_expert; e++) probs[e] *= inv;
+    /* ggml_argsort_top_k: the first k of the descending argsort */
+    rt_argsort_desc(probs, n_expert, idx);
+    for (uint32_t j = 0; j < k; j++) {
+        sel[j] = idx[j];
+        w[j] = probs[idx[j]];
+    }
+    if (!norm) return;
+    /* ggml_sum_rows (double sum, stored as float), ggml_clamp to the
+     * smallest normal f16, ggml_div */
+    double ws = 0.0;
+    for (uint32_t j = 0; j < k; j++) ws += (double)w[j];
+    float s = (float)ws;
+    if (s < 6.103515625e-5f) s = 6.103515625e-5f;
+    for (uint32_t j = 0; j < k; j++) w[j] = w[j] / s;
+}
+
+float rt_moe_shexp_gate(float x)
+{
+    /* ggml_div(ggml_silu(x), x): silu(x) = x/(1+expf(-x)); 0/0 is NaN there,
+     * its limit 1/2 here */
+    if (x == 0.0f) return 0.5f;
+    return x / (1.0f + expf(-x)) / x;
+}

@@ -103,4 +103,31 @@ uint32_t rt_swa_first(const struct rt_hparams *hp, uint32_t il, uint32_t p);
  * n_head vectors of head_dim floats of x, with the same weight w (head_dim). */
 void rt_rmsnorm_heads(float *x, const float *w, uint32_t n_head, uint32_t head_dim, float eps);
 
+// --- mixture of experts (llama.cpp's build_moe_ffn, softmax gating) ---
+
+/* ggml_argsort(x, DESC) as ggml's CPU backend computes it: idx = 0..n-1
+ * sorted by std::sort (GCC's libstdc++ introsort: median-of-three
+ * partitions down to 16 elements, heap sort past depth 2*floor(log2 n),
+ * then insertion sort) with comp(a, b) = x[a] > x[b]. Equal values keep
+ * the order that sort leaves them in: ascending index when n <= 16 (pure
+ * insertion sort), otherwise what the partitions make of them — the same
+ * permutation as llama.cpp's. NaNs (undefined for std::sort) give some
+ * permutation, never an access outside idx. */
+void rt_argsort_desc(const float *x, uint32_t n, int32_t *idx);
+
+/* One token's routing: probs (n_expert router logits) becomes
+ * softmax(probs) in place as ggml_soft_max computes it (max, expf(l - max)
+ * summed in double, every value times (float)(1/sum)); sel[0..k) are the
+ * first k of rt_argsort_desc(probs) (idx: n_expert scratch), w[j] =
+ * probs[sel[j]]; with norm (llama, qwen3moe) w[j] /= max(s, 2^-14) where s
+ * is the double sum of the k weights rounded to float (ggml_sum_rows,
+ * ggml_clamp, ggml_div). k <= n_expert. */
+void rt_moe_route(float *probs, uint32_t n_expert, uint32_t k, bool norm, int32_t *idx,
+                  int32_t *sel, float *w);
+
+/* qwen2moe's shared-expert gate from its logit x: ggml_div(ggml_silu(x), x),
+ * i.e. (x / (1 + expf(-x))) / x (sigmoid as llama.cpp computes it; x == 0
+ * gives 0.5, where ggml's 0/0 is NaN). */
+float rt_moe_shexp_gate(float x);
+
 #endif /* MW_RT_OPS_H */

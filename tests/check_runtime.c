@@ -7,7 +7,10 @@
  * forward pass (thread-count, batch-size and token-by-token invariance, no
  * allocation in rt_eval, reference logits of tinyllama-8m), the KV cache
  * (q8_0, the sliding-window shift), sampling, chat formats, --verify and
- * perplexity on a tiny fixture.
+ * perplexity on a tiny fixture; mixture of experts: routing as llama.cpp
+ * (argsort ties, softmax, normalization, the shared-expert gate), the same
+ * invariances, weight and scratch accounting, and the resident pages of a
+ * mapped MoE file after a few tokens (only the routed experts', mincore()).
  *
  * malloc/calloc/realloc are wrapped at link time (-Wl,--wrap) so a test can
  * count allocations made inside rt_eval.
@@ -18,6 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gguf/gguf.h"
@@ -995,6 +1001,356 @@ START_TEST(test_perplexity_fixture)
 }
 END_TEST
 
+// --- mixture of experts ---
+
+START_TEST(test_moe_routing)
+{
+    /* ggml's argsort = libstdc++'s std::sort: insertion sort up to 16
+     * elements (ties: ascending index), introsort above; the expected
+     * permutations are std::sort's (GCC 12) on x[i] = (7i) % 5 */
+    float x[40];
+    int32_t idx[40];
+    for (int i = 0; i < 40; i++) x[i] = (float)(i * 7 % 5);
+    rt_argsort_desc(x, 8, idx);
+    static const int32_t want8[8] = {2, 7, 4, 1, 6, 3, 0, 5};
+    ck_assert_mem_eq(idx, want8, sizeof want8);
+    rt_argsort_desc(x, 20, idx);
+    static const int32_t want20[20] = {2, 17, 7, 12, 19, 4, 14, 9, 1, 16,
+                                       11, 6, 8, 13, 3, 18, 10, 15, 5, 0};
+    ck_assert_mem_eq(idx, want20, sizeof want20);
+    rt_argsort_desc(x, 40, idx);
+    static const int32_t want40[40] = {17, 2, 37, 22, 7, 32, 27, 12, 9, 24, 14, 29, 19, 34,
+                                       4, 39, 21, 1, 26, 31, 36, 16, 11, 6, 18, 23, 38, 13,
+                                       28, 3, 8, 33, 0, 20, 5, 35, 10, 30, 15, 25};
+    ck_assert_mem_eq(idx, want40, sizeof want40);
+
+    /* softmax, top-k, normalization (llama/qwen3moe) or not (qwen2moe) */
+    const float logits[6] = {0.5f, 2.0f, -1.0f, 3.0f, 2.0f, 0.0f};
+    double ref[6], sum = 0;
+    for (int e = 0; e < 6; e++) sum += ref[e] = exp(logits[e] - 3.0);
+    for (int e = 0; e < 6; e++) ref[e] /= sum;
+    for (int norm = 0; norm < 2; norm++) {
+        float pr[6];
+        int32_t sel[3], sc[6];
+        float w[3];
+        memcpy(pr, logits, sizeof pr);
+        rt_moe_route(pr, 6, 3, norm, sc, sel, w);
+        for (int e = 0; e < 6; e++) ck_assert_double_eq_tol(pr[e], ref[e], 1e-6);
+        /* 3, then the tie 2.0 at experts 1 and 4 in index order (n <= 16) */
+        ck_assert_int_eq(sel[0], 3);
+        ck_assert_int_eq(sel[1], 1);
+        ck_assert_int_eq(sel[2], 4);
+        const double s3 = norm ? ref[3] + ref[1] + ref[4] : 1.0;
+        ck_assert_double_eq_tol(w[0], ref[3] / s3, 1e-6);
+        ck_assert_double_eq_tol(w[1], ref[1] / s3, 1e-6);
+        ck_assert_float_eq(w[1], w[2]);
+        if (norm) ck_assert_double_eq_tol((double)w[0] + w[1] + w[2], 1.0, 1e-6);
+    }
+    /* all equal: the first k experts, weight 1/n (1/k normalized) */
+    float eq[8] = {0};
+    int32_t sel[2], sc[8];
+    float w[2];
+    rt_moe_route(eq, 8, 2, false, sc, sel, w);
+    ck_assert_int_eq(sel[0], 0);
+    ck_assert_int_eq(sel[1], 1);
+    ck_assert_float_eq(w[0], 0.125f);
+    memset(eq, 0, sizeof eq);
+    rt_moe_route(eq, 8, 2, true, sc, sel, w);
+    ck_assert_float_eq(w[0], 0.5f);
+    ck_assert_float_eq(w[1], 0.5f);
+    /* weights below 2^-14 in sum are divided by 2^-14 (ggml_clamp) */
+    float tiny[4] = {-100.0f, -100.0f, 0.0f, 0.0f};
+    int32_t sel2[2], sc4[4];
+    float w2[2];
+    rt_moe_route(tiny, 4, 2, true, sc4, sel2, w2);
+    ck_assert_int_eq(sel2[0], 2);
+    ck_assert_float_eq(w2[0], 0.5f);
+
+    /* hostile weights: NaN or Inf logits pick valid experts (no crash) */
+    float bad[40];
+    for (int i = 0; i < 40; i++) bad[i] = i % 3 == 0 ? NAN : i % 5 == 0 ? INFINITY : (float)i;
+    int32_t bsel[4], bsc[40];
+    float bw[4];
+    rt_moe_route(bad, 40, 4, true, bsc, bsel, bw);
+    for (int j = 0; j < 4; j++) ck_assert(bsel[j] >= 0 && bsel[j] < 40);
+    for (int i = 0; i < 40; i++) bad[i] = i % 3 == 0 ? NAN : (float)(i % 4);
+    rt_argsort_desc(bad, 40, bsc);
+    bool seen[40] = {false};
+    for (int i = 0; i < 40; i++) {
+        ck_assert(bsc[i] >= 0 && bsc[i] < 40 && !seen[bsc[i]]);
+        seen[bsc[i]] = true;
+    }
+
+    /* qwen2moe's shared-expert gate: silu(x)/x = sigmoid(x) */
+    ck_assert_float_eq(rt_moe_shexp_gate(0.0f), 0.5f);
+    for (float v = -6.0f; v <= 6.0f; v += 0.75f)
+        ck_assert_double_eq_tol(rt_moe_shexp_gate(v), 1.0 / (1.0 + exp(-v)), 1e-6);
+}
+END_TEST
+
+static void moe_spec(struct rt_fx_spec *s, int which)
+{
+    rt_fx_default(s);
+    switch (which) {
+    case 0: s->arch = "qwen3moe", s->n_expert = 8, s->n_expert_used = 3; break;
+    case 1: s->arch = "qwen2moe", s->n_expert = 6, s->n_expert_used = 2, s->wtype = GGUF_TYPE_Q8_0;
+        break;
+    case 2: s->arch = "llama", s->n_expert = 4, s->n_expert_used = 2, s->wtype = GGUF_TYPE_Q4_0;
+        break;
+    default: s->arch = "qwen3moe", s->n_expert = 5, s->n_expert_used = 1, s->wtype = GGUF_TYPE_F32;
+        s->n_layer = 3; break;
+    }
+}
+
+/* The dense test's standard for MoE: bit-identical logits whatever the
+ * threads or --batch, one call or token by token below RT_FA_TILE tokens;
+ * and the router spreads the tokens over the experts. */
+START_TEST(test_moe_invariance)
+{
+    struct rt_fx_spec s;
+    moe_spec(&s, _i);
+    char *p = write_fixture(&s, "moe-inv.gguf");
+    const size_t nv = 3 + 256 + 64;
+    const struct rt_ctx_opts variants[] = {
+        {.n_ctx = 128, .n_threads = 2},
+        {.n_ctx = 128, .n_threads = 3, .n_batch = 5},
+        {.n_ctx = 112, .n_threads = 4, .n_batch = 1},
+    };
+    for (int big = 0; big < 2; big++) {
+        const uint32_t n = big ? NT_BIG : NT;
+        float *ref = run_all(p, (struct rt_ctx_opts){.n_ctx = 128}, n, false);
+        for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+            float *lg = run_all(p, variants[v], n, false);
+            ck_assert_msg(memcmp(lg, ref, n * nv * sizeof *lg) == 0,
+                          "%s: %u tokens, variant %zu differs", s.arch, n, v);
+            free(lg);
+        }
+        if (!big) {
+            float *lg = run_all(p, (struct rt_ctx_opts){.n_ctx = 64, .n_threads = 2}, n, true);
+            ck_assert_msg(memcmp(lg, ref, n * nv * sizeof *lg) == 0,
+                          "%s: token by token differs", s.arch);
+            free(lg);
+        }
+        free(ref);
+    }
+    /* routing spread: every layer sends the 24 tokens to several experts,
+     * each token to exactly n_expert_used of them */
+    struct loaded L;
+    load(p, &(struct rt_ctx_opts){.n_ctx = 64, .n_threads = 2}, &L);
+    int32_t t[NT];
+    fixture_tokens(t, NT, (uint32_t)nv);
+    eval_ok(L.c, t, NT, 0, NULL);
+    const struct rt_hparams *hp = rt_model_hparams(L.m);
+    ck_assert_uint_eq(hp->n_expert, s.n_expert);
+    ck_assert_uint_eq(hp->n_expert_used, s.n_expert_used);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const uint64_t *h = rt_ctx_expert_hits(L.c, il);
+        ck_assert_ptr_nonnull(h);
+        uint64_t total = 0, used = 0;
+        for (uint32_t e = 0; e < hp->n_expert; e++) total += h[e], used += h[e] > 0;
+        ck_assert_uint_eq(total, (uint64_t)NT * hp->n_expert_used);
+        ck_assert_uint_ge(used, hp->n_expert_used + 1 < hp->n_expert ? hp->n_expert_used + 1
+                                                                      : hp->n_expert);
+    }
+    ck_assert_ptr_null(rt_ctx_expert_hits(L.c, hp->n_layer));
+    unload(&L);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
+/* Weight accounting: every expert byte counts in the total, active bytes
+ * are the dense part plus n_expert_used experts; the estimate counts the
+ * very scratch rt_ctx_init allocates; rt_eval allocates nothing. */
+START_TEST(test_moe_mem)
+{
+    struct rt_fx_spec s;
+    moe_spec(&s, _i);
+    if (_i == 2) s.wtype = GGUF_TYPE_F16; /* one weight type besides the f32 router */
+    if (_i == 1) s.wtype = GGUF_TYPE_Q8_0;
+    char *p = write_fixture(&s, "moe-mem.gguf");
+    const struct rt_ctx_opts co = {.n_ctx = 100, .n_threads = 3, .n_batch = 16};
+    struct loaded L;
+    load(p, &co, &L);
+    const struct rt_hparams *hp = rt_model_hparams(L.m);
+    const struct gguf_file *f = rt_model_gguf(L.m);
+    uint64_t all = 0, exps = 0, slab = 0;
+    for (uint64_t i = 0; i < gguf_tensor_count(f); i++) {
+        const struct gguf_tensor *t = gguf_tensor_get(f, i);
+        all += t->nbytes;
+        if (strstr(t->name, "_exps.weight")) {
+            ck_assert_uint_eq(t->n_dims, 3);
+            ck_assert_uint_eq(t->ne[2], hp->n_expert);
+            exps += t->nbytes;
+            slab += t->nbytes / hp->n_expert;
+        }
+    }
+    ck_assert_uint_eq(exps > 0, 1);
+    ck_assert_uint_eq(rt_model_weight_bytes(L.m), all);
+    const uint64_t active = all - exps + hp->n_expert_used * slab;
+    ck_assert_uint_eq(rt_model_active_weight_bytes(L.m), active);
+    ck_assert_uint_eq(rt_active_weight_bytes(hp, all, exps), active);
+    ck_assert_uint_lt(active, all);
+    struct rt_hparams dense = *hp;
+    dense.n_expert = 0;
+    ck_assert_uint_eq(rt_active_weight_bytes(&dense, all, exps), all);
+    struct rt_mem got, est;
+    rt_ctx_mem(L.c, &got);
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(rt_mem_estimate(hp, 0, &co, rt_model_main_type(L.m), &est, &err), MW_OK);
+    ck_assert_uint_eq(est.kv_bytes, got.kv_bytes);
+    ck_assert_uint_eq(est.scratch_bytes, got.scratch_bytes);
+    ck_assert_uint_ge(est.owned_bytes, got.owned_bytes);
+    /* no allocation in rt_eval (prompt, decode) */
+    const uint32_t nv = hp->n_vocab;
+    int32_t t[NT];
+    fixture_tokens(t, NT, nv);
+    enum mw_status st[5];
+    const long before = n_allocs;
+    st[0] = rt_eval(L.c, t, NT, 0, NULL, &err);
+    for (int i = 0; i < 4; i++) st[1 + i] = rt_eval(L.c, t + i, 1, 0, NULL, &err);
+    const long during = n_allocs - before;
+    for (int i = 0; i < 5; i++) ck_assert_int_eq(st[i], MW_OK);
+    ck_assert_int_eq(during, 0);
+    unload(&L);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
+static uint64_t page_sz(void) { return (uint64_t)sysconf(_SC_PAGESIZE); }
+
+/* Resident pages of [a, a+n) among those entirely inside it. */
+static uint64_t resident_inner(const uint8_t *base, uint64_t a, uint64_t n, uint64_t *n_inner)
+{
+    const uint64_t ps = page_sz();
+    const uint64_t lo = (a + ps - 1) / ps * ps, hi = (a + n) / ps * ps;
+    *n_inner = hi > lo ? (hi - lo) / ps : 0;
+    if (hi <= lo) return 0;
+    unsigned char vec[4096];
+    uint64_t r = 0;
+    for (uint64_t off = lo; off < hi; off += ps * sizeof vec) {
+        const uint64_t len = hi - off < ps * sizeof vec ? hi - off : ps * sizeof vec;
+        ck_assert_int_eq(mincore((void *)(base + off), len, vec), 0);
+        for (uint64_t i = 0; i < len / ps; i++) r += vec[i] & 1;
+    }
+    return r;
+}
+
+/* Unmap every page of the model's private read-only mapping and drop the
+ * file from the page cache. */
+static void evict(const char *path, const uint8_t *base, uint64_t size)
+{
+    ck_assert_int_eq(madvise((void *)base, (size_t)size, MADV_DONTNEED), 0);
+    const int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(fsync(fd), 0);
+    ck_assert_int_eq(posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    close(fd);
+}
+
+/* Only the routed experts' pages are read: after a few tokens the expert
+ * pages in memory are exactly those of the experts the router picked
+ * (counted with mincore() on the mapping, page cache dropped first, the
+ * kernel's read-around turned off with MADV_RANDOM so that a page is in
+ * memory iff the forward pass touched it). */
+START_TEST(test_moe_resident)
+{
+    struct rt_fx_spec s;
+    rt_fx_default(&s);
+    s.arch = "qwen3moe";
+    s.n_embd = 128, s.n_head = 4, s.n_head_kv = 2;
+    s.n_expert = 16, s.n_expert_used = 2, s.n_ff_exp = 512; /* 128 KiB per expert matrix */
+    s.seed = 7;
+    char *p = write_fixture(&s, "moe-res.gguf");
+    struct loaded L;
+    load(p, NULL, &L);
+    const struct gguf_file *f = rt_model_gguf(L.m);
+    const uint8_t *base = gguf_base(f);
+    /* loading read the header and the norm vectors (with the kernel's
+     * read-ahead around them): turn read-ahead off, unmap every page of the
+     * private read-only mapping and drop the file from the page cache */
+    const uint64_t fsize = gguf_file_size(f);
+    ck_assert_int_eq(madvise((void *)base, (size_t)fsize, MADV_RANDOM), 0);
+    evict(p, base, fsize);
+    /* is read-around really off? (qemu-user takes MADV_RANDOM as a no-op):
+     * one byte read in the middle of the file must bring in one page */
+    uint64_t n_pages = 0;
+    const volatile uint8_t *mid = base + fsize / 2;
+    (void)*mid;
+    const bool exact = resident_inner(base, 0, fsize, &n_pages) == 1;
+    if (!exact)
+        fprintf(stderr, "test_moe_resident: read-around stays on (MADV_RANDOM ignored, e.g. "
+                "under qemu-user): unrouted experts not checked\n");
+    evict(p, base, fsize);
+    const uint64_t cached = resident_inner(base, 0, fsize, &n_pages);
+    if (cached > n_pages / 10) {
+        fprintf(stderr, "test_moe_resident: %s stays in the page cache after "
+                "POSIX_FADV_DONTNEED (%llu of %llu pages; tmpfs?): not measured\n", p,
+                (unsigned long long)cached, (unsigned long long)n_pages);
+        unload(&L);
+        unlink(p);
+        free(p);
+        return;
+    }
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_int_eq(rt_ctx_init(L.m, &(struct rt_ctx_opts){.n_ctx = 32, .n_threads = 2}, &L.c,
+                                 &err), MW_OK);
+    const struct rt_hparams *hp = rt_model_hparams(L.m);
+    const int32_t prompt[2] = {1, 300}, next = 77;
+    eval_ok(L.c, prompt, 2, 0, NULL); /* a prompt step, then a decode step */
+    eval_ok(L.c, &next, 1, 0, NULL);
+    static const char *const kinds[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    uint64_t exp_bytes = 0, routed_bytes = 0, resident_bytes = 0, n_routed = 0;
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const uint64_t *hits = rt_ctx_expert_hits(L.c, il);
+        for (int k = 0; k < 3; k++) {
+            char nm[64];
+            snprintf(nm, sizeof nm, "blk.%u.%s.weight", il, kinds[k]);
+            const int64_t ti = gguf_tensor_find(f, nm);
+            ck_assert_int_ge(ti, 0);
+            const struct gguf_tensor *t = gguf_tensor_get(f, (uint64_t)ti);
+            const uint64_t off = (uint64_t)(gguf_tensor_data(f, (uint64_t)ti) - base);
+            const uint64_t slab = t->nbytes / hp->n_expert;
+            exp_bytes += t->nbytes;
+            for (uint32_t e = 0; e < hp->n_expert; e++) {
+                uint64_t inner;
+                const uint64_t r = resident_inner(base, off + e * slab, slab, &inner);
+                ck_assert_uint_gt(inner, 0);
+                resident_bytes += r * page_sz();
+                if (hits[e] > 0) {
+                    ck_assert_msg(r == inner, "%s expert %u routed %llu times: %llu of %llu pages",
+                                  nm, e, (unsigned long long)hits[e], (unsigned long long)r,
+                                  (unsigned long long)inner);
+                    routed_bytes += slab;
+                    n_routed++;
+                } else if (exact) {
+                    ck_assert_msg(r == 0, "%s expert %u never routed: %llu pages resident", nm, e,
+                                  (unsigned long long)r);
+                }
+            }
+        }
+    }
+    /* 3 tokens x 2 experts: at most 6 of the 16 experts of a layer */
+    fprintf(stderr, "test_moe_resident: file %llu bytes, expert tensors %llu bytes; after 3 tokens "
+            "%llu expert matrices routed (%llu bytes), resident expert pages %llu bytes\n",
+            (unsigned long long)gguf_file_size(f), (unsigned long long)exp_bytes,
+            (unsigned long long)n_routed, (unsigned long long)routed_bytes,
+            (unsigned long long)resident_bytes);
+    ck_assert_uint_le(n_routed, 2 * 3 * 6);
+    ck_assert_uint_le(routed_bytes, exp_bytes * 6 / 16);
+    if (exact) {
+        ck_assert_uint_le(resident_bytes, routed_bytes);
+        ck_assert_uint_lt(resident_bytes, gguf_file_size(f) / 2);
+    }
+    unload(&L);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
 static Suite *runtime_suite(void)
 {
     Suite *s = suite_create("runtime");
@@ -1019,6 +1375,13 @@ static Suite *runtime_suite(void)
     tcase_add_test(tc, test_family_swa_cache);
     tcase_add_loop_test(tc, test_family_mem, 0, 4);
     tcase_add_test(tc, test_reference_logits);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("moe");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_moe_routing);
+    tcase_add_loop_test(tc, test_moe_invariance, 0, 4);
+    tcase_add_loop_test(tc, test_moe_mem, 0, 4);
+    tcase_add_test(tc, test_moe_resident);
     suite_add_tcase(s, tc);
     tc = tcase_create("misc");
     tcase_set_timeout(tc, 30);

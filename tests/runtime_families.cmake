@@ -7,3 +7,19 @@ if(NOT CMAKE_CROSSCOMPILING)
   set_tests_properties(runtime_families_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77
                        TIMEOUT 1800 COST 600)
 endif()
+# memwall-run on mixture-of-experts models (qwen3moe, qwen2moe with its shared
+# expert, Mixtral-layout llama; issue 14) against llama.cpp itself:
+# tests/e2e/run_moe_peer.sh. Perplexity within 0.3% on F16, Q8_0 and Q4_K_M
+# (memwall quant --preset) files of rt_mkmodel's MoE fixtures, and of
+# tinyllama-8m upcycled into experts by moe_upcycle (tests/moe.cmake) when
+# that tool is built; F16 teacher-forced top-1 >= 99%.
+if(NOT CMAKE_CROSSCOMPILING)
+  if(TARGET moe_upcycle)
+    mw_shell_test(runtime_moe_peer e2e/run_moe_peer.sh $<TARGET_FILE:rt_mkmodel>
+                  $<TARGET_FILE:moe_upcycle>)
+  else()
+    mw_shell_test(runtime_moe_peer e2e/run_moe_peer.sh $<TARGET_FILE:rt_mkmodel>)
+  endif()
+  set_tests_properties(runtime_moe_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77
+                       TIMEOUT 900 COST 200)
+endif()

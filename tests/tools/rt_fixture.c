@@ -240,8 +240,11 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
     uint8_t *buf = NULL;
     float *f = NULL;
     enum mw_status s = MW_OK;
-    const bool qwen = strcmp(sp->arch, "qwen2") == 0 || d == RT_FX_QWEN2_NO_BIAS;
+    const bool qwen = strcmp(sp->arch, "qwen2") == 0 || d == RT_FX_QWEN2_NO_BIAS ||
+                      d == RT_FX_MOE_IN_QWEN2;
     const char *arch = qwen ? "qwen2" : sp->arch;
+    const bool moe_defect = d >= RT_FX_MOE_USED_ABOVE && d <= RT_FX_MOE_NO_SHEXP;
+    if (moe_defect) arch = d == RT_FX_MOE_NO_SHEXP ? "qwen2moe" : "qwen3moe";
     /* the family defects bring their family */
     if (d == RT_FX_QWEN3_NO_QNORM) arch = "qwen3";
     if (d == RT_FX_GEMMA_NO_POST_FFW || d == RT_FX_GEMMA3_SWA_BASE) arch = "gemma3";
@@ -249,11 +252,20 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
     if (d == RT_FX_PHI3_ONE_FACTOR || d == RT_FX_PHI3_UP_ROWS || d == RT_FX_PHI3_QKV_MIXED ||
         d == RT_FX_PHI3_FACTORS_LEN)
         arch = "phi3";
-    const bool qwen3 = strcmp(arch, "qwen3") == 0;
+    const bool qwen2moe = strcmp(arch, "qwen2moe") == 0, qwen3moe = strcmp(arch, "qwen3moe") == 0;
+    const bool qwen3 = strcmp(arch, "qwen3") == 0 || qwen3moe;
+    /* experts: qwen*moe always, llama when asked */
+    const uint32_t NE = sp->n_expert ? sp->n_expert : (qwen2moe || qwen3moe ? 4 : 0);
+    const bool moe = NE > 0 && (qwen2moe || qwen3moe || strcmp(arch, "llama") == 0);
+    const uint32_t NK = sp->n_expert_used ? sp->n_expert_used : 2;
+    const uint32_t FE = strcmp(arch, "llama") == 0 ? sp->n_ff
+                        : sp->n_ff_exp            ? sp->n_ff_exp
+                                                  : sp->n_ff / 2;
+    const uint32_t FS = sp->n_ff_shexp ? sp->n_ff_shexp : sp->n_ff;
     const bool gemma2 = strcmp(arch, "gemma2") == 0, gemma3 = strcmp(arch, "gemma3") == 0;
     const bool gemma = gemma2 || gemma3, phi3 = strcmp(arch, "phi3") == 0;
     const bool qk_norm = qwen3 || gemma3 || d == RT_FX_QNORM_IN_LLAMA;
-    const bool tied = sp->tied || (gemma2 && d != RT_FX_GEMMA2_OUTPUT);
+    const bool tied = (sp->tied && !qwen2moe) || (gemma2 && d != RT_FX_GEMMA2_OUTPUT);
     const uint32_t n_ctx_orig =
         sp->n_ctx_orig ? sp->n_ctx_orig
                        : (d == RT_FX_PHI3_ONE_FACTOR || d == RT_FX_PHI3_FACTORS_LEN ? 64 : 0);
@@ -306,7 +318,17 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
         TRY(set_arch_u32(w, arch, "attention.key_length", hd, err));
         TRY(set_arch_u32(w, arch, "attention.value_length", hd / 2, err));
     }
-    if (d == RT_FX_MOE) TRY(set_arch_u32(w, arch, "expert_count", 8, err));
+    if (d == RT_FX_MOE || d == RT_FX_MOE_IN_QWEN2) TRY(set_arch_u32(w, arch, "expert_count", 8, err));
+    if (moe) {
+        TRY(set_arch_u32(w, arch, "expert_count", NE, err));
+        TRY(set_arch_u32(w, arch, "expert_used_count", d == RT_FX_MOE_USED_ABOVE ? NE + 1 : NK,
+                         err));
+        if (qwen2moe || qwen3moe) TRY(set_arch_u32(w, arch, "expert_feed_forward_length", FE, err));
+        if (qwen2moe)
+            TRY(set_arch_u32(w, arch, "expert_shared_feed_forward_length", FS, err));
+        if (d == RT_FX_MOE_GATING || d == RT_FX_MOE_SIGMOID)
+            TRY(set_arch_u32(w, arch, "expert_gating_func", d == RT_FX_MOE_GATING ? 9 : 2, err));
+    }
     if (gemma) {
         const uint32_t n_swa = sp->n_swa ? sp->n_swa : (d == RT_FX_GEMMA3_SWA_BASE ? 16 : 0);
         if (n_swa) TRY(set_arch_u32(w, arch, "attention.sliding_window", n_swa, err));
@@ -402,15 +424,32 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
             if (!(d == RT_FX_GEMMA_NO_POST_FFW && il == 1))
                 add_t(t, &nt, NM("post_ffw_norm.weight"), GGUF_TYPE_F32, 1, E, 1, 1, 1);
         }
-        if (qwen && !(d == RT_FX_QWEN2_NO_BIAS && il == 0))
+        if ((qwen || qwen2moe) && !(d == RT_FX_QWEN2_NO_BIAS && il == 0))
             add_t(t, &nt, NM("attn_q.bias"), GGUF_TYPE_F32, 1, qdim, 1, 1, 2);
-        if (qwen) {
+        if (qwen || qwen2moe) {
             add_t(t, &nt, NM("attn_k.bias"), GGUF_TYPE_F32, 1, kvdim, 1, 1, 2);
             add_t(t, &nt, NM("attn_v.bias"), GGUF_TYPE_F32, 1, kvdim, 1, 1, 2);
         }
         add_t(t, &nt, NM("attn_output.weight"), wt, 2, qdim, E, 1, 0);
         add_t(t, &nt, NM("ffn_norm.weight"), GGUF_TYPE_F32, 1, E, 1, 1, 1);
-        if (phi3) {
+        if (moe) {
+            add_t(t, &nt, NM("ffn_gate_inp.weight"), GGUF_TYPE_F32, 2, E,
+                  d == RT_FX_MOE_ROUTER_SHAPE && il == 0 ? NE + 1 : NE, 1, 5);
+            add_t(t, &nt, NM("ffn_gate_exps.weight"), wt, 3, E, FE, NE, 0);
+            add_t(t, &nt, NM("ffn_up_exps.weight"), wt, 3, E, FE,
+                  d == RT_FX_MOE_EXPS_SHAPE && il == 0 ? NE - 1 : NE, 0);
+            if (!(d == RT_FX_MOE_NO_DOWN && il == 1))
+                add_t(t, &nt, NM("ffn_down_exps.weight"), wt, 3, FE, E, NE, 0);
+            if (qwen2moe) {
+                if (!(d == RT_FX_MOE_NO_SHEXP && il == 0))
+                    add_t(t, &nt, NM("ffn_gate_inp_shexp.weight"), GGUF_TYPE_F32, 1, E, 1, 1, 5);
+                add_t(t, &nt, NM("ffn_gate_shexp.weight"), wt, 2, E, FS, 1, 0);
+                add_t(t, &nt, NM("ffn_up_shexp.weight"), wt, 2, E, FS, 1, 0);
+                add_t(t, &nt, NM("ffn_down_shexp.weight"), wt, 2, FS, E, 1, 0);
+            }
+            if (d == RT_FX_MOE_DENSE_FFN && il == 0)
+                add_t(t, &nt, NM("ffn_gate.weight"), wt, 2, E, F, 1, 0);
+        } else if (phi3) {
             add_t(t, &nt, NM("ffn_up.weight"), wt, 2, E,
                   d == RT_FX_PHI3_UP_ROWS && il == 0 ? F : 2 * F, 1, 0);
         } else {
@@ -420,7 +459,7 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
             if (!(d == RT_FX_MISSING_TENSOR && il == 1))
                 add_t(t, &nt, NM("ffn_up.weight"), wt, 2, E, F, 1, 0);
         }
-        add_t(t, &nt, NM("ffn_down.weight"), wt, 2, F, E, 1, 0);
+        if (!moe) add_t(t, &nt, NM("ffn_down.weight"), wt, 2, F, E, 1, 0);
 #undef NM
     }
     for (int i = 0; i < nt; i++)
@@ -451,6 +490,7 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
             case 1: f[j] = 1.0f + uni(&rs, 0.2f); break;
             case 2: f[j] = uni(&rs, 0.1f); break;
             case 4: f[j] = 1.0f + 0.5f * (float)j; break; /* LongRoPE long factors */
+            case 5: f[j] = uni(&rs, 5.0f * a); break;      /* MoE router: a wide spread */
             default: f[j] = j % 3 == 2 ? 4.0f : 1.0f; break;
             }
         }
@@ -506,7 +546,10 @@ enum mw_status rt_fx_requant(const char *in, const char *out, uint32_t type, str
         const bool src_float = t->type == GGUF_TYPE_F32 || t->type == GGUF_TYPE_F16 ||
                                t->type == GGUF_TYPE_BF16;
         types[i] = t->type;
-        if (src_float && t->n_dims == 2 && t->ne[0] % ti->blck == 0) types[i] = type;
+        /* 2-D matrices and 3-D expert stacks; MoE routers stay f32 (llama.cpp's rule) */
+        if (src_float && (t->n_dims == 2 || t->n_dims == 3) && t->ne[0] % ti->blck == 0 &&
+            strstr(t->name, "ffn_gate_inp") == NULL)
+            types[i] = type;
         TRY(gguf_writer_add_tensor(w, t->name, types[i], t->n_dims, t->ne, err));
     }
     TRY(gguf_writer_open(w, out, err));
@@ -517,7 +560,7 @@ enum mw_status rt_fx_requant(const char *in, const char *out, uint32_t type, str
             TRY(gguf_writer_write(w, src, (size_t)t->nbytes, err));
             continue;
         }
-        const uint64_t rows = t->ne[1], ne0 = t->ne[0];
+        const uint64_t rows = t->ne[1] * t->ne[2], ne0 = t->ne[0];
         const uint64_t in_rb = t->nbytes / rows;
         const uint64_t out_rb = ne0 / ti->blck * ti->type_size;
         free(x);

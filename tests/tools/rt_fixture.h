@@ -42,7 +42,7 @@
     X(ROT_ODD, MW_E_VALUE, "key 'llama.rope.dimension_count'")                                  \
     X(ROPE_YARN, MW_E_UNSUPPORTED, "key 'llama.rope.scaling.type'")                             \
     X(KV_LENGTHS, MW_E_UNSUPPORTED, "key 'llama.attention.value_length'")                       \
-    X(MOE, MW_E_UNSUPPORTED, "key 'llama.expert_count'")                                        \
+    X(MOE, MW_E_FORMAT, "key 'llama.expert_used_count'")                                        \
     X(ROPE_FREQS_LEN, MW_E_FORMAT, "tensor 'rope_freqs.weight'")                                \
     X(OUTPUT_SHAPE, MW_E_FORMAT, "tensor 'output.weight'")                                      \
     X(QWEN2_NO_BIAS, MW_E_FORMAT, "tensor 'blk.0.attn_q.bias'")                                 \
@@ -61,7 +61,16 @@
     X(PHI3_ONE_FACTOR, MW_E_FORMAT, "tensor 'rope_factors_short.weight'")                       \
     X(PHI3_UP_ROWS, MW_E_FORMAT, "tensor 'blk.0.ffn_up.weight'")                                \
     X(PHI3_QKV_MIXED, MW_E_FORMAT, "tensor 'blk.1.attn_qkv.weight'")                            \
-    X(PHI3_FACTORS_LEN, MW_E_FORMAT, "tensor 'rope_factors_long.weight'")
+    X(PHI3_FACTORS_LEN, MW_E_FORMAT, "tensor 'rope_factors_long.weight'")                       \
+    X(MOE_USED_ABOVE, MW_E_VALUE, "key 'qwen3moe.expert_used_count'")                           \
+    X(MOE_NO_DOWN, MW_E_FORMAT, "tensor 'blk.1.ffn_down_exps.weight'")                          \
+    X(MOE_EXPS_SHAPE, MW_E_FORMAT, "tensor 'blk.0.ffn_up_exps.weight'")                         \
+    X(MOE_ROUTER_SHAPE, MW_E_FORMAT, "tensor 'blk.0.ffn_gate_inp.weight'")                      \
+    X(MOE_GATING, MW_E_VALUE, "key 'qwen3moe.expert_gating_func'")                              \
+    X(MOE_SIGMOID, MW_E_UNSUPPORTED, "key 'qwen3moe.expert_gating_func'")                       \
+    X(MOE_DENSE_FFN, MW_E_FORMAT, "tensor 'blk.0.ffn_gate.weight'")                             \
+    X(MOE_NO_SHEXP, MW_E_FORMAT, "tensor 'blk.0.ffn_gate_inp_shexp.weight'")                    \
+    X(MOE_IN_QWEN2, MW_E_UNSUPPORTED, "key 'qwen2.expert_count'")
 
 enum rt_fx_defect {
 #define RT_FX__ENUM(name, code, where) RT_FX_##name,
@@ -81,10 +90,19 @@ struct rt_fx_spec {
     const char *arch;      /* "llama" or "qwen2" (q/k/v biases, NEOX rope), or a family of
                             * issue 12 in llama.cpp's layout: "qwen3" (q/k norms), "gemma2"
                             * (sandwich norms, tied, soft-capping 50/30), "gemma3" (sandwich
-                            * and q/k norms), "phi3" (fused attn_qkv and ffn_up) */
+                            * and q/k norms), "phi3" (fused attn_qkv and ffn_up); MoE:
+                            * "qwen3moe", "qwen2moe", "llama" with n_expert (below) */
     uint32_t n_swa;        /* gemma: attention.sliding_window (0: key absent) */
     uint32_t swa_pattern;  /* gemma: attention.sliding_window_pattern (0: key absent) */
     uint32_t n_ctx_orig;   /* phi3: write LongRoPE factors and this original context (0: none) */
+    /* mixture of experts in llama.cpp's layout: arch "qwen3moe" (q/k norms), "qwen2moe"
+     * (q/k/v biases, shared expert ffn_*_shexp gated by ffn_gate_inp_shexp), or "llama"
+     * with n_expert > 0 (Mixtral: experts n_ff wide). Router f32 (U(+-5/sqrt(n_embd)):
+     * different tokens pick different experts), 3-D expert tensors in wtype. */
+    uint32_t n_expert;     /* 0: dense (qwen*moe: 4) */
+    uint32_t n_expert_used;/* 0: 2 */
+    uint32_t n_ff_exp;     /* qwen*moe expert_feed_forward_length (0: n_ff / 2) */
+    uint32_t n_ff_shexp;   /* qwen2moe expert_shared_feed_forward_length (0: n_ff) */
     uint32_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx_train;
     uint32_t wtype;        /* ggml type of the 2-D weights (F32, F16, BF16, Q8_0, Q4_0 ...) */
     bool tied;             /* no output.weight */
@@ -98,9 +116,10 @@ struct rt_fx_spec {
 void rt_fx_default(struct rt_fx_spec *s);
 /* Write the model described by s to path. */
 enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *s, struct mw_err *err);
-/* Copy the GGUF file in to out with every 2-D tensor whose source type is
- * F32/F16/BF16 re-encoded as type (round-to-nearest, no imatrix; tensors
- * whose rows do not fit type's blocks are copied unchanged). */
+/* Copy the GGUF file in to out with every 2-D tensor (and 3-D expert stack)
+ * whose source type is F32/F16/BF16 re-encoded as type (round-to-nearest, no
+ * imatrix; tensors whose rows do not fit type's blocks, and MoE routers
+ * ffn_gate_inp*, are copied unchanged). */
 enum mw_status rt_fx_requant(const char *in, const char *out, uint32_t type, struct mw_err *err);
 
 #endif /* MW_TEST_RT_FIXTURE_H */

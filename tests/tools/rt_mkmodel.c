@@ -2,10 +2,11 @@
  * tests/tools/rt_mkmodel.c — command-line front of tests/tools/rt_fixture.c
  * for the runtime's shell tests.
  *
- *   rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3] [--type TYPE]
- *                        [--tied] [--gpt2] [--rope-freqs] [--seed N] [--layers N]
- *                        [--embd N] [--ff N] [--swa N] [--swa-pattern N] [--orig-ctx N]
- *                        [--defect NAME]
+ *   rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen2moe|qwen3moe]
+ *                        [--type TYPE] [--tied] [--gpt2] [--rope-freqs] [--seed N]
+ *                        [--layers N] [--embd N] [--ff N] [--swa N] [--swa-pattern N]
+ *                        [--orig-ctx N] [--experts N] [--experts-used K] [--ff-exp N]
+ *                        [--ff-shexp N] [--defect NAME]
  *       a tiny model (rt_fixture.h), valid unless --defect
  *   rt_mkmodel hostile DIR
  *       one file per defect of the catalogue, DIR/<defect>.gguf, and
@@ -24,10 +25,11 @@
 #include "rt_fixture.h"
 
 static const char usage[] =
-    "usage: rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3] [--type TYPE]\n"
-    "                            [--tied] [--gpt2] [--rope-freqs] [--seed N] [--layers N]\n"
-    "                            [--embd N] [--ff N] [--swa N] [--swa-pattern N] [--orig-ctx N]\n"
-    "                            [--defect NAME]\n"
+    "usage: rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen2moe|qwen3moe]\n"
+    "                            [--type TYPE] [--tied] [--gpt2] [--rope-freqs] [--seed N]\n"
+    "                            [--layers N] [--embd N] [--ff N] [--swa N] [--swa-pattern N]\n"
+    "                            [--orig-ctx N] [--experts N] [--experts-used K] [--ff-exp N]\n"
+    "                            [--ff-shexp N] [--defect NAME]\n"
     "       rt_mkmodel hostile DIR\n"
     "       rt_mkmodel requant IN OUT TYPE\n";
 
@@ -69,6 +71,14 @@ int main(int argc, char **argv)
                 s.swa_pattern = (uint32_t)strtoul(v, NULL, 10), i++;
             } else if (strcmp(a, "--orig-ctx") == 0 && v) {
                 s.n_ctx_orig = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--experts") == 0 && v) {
+                s.n_expert = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--experts-used") == 0 && v) {
+                s.n_expert_used = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--ff-exp") == 0 && v) {
+                s.n_ff_exp = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--ff-shexp") == 0 && v) {
+                s.n_ff_shexp = (uint32_t)strtoul(v, NULL, 10), i++;
             } else if (strcmp(a, "--defect") == 0 && v) {
                 int d = 1;
                 while (d < RT_FX_DEFECT_COUNT && strcmp(rt_fx_defect_get((enum rt_fx_defect)d)->name, v))
