@@ -23,6 +23,12 @@
 # are llama.cpp's SentencePiece ones (scores: minus the rank of each NORMAL
 # piece in id order, 0 for the others, as spm_model() writes them).
 #
+# Mixture of experts (issue 14): qwen3moe (two shards, split inside a
+# layer's experts), mixtral, qwen2moe (shared expert): the converter's
+# Qwen2MoeModel / Qwen3MoeModel / LlamaModel expert stacking; qwen3moe-fused:
+# the same checkpoint in transformers 5's fused layout (mlp.experts.gate_up_proj
+# / down_proj 3-D tensors).
+#
 # Shim: Debian's torch 1.13 lacks names and there is no `transformers`;
 # bench/llamacpp_shim provides AutoConfig (with Gemma3TextConfig defaults for
 # a sparse text_config) and a minimal AutoTokenizer over tokenizer.json
@@ -45,7 +51,8 @@ if [ -z "$W" ]; then
 fi
 mkdir -p "$OUT" "$W"
 kinds=("$@")
-[ ${#kinds[@]} -gt 0 ] || kinds=(qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src)
+[ ${#kinds[@]} -gt 0 ] || kinds=(qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src
+                                  qwen3moe mixtral qwen2moe qwen3moe-fused)
 commit=$(git -C "$LLAMA" log -1 --format=%H 2> /dev/null || echo unknown)
 for k in "${kinds[@]}"; do
     # k: a fixture kind, or gemma2-f16src (gemma2 with F16 weights: the
@@ -55,6 +62,7 @@ for k in "${kinds[@]}"; do
     case $k in
     gemma3|gemma3mm) spm=(--spm) ;;
     gemma2-f16src) fk=gemma2; spm=(--dtype F16) ;;
+    qwen3moe-fused) fk=qwen3moe; spm=(--fused-experts) ;;
     esac
     # the directory's name is what the converter derives general.name from;
     # keep it the kind's so reruns give the same digest

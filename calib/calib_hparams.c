@@ -18,7 +18,8 @@
 static void family_hparams(const struct hf_config *c, struct rt_hparams *hp)
 {
     hp->rope_attn_factor = 1.0f;
-    if (c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL || c->arch == HF_ARCH_QWEN2) {
+    if (c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL || c->arch == HF_ARCH_QWEN2 ||
+        c->arch == HF_ARCH_MIXTRAL) {
         hp->rope_base_swa = hp->rope_base;
         return;
     }
@@ -26,7 +27,11 @@ static void family_hparams(const struct hf_config *c, struct rt_hparams *hp)
     hp->n_rot = c->n_rot;
     switch (c->arch) {
     case HF_ARCH_QWEN3:
+    case HF_ARCH_QWEN3MOE:
         hp->qk_norm = true;
+        hp->rope_base_swa = hp->rope_base;
+        break;
+    case HF_ARCH_QWEN2MOE: /* qwen2's attention, NEOX RoPE */
         hp->rope_base_swa = hp->rope_base;
         break;
     case HF_ARCH_GEMMA2:
@@ -82,7 +87,9 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
     case HF_ARCH_GEMMA2: hp->arch = RT_ARCH_GEMMA2; break;
     case HF_ARCH_GEMMA3: hp->arch = RT_ARCH_GEMMA3; break;
     case HF_ARCH_PHI3: hp->arch = RT_ARCH_PHI3; break;
-    default: hp->arch = RT_ARCH_LLAMA; break;
+    case HF_ARCH_QWEN2MOE: hp->arch = RT_ARCH_QWEN2MOE; break;
+    case HF_ARCH_QWEN3MOE: hp->arch = RT_ARCH_QWEN3MOE; break;
+    default: hp->arch = RT_ARCH_LLAMA; break; /* llama, mistral, mixtral */
     }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", c->gguf_arch);
     hp->n_vocab = c->n_vocab;
@@ -103,11 +110,24 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
     hp->tied_output = c->tie_embeddings;
     hp->file_type = UINT32_MAX;
     family_hparams(c, hp);
+    if (c->n_expert) { /* runtime/rt_model.c read_moe, for the GGUF hf_convert writes */
+        hp->n_expert = c->n_expert;
+        hp->n_expert_used = c->n_expert_used;
+        hp->moe_norm_w = c->arch != HF_ARCH_QWEN2MOE;
+        if (c->arch == HF_ARCH_MIXTRAL)
+            hp->n_ff_exp = c->n_ff;
+        else
+            hp->n_ff_exp = c->has_n_ff_exp ? c->n_ff_exp
+                                           : (c->n_expert_used ? c->n_ff / c->n_expert_used : 0);
+        if (c->arch == HF_ARCH_QWEN2MOE) hp->n_ff_shexp = c->n_ff_shexp ? c->n_ff_shexp : c->n_ff;
+    }
     if (n_bias_floats) {
         const uint64_t q = (uint64_t)c->n_head * c->head_dim;
         const uint64_t kv = (uint64_t)c->n_head_kv * c->head_dim;
         uint64_t per_layer = 0;
-        if (c->attention_bias) per_layer += q + 2 * kv + (c->arch == HF_ARCH_QWEN2 ? 0 : c->n_embd);
+        if (c->attention_bias)
+            per_layer += q + 2 * kv +
+                         (c->arch == HF_ARCH_QWEN2 || c->arch == HF_ARCH_QWEN2MOE ? 0 : c->n_embd);
         if (c->mlp_bias) per_layer += 2 * (uint64_t)c->n_ff + c->n_embd;
         *n_bias_floats = (uint64_t)c->n_layer * per_layer;
     }

@@ -27,7 +27,11 @@
  *                 Qwen2ForCausalLM (-> "qwen2"), Qwen3ForCausalLM ("qwen3"),
  *                 Gemma2ForCausalLM ("gemma2"), Gemma3ForCausalLM and the
  *                 text model of Gemma3ForConditionalGeneration ("gemma3"),
- *                 Phi3ForCausalLM ("phi3"); the hyper-parameters, RoPE
+ *                 Phi3ForCausalLM ("phi3"), and the mixtures of experts
+ *                 Qwen2MoeForCausalLM ("qwen2moe"), Qwen3MoeForCausalLM
+ *                 ("qwen3moe"), MixtralForCausalLM ("llama" with experts:
+ *                 expert counts, expert widths, refusing what llama.cpp
+ *                 cannot represent); the hyper-parameters, RoPE
  *                 (rope_theta, rope_scaling linear / llama3 / longrope), tied
  *                 embeddings, the families' keys (activation, sliding window,
  *                 soft-capping, ...). Missing, mistyped or contradictory keys,
@@ -46,8 +50,11 @@
  * converter classes do (gemma2: softcapping and sliding window, no
  * rope.freq_base; gemma3: rope.freq_base_swa, sliding window unless the
  * pattern is 1; phi3: rope.dimension_count, original context, sliding
- * window, rope.scaling.attn_factor second after general.architecture).
- * Gemma's norms are written as w + 1 (computed in F16 for an F16 source,
+ * window, rope.scaling.attn_factor second after general.architecture;
+ * MoE: expert_count / expert_used_count after the RMS epsilon, the expert
+ * widths after the file type). Experts are stacked into llama.cpp's 3-D
+ * ffn_{gate,up,down}_exps tensors, placed where its converter emits them,
+ * and streamed expert by expert (docs/formats.md §6.6). Gemma's norms are written as w + 1 (computed in F16 for an F16 source,
  * else in F32, as the converter does). Norms, biases and rope_freqs are F32; 2-D weights
  * take the requested type (Q8_0 is ggml's quantize_row_q8_0_ref bit for
  * bit; a row length that is not a multiple of 32 falls back to F16 as
@@ -153,6 +160,10 @@ enum hf_arch {
     HF_ARCH_GEMMA3,  /* Gemma3ForCausalLM, and the text model of
                       * Gemma3ForConditionalGeneration -> GGUF "gemma3" */
     HF_ARCH_PHI3,    /* Phi3ForCausalLM (Phi-3, Phi-4) -> GGUF "phi3" */
+    /* mixture of experts (issue 14): experts stacked into 3-D tensors */
+    HF_ARCH_QWEN2MOE, /* Qwen2MoeForCausalLM -> GGUF "qwen2moe" (shared expert) */
+    HF_ARCH_QWEN3MOE, /* Qwen3MoeForCausalLM -> GGUF "qwen3moe" */
+    HF_ARCH_MIXTRAL,  /* MixtralForCausalLM  -> GGUF "llama" with experts */
     HF_ARCH_COUNT
 };
 
@@ -210,6 +221,15 @@ struct hf_config {
     uint32_t n_rope_factors; /* phi3 LongRoPE: entries of rope_long / rope_short */
     float rope_long[HF_MAX_ROPE_FACTORS];
     float rope_short[HF_MAX_ROPE_FACTORS];
+    /* --- mixture of experts (issue 14; zero for the dense families) --- */
+    uint32_t n_expert;       /* num_experts (qwen) / num_local_experts (mixtral) */
+    uint32_t n_expert_used;  /* num_experts_per_tok, 1 .. n_expert */
+    uint32_t n_ff_exp;       /* one expert's FFN width: moe_intermediate_size (qwen);
+                              * mixtral: intermediate_size (== n_ff) */
+    bool has_n_ff_exp;       /* <arch>.expert_feed_forward_length is written (qwen) */
+    uint32_t n_ff_shexp;     /* qwen2moe shared_expert_intermediate_size (0: none) */
+    bool norm_topk_prob;     /* the top-k router weights are renormalized
+                              * (qwen3moe, mixtral: true; qwen2moe: false) */
 };
 
 /* Parse config.json text (len bytes, need not be NUL-terminated); name is the
@@ -221,7 +241,9 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
 /* Read and parse the file at path (MW_E_FORMAT if it does not exist,
  * MW_E_IO if it cannot be read). */
 enum mw_status hf_config_load(const char *path, struct hf_config *cfg, struct mw_err *err);
-const char *hf_arch_name(enum hf_arch a); /* "llama", "mistral", "qwen2" */
+const char *hf_arch_name(enum hf_arch a); /* "llama", "mistral", "qwen2", "qwen2moe", ... */
+/* Does the architecture have experts (qwen2moe, qwen3moe, mixtral)? */
+bool hf_arch_is_moe(enum hf_arch a);
 
 /* --- a checkpoint directory ---------------------------------------------- */
 
@@ -266,6 +288,14 @@ struct hf_plan_tensor {
     uint64_t ne[GGUF_MAX_DIMS];        /* GGUF order (ne[0] contiguous) */
     uint64_t nbytes;                   /* bytes written */
     const float *gen;                  /* generated data (n_dims == 1) */
+    /* Stacked experts (n_dims == 3; n_src == ne[2] > 0): expert x's HF
+     * tensor is srcs[x] in shard srcs_shard[x] (2-D, ne[0] x ne[1] in GGUF
+     * order); src/shard are srcs[0]/srcs_shard[0]. The output is the experts'
+     * converted bytes one after the other, streamed expert by expert, as
+     * llama.cpp's converter writes torch.stack(experts). 0: one source. */
+    uint32_t n_src;
+    const struct hf_st_tensor *const *srcs;
+    const struct hf_st *const *srcs_shard;
 };
 
 enum hf_out_type {

@@ -7,7 +7,16 @@
  * lm_head skipped; Gemma3ForConditionalGeneration's text model under
  * model.language_model. with the vision tower and projector skipped; phi3
  * qkv_proj -> attn_qkv, gate_up_proj -> ffn_up, LongRoPE factors generated
- * first as rope_factors_long / rope_factors_short), and the conversion plan. */
+ * first as rope_factors_long / rope_factors_short), the mixture-of-experts
+ * families of issue 14 (qwen2moe, qwen3moe, mixtral: the router mlp.gate /
+ * block_sparse_moe.gate -> ffn_gate_inp (F32), every expert's 2-D
+ * gate/up/down stacked into ffn_{gate,up,down}_exps 3-D tensors placed where
+ * llama.cpp's converter yields them — at the layer's last expert tensor in
+ * source order, in its order (qwen: down, gate, up; mixtral: w1 gate, w2
+ * down, w3 up) — and qwen2moe's shared expert -> ffn_*_shexp,
+ * shared_expert_gate -> ffn_gate_inp_shexp (F32); transformers 5's fused
+ * mlp.experts.gate_up_proj / down_proj read as views of each expert's slab),
+ * and the conversion plan. */
 #include "hf/hf_int.h"
 
 #include <math.h>
@@ -21,11 +30,14 @@ enum role {
     R_FFN_NORM, R_GATE, R_UP, R_DOWN, R_GATEB, R_UPB, R_DOWNB,
     /* the families of issue 12 */
     R_Q_NORM, R_K_NORM, R_POST_ATTN_NORM, R_POST_FFW_NORM, R_QKV, R_GATE_UP,
+    /* mixture of experts (issue 14); the experts themselves: see parse_expert */
+    R_GATE_INP, R_GATE_SHEXP, R_UP_SHEXP, R_DOWN_SHEXP, R_GATE_INP_SHEXP,
     R_COUNT
 };
 
 /* Symbolic dimensions of the expected HF shapes. */
-enum dim { D_NONE, D_VOCAB, D_EMBD, D_QDIM, D_KVDIM, D_FF, D_HEAD, D_QKV, D_FF2 };
+enum dim { D_NONE, D_VOCAB, D_EMBD, D_QDIM, D_KVDIM, D_FF, D_HEAD, D_QKV, D_FF2, D_NEXPERT,
+           D_FFSH, D_ONE };
 
 static const struct role_info {
     const char *hf;   /* HF name (per layer: after "model.layers.N.") */
@@ -62,6 +74,16 @@ static const struct role_info {
                          {D_EMBD, D_NONE}},
     [R_QKV] = {"self_attn.qkv_proj.weight", "attn_qkv.weight", true, {D_QKV, D_EMBD}},
     [R_GATE_UP] = {"mlp.gate_up_proj.weight", "ffn_up.weight", true, {D_FF2, D_EMBD}},
+    /* mixtral: block_sparse_moe.gate.weight (see role_hf) */
+    [R_GATE_INP] = {"mlp.gate.weight", "ffn_gate_inp.weight", true, {D_NEXPERT, D_EMBD}},
+    [R_GATE_SHEXP] = {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight", true,
+                      {D_FFSH, D_EMBD}},
+    [R_UP_SHEXP] = {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight", true,
+                    {D_FFSH, D_EMBD}},
+    [R_DOWN_SHEXP] = {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight", true,
+                      {D_EMBD, D_FFSH}},
+    [R_GATE_INP_SHEXP] = {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", true,
+                          {D_ONE, D_EMBD}},
 };
 
 static bool is_gemma(const struct hf_config *c)
@@ -74,19 +96,31 @@ static bool is_gemma(const struct hf_config *c)
 static const char *role_hf(const struct hf_config *c, enum role r)
 {
     const enum hf_arch a = c->arch;
-    const bool legacy = a == HF_ARCH_LLAMA || a == HF_ARCH_MISTRAL || a == HF_ARCH_QWEN2;
+    const bool moe = hf_arch_is_moe(a);
+    const bool legacy = a == HF_ARCH_LLAMA || a == HF_ARCH_MISTRAL || a == HF_ARCH_QWEN2 ||
+                        a == HF_ARCH_QWEN2MOE || a == HF_ARCH_MIXTRAL;
     switch (r) {
     case R_Q_NORM: case R_K_NORM:
-        return (a == HF_ARCH_QWEN3 || a == HF_ARCH_GEMMA3) ? roles[r].hf : NULL;
+        return (a == HF_ARCH_QWEN3 || a == HF_ARCH_GEMMA3 || a == HF_ARCH_QWEN3MOE) ? roles[r].hf
+                                                                                : NULL;
+    case R_GATE_INP:
+        return !moe ? NULL : a == HF_ARCH_MIXTRAL ? "block_sparse_moe.gate.weight" : roles[r].hf;
+    case R_GATE_SHEXP: case R_UP_SHEXP: case R_DOWN_SHEXP: case R_GATE_INP_SHEXP:
+        return a == HF_ARCH_QWEN2MOE ? roles[r].hf : NULL;
+    case R_GATE: case R_UP: case R_DOWN: case R_GATEB: case R_UPB: case R_DOWNB:
+        if (moe) return NULL; /* the experts replace the dense MLP */
+        if (r == R_DOWN) return roles[r].hf;
+        if (r == R_GATE || r == R_UP) return a == HF_ARCH_PHI3 ? NULL : roles[r].hf;
+        return legacy ? roles[r].hf : NULL;
     case R_POST_ATTN_NORM: case R_POST_FFW_NORM:
         return is_gemma(c) ? roles[r].hf : NULL;
     case R_FFN_NORM:
         return is_gemma(c) ? "pre_feedforward_layernorm.weight" : roles[r].hf;
     case R_QKV: case R_GATE_UP:
         return a == HF_ARCH_PHI3 ? roles[r].hf : NULL;
-    case R_Q: case R_K: case R_V: case R_GATE: case R_UP:
+    case R_Q: case R_K: case R_V:
         return a == HF_ARCH_PHI3 ? NULL : roles[r].hf;
-    case R_QB: case R_KB: case R_VB: case R_OB: case R_GATEB: case R_UPB: case R_DOWNB:
+    case R_QB: case R_KB: case R_VB: case R_OB:
         return legacy ? roles[r].hf : NULL;
     default:
         return roles[r].hf;
@@ -98,8 +132,15 @@ static const char *const dim_names[] = {
     [D_QDIM] = "num_attention_heads*head_dim", [D_KVDIM] = "num_key_value_heads*head_dim",
     [D_FF] = "intermediate_size", [D_HEAD] = "head_dim",
     [D_QKV] = "(num_attention_heads+2*num_key_value_heads)*head_dim",
-    [D_FF2] = "2*intermediate_size",
+    [D_FF2] = "2*intermediate_size", [D_NEXPERT] = "num_experts",
+    [D_FFSH] = "shared_expert_intermediate_size", [D_ONE] = "1",
 };
+
+static const char *dim_name(const struct hf_config *c, enum dim d)
+{
+    if (d == D_NEXPERT && c->arch == HF_ARCH_MIXTRAL) return "num_local_experts";
+    return dim_names[d];
+}
 
 static uint64_t dim_value(const struct hf_config *c, enum dim d)
 {
@@ -112,6 +153,9 @@ static uint64_t dim_value(const struct hf_config *c, enum dim d)
     case D_HEAD: return c->head_dim;
     case D_QKV: return ((uint64_t)c->n_head + 2 * (uint64_t)c->n_head_kv) * c->head_dim;
     case D_FF2: return 2 * (uint64_t)c->n_ff;
+    case D_NEXPERT: return c->n_expert;
+    case D_FFSH: return c->n_ff_shexp;
+    case D_ONE: return 1;
     case D_NONE: break;
     }
     return 0;
@@ -125,7 +169,7 @@ static bool role_required(const struct hf_config *c, enum role r)
     switch (r) {
     case R_OUTPUT: return !c->tie_embeddings;
     case R_QB: case R_KB: case R_VB: return c->attention_bias;
-    case R_OB: return c->attention_bias && c->arch != HF_ARCH_QWEN2;
+    case R_OB: return c->attention_bias && c->arch != HF_ARCH_QWEN2 && c->arch != HF_ARCH_QWEN2MOE;
     case R_GATEB: case R_UPB: case R_DOWNB: return c->mlp_bias;
     default: return true;
     }
@@ -135,7 +179,9 @@ static const char *role_flag(const struct hf_config *c, enum role r)
 {
     switch (r) {
     case R_QB: case R_KB: case R_VB: return "attention_bias is false";
-    case R_OB: return c->arch == HF_ARCH_QWEN2 ? "qwen2 has no o_proj bias" : "attention_bias is false";
+    case R_OB:
+        return c->arch == HF_ARCH_QWEN2 || c->arch == HF_ARCH_QWEN2MOE ? "qwen2 has no o_proj bias"
+                                                                      : "attention_bias is false";
     case R_GATEB: case R_UPB: case R_DOWNB: return "mlp_bias is false";
     default: return "";
     }
@@ -245,6 +291,66 @@ static bool parse_layer(const char *name, uint64_t *layer, const char **rest)
     return true;
 }
 
+/* "[a, b, ...]" of t's shape into buf */
+static void shape_str(const struct hf_st_tensor *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (uint32_t d = 0; d < t->n_dims && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%llu", d ? ", " : "",
+                              (unsigned long long)t->shape[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+/* --- experts ---------------------------------------------------------------------
+ * Per layer (after "model.layers.N."): qwen "mlp.experts.X.{gate,up,down}_proj.weight",
+ * mixtral "block_sparse_moe.experts.X.{w1,w2,w3}.weight", X in [0, n_expert) written
+ * as llama.cpp's converter looks it up (decimal, no leading zero). proj numbers the
+ * stacked tensors in the order the converter writes them. */
+static const char *const qwen_proj[3] = {"down_proj", "gate_proj", "up_proj"};
+static const char *const mixtral_proj[3] = {"w1", "w2", "w3"};
+static const char *const qwen_exps[3] = {"ffn_down_exps.weight", "ffn_gate_exps.weight",
+                                         "ffn_up_exps.weight"};
+static const char *const mixtral_exps[3] = {"ffn_gate_exps.weight", "ffn_down_exps.weight",
+                                            "ffn_up_exps.weight"};
+
+static const char *expert_prefix(const struct hf_config *c)
+{
+    return c->arch == HF_ARCH_MIXTRAL ? "block_sparse_moe.experts." : "mlp.experts.";
+}
+
+/* Is proj the down projection ([hidden, ff] in HF order)? */
+static bool proj_is_down(const struct hf_config *c, int proj)
+{
+    return c->arch == HF_ARCH_MIXTRAL ? proj == 1 : proj == 0;
+}
+
+/* 1: rest is an expert tensor (*x, *proj set; *x may be >= n_expert); 0: not one */
+static int parse_expert(const struct hf_config *c, const char *rest, uint64_t *x, int *proj)
+{
+    const char *pre = expert_prefix(c);
+    const size_t n = strlen(pre);
+    if (strncmp(rest, pre, n) != 0) return 0;
+    const char *p = rest + n;
+    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return 0;
+    uint64_t v = 0;
+    while (*p >= '0' && *p <= '9') {
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > 1000000) return 0;
+        p++;
+    }
+    if (*p++ != '.') return 0;
+    const char *const *names = c->arch == HF_ARCH_MIXTRAL ? mixtral_proj : qwen_proj;
+    for (int k = 0; k < 3; k++) {
+        const size_t m = strlen(names[k]);
+        if (strncmp(p, names[k], m) == 0 && strcmp(p + m, ".weight") == 0) {
+            *x = v;
+            *proj = k;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static bool ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
@@ -259,6 +365,9 @@ void hf_plan_free(struct hf_plan *p)
     free(p->f16_table);
     free(p->bf16_to_f16);
     free(p->f16_to_bf16);
+    free(p->xsrc);
+    free(p->xshard);
+    free(p->xview);
     free(p);
 }
 
@@ -280,6 +389,160 @@ static enum mw_status finish_entry(struct hf_plan_tensor *e, struct mw_err *err)
     return MW_OK;
 }
 
+/* Append the stacked tensor k3 (the converter's order) of layer, whose
+ * experts are in slots [(layer * 3 + k3) * n_expert, + n_expert). */
+static enum mw_status emit_stacked(struct hf_plan *p, const struct hf_config *c,
+                                   enum hf_out_type ot, uint64_t layer, int k3, struct mw_err *err)
+{
+    const char *const *gn = c->arch == HF_ARCH_MIXTRAL ? mixtral_exps : qwen_exps;
+    struct hf_plan_tensor *e = &p->t[p->n++];
+    const size_t base = ((size_t)layer * 3 + (size_t)k3) * c->n_expert;
+    snprintf(e->name, sizeof e->name, "blk.%llu.%s", (unsigned long long)layer, gn[k3]);
+    e->n_src = c->n_expert;
+    e->srcs = &p->xsrc[base];
+    e->srcs_shard = &p->xshard[base];
+    e->src = p->xsrc[base];
+    e->shard = p->xshard[base];
+    e->n_dims = 3;
+    const bool dn = proj_is_down(c, k3);
+    e->ne[0] = dn ? c->n_ff_exp : c->n_embd;
+    e->ne[1] = dn ? c->n_embd : c->n_ff_exp;
+    e->ne[2] = c->n_expert;
+    e->ne[3] = 1;
+    e->type = out_ggml[ot];
+    if (ot == HF_OUT_Q8_0 && e->ne[0] % 32 != 0) e->type = GGUF_TYPE_F16;
+    return finish_entry(e, err);
+}
+
+/* Expert xid's projection proj of layer (source tensor t of shard sh): check
+ * it, record it, and once the layer's 3 * n_expert expert tensors are all in
+ * (llama.cpp's converter merges at that point), append the layer's three
+ * stacked tensors. */
+static enum mw_status plan_expert(struct hf_plan *p, const struct hf_model *m, enum hf_out_type ot,
+                                  const struct hf_st *sh, const struct hf_st_tensor *t,
+                                  uint64_t layer, uint64_t xid, int proj, uint32_t *xcount,
+                                  const uint8_t *fused, bool *dt_seen, struct mw_err *err)
+{
+    const struct hf_config *c = &m->cfg;
+    if (layer >= c->n_layer)
+        return tensor_fail(err, MW_E_FORMAT, sh, t,
+                           "layer %llu does not exist (config.json num_hidden_layers is %u)",
+                           (unsigned long long)layer, c->n_layer);
+    if (fused[layer])
+        return tensor_fail(err, MW_E_FORMAT, sh, t,
+                           "layer %llu mixes per-expert mlp.experts.N.* tensors with fused ones",
+                           (unsigned long long)layer);
+    if (xid >= c->n_expert)
+        return tensor_fail(err, MW_E_FORMAT, sh, t,
+                           "expert %llu does not exist (config.json %s is %u)",
+                           (unsigned long long)xid, dim_name(c, D_NEXPERT), c->n_expert);
+    const bool down = proj_is_down(c, proj);
+    const char *ffw = c->arch == HF_ARCH_MIXTRAL ? "intermediate_size" : "moe_intermediate_size";
+    const uint64_t r = down ? c->n_embd : c->n_ff_exp, k = down ? c->n_ff_exp : c->n_embd;
+    if (t->n_dims != 2 || t->shape[0] != r || t->shape[1] != k) {
+        char got[96];
+        shape_str(t, got, sizeof got);
+        return tensor_fail(err, MW_E_FORMAT, sh, t,
+                           "shape %s, expected [%llu, %llu] (%s, %s) from config.json", got,
+                           (unsigned long long)r, (unsigned long long)k,
+                           down ? "hidden_size" : ffw, down ? ffw : "hidden_size");
+    }
+    if (!hf_dtype_convertible(t->dtype))
+        return tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                           "dtype %s cannot be converted (F16, BF16 or F32)",
+                           hf_dtype_name(t->dtype));
+    dt_seen[t->dtype] = true;
+    const size_t slot = ((size_t)layer * 3 + (size_t)proj) * c->n_expert + (size_t)xid;
+    p->xsrc[slot] = t; /* names are unique: a slot is filled once */
+    p->xshard[slot] = sh;
+    if (++xcount[layer] < 3 * c->n_expert) return MW_OK;
+    for (int k3 = 0; k3 < 3; k3++) {
+        enum mw_status s = emit_stacked(p, c, ot, layer, k3, err);
+        if (s != MW_OK) return s;
+    }
+    return MW_OK;
+}
+
+/* The fused layout transformers >= 5 saves (qwen2moe, qwen3moe):
+ * "mlp.experts.down_proj" [n_expert, hidden, ff] and "mlp.experts.gate_up_proj"
+ * [n_expert, 2*ff, hidden] (".weight" optional). llama.cpp's Qwen2MoeModel
+ * writes down_proj as it is, at its place, and gate_up_proj split into
+ * gate (rows [0, ff) of each expert) then up (rows [ff, 2*ff)), at its place.
+ * Returns 1 (down_proj), 2 (gate_up_proj) or 0 (neither). */
+static int parse_fused(const struct hf_config *c, const char *rest)
+{
+    if (c->arch != HF_ARCH_QWEN2MOE && c->arch != HF_ARCH_QWEN3MOE) return 0;
+    if (strcmp(rest, "mlp.experts.down_proj") == 0 || strcmp(rest, "mlp.experts.down_proj.weight") == 0)
+        return 1;
+    if (strcmp(rest, "mlp.experts.gate_up_proj") == 0 ||
+        strcmp(rest, "mlp.experts.gate_up_proj.weight") == 0)
+        return 2;
+    return 0;
+}
+
+/* A fused expert tensor (kind: parse_fused) of layer: check it, describe
+ * each expert's slab as a 2-D view of it (p->xview) in the same slots as the
+ * per-expert layout, and append its stacked tensor(s). */
+static enum mw_status plan_fused(struct hf_plan *p, const struct hf_model *m, enum hf_out_type ot,
+                                 const struct hf_st *sh, const struct hf_st_tensor *t,
+                                 uint64_t layer, int kind, uint8_t *fused, const uint32_t *xcount,
+                                 bool *dt_seen, struct mw_err *err)
+{
+    const struct hf_config *c = &m->cfg;
+    if (layer >= c->n_layer)
+        return tensor_fail(err, MW_E_FORMAT, sh, t,
+                           "layer %llu does not exist (config.json num_hidden_layers is %u)",
+                           (unsigned long long)layer, c->n_layer);
+    if (xcount[layer])
+        return tensor_fail(err, MW_E_FORMAT, sh, t,
+                           "layer %llu mixes per-expert mlp.experts.N.* tensors with fused ones",
+                           (unsigned long long)layer);
+    const uint64_t X = c->n_expert, F = c->n_ff_exp, E = c->n_embd;
+    const uint64_t r = kind == 1 ? E : 2 * F, k = kind == 1 ? F : E;
+    if (t->n_dims != 3 || t->shape[0] != X || t->shape[1] != r || t->shape[2] != k) {
+        char got[96];
+        shape_str(t, got, sizeof got);
+        return tensor_fail(err, MW_E_FORMAT, sh, t,
+                           "shape %s, expected [%llu, %llu, %llu] (num_experts, %s, %s) from "
+                           "config.json", got, (unsigned long long)X, (unsigned long long)r,
+                           (unsigned long long)k,
+                           kind == 1 ? "hidden_size" : "2*moe_intermediate_size",
+                           kind == 1 ? "moe_intermediate_size" : "hidden_size");
+    }
+    if (!hf_dtype_convertible(t->dtype))
+        return tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                           "dtype %s cannot be converted (F16, BF16 or F32)",
+                           hf_dtype_name(t->dtype));
+    dt_seen[t->dtype] = true;
+    const uint64_t es = hf_dtype_size(t->dtype);
+    /* proj slots (qwen order): 0 down, 1 gate, 2 up */
+    for (int half = 0; half < (kind == 1 ? 1 : 2); half++) {
+        const int proj = kind == 1 ? 0 : 1 + half;
+        const uint64_t rows = kind == 1 ? E : F;
+        for (uint64_t x = 0; x < X; x++) {
+            const size_t slot = ((size_t)layer * 3 + (size_t)proj) * X + (size_t)x;
+            struct hf_st_tensor *v = &p->xview[slot];
+            *v = *t;
+            v->n_dims = 2;
+            v->shape[0] = rows;
+            v->shape[1] = k;
+            v->n_elems = rows * k;
+            v->nbytes = v->n_elems * es;
+            const uint64_t off = (x * r + (uint64_t)half * F) * k * es;
+            v->file_off = t->file_off + off;
+            v->data = t->data + off;
+            p->xsrc[slot] = v;
+            p->xshard[slot] = sh;
+        }
+    }
+    fused[layer] |= (uint8_t)kind;
+    enum mw_status s = MW_OK;
+    if (kind == 1) s = emit_stacked(p, c, ot, layer, 0, err);
+    else if ((s = emit_stacked(p, c, ot, layer, 1, err)) == MW_OK)
+        s = emit_stacked(p, c, ot, layer, 2, err);
+    return s;
+}
+
 enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, struct hf_plan **out,
                              struct mw_err *err)
 {
@@ -288,15 +551,38 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
     if ((unsigned)ot >= HF_OUT_COUNT)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "invalid output type");
     struct hf_plan *p = calloc(1, sizeof *p);
-    uint64_t cap = m->n + 3; /* + rope_freqs or the two LongRoPE factor tensors */
+    /* + rope_freqs or the two LongRoPE factor tensors, + one per layer: a
+     * fused gate_up_proj gives two */
+    uint64_t cap = m->n + 3 + (hf_arch_is_moe(c->arch) ? c->n_layer : 0);
     /* seen[role][layer]: roles present; global roles use layer 0 */
     uint8_t *seen = calloc((size_t)R_COUNT * c->n_layer, 1);
+    /* experts: n_layer * 3 * n_expert source slots (n_layer <= 512 and
+     * n_expert <= 1024: config.json's limits), and a count per layer */
+    const bool moe = hf_arch_is_moe(c->arch) && c->n_expert > 0;
+    const size_t n_xslot = moe ? (size_t)c->n_layer * 3 * c->n_expert : 0;
+    uint32_t *xcount = moe ? calloc(c->n_layer, sizeof *xcount) : NULL;
+    uint8_t *fused = moe ? calloc(c->n_layer, 1) : NULL; /* bits: 1 down_proj, 2 gate_up_proj */
+    bool any_fused = false;
+    for (uint64_t i = 0; moe && i < m->n; i++) {
+        uint64_t l;
+        const char *r;
+        if (parse_layer(hf_model_tensor(m, i, NULL)->name, &l, &r) && parse_fused(c, r))
+            any_fused = true;
+    }
+    if (p && moe) {
+        p->xsrc = calloc(n_xslot, sizeof *p->xsrc);
+        p->xshard = calloc(n_xslot, sizeof *p->xshard);
+        if (any_fused) p->xview = calloc(n_xslot, sizeof *p->xview);
+    }
     if (p) p->t = calloc((size_t)cap, sizeof *p->t);
     if (p) p->f16_table = malloc(65536 * sizeof *p->f16_table);
     if (p) p->bf16_to_f16 = malloc(65536 * sizeof *p->bf16_to_f16);
     if (p) p->f16_to_bf16 = malloc(65536 * sizeof *p->f16_to_bf16);
-    if (!p || !p->t || !p->f16_table || !p->bf16_to_f16 || !p->f16_to_bf16 || !seen) {
+    if (!p || !p->t || !p->f16_table || !p->bf16_to_f16 || !p->f16_to_bf16 || !seen ||
+        (moe && (!xcount || !fused || !p->xsrc || !p->xshard || (any_fused && !p->xview)))) {
         free(seen);
+        free(xcount);
+        free(fused);
         hf_plan_free(p);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     }
@@ -308,7 +594,8 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
     for (uint32_t h = 0; h < 65536; h++) p->f16_to_bf16[h] = mw_f32_to_bf16(p->f16_table[h]);
     enum mw_status s = MW_OK;
     bool dt_seen[HF_DT_COUNT] = {false};
-    const bool permute = c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL;
+    const bool permute = c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL ||
+                         c->arch == HF_ARCH_MIXTRAL;
 
     if (c->rope_scaling == HF_ROPE_LLAMA3) {
         p->rope_freqs = malloc(sizeof(float) * (c->head_dim / 2));
@@ -376,6 +663,19 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         uint64_t layer = 0;
         const char *rest = NULL;
         int role = -1;
+        uint64_t xid;
+        int proj;
+        if (moe && parse_layer(name, &layer, &rest) && parse_expert(c, rest, &xid, &proj)) {
+            s = plan_expert(p, m, ot, sh, t, layer, xid, proj, xcount, fused, dt_seen, err);
+            if (s != MW_OK) goto out;
+            continue;
+        }
+        if (moe && parse_layer(name, &layer, &rest) && parse_fused(c, rest)) {
+            s = plan_fused(p, m, ot, sh, t, layer, parse_fused(c, rest), fused, xcount, dt_seen,
+                           err);
+            if (s != MW_OK) goto out;
+            continue;
+        }
         if (parse_layer(name, &layer, &rest)) {
             for (int r = 0; r < R_COUNT; r++)
                 if (roles[r].per_layer && role_hf(c, (enum role)r) &&
@@ -421,11 +721,11 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
             if (k < sizeof got) snprintf(got + k, sizeof got - k, "]");
             if (want_dims == 1)
                 snprintf(exp, sizeof exp, "[%llu] (%s)", (unsigned long long)want[0],
-                         dim_names[ri->shape[0]]);
+                         dim_name(c, ri->shape[0]));
             else
                 snprintf(exp, sizeof exp, "[%llu, %llu] (%s, %s)", (unsigned long long)want[0],
-                         (unsigned long long)want[1], dim_names[ri->shape[0]],
-                         dim_names[ri->shape[1]]);
+                         (unsigned long long)want[1], dim_name(c, ri->shape[0]),
+                         dim_name(c, ri->shape[1]));
             s = tensor_fail(err, MW_E_FORMAT, sh, t, "shape %s, expected %s from config.json",
                             got, exp);
             goto out;
@@ -455,7 +755,9 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
             e->perm_heads = (role == R_Q || role == R_QB) ? c->n_head : c->n_head_kv;
         }
         if (is_gemma(c) && ends_with(name, "norm.weight")) e->xform = HF_XFORM_ADD_ONE;
-        if (want_dims == 1) {
+        if (want_dims == 1 || role == R_GATE_INP || role == R_GATE_INP_SHEXP) {
+            /* 1-D, and the routers: F32 whatever the output type (llama.cpp's
+             * converter keeps FFN_GATE_INP / FFN_GATE_INP_SHEXP in F32) */
             e->type = GGUF_TYPE_F32;
         } else {
             e->type = out_ggml[ot];
@@ -484,11 +786,39 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
                         c->hf_arch_name,
                         r == R_OUTPUT ? " with tie_word_embeddings false"
                         : (r == R_QB || r == R_KB || r == R_VB || r == R_OB)
-                            ? (c->arch == HF_ARCH_QWEN2 ? "" : " with attention_bias true")
+                            ? (c->arch == HF_ARCH_QWEN2 || c->arch == HF_ARCH_QWEN2MOE
+                                   ? "" : " with attention_bias true")
                         : (r == R_GATEB || r == R_UPB || r == R_DOWNB) ? " with mlp_bias true"
                                                                        : "");
             goto out;
         }
+    }
+
+    /* every expert of every layer is there */
+    for (uint32_t l = 0; moe && l < c->n_layer; l++) {
+        if (xcount[l] == 3 * c->n_expert || fused[l] == 3) continue;
+        if (fused[l]) {
+            mw_err_set_path(err, m->dir);
+            mw_err_set_where(err, "tensor 'model.layers.%u.mlp.experts.%s'", l,
+                             fused[l] == 1 ? "gate_up_proj" : "down_proj");
+            s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                        "missing (layer %u has the fused mlp.experts.%s)", l,
+                        fused[l] == 1 ? "down_proj" : "gate_up_proj");
+            goto out;
+        }
+        const char *const *names = c->arch == HF_ARCH_MIXTRAL ? mixtral_proj : qwen_proj;
+        for (uint32_t x = 0; x < c->n_expert; x++)
+            for (int k = 0; k < 3; k++) {
+                if (p->xsrc[((size_t)l * 3 + (size_t)k) * c->n_expert + x]) continue;
+                mw_err_set_path(err, m->dir);
+                mw_err_set_where(err, "tensor 'model.layers.%u.%s%u.%s.weight'", l,
+                                 expert_prefix(c), x, names[k]);
+                s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                            "missing (expert %u of layer %u; %s with %s %u needs every expert's "
+                            "%s, %s and %s)", x, l, c->hf_arch_name, dim_name(c, D_NEXPERT),
+                            c->n_expert, names[0], names[1], names[2]);
+                goto out;
+            }
     }
 
     /* totals and source dtype */
@@ -506,6 +836,8 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
                                   k ? "+" : "", hf_dtype_name(dt_order[j]));
 out:
     free(seen);
+    free(xcount);
+    free(fused);
     if (s != MW_OK) {
         hf_plan_free(p);
         return s;

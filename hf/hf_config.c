@@ -111,6 +111,9 @@ static const struct {
     {"Gemma3ForCausalLM", HF_ARCH_GEMMA3},
     {"Gemma3ForConditionalGeneration", HF_ARCH_GEMMA3},
     {"Phi3ForCausalLM", HF_ARCH_PHI3},
+    {"Qwen2MoeForCausalLM", HF_ARCH_QWEN2MOE},
+    {"Qwen3MoeForCausalLM", HF_ARCH_QWEN3MOE},
+    {"MixtralForCausalLM", HF_ARCH_MIXTRAL},
 };
 
 static const char *const arch_short[HF_ARCH_COUNT] = {
@@ -121,6 +124,23 @@ static const char *const arch_short[HF_ARCH_COUNT] = {
     [HF_ARCH_GEMMA2] = "gemma2",
     [HF_ARCH_GEMMA3] = "gemma3",
     [HF_ARCH_PHI3] = "phi3",
+    [HF_ARCH_QWEN2MOE] = "qwen2moe",
+    [HF_ARCH_QWEN3MOE] = "qwen3moe",
+    [HF_ARCH_MIXTRAL] = "mixtral",
+};
+
+/* config.json model_type of each architecture (Gemma 3: see cfg_family) */
+static const char *const arch_model_type[HF_ARCH_COUNT] = {
+    [HF_ARCH_LLAMA] = "llama",
+    [HF_ARCH_MISTRAL] = "mistral",
+    [HF_ARCH_QWEN2] = "qwen2",
+    [HF_ARCH_QWEN3] = "qwen3",
+    [HF_ARCH_GEMMA2] = "gemma2",
+    [HF_ARCH_GEMMA3] = "gemma3",
+    [HF_ARCH_PHI3] = "phi3",
+    [HF_ARCH_QWEN2MOE] = "qwen2_moe",
+    [HF_ARCH_QWEN3MOE] = "qwen3_moe",
+    [HF_ARCH_MIXTRAL] = "mixtral",
 };
 
 static const char *const arch_gguf[HF_ARCH_COUNT] = {
@@ -131,7 +151,15 @@ static const char *const arch_gguf[HF_ARCH_COUNT] = {
     [HF_ARCH_GEMMA2] = "gemma2",
     [HF_ARCH_GEMMA3] = "gemma3",
     [HF_ARCH_PHI3] = "phi3",
+    [HF_ARCH_QWEN2MOE] = "qwen2moe",
+    [HF_ARCH_QWEN3MOE] = "qwen3moe",
+    [HF_ARCH_MIXTRAL] = "llama",
 };
+
+bool hf_arch_is_moe(enum hf_arch a)
+{
+    return a == HF_ARCH_QWEN2MOE || a == HF_ARCH_QWEN3MOE || a == HF_ARCH_MIXTRAL;
+}
 
 const char *hf_arch_name(enum hf_arch a)
 {
@@ -267,7 +295,7 @@ static enum mw_status cfg_rope(const cJSON *root, struct hf_config *c, struct mw
         return MW_OK;
     }
     if (strcmp(type, "llama3") == 0) {
-        if (c->arch == HF_ARCH_QWEN2)
+        if (c->arch == HF_ARCH_QWEN2 || c->arch == HF_ARCH_QWEN2MOE)
             return cfg_fail(err, MW_E_UNSUPPORTED, tpath,
                             "'%s' RoPE scaling is not supported for %s", type, c->hf_arch_name);
         c->rope_scaling = HF_ROPE_LLAMA3;
@@ -314,9 +342,10 @@ static const struct {
     {"cache_implementation", FB(HF_ARCH_GEMMA2) | FB(HF_ARCH_GEMMA3)},
     {"rope_local_base_freq", FB(HF_ARCH_GEMMA3)},
     {"sliding_window_pattern", FB(HF_ARCH_GEMMA3)},
-    {"layer_types", FB(HF_ARCH_GEMMA3) | FB(HF_ARCH_QWEN3)},
-    {"use_sliding_window", FB(HF_ARCH_QWEN3)},
-    {"max_window_layers", FB(HF_ARCH_QWEN3)},
+    {"layer_types", FB(HF_ARCH_GEMMA3) | FB(HF_ARCH_QWEN3) | FB(HF_ARCH_QWEN3MOE)},
+    {"use_sliding_window", FB(HF_ARCH_QWEN3) | FB(HF_ARCH_QWEN3MOE)},
+    {"max_window_layers", FB(HF_ARCH_QWEN3) | FB(HF_ARCH_QWEN3MOE)},
+    {"shared_expert_intermediate_size", FB(HF_ARCH_QWEN2MOE) | FB(HF_ARCH_QWEN3MOE)},
     {"original_max_position_embeddings", FB(HF_ARCH_PHI3)},
     {"partial_rotary_factor", FB(HF_ARCH_PHI3)},
     {"embd_pdrop", FB(HF_ARCH_PHI3)},
@@ -476,7 +505,7 @@ static enum mw_status cfg_family(const cJSON *root, struct hf_config *c, struct 
 
     /* model_type, text_config */
     const cJSON *mt = member(root, "model_type");
-    const char *want_mt = A == HF_ARCH_GEMMA3 ? (mm ? "gemma3" : "gemma3_text") : arch_short[A];
+    const char *want_mt = A == HF_ARCH_GEMMA3 ? (mm ? "gemma3" : "gemma3_text") : arch_model_type[A];
     if (mt && (!cJSON_IsString(mt) || strcmp(mt->valuestring, want_mt) != 0))
         return cfg_fail(err, MW_E_FORMAT, "model_type", "'%s' contradicts architectures[0] '%s' ('%s')",
                         cJSON_IsString(mt) ? mt->valuestring : "(not a string)", c->hf_arch_name,
@@ -737,6 +766,85 @@ static enum mw_status cfg_family(const cJSON *root, struct hf_config *c, struct 
     return MW_OK;
 }
 
+/* The experts of Qwen2MoeForCausalLM, Qwen3MoeForCausalLM and
+ * MixtralForCausalLM (issue 14). Refused, naming the key, what llama.cpp's
+ * converter or runtime would get wrong: dense layers among the sparse ones
+ * (decoder_sparse_step > 1, mlp_only_layers: the converter cannot map their
+ * mlp, the runtime has experts in every layer), a norm_topk_prob other than
+ * what the arch's graph does (qwen3moe renormalizes the top-k weights,
+ * qwen2moe does not), num_experts_per_tok > num_experts. */
+#define HF_MAX_EXPERTS 1024u /* llama.cpp's LLAMA_MAX_EXPERTS */
+static enum mw_status cfg_moe(const cJSON *obj, struct hf_config *c, struct mw_err *err)
+{
+    const enum hf_arch A = c->arch;
+    const bool mixtral = A == HF_ARCH_MIXTRAL;
+    const char *ne_key = mixtral ? "num_local_experts" : "num_experts";
+    const char *other = mixtral ? "num_experts" : "num_local_experts";
+    if (member(obj, other))
+        return cfg_fail(err, MW_E_FORMAT, other, "is not a %s key (its expert count is %s)",
+                        c->hf_arch_name, ne_key);
+    enum mw_status s = cfg_u32(obj, "", ne_key, true, 0, 1, HF_MAX_EXPERTS, &c->n_expert,
+                               "expert count; llama.cpp allows at most 1024", err);
+    if (s == MW_OK)
+        s = cfg_u32(obj, "", "num_experts_per_tok", true, 0, 1, HF_MAX_EXPERTS, &c->n_expert_used,
+                    "experts used per token", err);
+    if (s != MW_OK) return s;
+    if (c->n_expert_used > c->n_expert)
+        return cfg_fail(err, MW_E_FORMAT, "num_experts_per_tok",
+                        "%u is more than %s %u (experts used per token out of the experts)",
+                        c->n_expert_used, ne_key, c->n_expert);
+    c->norm_topk_prob = true;
+    if (mixtral) {
+        c->n_ff_exp = c->n_ff; /* Mixtral's experts are intermediate_size wide */
+        return MW_OK;
+    }
+    s = cfg_u32(obj, "", "moe_intermediate_size", true, 0, 1, 1u << 22, &c->n_ff_exp,
+                "one expert's FFN width", err);
+    if (s != MW_OK) return s;
+    c->has_n_ff_exp = true;
+    if (A == HF_ARCH_QWEN2MOE || member(obj, "shared_expert_intermediate_size")) {
+        s = cfg_u32(obj, "", "shared_expert_intermediate_size", A == HF_ARCH_QWEN2MOE, 0, 1,
+                    1u << 22, &c->n_ff_shexp, "the shared expert's FFN width", err);
+        if (s != MW_OK) return s;
+    }
+    uint32_t step = 1;
+    s = cfg_u32(obj, "", "decoder_sparse_step", false, 1, 1, 1u << 16, &step,
+                "every n-th layer has experts", err);
+    if (s != MW_OK) return s;
+    if (step != 1) /* transformers: layer i has experts iff (i + 1) % step == 0 */
+        return cfg_fail(err, MW_E_UNSUPPORTED, "decoder_sparse_step",
+                        "%u: layer 0 and every layer i with (i + 1) %% %u != 0 would have a dense "
+                        "MLP; llama.cpp's %s has experts in every layer (its converter cannot "
+                        "map a dense layer)", step, step, arch_short[A]);
+    const cJSON *mol = member(obj, "mlp_only_layers");
+    if (mol) {
+        if (!cJSON_IsArray(mol))
+            return cfg_fail(err, MW_E_FORMAT, "mlp_only_layers", "expected an array of layer indices");
+        int k = 0;
+        for (const cJSON *e = mol->child; e; e = e->next, k++) {
+            char jpath[64];
+            snprintf(jpath, sizeof jpath, "mlp_only_layers[%d]", k);
+            uint64_t u;
+            if (!hf__util_json_u64(e, &u))
+                return cfg_fail(err, MW_E_FORMAT, jpath, "expected a layer index");
+            return cfg_fail(err, MW_E_UNSUPPORTED, jpath,
+                            "layer %llu with a dense MLP: llama.cpp's %s has experts in every "
+                            "layer (its converter cannot map a dense layer)",
+                            (unsigned long long)u, arch_short[A]);
+        }
+    }
+    const cJSON *nt = member(obj, "norm_topk_prob");
+    if (nt && !cJSON_IsBool(nt))
+        return cfg_fail(err, MW_E_FORMAT, "norm_topk_prob", "expected true or false");
+    c->norm_topk_prob = nt && cJSON_IsTrue(nt); /* transformers' default: false */
+    const bool want = A == HF_ARCH_QWEN3MOE;
+    if (c->norm_topk_prob != want)
+        return cfg_fail(err, MW_E_UNSUPPORTED, "norm_topk_prob",
+                        "%s: llama.cpp's %s %s the top-k router weights", nt ? (want ? "false" : "true") : "absent (false)",
+                        arch_short[A], want ? "always renormalizes" : "never renormalizes");
+    return MW_OK;
+}
+
 enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
                                struct hf_config *c, struct mw_err *err)
 {
@@ -770,13 +878,16 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
         s = cfg_fail(err, MW_E_UNSUPPORTED, "architectures[0]",
                      "'%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
                      "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
-                     "Gemma3ForConditionalGeneration, Phi3ForCausalLM)", an);
+                     "Gemma3ForConditionalGeneration, Phi3ForCausalLM, Qwen2MoeForCausalLM, "
+                     "Qwen3MoeForCausalLM, MixtralForCausalLM)", an);
         goto out;
     }
     snprintf(c->hf_arch_name, sizeof c->hf_arch_name, "%s", an);
     c->gguf_arch = arch_gguf[c->arch];
-    if (c->arch >= HF_ARCH_QWEN3) {
+    if (c->arch == HF_ARCH_QWEN3 || c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3 ||
+        c->arch == HF_ARCH_PHI3 || c->arch == HF_ARCH_QWEN3MOE) {
         s = cfg_family(root, c, err);
+        if (s == MW_OK && hf_arch_is_moe(c->arch)) s = cfg_moe(root, c, err);
         goto out;
     }
     if (member(root, "text_config")) {
@@ -790,7 +901,7 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
             s = cfg_fail(err, MW_E_FORMAT, "model_type", "expected a string");
             goto out;
         }
-        if (strcmp(mt->valuestring, arch_short[c->arch]) != 0) {
+        if (strcmp(mt->valuestring, arch_model_type[c->arch]) != 0) {
             s = cfg_fail(err, MW_E_FORMAT, "model_type", "'%s' contradicts architectures[0] '%s'",
                          mt->valuestring, an);
             goto out;
@@ -856,13 +967,20 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
                      cJSON_IsString(act) ? act->valuestring : "(not a string)");
         goto out;
     }
+    c->n_rot = c->head_dim; /* as the families' (cfg_family) */
     s = cfg_rope(root, c, err);
     if (s != MW_OK) goto out;
     s = cfg_bool(root, "tie_word_embeddings", false, &c->tie_embeddings, err);
-    if (s == MW_OK) s = cfg_bool(root, "attention_bias", c->arch == HF_ARCH_QWEN2, &c->attention_bias, err);
+    if (s == MW_OK && c->tie_embeddings && c->arch == HF_ARCH_QWEN2MOE)
+        s = cfg_fail(err, MW_E_UNSUPPORTED, "tie_word_embeddings",
+                     "true is not supported for %s (llama.cpp's qwen2moe requires "
+                     "output.weight)", c->hf_arch_name);
+    if (s == MW_OK)
+        s = cfg_bool(root, "attention_bias", c->arch == HF_ARCH_QWEN2 || c->arch == HF_ARCH_QWEN2MOE,
+                     &c->attention_bias, err);
     if (s == MW_OK) s = cfg_bool(root, "mlp_bias", false, &c->mlp_bias, err);
     if (s != MW_OK) goto out;
-    if (c->arch == HF_ARCH_QWEN2) {
+    if (c->arch == HF_ARCH_QWEN2 || c->arch == HF_ARCH_QWEN2MOE) {
         /* Qwen2 always has q/k/v biases and never an o_proj or MLP bias. */
         c->attention_bias = true;
         if (c->mlp_bias) {
@@ -873,7 +991,7 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
     }
     const cJSON *td = member(root, "torch_dtype");
     if (td && cJSON_IsString(td)) snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", td->valuestring);
-    s = MW_OK;
+    s = hf_arch_is_moe(c->arch) ? cfg_moe(root, c, err) : MW_OK;
 out:
     cJSON_Delete(root);
     return s;

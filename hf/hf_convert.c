@@ -149,14 +149,43 @@ enum mw_status hf_plan_stream_tensor(const struct hf_plan *p, uint64_t i, size_t
     return hf_plan_stream_tensor_mt(p, i, chunk_bytes, NULL, sink, ud, err);
 }
 
+static enum mw_status stream_entry(const struct hf_plan *p, const struct hf_plan_tensor *e,
+                                   size_t chunk_bytes, struct mw_pool *pool, hf_sink_fn sink,
+                                   void *ud, struct mw_err *err);
+
 enum mw_status hf_plan_stream_tensor_mt(const struct hf_plan *p, uint64_t i, size_t chunk_bytes,
                                         struct mw_pool *pool, hf_sink_fn sink, void *ud,
                                         struct mw_err *err)
 {
     if (i >= p->n) return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "no tensor %llu",
                                   (unsigned long long)i);
-    const struct hf_plan_tensor *e = &p->t[i];
     if (chunk_bytes == 0) chunk_bytes = HF_DEFAULT_CHUNK;
+    const struct hf_plan_tensor *e = &p->t[i];
+    if (e->n_src == 0) return stream_entry(p, e, chunk_bytes, pool, sink, ud, err);
+    /* stacked experts: expert by expert, each a 2-D tensor of its own
+     * source (own shard, own dtype) streamed and released like any other:
+     * the bytes of torch.stack(experts) without holding more than a chunk */
+    struct hf_plan_tensor sub = *e;
+    sub.n_src = 0;
+    sub.srcs = NULL;
+    sub.srcs_shard = NULL;
+    sub.n_dims = 2;
+    sub.ne[2] = sub.ne[3] = 1;
+    if (!gguf_tensor_nbytes(sub.type, sub.ne, &sub.nbytes))
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "size of '%s' overflows", e->name);
+    enum mw_status s = MW_OK;
+    for (uint32_t x = 0; x < e->n_src && s == MW_OK; x++) {
+        sub.src = e->srcs[x];
+        sub.shard = e->srcs_shard[x];
+        s = stream_entry(p, &sub, chunk_bytes, pool, sink, ud, err);
+    }
+    return s;
+}
+
+static enum mw_status stream_entry(const struct hf_plan *p, const struct hf_plan_tensor *e,
+                                   size_t chunk_bytes, struct mw_pool *pool, hf_sink_fn sink,
+                                   void *ud, struct mw_err *err)
+{
     enum mw_status s = MW_OK;
 
     if (e->gen) { /* generated 1-D F32 data (rope_freqs, LongRoPE factors) */
@@ -283,12 +312,20 @@ static enum mw_status set_arch_kvs(struct gguf_writer *w, const struct hf_config
     TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
     if (c->has_rope_theta) TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
     TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
+    if (hf_arch_is_moe(c->arch)) { /* TextModel.set_gguf_parameters: after the epsilon */
+        TRY(gguf_writer_set_u32(w, K("expert_count"), c->n_expert, err));
+        TRY(gguf_writer_set_u32(w, K("expert_used_count"), c->n_expert_used, err));
+    }
     if (c->head_dim_explicit) {
         TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
         TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
     }
     TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
-    if (c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL) {
+    /* Qwen2MoeModel (and Qwen3MoeModel): the experts' widths, when in config.json */
+    if (c->has_n_ff_exp) TRY(gguf_writer_set_u32(w, K("expert_feed_forward_length"), c->n_ff_exp, err));
+    if (c->n_ff_shexp)
+        TRY(gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), c->n_ff_shexp, err));
+    if (c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL || c->arch == HF_ARCH_MIXTRAL) {
         TRY(gguf_writer_set_u32(w, K("vocab_size"), c->n_vocab, err));
         TRY(gguf_writer_set_u32(w, K("rope.dimension_count"), c->head_dim, err));
     }

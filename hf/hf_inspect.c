@@ -154,6 +154,30 @@ static const char *rope_name(enum hf_rope_scaling r)
          : r == HF_ROPE_LONGROPE ? "longrope" : "none";
 }
 
+/* The source of plan entry e: its tensor's name, or for stacked experts
+ * "model.layers.N.mlp.experts.{0..K-1}.down_proj.weight" */
+static void plan_src_name(const struct hf_plan_tensor *e, char *buf, size_t n)
+{
+    if (!e->src) {
+        snprintf(buf, n, "(computed from rope_scaling)");
+        return;
+    }
+    if (e->n_src == 0) {
+        snprintf(buf, n, "%s", e->src->name);
+        return;
+    }
+    /* "...experts.0.<proj>" -> "...experts.{0..K-1}.<proj>" */
+    const char *nm = e->src->name, *x = strstr(nm, ".experts.0.");
+    if (!x) { /* a fused 3-D source (transformers >= 5 layout) */
+        snprintf(buf, n, "%s%s", nm,
+                 !strstr(nm, "gate_up") ? "" : strstr(e->name, "gate_exps") ? " (gate half)"
+                                                                             : " (up half)");
+        return;
+    }
+    const int pre = (int)(x - nm) + (int)strlen(".experts.");
+    snprintf(buf, n, "%.*s{0..%u}%s", pre, nm, e->n_src - 1, x + strlen(".experts.0"));
+}
+
 static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, struct mw_err *err)
 {
     struct hf_model *m;
@@ -177,10 +201,15 @@ static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, str
                "\"num_hidden_layers\": %u, \"intermediate_size\": %u, "
                "\"num_attention_heads\": %u, \"num_key_value_heads\": %u, \"head_dim\": %u, "
                "\"max_position_embeddings\": %u, \"rms_norm_eps\": %.9g, \"rope_theta\": %.9g, "
-               "\"rope_scaling\": \"%s\", \"tie_word_embeddings\": %s},\n",
+               "\"rope_scaling\": \"%s\", \"tie_word_embeddings\": %s",
             c->gguf_arch, c->n_vocab, c->n_embd, c->n_layer, c->n_ff, c->n_head, c->n_head_kv,
             c->head_dim, c->n_ctx, (double)c->rms_eps, (double)c->rope_theta,
             rope_name(c->rope_scaling), c->tie_embeddings ? "true" : "false");
+        if (hf_arch_is_moe(c->arch))
+            put(o, ", \"num_experts\": %u, \"num_experts_per_tok\": %u, "
+                   "\"expert_intermediate_size\": %u, \"shared_expert_intermediate_size\": %u",
+                c->n_expert, c->n_expert_used, c->n_ff_exp, c->n_ff_shexp);
+        put(o, "},\n");
         put(o, " \"shards\": [");
         for (uint64_t i = 0; i < hf_model_shard_count(m); i++) {
             put(o, "%s", i ? ", " : "");
@@ -203,8 +232,19 @@ static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, str
             for (uint64_t i = 0; i < hf_plan_count(p); i++) {
                 const struct hf_plan_tensor *e = hf_plan_get(p, i);
                 put(o, "%s  {\"name\": \"%s\", \"from\": ", i ? ",\n" : "", e->name);
-                if (e->src) put_jstr(o, e->src->name);
-                else put(o, "null");
+                if (e->src && e->n_src) {
+                    /* stacked experts: every source, in stacking order */
+                    put(o, "[");
+                    for (uint32_t x = 0; x < e->n_src; x++) {
+                        put(o, "%s", x ? ", " : "");
+                        put_jstr(o, e->srcs[x]->name);
+                    }
+                    put(o, "]");
+                } else if (e->src) {
+                    put_jstr(o, e->src->name);
+                } else {
+                    put(o, "null");
+                }
                 put(o, ", \"type\": \"%s\", \"ne\": ", gguf_type_get(e->type)->name);
                 put_shape(o, e->ne, e->n_dims);
                 put(o, ", \"permuted\": %s}", e->xform == HF_XFORM_PERMUTE ? "true" : "false");
@@ -237,6 +277,13 @@ static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, str
                 (double)c->attn_softcap, (double)c->final_softcap,
                 c->multimodal ? ", text model of a multimodal checkpoint (vision tensors skipped)"
                               : "");
+        if (hf_arch_is_moe(c->arch)) {
+            put(o, "experts: %u, %u used per token, expert ffn %u", c->n_expert, c->n_expert_used,
+                c->n_ff_exp);
+            if (c->n_ff_shexp) put(o, ", shared expert ffn %u (sigmoid-gated)", c->n_ff_shexp);
+            put(o, ", top-k weights %s; stacked into ffn_{gate,up,down}_exps\n",
+                c->norm_topk_prob ? "renormalized" : "not renormalized");
+        }
         put(o, "weights: %llu file(s), %llu tensors, %llu bytes\n",
             (unsigned long long)hf_model_shard_count(m),
             (unsigned long long)hf_model_tensor_count(m), (unsigned long long)total);
@@ -250,15 +297,15 @@ static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, str
             put(o, "tensors (source order -> GGUF, as `convert --type f16` writes them):\n");
             for (uint64_t i = 0; i < hf_plan_count(p); i++) {
                 const struct hf_plan_tensor *e = hf_plan_get(p, i);
-                char shape[96];
-                size_t k = (size_t)snprintf(shape, sizeof shape, "[");
+                char shape[96], from[GGUF_MAX_NAME + 96];
+                plan_src_name(e, from, sizeof from);
+                size_t k = (size_t)snprintf(shape, sizeof shape, e->n_src ? "%ux[" : "[", e->n_src);
                 for (uint32_t d = 0; d < (e->src ? e->src->n_dims : 0) && k < sizeof shape; d++)
                     k += (size_t)snprintf(shape + k, sizeof shape - k, "%s%llu", d ? "," : "",
                                           (unsigned long long)e->src->shape[d]);
                 if (k < sizeof shape) snprintf(shape + k, sizeof shape - k, "]");
                 put(o, "  %-44s %-4s %-12s -> %-26s %s%s\n",
-                    e->src ? e->src->name : "(computed from rope_scaling)",
-                    e->src ? hf_dtype_name(e->src->dtype) : "", e->src ? shape : "",
+                    from, e->src ? hf_dtype_name(e->src->dtype) : "", e->src ? shape : "",
                     e->name, gguf_type_get(e->type)->name,
                     e->xform == HF_XFORM_PERMUTE ? " (rows permuted)" : "");
             }

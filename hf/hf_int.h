@@ -52,6 +52,13 @@ struct hf_plan {
     uint16_t *bf16_to_f16;    /* [65536] mw_f32_to_f16(mw_bf16_to_f32(h)): the two-step result */
     uint16_t *f16_to_bf16;    /* [65536] mw_f32_to_bf16(mw_f16_to_f32(h)) */
     char source_dtype[32];
+    /* stacked experts: [(layer * 3 + proj) * n_expert + expert], proj in the
+     * order the stacked tensors are written; NULL for dense models */
+    const struct hf_st_tensor **xsrc;
+    const struct hf_st **xshard;
+    /* the experts' 2-D slabs of fused 3-D tensors (transformers >= 5 layout),
+     * same slots; NULL when the checkpoint has none */
+    struct hf_st_tensor *xview;
 };
 
 /* --- hf_json.c: the JSON wrapper ------------------------------------------- */

@@ -497,6 +497,32 @@ END_TEST
     "\"hidden_act\":\"silu\",\"sliding_window\":2047,\"tie_word_embeddings\":false"
 #define LONGROPE16                                                                                 \
     "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,2]"
+/* mixture of experts (issue 14): the dense keys (CORE), the experts' */
+#define CFG_QWEN3MOE_CORE                                                                          \
+    "\"architectures\":[\"Qwen3MoeForCausalLM\"],\"model_type\":\"qwen3_moe\",\"hidden_size\":64,"  \
+    "\"num_hidden_layers\":2,\"intermediate_size\":192,\"num_attention_heads\":4,"                 \
+    "\"num_key_value_heads\":2,\"head_dim\":32,\"vocab_size\":1000,"                               \
+    "\"max_position_embeddings\":40960,\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,"            \
+    "\"hidden_act\":\"silu\",\"tie_word_embeddings\":false,\"use_sliding_window\":false"
+#define CFG_QWEN3MOE                                                                               \
+    CFG_QWEN3MOE_CORE ",\"num_experts\":8,\"moe_intermediate_size\":32,"                          \
+                      "\"num_experts_per_tok\":2,\"norm_topk_prob\":true,"                        \
+                      "\"decoder_sparse_step\":1,\"mlp_only_layers\":[]"
+#define CFG_QWEN2MOE_CORE                                                                          \
+    "\"architectures\":[\"Qwen2MoeForCausalLM\"],\"model_type\":\"qwen2_moe\",\"hidden_size\":64,"  \
+    "\"num_hidden_layers\":2,\"intermediate_size\":160,\"num_attention_heads\":4,"                 \
+    "\"num_key_value_heads\":4,\"vocab_size\":1000,\"max_position_embeddings\":8192,"              \
+    "\"rms_norm_eps\":1e-6,\"rope_theta\":1000000.0,\"hidden_act\":\"silu\","                     \
+    "\"num_experts\":6,\"num_experts_per_tok\":4,\"moe_intermediate_size\":48"
+#define CFG_QWEN2MOE                                                                               \
+    CFG_QWEN2MOE_CORE ",\"shared_expert_intermediate_size\":128,\"norm_topk_prob\":false,"        \
+                      "\"tie_word_embeddings\":false"
+#define CFG_MIXTRAL_CORE                                                                           \
+    "\"architectures\":[\"MixtralForCausalLM\"],\"model_type\":\"mixtral\",\"hidden_size\":64,"    \
+    "\"num_hidden_layers\":2,\"intermediate_size\":128,\"num_attention_heads\":4,"                 \
+    "\"num_key_value_heads\":2,\"vocab_size\":32000,\"max_position_embeddings\":32768,"            \
+    "\"rms_norm_eps\":1e-5,\"rope_theta\":1000000.0,\"hidden_act\":\"silu\""
+#define CFG_MIXTRAL CFG_MIXTRAL_CORE ",\"num_local_experts\":4,\"num_experts_per_tok\":2"
 
 START_TEST(test_config_families)
 {
@@ -569,10 +595,77 @@ START_TEST(test_config_families)
     j = "{" CFG_PHI3 ",\"partial_rotary_factor\":0.75}";
     ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
     ck_assert_uint_eq(c.n_rot, 24);
+
+    /* mixture of experts (issue 14) */
+    j = "{" CFG_QWEN3MOE "}";
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.arch, HF_ARCH_QWEN3MOE);
+    ck_assert_str_eq(c.gguf_arch, "qwen3moe");
+    ck_assert(hf_arch_is_moe(c.arch) && c.head_dim == 32 && !c.tie_embeddings);
+    ck_assert(c.n_expert == 8 && c.n_expert_used == 2 && c.n_ff_exp == 32 && c.has_n_ff_exp);
+    ck_assert(c.n_ff_shexp == 0 && c.norm_topk_prob && c.n_ff == 192);
+    j = "{" CFG_QWEN2MOE "}";
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.arch, HF_ARCH_QWEN2MOE);
+    ck_assert_str_eq(c.gguf_arch, "qwen2moe");
+    ck_assert(c.attention_bias && c.n_expert == 6 && c.n_expert_used == 4 && c.n_ff_exp == 48);
+    ck_assert(c.n_ff_shexp == 128 && !c.norm_topk_prob && c.head_dim == 16);
+    j = "{" CFG_MIXTRAL "}";
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.arch, HF_ARCH_MIXTRAL);
+    ck_assert_str_eq(c.gguf_arch, "llama");
+    ck_assert_str_eq(hf_arch_name(c.arch), "mixtral");
+    ck_assert(c.n_expert == 4 && c.n_expert_used == 2 && c.n_ff_exp == 128 && !c.has_n_ff_exp);
+    ck_assert(!c.attention_bias && c.norm_topk_prob);
+    ck_assert(!hf_arch_is_moe(HF_ARCH_QWEN3) && !hf_arch_is_moe(HF_ARCH_LLAMA));
 }
 END_TEST
 
 static const struct cfg_case fam_cases[] = {
+    /* mixture of experts (issue 14) */
+    {"qwen3moe-topk", "{" CFG_QWEN3MOE_CORE ",\"num_experts\":8,\"moe_intermediate_size\":32,"
+     "\"num_experts_per_tok\":9,\"norm_topk_prob\":true}",
+     MW_E_FORMAT, "num_experts_per_tok", "9 is more than num_experts 8"},
+    {"qwen3moe-no-experts", "{" CFG_QWEN3MOE_CORE ",\"moe_intermediate_size\":32,"
+     "\"num_experts_per_tok\":2,\"norm_topk_prob\":true}",
+     MW_E_FORMAT, "num_experts", "missing"},
+    {"qwen3moe-no-moe-ff", "{" CFG_QWEN3MOE_CORE ",\"num_experts\":8,"
+     "\"num_experts_per_tok\":2,\"norm_topk_prob\":true}",
+     MW_E_FORMAT, "moe_intermediate_size", "missing"},
+    {"qwen3moe-sparse-step", "{" CFG_QWEN3MOE_CORE ",\"num_experts\":8,\"moe_intermediate_size\":32,"
+     "\"num_experts_per_tok\":2,\"norm_topk_prob\":true,\"decoder_sparse_step\":2}",
+     MW_E_UNSUPPORTED, "decoder_sparse_step", "dense MLP"},
+    {"qwen3moe-mlp-only", "{" CFG_QWEN3MOE_CORE ",\"num_experts\":8,\"moe_intermediate_size\":32,"
+     "\"num_experts_per_tok\":2,\"norm_topk_prob\":true,\"mlp_only_layers\":[1]}",
+     MW_E_UNSUPPORTED, "mlp_only_layers[0]", "layer 1 with a dense MLP"},
+    {"qwen3moe-mlp-only-type", "{" CFG_QWEN3MOE_CORE ",\"num_experts\":8,\"moe_intermediate_size\":32,"
+     "\"num_experts_per_tok\":2,\"norm_topk_prob\":true,\"mlp_only_layers\":3}",
+     MW_E_FORMAT, "mlp_only_layers", "expected an array"},
+    {"qwen3moe-norm", "{" CFG_QWEN3MOE_CORE ",\"num_experts\":8,\"moe_intermediate_size\":32,"
+     "\"num_experts_per_tok\":2,\"norm_topk_prob\":false}",
+     MW_E_UNSUPPORTED, "norm_topk_prob", "always renormalizes"},
+    {"qwen3moe-norm-absent", "{" CFG_QWEN3MOE_CORE ",\"num_experts\":8,\"moe_intermediate_size\":32,"
+     "\"num_experts_per_tok\":2}",
+     MW_E_UNSUPPORTED, "norm_topk_prob", "absent (false)"},
+    {"qwen3moe-local-experts", "{" CFG_QWEN3MOE ",\"num_local_experts\":8}", MW_E_FORMAT,
+     "num_local_experts", "not a Qwen3MoeForCausalLM key"},
+    {"qwen3moe-model-type",
+     "{\"architectures\":[\"Qwen3MoeForCausalLM\"],\"model_type\":\"qwen3\",\"hidden_size\":64}",
+     MW_E_FORMAT, "model_type", "contradicts"},
+    {"qwen2moe-norm", "{" CFG_QWEN2MOE_CORE ",\"shared_expert_intermediate_size\":128,"
+     "\"norm_topk_prob\":true}", MW_E_UNSUPPORTED, "norm_topk_prob", "never renormalizes"},
+    {"qwen2moe-no-shared", "{" CFG_QWEN2MOE_CORE "}", MW_E_FORMAT,
+     "shared_expert_intermediate_size", "missing"},
+    {"qwen2moe-tied", "{" CFG_QWEN2MOE_CORE ",\"shared_expert_intermediate_size\":128,"
+     "\"tie_word_embeddings\":true}", MW_E_UNSUPPORTED, "tie_word_embeddings", "output.weight"},
+    {"mixtral-topk0", "{" CFG_MIXTRAL_CORE ",\"num_local_experts\":4,\"num_experts_per_tok\":0}",
+     MW_E_FORMAT, "num_experts_per_tok", "out of range"},
+    {"mixtral-no-experts", "{" CFG_MIXTRAL_CORE ",\"num_experts_per_tok\":2}", MW_E_FORMAT,
+     "num_local_experts", "missing"},
+    {"mixtral-num-experts", "{" CFG_MIXTRAL ",\"num_experts\":4}", MW_E_FORMAT, "num_experts",
+     "not a MixtralForCausalLM key"},
+    {"mixtral-too-many", "{" CFG_MIXTRAL_CORE ",\"num_local_experts\":1025,\"num_experts_per_tok\":2}",
+     MW_E_FORMAT, "num_local_experts", "at most 1024"},
     {"qwen3-gemma-key", "{" CFG_QWEN3 ",\"query_pre_attn_scalar\":32}", MW_E_FORMAT,
      "query_pre_attn_scalar", "not a Qwen3ForCausalLM key"},
     {"qwen3-no-head-dim",

@@ -2,7 +2,9 @@
 # Bad HF input -> exit 1, a message naming the file and the place, and no
 # output file: truncated safetensors, lying offsets, a missing shard, an
 # unknown dtype, a wrong-shaped tensor, malformed config.json, malformed
-# tokenizer.json and tokenizer.model. Damage is made on copies by
+# tokenizer.json and tokenizer.model; mixture-of-experts configs llama.cpp
+# cannot represent and missing / misshapen / out-of-range expert tensors
+# (issue 14). Damage is made on copies by
 # tests/fixtures/hf_corrupt.py on the fixtures of mk_hf_fixture.py.
 source "$(dirname "${BASH_SOURCE[0]}")/hf_common.sh"
 have_python || { skip "python3 needed for the fixtures"; }
@@ -108,6 +110,101 @@ json.dump(c, open(sys.argv[2], "w"), indent=2)' "$base/config.json" "$d/config.j
         "config.json" "rope_scaling.short_factor" "missing"
     fam phi3-gemma-key "$T/phi3long" 'c["sliding_window_pattern"] = 6' -- \
         "config.json" "sliding_window_pattern" "not a Phi3ForCausalLM key"
+
+    # mixture of experts (issue 14): configs llama.cpp cannot represent, and
+    # expert tensors missing, misshapen or out of range -> exit 1 naming the
+    # JSON path / the tensor, no output
+    for k in mixtral qwen2moe; do
+        python3 "$FIX/mk_family_fixture.py" $k "$T/$k" --tok-dir "$TOKDIR" > /dev/null ||
+            { fail "mk_family_fixture.py $k"; continue; }
+    done
+    fam qwen2moe-topk "$T/qwen2moe" 'c["num_experts_per_tok"] = 7' -- \
+        "config.json" "num_experts_per_tok" "7 is more than num_experts 6"
+    fam qwen2moe-sparse-step "$T/qwen2moe" 'c["decoder_sparse_step"] = 2' -- \
+        "config.json" "decoder_sparse_step" "dense MLP"
+    fam qwen2moe-mlp-only "$T/qwen2moe" 'c["mlp_only_layers"] = [1]' -- \
+        "config.json" "mlp_only_layers[0]" "layer 1 with a dense MLP"
+    fam qwen2moe-norm "$T/qwen2moe" 'c["norm_topk_prob"] = True' -- \
+        "config.json" "norm_topk_prob" "never renormalizes"
+    fam mixtral-topk "$T/mixtral" 'c["num_experts_per_tok"] = 5' -- \
+        "config.json" "num_experts_per_tok" "5 is more than num_local_experts 4"
+    fam mixtral-experts "$T/mixtral" 'c["num_local_experts"] = 5' -- \
+        "model.layers.0.block_sparse_moe.gate.weight" "shape [4, 64], expected [5, 64]"
+    # st NAME BASE MODE TENSOR [NEW-NAME] -- EXPECT...: rewrite a copy of
+    # BASE's model.safetensors with TENSOR dropped (drop), its shape reversed
+    # (transpose: same bytes) or renamed (rename), convert, want exit 1
+    st() {
+        local name=$1 base=$2 mode=$3 tensor=$4 new=""
+        shift 4
+        if [ "$1" != "--" ]; then new=$1; shift; fi
+        shift
+        local d="$T/bad-$name"
+        rm -rf "$d" && mkdir -p "$d"
+        for f in "$base"/*; do ln -s "$f" "$d/$(basename "$f")"; done
+        rm "$d/model.safetensors"
+        python3 -c 'import json, struct, sys
+src, dst, mode, name, new = sys.argv[1:6]
+b = open(src, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+data = b[8 + n:]
+meta = h.pop("__metadata__", None)
+out, blobs, off = {}, [], 0
+for k, v in sorted(h.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+    d = data[v["data_offsets"][0]:v["data_offsets"][1]]
+    if k == name:
+        if mode == "drop":
+            continue
+        if mode == "transpose":
+            v["shape"] = v["shape"][::-1]
+        if mode == "rename":
+            k = new
+    out[k] = dict(v, data_offsets=[off, off + len(d)])
+    off += len(d)
+    blobs.append(d)
+if k not in out and mode != "drop" or name not in h:
+    sys.exit("no tensor " + name)
+if meta is not None:
+    out["__metadata__"] = meta
+hj = json.dumps(out).encode()
+hj += b" " * ((8 - len(hj) % 8) % 8)
+open(dst, "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))' \
+            "$base/model.safetensors" "$d/model.safetensors" "$mode" "$tensor" "$new" ||
+            { fail "$name: rewrite failed"; return; }
+        run 1 convert "$d" -o "$T/out-$name.gguf"
+        local e
+        for e in "$@"; do has "$err" "$e" "$name"; done
+        [ -e "$T/out-$name.gguf" ] && fail "$name: output file created"
+        echo "ok $name: $(echo "$err" | head -n 1)"
+    }
+    X=model.layers.1.block_sparse_moe.experts
+    st mixtral-missing-expert "$T/mixtral" drop $X.3.w2.weight -- \
+        "tensor '$X.3.w2.weight'" "missing (expert 3 of layer 1" "num_local_experts 4"
+    st mixtral-expert-shape "$T/mixtral" transpose $X.2.w1.weight -- \
+        "model.safetensors" "tensor '$X.2.w1.weight'" "shape [64, 128], expected [128, 64]" \
+        "(intermediate_size, hidden_size)"
+    st mixtral-expert-range "$T/mixtral" rename $X.3.w3.weight $X.4.w3.weight -- \
+        "tensor '$X.4.w3.weight'" "expert 4 does not exist (config.json num_local_experts is 4)"
+    Q=model.layers.1.mlp.experts
+    st qwen2moe-missing-expert "$T/qwen2moe" drop $Q.3.up_proj.weight -- \
+        "tensor '$Q.3.up_proj.weight'" "missing (expert 3 of layer 1"
+    st qwen2moe-expert-shape "$T/qwen2moe" transpose $Q.0.down_proj.weight -- \
+        "tensor '$Q.0.down_proj.weight'" "expected [64, 48] (hidden_size, moe_intermediate_size)"
+    st qwen2moe-no-shared-gate "$T/qwen2moe" drop model.layers.0.mlp.shared_expert_gate.weight -- \
+        "tensor 'model.layers.0.mlp.shared_expert_gate.weight'" "missing"
+    st qwen2moe-leading-zero "$T/qwen2moe" rename $Q.1.gate_proj.weight $Q.01.gate_proj.weight -- \
+        "tensor '$Q.01.gate_proj.weight'" "not a tensor of the qwen2moe architecture"
+    # the fused layout of transformers 5 (mlp.experts.gate_up_proj / down_proj)
+    python3 "$FIX/mk_family_fixture.py" qwen2moe "$T/qwen2moe-fused" --fused-experts \
+        --tok-dir "$TOKDIR" > /dev/null || fail "mk_family_fixture.py qwen2moe --fused-experts"
+    st fused-missing "$T/qwen2moe-fused" drop $Q.gate_up_proj -- \
+        "tensor '$Q.gate_up_proj'" "missing (layer 1 has the fused mlp.experts.down_proj)"
+    st fused-shape "$T/qwen2moe-fused" transpose $Q.down_proj -- \
+        "tensor '$Q.down_proj'" "shape [48, 64, 6], expected [6, 64, 48]"
+    # a per-expert name on the fused tensor: refused at that tensor (per-expert
+    # names sort first, so its shape is what is wrong with it)
+    st fused-mixed "$T/qwen2moe-fused" rename $Q.gate_up_proj $Q.0.gate_proj.weight -- \
+        "tensor '$Q.0.gate_proj.weight'" "shape [6, 96, 64], expected [48, 64]"
 else
     echo "family cases skipped: tokenizer files unavailable ($(tail -n 1 "$T/fetch.log"))"
 fi

@@ -23,9 +23,18 @@
 # twin itself (tokenizer.model + tokenizer.json) is converted as well and
 # judged on every key.
 #
+# Mixture of experts (issue 14): qwen3moe (two shards, split inside layer
+# 1's experts), mixtral (arch llama with experts), qwen2moe (shared expert,
+# q8_0 falling back to F16 for ffn_down_exps), qwen3moe-fused (transformers
+# 5's fused mlp.experts.gate_up_proj / down_proj, f16): the experts stacked into
+# ffn_{gate,up,down}_exps as llama.cpp's converter does, judged by the same
+# digests.
+#
 # calib_hparams_from_hf (config.json -> runtime hyper-parameters: plan,
 # --fit-ram, calibration from an HF directory) equals what the runtime reads
-# from each converted file (HPARAMS_CMP: tests/tools/hparams_cmp.c).
+# from each converted file (HPARAMS_CMP: tests/tools/hparams_cmp.c), the MoE
+# kinds included (their expert counts and widths come from hf_config's
+# n_expert, n_expert_used, n_ff_exp, n_ff_shexp, norm_topk_prob).
 #
 # With "peer": llama.cpp (tests/peer llama-peer) loads every converted file,
 # reports the fixture's architecture and vocabulary size, and logs no
@@ -33,7 +42,17 @@
 # the digests, the hparams comparison and the tokenizer.model twin are left
 # to the "mw" run (hf_convert_families, in the same builds as the peer test).
 #
-#   convert_families.sh mw|peer [HPARAMS_CMP]
+# With "moemem" (hf_convert_moe_memory, release builds): the memory bound of
+# expert stacking. The moebig fixture (Mixtral layout, hidden 1024, 64
+# experts of 512 x 1024, 2 layers: ~525 MiB of BF16 in one file; one expert
+# matrix 1 MiB, one stacked tensor 64 MiB, one layer's experts 192 MiB) is
+# converted to bf16, f16 and q8_0; the peak RSS (/usr/bin/time %M) of each
+# must stay under MOE_RSS_BOUND_KIB (48 MiB: below one stacked tensor, a
+# tenth of the file) — the experts are streamed one by one into the output,
+# their source pages dropped as they are consumed. Measured (2026-12, x86-64
+# release): 18-21 MiB for all three types.
+#
+#   convert_families.sh mw|peer|moemem [HPARAMS_CMP]
 # MW_FAMILIES_TYPES: the output types (default f16 bf16 q8_0; the sanitizer
 # build runs f16 only: the code paths per type are the plain build's).
 # Skips (77) when the tokenizer files cannot be fetched (npm) or, with peer,
@@ -52,20 +71,58 @@ REF=$FIX/llamacpp_ref
 IGN=(--ignore-kv 'memwall.*' --ignore-kv general.name --ignore-kv general.basename
      --ignore-kv general.finetune --ignore-kv general.size_label)
 
+if [ "$WITH_PEER" = moemem ]; then
+    [ -x /usr/bin/time ] && [ -z "${MW_EMU:-}" ] || skip "needs GNU /usr/bin/time and a native run"
+    python3 "$FIX/mk_family_fixture.py" moebig "$T/moebig" > "$T/mk.log" 2>&1
+    mrc=$?
+    [ $mrc -eq 77 ] && skip "fixture moebig: $(tail -n 1 "$T/mk.log")"
+    [ $mrc -eq 0 ] || { fail "mk_family_fixture.py moebig: exit $mrc: $(tail -n 2 "$T/mk.log")"; finish; }
+    src_kib=$(( $(stat -c %s "$T/moebig/model.safetensors") / 1024 ))
+    bound=${MOE_RSS_BOUND_KIB:-49152}
+    for t in bf16 f16 q8_0; do
+        /usr/bin/time -f "MAXRSS %M" -o "$T/time" "$MEMWALL" convert "$T/moebig" -o "$T/big-$t.gguf" \
+            --type $t -q > "$T/out" 2> "$T/err" ||
+            { fail "convert moebig --type $t: exit $?: $(tail -n 3 "$T/err")"; continue; }
+        rss=$(sed -n 's/^MAXRSS //p' "$T/time")
+        echo "  moebig ($src_kib KiB of BF16, 64 experts x 2 layers) --type $t: peak RSS $rss KiB (bound $bound KiB)"
+        [ -n "$rss" ] && [ "$rss" -lt "$bound" ] ||
+            fail "convert moebig --type $t: peak RSS ${rss:-?} KiB, bound $bound KiB (the experts must stream)"
+        # the stacked tensors are there, 3-D, in llama.cpp's layout
+        python3 "$FIX/gguf_digest.py" "$T/big-$t.gguf" > "$T/dig" ||
+            { fail "gguf_digest.py big-$t.gguf"; continue; }
+        python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+sh = {t["name"]: t["shape"] for t in d["tensors"]}
+want = {"blk.1.ffn_down_exps.weight": [512, 1024, 64], "blk.1.ffn_gate_exps.weight": [1024, 512, 64],
+        "blk.1.ffn_up_exps.weight": [1024, 512, 64], "blk.1.ffn_gate_inp.weight": [1024, 64]}
+bad = [(k, sh.get(k)) for k, v in want.items() if sh.get(k) != v]
+sys.exit("%s" % bad if bad else 0)' "$T/dig" > "$T/shp" 2>&1 ||
+            fail "big-$t: stacked tensors: $(tail -n 1 "$T/shp")"
+        rm -f "$T/big-$t.gguf"
+    done
+    finish
+fi
+
 if [ "$WITH_PEER" = peer ]; then
     find_peer
     [ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
 fi
 
-for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src; do
+for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtral qwen2moe \
+         qwen3moe-fused; do
     mkargs=("$k")
+    types=${MW_FAMILIES_TYPES:-f16 bf16 q8_0}
     # gemma2 with F16 weights: the F16 source path (Gemma's norm + 1 rounded in F16)
     [ $k = gemma2-f16src ] && mkargs=(gemma2 --dtype F16)
+    # qwen3moe in transformers 5's fused expert layout (f16: the per-type
+    # paths are qwen3moe's)
+    [ $k = qwen3moe-fused ] && { mkargs=(qwen3moe --fused-experts); types=f16; }
     python3 "$FIX/mk_family_fixture.py" "${mkargs[@]}" "$T/$k" --tok-dir "$TOKDIR" > "$T/mk.log" 2>&1
     mrc=$?
     [ $mrc -eq 77 ] && skip "fixture $k: $(tail -n 1 "$T/mk.log")"
     [ $mrc -eq 0 ] || { fail "mk_family_fixture.py $k: exit $mrc: $(tail -n 2 "$T/mk.log")"; continue; }
-    for t in ${MW_FAMILIES_TYPES:-f16 bf16 q8_0}; do
+    for t in $types; do
         g="$T/$k-$t.gguf"
         run 0 convert "$T/$k" -o "$g" --type $t -q || continue
         # peer: judged by hf_convert_families in the same (release) build; here
@@ -107,7 +164,8 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src; do
         arch=$(awk '$1=="arch"{print $2}' "$T/info")
         nv=$(awk '$1=="n_vocab"{print $2}' "$T/info")
         want_arch=$k
-        case $k in gemma3mm) want_arch=gemma3 ;; phi3long) want_arch=phi3 ;; gemma2-f16src) want_arch=gemma2 ;; esac
+        case $k in gemma3mm) want_arch=gemma3 ;; phi3long) want_arch=phi3 ;; gemma2-f16src) want_arch=gemma2 ;;
+        mixtral) want_arch=llama ;; qwen3moe-fused) want_arch=qwen3moe ;; esac
         want_nv=$(python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))

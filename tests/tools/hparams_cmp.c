@@ -76,6 +76,7 @@ int main(int argc, char **argv)
     U(fused_qkv); U(fused_gate_up); F(attn_scale); F(attn_softcap); F(final_softcap);
     U(n_swa); U(swa_pattern); F(rope_base_swa); U(n_ctx_orig); U(has_rope_long);
     F(rope_attn_factor); F(rope_freq_scale_swa);
+    U(n_expert); U(n_expert_used); U(n_ff_exp); U(n_ff_shexp); U(moe_norm_w);
 #undef U
 #undef F
     rt_model_close(m);
