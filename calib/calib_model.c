@@ -153,6 +153,17 @@ static void index_name(struct calib_model *m, const char *name, int64_t i)
 
 static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
 {
+    if (m->hp.n_expert) { /* calibration runs the dense FFN only (issue 14: not yet) */
+        mw_err_set_path(err, m->path);
+        if (m->is_gguf) mw_err_set_where(err, "key '%s.expert_count'", m->hp.arch_name);
+        else mw_err_set_where(err, "config.json");
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "calibration (--corpus: imatrix, awq, gptq) of a mixture-of-experts "
+                       "model (%u experts) is not implemented; quantize it with --preset, "
+                       "--bpw or --size without --corpus, or with llama.cpp's imatrix "
+                       "(--imatrix)",
+                       m->hp.n_expert);
+    }
     m->idx = malloc((size_t)m->hp.n_layer * sizeof *m->idx);
     if (!m->idx) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor index");
     for (uint32_t il = 0; il < m->hp.n_layer; il++)

@@ -187,6 +187,17 @@ const char *quant_choice_reason_name(const struct quant_choice *c);
 /* Does llama-quantize quantize this tensor at all (docs/formats.md §8.2)? */
 bool quant_tensor_is_quantizable(const struct quant_tensor_desc *t, bool leave_output);
 
+/* Weight bytes of n tensors and the bytes one decoded token reads (the
+ * memory-bandwidth bound of decode): every tensor whole, except
+ *   - stacked expert tensors (3-D, "blk.N.*_exps.*", ne[2] experts): n_used
+ *     of the ne[2] slabs (the router's top-k; n_used 0 or >= ne[2]: all);
+ *   - token_embd.weight when an output.weight exists: one row (a lookup);
+ *     tied embeddings are read whole by the output projection.
+ * types: the type of each tensor (NULL: t[i].type). False on a size overflow
+ * or an unknown type. */
+bool quant_decode_bytes(const struct quant_tensor_desc *t, const uint32_t *types, uint64_t n,
+                        uint32_t n_used, uint64_t *total, uint64_t *active);
+
 /* Choose the type of each of the n tensors t[] exactly as llama-quantize
  * does. t[] must be in llama-quantize's order (quant_tensor_name_cmp): the
  * rules count attn_v and ffn_down tensors in that order. out[i] belongs to

@@ -339,6 +339,31 @@ static uint32_t n_dims_eff(const struct quant_tensor_desc *t)
 
 static bool has(const char *name, const char *sub) { return strstr(name, sub) != NULL; }
 
+bool quant_decode_bytes(const struct quant_tensor_desc *t, const uint32_t *types, uint64_t n,
+                        uint32_t n_used, uint64_t *total, uint64_t *active)
+{
+    uint64_t tot = 0, act = 0;
+    bool has_output = false;
+    for (uint64_t i = 0; i < n; i++)
+        if (strcmp(t[i].name, "output.weight") == 0) has_output = true;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t b, a;
+        if (!gguf_tensor_nbytes(types ? types[i] : t[i].type, t[i].ne, &b) ||
+            !mw_add_u64(tot, b, &tot))
+            return false;
+        a = b;
+        if (t[i].n_dims == 3 && t[i].ne[2] > 1 && strstr(t[i].name, "_exps.") &&
+            n_used > 0 && n_used < t[i].ne[2])
+            a = b / t[i].ne[2] * n_used; /* slabs are whole rows: exact */
+        else if (has_output && strcmp(t[i].name, "token_embd.weight") == 0 && t[i].ne[1] > 0)
+            a = b / (t[i].ne[1] * t[i].ne[2] * t[i].ne[3]);
+        if (!mw_add_u64(act, a, &act)) return false;
+    }
+    *total = tot;
+    *active = act;
+    return true;
+}
+
 bool quant_tensor_is_quantizable(const struct quant_tensor_desc *t, bool leave_output)
 {
     if (n_dims_eff(t) < 2) return false;

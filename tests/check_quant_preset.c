@@ -513,6 +513,39 @@ START_TEST(test_quantizable)
 }
 END_TEST
 
+/* quant_decode_bytes: the bytes one token reads. A Qwen3-30B-A3B-like layer
+ * slice (128 experts, top-8), untied output, Q4_K experts. */
+START_TEST(test_decode_bytes)
+{
+    const struct quant_tensor_desc t[] = {
+        {.name = "token_embd.weight", .n_dims = 2, .ne = {2048, 1000, 1, 1}, .type = GGUF_TYPE_F16},
+        {.name = "output.weight", .n_dims = 2, .ne = {2048, 1000, 1, 1}, .type = GGUF_TYPE_F16},
+        {.name = "blk.0.attn_q.weight", .n_dims = 2, .ne = {2048, 4096, 1, 1}, .type = GGUF_TYPE_F16},
+        {.name = "blk.0.ffn_gate_inp.weight", .n_dims = 2, .ne = {2048, 128, 1, 1}, .type = GGUF_TYPE_F32},
+        {.name = "blk.0.ffn_down_exps.weight", .n_dims = 3, .ne = {768, 2048, 128, 1}, .type = GGUF_TYPE_F16},
+        {.name = "blk.0.ffn_up_exps.weight", .n_dims = 3, .ne = {2048, 768, 128, 1}, .type = GGUF_TYPE_F16},
+    };
+    const uint64_t n = sizeof t / sizeof t[0];
+    uint32_t types[6] = {GGUF_TYPE_Q6_K, GGUF_TYPE_Q6_K, GGUF_TYPE_Q4_K, GGUF_TYPE_F32,
+                         GGUF_TYPE_Q4_K, GGUF_TYPE_Q4_K};
+    uint64_t tot, act;
+    ck_assert(quant_decode_bytes(t, types, n, 8, &tot, &act));
+    const uint64_t emb = 2048 / 256 * 210 * 1000ull, q = 2048 / 256 * 144 * 4096ull,
+                   rt = 2048 * 128 * 4ull, ex = 768 / 256 * 144 * 2048 * 128ull,
+                   ex2 = 2048 / 256 * 144 * 768 * 128ull;
+    ck_assert_uint_eq(tot, 2 * emb + q + rt + ex + ex2);
+    ck_assert_uint_eq(act, emb / 1000 + emb + q + rt + ex / 128 * 8 + ex2 / 128 * 8);
+    /* own types; n_used 0 = every expert; tied embeddings read whole */
+    ck_assert(quant_decode_bytes(t, NULL, n, 0, &tot, &act));
+    ck_assert_uint_eq(act, tot - 2 * 2048 * 999ull);
+    ck_assert(quant_decode_bytes(t + 2, NULL, n - 2, 0, &tot, &act));
+    ck_assert_uint_eq(act, tot);
+    const struct quant_tensor_desc tied[] = {t[0], t[2]};
+    ck_assert(quant_decode_bytes(tied, NULL, 2, 8, &tot, &act));
+    ck_assert_uint_eq(act, tot);
+}
+END_TEST
+
 // --- imatrix ---
 
 static char *data_path(const char *rel)
@@ -1099,6 +1132,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_fallback);
     tcase_add_test(tc, test_override);
     tcase_add_test(tc, test_quantizable);
+    tcase_add_test(tc, test_decode_bytes);
     suite_add_tcase(s, tc);
     TCase *ti = tcase_create("imatrix");
     tcase_set_timeout(ti, 60);

@@ -109,34 +109,34 @@ static enum mw_status model_open(const char *path, struct model *m, struct mw_er
     m->info.n_layer = m->hp.n_layer;
     m->info.n_head = m->hp.n_head;
     m->info.n_head_kv = m->hp.n_head_kv;
+    m->info.n_expert = m->hp.n_expert;
     qsort(m->t, (size_t)m->n_t, sizeof *m->t, desc_cmp);
     return MW_OK;
 }
 
 /* Tensor data bytes at preset p (llama-quantize's rules; NULL: every
- * quantizable tensor F16); false if the preset cannot be applied. */
-static bool preset_bytes(const struct model *m, const struct quant_preset *p, uint64_t *out)
+ * quantizable tensor F16) and the bytes one decoded token reads
+ * (quant_decode_bytes: n_used of each stacked expert tensor's slabs, one
+ * embedding row); false if the preset cannot be applied. */
+static bool preset_bytes(const struct model *m, const struct quant_preset *p, uint64_t *out,
+                         uint64_t *active)
 {
     struct quant_choice *ch = calloc(m->n_t ? m->n_t : 1, sizeof *ch);
-    if (!ch) return false;
-    bool ok = true;
-    if (p) {
+    uint32_t *ty = calloc(m->n_t ? m->n_t : 1, sizeof *ty);
+    bool ok = ch && ty;
+    if (ok && p) {
         const struct quant_rules r = {.preset = p, .output_type = -1, .token_embd_type = -1};
         struct mw_err err;
         mw_err_clear(&err);
         ok = quant_choose_types(&m->info, m->t, m->n_t, &r, ch, &err) == MW_OK;
-    } else {
+    } else if (ok) {
         for (uint64_t i = 0; i < m->n_t; i++) ch[i].type = GGUF_TYPE_F16; /* the F16 row */
     }
-    uint64_t sum = 0;
-    for (uint64_t i = 0; ok && i < m->n_t; i++) {
-        const bool q = quant_tensor_is_quantizable(&m->t[i], false);
-        uint64_t b;
-        ok = gguf_tensor_nbytes(q ? ch[i].type : m->t[i].type, m->t[i].ne, &b) &&
-             mw_add_u64(sum, b, &sum);
-    }
+    for (uint64_t i = 0; ok && i < m->n_t; i++)
+        ty[i] = quant_tensor_is_quantizable(&m->t[i], false) ? ch[i].type : m->t[i].type;
+    ok = ok && quant_decode_bytes(m->t, ty, m->n_t, m->hp.n_expert_used, out, active);
     free(ch);
-    *out = sum;
+    free(ty);
     return ok;
 }
 
@@ -224,6 +224,10 @@ int cmd_plan(int argc, char **argv)
            "ffn %u, vocab %u, context %u\n",
            path, hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim,
            hp->n_ff, hp->n_vocab, hp->n_ctx_train);
+    if (hp->n_expert)
+        printf("       mixture of experts: %u experts, %u routed per token, expert ffn %u%s\n",
+               hp->n_expert, hp->n_expert_used, hp->n_ff_exp ? hp->n_ff_exp : hp->n_ff,
+               hp->n_ff_shexp ? ", a shared expert" : "");
     printf("       %.3f B parameters in quantizable weights, %.1f MiB of other tensors (f32)\n",
            (double)n_q / 1e9, mib(other));
 
@@ -235,12 +239,12 @@ int cmd_plan(int argc, char **argv)
         printf("  %-8s %7.2f %12s %14llu  (this file, tensor data)\n", "file",
                (double)(m.data_bytes - other) * 8.0 / (double)(n_q ? n_q : 1), "",
                (unsigned long long)m.data_bytes);
-    uint64_t pbytes[N_PRESETS];
+    uint64_t pbytes[N_PRESETS], pactive[N_PRESETS];
     bool pok[N_PRESETS];
     for (size_t i = 0; i < N_PRESETS; i++) {
         const bool f16 = strcmp(preset_names[i], "F16") == 0;
         const struct quant_preset *p = f16 ? NULL : quant_preset_find(preset_names[i]);
-        pok[i] = (f16 || p) && preset_bytes(&m, p, &pbytes[i]);
+        pok[i] = (f16 || p) && preset_bytes(&m, p, &pbytes[i], &pactive[i]);
         if (!pok[i]) continue;
         char sz[32];
         put_size(sz, sizeof sz, pbytes[i]);
@@ -254,6 +258,24 @@ int cmd_plan(int argc, char **argv)
         const uint64_t b = (uint64_t)((double)n_q * bpw_rows[i] / 8.0) + other;
         put_size(sz, sizeof sz, b);
         printf("  %-8s %7.2f %12s %14llu\n", name, bpw_rows[i], sz, (unsigned long long)b);
+    }
+
+    /* decode: bytes read per token against the memory bus */
+    if (hp->n_expert)
+        printf("\ndecode (mixture of experts: %u experts, %u routed per token; a token reads "
+               "the dense tensors, %u of each expert tensor's %u slabs and one embedding row):\n",
+               hp->n_expert, hp->n_expert_used, hp->n_expert_used, hp->n_expert);
+    else
+        printf("\ndecode (a token reads every weight once, the embedding table one row):\n");
+    printf("  %-8s %12s %12s %8s  %s\n", "preset", "active", "bytes", "of file",
+           "tok/s bound at 50 / 60 / 70 GB/s");
+    for (size_t i = 0; i < N_PRESETS; i++) {
+        if (!pok[i] || !pactive[i]) continue;
+        char sz[32];
+        put_size(sz, sizeof sz, pactive[i]);
+        printf("  %-8s %12s %12llu %7.1f%%  %.1f / %.1f / %.1f\n", preset_names[i], sz,
+               (unsigned long long)pactive[i], 100.0 * (double)pactive[i] / (double)pbytes[i],
+               50e9 / (double)pactive[i], 60e9 / (double)pactive[i], 70e9 / (double)pactive[i]);
     }
 
     /* KV cache */

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# `memwall quant` on mixture-of-experts files (issue 14), against llama.cpp's
+# own quantizer (llama-peer quantize: libllama of node-llama-cpp 3.21.1).
+# Fixtures: tinyllama-8m's dense F16 weights upcycled into a Mixtral-layout
+# MoE (tests/tools/moe_upcycle: stacked ffn_{gate,up,down}_exps, an F32
+# router ffn_gate_inp; experts = the dense FFN with 15% / 30% multiplicative
+# noise), with 8 experts top-2 (llama.cpp's n_expert == 8 rules: attn_v and
+# attn_k Q8_0, attn_output Q5_K) and with 4 experts top-2 (the ordinary rules
+# with 3-D ffn_*_exps tensors, layer taken from the name).
+#  - every preset: our file minus its memwall.* KVs is byte-for-byte
+#    llama_model_quantize's file for the same source
+#  - --bpw / --size on the MoE: the stacked expert tensors get one type each,
+#    the size lands on the target exactly, memwall verify --deep passes,
+#    llama.cpp loads the file and its perplexity is finite and near F16's
+#  - the same file at -t 1 and -t 2
+#   quant_moe.sh MOE_UPCYCLE
+source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
+UP=${1:-}
+[ -n "$F16" ] || skip "no tinyllama-8m.llamacpp-f16.gguf"
+[ -x "$UP" ] || { fail "moe_upcycle binary '$UP' missing"; finish; }
+have_python || skip "no python3"
+find_peer
+[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+
+$MW_EMU "$UP" "$F16" "$T/mx8.gguf" 8 2 || { fail "moe_upcycle 8 2"; finish; }
+$MW_EMU "$UP" "$F16" "$T/mx4.gguf" 4 2 0.3 || { fail "moe_upcycle 4 2"; finish; }
+# same arguments, same bytes
+$MW_EMU "$UP" "$F16" "$T/mx4b.gguf" 4 2 0.3 && cmp -s "$T/mx4.gguf" "$T/mx4b.gguf" ||
+    fail "moe_upcycle is not deterministic"
+rm -f "$T/mx4b.gguf"
+
+# --- presets: byte identity with llama_model_quantize ---
+# 8 experts: the presets whose rules differ (every one: MW_MOE_PRESETS=all);
+# 4 experts: the K-quant mixes
+MOE8=${MW_MOE_PRESETS:-"Q8_0 Q6_K Q5_K_M Q4_K_M Q4_K_S Q3_K_L Q3_K_M Q3_K_S Q2_K Q4_0 IQ4_NL"}
+[ "$MOE8" = all ] && MOE8="$PRESETS $EXTRA_PRESETS"
+MOE4="Q5_K_M Q4_K_M Q3_K_M Q2_K"
+[ -n "${MW_LIGHT:-}" ] && MOE8="Q8_0 Q4_K_M Q3_K_M Q2_K"
+n_ok=0
+n_all=0
+for m in mx8 mx4; do
+    list=$MOE8
+    [ $m = mx4 ] && list=$MOE4
+    for p in $list; do
+        n_all=$((n_all + 1))
+        run 0 quant "$T/$m.gguf" -o "$T/a.gguf" --preset "$p" -t 2 -q || continue
+        "$PEER" --threads 2 quantize "$T/$m.gguf" "$T/b.gguf" "$p" > /dev/null 2> "$T/lq.err" ||
+            { fail "llama-peer quantize $m $p: $(tail -n 2 "$T/lq.err")"; continue; }
+        c=$(qtool cmp "$T/a.gguf" "$T/b.gguf") || { fail "$m $p: $c"; continue; }
+        n_ok=$((n_ok + 1))
+    done
+done
+echo "presets: $n_ok of $n_all files byte-identical to llama_model_quantize's"
+# the n_expert == 8 rules did apply (attn_v at Q8_0 under Q4_K_M)
+run 0 quant "$T/mx8.gguf" --preset Q4_K_M --dry-run -q && cp "$T/out" "$T/dry"
+awk '$2 == "blk.0.attn_v.weight" && $5 == "q8_0" { f = 1 } END { exit !f }' "$T/dry" ||
+    fail "Q4_K_M on 8 experts: attn_v is not q8_0: $(grep attn_v "$T/dry" | head -n 1)"
+awk '$2 == "blk.0.ffn_down_exps.weight" && $3 == "768x256x8" && $5 == "q6_K" { f = 1 } END { exit !f }' "$T/dry" ||
+    fail "Q4_K_M: blk.0.ffn_down_exps is not 768x256x8 -> q6_K: $(grep ffn_down_exps "$T/dry" | head -n 1)"
+awk '$2 == "blk.0.ffn_gate_inp.weight" && $5 == "f32" { f = 1 } END { exit !f }' "$T/dry" ||
+    fail "the router ffn_gate_inp is quantized: $(grep ffn_gate_inp "$T/dry" | head -n 1)"
+
+# --- plan: total and active bytes per token, against a real Q4_K_M file ---
+run 0 quant "$T/mx8.gguf" -o "$T/q4.gguf" --preset Q4_K_M -t 2 -q || finish
+run 0 plan "$T/mx8.gguf" || finish
+cp "$T/out" "$T/plan"
+has "$(cat "$T/plan")" "mixture of experts: 8 experts, 2 routed per token, expert ffn 768" plan
+# expected: every tensor's bytes, 2 of 8 slabs of each *_exps tensor, one row of token_embd
+want=$(python3 "$MW_SRC/tests/fixtures/gguf_digest.py" "$T/q4.gguf" | python3 -c '
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from gguf_digest import BLOCK
+d = json.load(sys.stdin)
+tot = act = 0
+names = [t["name"] for t in d["tensors"]]
+for t in d["tensors"]:
+    ne = t["shape"] + [1] * (4 - len(t["shape"]))
+    be, bb = BLOCK[t["type"]]
+    b = ne[0] // be * bb * ne[1] * ne[2] * ne[3]
+    tot += b
+    if "_exps." in t["name"]:
+        b = b // ne[2] * 2
+    elif t["name"] == "token_embd.weight" and "output.weight" in names:
+        b = b // ne[1]
+    act += b
+print(tot, act)' "$MW_SRC/tests/fixtures")
+read -r w_tot w_act <<< "$want"
+awk -v t="$w_tot" '$1 == "Q4_K_M" && $5 == t { f = 1 } END { exit !f }' "$T/plan" ||
+    fail "plan: Q4_K_M weights are not $w_tot bytes: $(grep -m1 '^ *Q4_K_M' "$T/plan")"
+sed -n '/^decode/,/^$/p' "$T/plan" > "$T/decode"
+awk -v a="$w_act" '$1 == "Q4_K_M" && $4 == a { f = 1 } END { exit !f }' "$T/decode" ||
+    fail "plan: Q4_K_M active bytes per token are not $w_act: $(grep Q4_K_M "$T/decode")"
+echo "plan: Q4_K_M $w_tot bytes, $w_act read per token ($(awk '$1 == "Q4_K_M" { print $6, $7, $8, $9, $10 }' "$T/decode") tok/s at 50/60/70 GB/s)"
+
+# --- calibration of a MoE: refused up front, naming the key ---
+CAL="$MW_DATASETS/corpora/calib.txt"
+[ -f "$CAL" ] || CAL="$MW_SHARED/corpora/calib.txt"
+run 1 quant "$T/mx8.gguf" -o "$T/c.gguf" --preset Q4_K_M --corpus "$CAL" --samples 2 --seq-len 32 -q
+grep -q "key 'llama.expert_count'.*mixture-of-experts" "$T/err" ||
+    fail "quant --corpus on a MoE: $(tail -n 1 "$T/err")"
+[ ! -e "$T/c.gguf" ] || fail "quant --corpus on a MoE left an output"
+
+# --- a budget on the MoE ---
+F16_BYTES=$(stat -c %s "$T/mx8.gguf")
+SIZE=$((F16_BYTES / 4))
+run 0 quant "$T/mx8.gguf" -o "$T/s1.gguf" --size "$SIZE" -t 1 -q || finish
+run 0 quant "$T/mx8.gguf" -o "$T/s2.gguf" --size "$SIZE" -t 2 -q || finish
+cmp -s "$T/s1.gguf" "$T/s2.gguf" || fail "--size: -t 1 and -t 2 differ"
+got=$(stat -c %s "$T/s1.gguf")
+[ "$got" -le "$SIZE" ] || fail "--size $SIZE: file is $got bytes"
+[ "$got" -ge $((SIZE * 97 / 100)) ] || fail "--size $SIZE: file is only $got bytes"
+run 0 verify --deep "$T/s1.gguf" > /dev/null || true
+EVAL="$MW_DATASETS/corpora/eval.txt"
+[ -f "$EVAL" ] || EVAL="$MW_SHARED/corpora/eval.txt"
+head -c 6000 "$EVAL" > "$T/eval6k.txt"
+p16=$("$PEER" ppl "$T/mx8.gguf" "$T/eval6k.txt" --ctx 256 | awk '$1=="ppl"{print $2}')
+pq=$("$PEER" ppl "$T/s1.gguf" "$T/eval6k.txt" --ctx 256 | awk '$1=="ppl"{print $2}')
+echo "--size $SIZE (4 bpw of the F16 file): $got bytes; llama.cpp perplexity F16 $p16, ours $pq (6 KB of eval.txt)"
+awk -v a="$p16" -v b="$pq" 'BEGIN { exit !(a > 1 && b > 1 && b < a * 1.10) }' ||
+    fail "perplexity of the --size file $pq is not within 10% of F16's $p16"
+finish
