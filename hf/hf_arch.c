@@ -291,15 +291,6 @@ static bool parse_layer(const char *name, uint64_t *layer, const char **rest)
     return true;
 }
 
-/* "[a, b, ...]" of t's shape into buf */
-static void shape_str(const struct hf_st_tensor *t, char *buf, size_t n)
-{
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (uint32_t d = 0; d < t->n_dims && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%llu", d ? ", " : "",
-                              (unsigned long long)t->shape[d]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-}
 
 /* --- experts ---------------------------------------------------------------------
  * Per layer (after "model.layers.N."): qwen "mlp.experts.X.{gate,up,down}_proj.weight",
@@ -441,7 +432,7 @@ static enum mw_status plan_expert(struct hf_plan *p, const struct hf_model *m, e
     const uint64_t r = down ? c->n_embd : c->n_ff_exp, k = down ? c->n_ff_exp : c->n_embd;
     if (t->n_dims != 2 || t->shape[0] != r || t->shape[1] != k) {
         char got[96];
-        shape_str(t, got, sizeof got);
+        hf_st_shape_str(t, got, sizeof got);
         return tensor_fail(err, MW_E_FORMAT, sh, t,
                            "shape %s, expected [%llu, %llu] (%s, %s) from config.json", got,
                            (unsigned long long)r, (unsigned long long)k,
@@ -501,7 +492,7 @@ static enum mw_status plan_fused(struct hf_plan *p, const struct hf_model *m, en
     const uint64_t r = kind == 1 ? E : 2 * F, k = kind == 1 ? F : E;
     if (t->n_dims != 3 || t->shape[0] != X || t->shape[1] != r || t->shape[2] != k) {
         char got[96];
-        shape_str(t, got, sizeof got);
+        hf_st_shape_str(t, got, sizeof got);
         return tensor_fail(err, MW_E_FORMAT, sh, t,
                            "shape %s, expected [%llu, %llu, %llu] (num_experts, %s, %s) from "
                            "config.json", got, (unsigned long long)X, (unsigned long long)r,

@@ -13,6 +13,9 @@
 
 #include "hf/hf.h"
 
+/* "[a, b, ...]" of t's shape into buf (messages). */
+void hf_st_shape_str(const struct hf_st_tensor *t, char *buf, size_t n);
+
 struct hf_st {
     char *path;
     struct mw_map map;   /* file-backed: the mapping; else data/size unused */

@@ -148,7 +148,7 @@ static enum mw_status tfail(struct st_parse *p, enum mw_status code, uint64_t of
     return MW_FAIL(p->err, code, off, "%s", msg);
 }
 
-static void shape_str(const struct hf_st_tensor *t, char *buf, size_t n)
+void hf_st_shape_str(const struct hf_st_tensor *t, char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "[");
     for (uint32_t d = 0; d < t->n_dims && k < n; d++)
@@ -224,7 +224,7 @@ static enum mw_status parse_tensor(struct st_parse *p, const cJSON *e, uint64_t 
                      (unsigned long long)p->data_size, (unsigned long long)p->data_start);
     if (en - b != t->nbytes) {
         char sh[128];
-        shape_str(t, sh, sizeof sh);
+        hf_st_shape_str(t, sh, sizeof sh);
         return tfail(p, MW_E_FORMAT, key_off, name,
                      "%s shape %s needs %llu bytes but data_offsets [%llu, %llu] span %llu",
                      hf_dtype_name(t->dtype), sh, (unsigned long long)t->nbytes,

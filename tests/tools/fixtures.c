@@ -8,17 +8,10 @@
 #include "gguf/gguf.h"
 
 /* xorshift64*: fixed seed, same sequence everywhere */
-static uint64_t rng_next(uint64_t *s)
-{
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1DULL;
-}
 /* uniform in [-1, 1), 24 bits */
 static float rng_float(uint64_t *s)
 {
-    return (float)((int32_t)(rng_next(s) >> 40) - (1 << 23)) / (float)(1 << 23);
+    return (float)((int32_t)(fx_rng_next(s) >> 40) - (1 << 23)) / (float)(1 << 23);
 }
 
 #define TRY(expr)                       \
@@ -80,12 +73,12 @@ enum mw_status fx_write_small(const char *path, const struct fx_opts *opts, stru
     TRY(gguf_writer_write(w, buf, 18, err));
     for (int b = 0; b < 2; b++) {
         mw_put_le16(buf + 34 * b, mw_f32_to_f16(0.01f * (float)(b + 1)));
-        for (int k = 0; k < 32; k++) buf[34 * b + 2 + k] = (uint8_t)(rng_next(&s) >> 56);
+        for (int k = 0; k < 32; k++) buf[34 * b + 2 + k] = (uint8_t)(fx_rng_next(&s) >> 56);
     }
     if (opts->poison == FX_NAN_Q8_SCALE) mw_put_le16(buf + 34, 0x7e00);
     TRY(gguf_writer_write(w, buf, 68, err));
     if (xti) {
-        for (uint32_t k = 0; k < xti->type_size; k++) buf[k] = (uint8_t)(rng_next(&s) >> 56);
+        for (uint32_t k = 0; k < xti->type_size; k++) buf[k] = (uint8_t)(fx_rng_next(&s) >> 56);
         TRY(gguf_writer_write(w, buf, xti->type_size, err));
     }
     if (opts->big_elems) {
@@ -98,7 +91,7 @@ enum mw_status fx_write_small(const char *path, const struct fx_opts *opts, stru
         for (uint64_t done = 0; done < opts->big_elems;) {
             const uint64_t k = opts->big_elems - done < chunk ? opts->big_elems - done : chunk;
             for (uint64_t i = 0; i < k; i++)
-                mw_put_le16(big + 2 * i, (uint16_t)(rng_next(&s) >> 48) & 0xbfff);
+                mw_put_le16(big + 2 * i, (uint16_t)(fx_rng_next(&s) >> 48) & 0xbfff);
             TRY(gguf_writer_write(w, big, (size_t)(2 * k), err));
             done += k;
         }

@@ -45,4 +45,14 @@ struct fx_opts {
 /* Write the fixture to path (atomically, via the writer). opts may be NULL. */
 enum mw_status fx_write_small(const char *path, const struct fx_opts *opts, struct mw_err *err);
 
+/* xorshift64*: the fixtures' fixed-seed generator, the same sequence
+ * everywhere (fixtures.c, mkgguf, moe_upcycle). s must not be 0. */
+static inline uint64_t fx_rng_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1DULL;
+}
+
 #endif /* MW_TEST_FIXTURES_H */

@@ -31,17 +31,6 @@ static const char usage_text[] =
     "       mkgguf big OUT SIZE_MB\n"
     "       mkgguf cuts IN DIR\n";
 
-/* xorshift64*: fixed seed, same sequence everywhere */
-struct rng {
-    uint64_t s;
-};
-static uint64_t rng_next(struct rng *r)
-{
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 0x2545F4914F6CDD1DULL;
-}
 static int fail(const struct mw_err *err)
 {
     char buf[1024];
@@ -68,21 +57,21 @@ static int make_small(const char *out, bool nan, bool checksums)
 // --- big ---
 
 /* Fill n bytes of tensor data of type t with finite values. */
-static void fill(struct rng *r, uint32_t type, uint8_t *p, size_t n)
+static void fill(uint64_t *r, uint32_t type, uint8_t *p, size_t n)
 {
     if (type == GGUF_TYPE_F16) {
         /* bit 14 clear: exponent <= 15, |x| < 2, never Inf/NaN */
         for (size_t i = 0; i + 8 <= n; i += 8) {
-            const uint64_t v = rng_next(r) & 0xbfffbfffbfffbfffULL;
+            const uint64_t v = fx_rng_next(r) & 0xbfffbfffbfffbfffULL;
             mw_put_le64(p + i, v);
         }
         return;
     }
     /* Q8_0: 34-byte blocks, small positive scale, random quants */
     for (size_t i = 0; i + 34 <= n; i += 34) {
-        const uint64_t v = rng_next(r);
+        const uint64_t v = fx_rng_next(r);
         mw_put_le16(p + i, (uint16_t)(0x1c00 | (v & 0x3ff)));
-        for (int k = 0; k < 32; k += 8) mw_put_le64(p + i + 2 + k, rng_next(r));
+        for (int k = 0; k < 32; k += 8) mw_put_le64(p + i + 2 + k, fx_rng_next(r));
     }
 }
 
@@ -98,7 +87,7 @@ static int make_big(const char *out, const char *size_arg)
     struct mw_err err;
     mw_err_clear(&err);
     struct gguf_writer *w = NULL;
-    struct rng r = {0x626967ULL};
+    uint64_t r = 0x626967ULL;
     uint8_t *buf = NULL;
     TRY(gguf_writer_init(&w, &err));
     TRY(gguf_writer_set_str(w, "general.architecture", "llama", &err));

@@ -30,25 +30,16 @@
 
 #include "core/mw.h"
 #include "gguf/gguf.h"
+#include "fixtures.h"
 
-struct rng {
-    uint64_t s;
-};
-static uint64_t rng_next(struct rng *r)
-{
-    r->s ^= r->s >> 12;
-    r->s ^= r->s << 25;
-    r->s ^= r->s >> 27;
-    return r->s * 0x2545F4914F6CDD1DULL;
-}
 /* uniform in [-1, 1) */
-static double rng_sym(struct rng *r) { return (double)(rng_next(r) >> 11) * 0x1p-52 - 1.0; }
-static void rng_seed(struct rng *r, uint64_t a, uint64_t b, uint64_t c)
+static double rng_sym(uint64_t *r) { return (double)(fx_rng_next(r) >> 11) * 0x1p-52 - 1.0; }
+static void rng_seed(uint64_t *r, uint64_t a, uint64_t b, uint64_t c)
 {
-    r->s = 0x9E3779B97F4A7C15ULL ^ (a * 0xD1B54A32D192ED03ULL) ^ (b * 0xABC98388FB8FAC03ULL) ^
-           (c * 0x8CB92BA72F3D8DD7ULL);
-    if (!r->s) r->s = 1;
-    for (int i = 0; i < 4; i++) rng_next(r);
+    *r = 0x9E3779B97F4A7C15ULL ^ (a * 0xD1B54A32D192ED03ULL) ^ (b * 0xABC98388FB8FAC03ULL) ^
+         (c * 0x8CB92BA72F3D8DD7ULL);
+    if (!*r) *r = 1;
+    for (int i = 0; i < 4; i++) fx_rng_next(r);
 }
 
 static void put_f32(uint8_t *p, float f)
@@ -195,7 +186,7 @@ int main(int argc, char **argv)
             continue;
         }
         if (k == 0) {
-            struct rng r;
+            uint64_t r;
             rng_seed(&r, (uint64_t)l, 7, 0);
             const double g = gain * sqrt(3.0 / (double)n_embd);
             for (uint64_t j = 0; j < n_embd * n_exp; j++) fbuf[j] = (float)(g * rng_sym(&r));
@@ -204,7 +195,7 @@ int main(int argc, char **argv)
         }
         const uint64_t nel = t->ne[0] * t->ne[1];
         for (uint32_t e = 0; e < n_exp; e++) {
-            struct rng r;
+            uint64_t r;
             rng_seed(&r, (uint64_t)l, (uint64_t)k + 1, (uint64_t)e + 1);
             for (uint64_t j = 0; j < nel; j++) {
                 const double s = 1.0 + noise * rng_sym(&r);
