@@ -18,7 +18,7 @@ has "$out" "1 GiB" "one tier"
 [ "$(echo "$out" | grep -c 'GiB  ')" -ge 1 ] || fail "no fit row"
 has "$out" "16794624  (this file, tensor data)" "file row"
 # Q4_K_M: plan's bytes = the tensor data of memwall quant's Q4_K_M
-plan_q4=$(echo "$out" | awk '$1 == "Q4_K_M" { print $NF }')
+plan_q4=$(echo "$out" | awk '$1 == "Q4_K_M" { print $NF; exit }')
 run 0 quant "$TINY_GGUF" -o "$T/q4.gguf" --preset Q4_K_M -q
 run 0 inspect "$T/q4.gguf"
 start=$(echo "$out" | sed -n 's/.*data start \([0-9]*\).*/\1/p')
