@@ -409,20 +409,31 @@ static enum mw_status emit_stacked(struct hf_plan *p, const struct hf_config *c,
  * it, record it, and once the layer's 3 * n_expert expert tensors are all in
  * (llama.cpp's converter merges at that point), append the layer's three
  * stacked tensors. */
+/* An expert tensor's layer exists and (fused: the layers already holding
+ * fused expert tensors, may be NULL) does not mix the two layouts. */
+static enum mw_status expert_layer_ok(const struct hf_config *c, const struct hf_st *sh,
+                                      const struct hf_st_tensor *t, uint64_t layer,
+                                      const uint8_t *fused, struct mw_err *err)
+{
+    if (layer >= c->n_layer)
+        return tensor_fail(err, MW_E_FORMAT, sh, t,
+                           "layer %llu does not exist (config.json num_hidden_layers is %u)",
+                           (unsigned long long)layer, c->n_layer);
+    if (fused && fused[layer])
+        return tensor_fail(err, MW_E_FORMAT, sh, t,
+                           "layer %llu mixes per-expert mlp.experts.N.* tensors with fused ones",
+                           (unsigned long long)layer);
+    return MW_OK;
+}
+
 static enum mw_status plan_expert(struct hf_plan *p, const struct hf_model *m, enum hf_out_type ot,
                                   const struct hf_st *sh, const struct hf_st_tensor *t,
                                   uint64_t layer, uint64_t xid, int proj, uint32_t *xcount,
                                   const uint8_t *fused, bool *dt_seen, struct mw_err *err)
 {
     const struct hf_config *c = &m->cfg;
-    if (layer >= c->n_layer)
-        return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "layer %llu does not exist (config.json num_hidden_layers is %u)",
-                           (unsigned long long)layer, c->n_layer);
-    if (fused[layer])
-        return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "layer %llu mixes per-expert mlp.experts.N.* tensors with fused ones",
-                           (unsigned long long)layer);
+    const enum mw_status ls = expert_layer_ok(c, sh, t, layer, fused, err);
+    if (ls != MW_OK) return ls;
     if (xid >= c->n_expert)
         return tensor_fail(err, MW_E_FORMAT, sh, t,
                            "expert %llu does not exist (config.json %s is %u)",
@@ -480,10 +491,8 @@ static enum mw_status plan_fused(struct hf_plan *p, const struct hf_model *m, en
                                  bool *dt_seen, struct mw_err *err)
 {
     const struct hf_config *c = &m->cfg;
-    if (layer >= c->n_layer)
-        return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "layer %llu does not exist (config.json num_hidden_layers is %u)",
-                           (unsigned long long)layer, c->n_layer);
+    const enum mw_status ls = expert_layer_ok(c, sh, t, layer, NULL, err);
+    if (ls != MW_OK) return ls;
     if (xcount[layer])
         return tensor_fail(err, MW_E_FORMAT, sh, t,
                            "layer %llu mixes per-expert mlp.experts.N.* tensors with fused ones",

@@ -425,6 +425,32 @@ static float *run_all(const char *path, struct rt_ctx_opts co, uint32_t n, bool 
     return lg;
 }
 
+/* Logits of a fixture's n tokens (ref: one call, n_ctx 128) are bitwise the
+ * same under other thread counts, batch sizes and n_ctx, and, when
+ * token_by_token (short runs), fed one token per call. */
+#define INV_NV ((size_t)(3 + 256 + 64))
+static void assert_invariant(const char *p, uint32_t n, bool token_by_token, const float *ref,
+                             const char *what)
+{
+    const struct rt_ctx_opts variants[] = {
+        {.n_ctx = 128, .n_threads = 2},
+        {.n_ctx = 128, .n_threads = 3, .n_batch = 5},
+        {.n_ctx = 112, .n_threads = 4, .n_batch = 1},
+    };
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
+        float *lg = run_all(p, variants[v], n, false);
+        ck_assert_msg(memcmp(lg, ref, n * INV_NV * sizeof *lg) == 0,
+                      "%s: %u tokens, variant %zu differs", what, n, v);
+        free(lg);
+    }
+    if (token_by_token) {
+        float *lg = run_all(p, (struct rt_ctx_opts){.n_ctx = 64, .n_threads = 2}, n, true);
+        ck_assert_msg(memcmp(lg, ref, n * INV_NV * sizeof *lg) == 0, "%s: token by token differs",
+                      what);
+        free(lg);
+    }
+}
+
 START_TEST(test_invariance)
 {
     /* the same logits, bit for bit, whatever the threads or --batch; one
@@ -454,26 +480,12 @@ START_TEST(test_invariance)
     if (strcmp(s.arch, "gemma3") == 0) s.n_swa = 6, s.swa_pattern = 3, s.n_layer = 3;
     if (strcmp(s.arch, "phi3") == 0) s.n_ctx_orig = 64;
     char *p = write_fixture(&s, "inv.gguf");
-    const size_t nv = 3 + 256 + 64;
-    const struct rt_ctx_opts variants[] = {
-        {.n_ctx = 128, .n_threads = 2},
-        {.n_ctx = 128, .n_threads = 3, .n_batch = 5},
-        {.n_ctx = 112, .n_threads = 4, .n_batch = 1},
-    };
+    const size_t nv = INV_NV;
     for (int big = 0; big < 2; big++) {
         const uint32_t n = big ? NT_BIG : NT;
         float *ref = run_all(p, (struct rt_ctx_opts){.n_ctx = 128}, n, false);
-        for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-            float *lg = run_all(p, variants[v], n, false);
-            ck_assert_msg(memcmp(lg, ref, n * nv * sizeof *lg) == 0, "%u tokens, variant %zu differs",
-                          n, v);
-            free(lg);
-        }
-        if (!big) {
-            float *lg = run_all(p, (struct rt_ctx_opts){.n_ctx = 64, .n_threads = 2}, n, true);
-            ck_assert_msg(memcmp(lg, ref, n * nv * sizeof *lg) == 0, "token by token differs");
-            free(lg);
-        } else {
+        assert_invariant(p, n, !big, ref, s.arch);
+        if (big) {
             /* the two attention paths agree closely (same bound) */
             float *lg = run_all(p, (struct rt_ctx_opts){.n_ctx = 128}, n, true);
             float range = 0;
@@ -1110,27 +1122,11 @@ START_TEST(test_moe_invariance)
     struct rt_fx_spec s;
     moe_spec(&s, _i);
     char *p = write_fixture(&s, "moe-inv.gguf");
-    const size_t nv = 3 + 256 + 64;
-    const struct rt_ctx_opts variants[] = {
-        {.n_ctx = 128, .n_threads = 2},
-        {.n_ctx = 128, .n_threads = 3, .n_batch = 5},
-        {.n_ctx = 112, .n_threads = 4, .n_batch = 1},
-    };
+    const size_t nv = INV_NV;
     for (int big = 0; big < 2; big++) {
         const uint32_t n = big ? NT_BIG : NT;
         float *ref = run_all(p, (struct rt_ctx_opts){.n_ctx = 128}, n, false);
-        for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++) {
-            float *lg = run_all(p, variants[v], n, false);
-            ck_assert_msg(memcmp(lg, ref, n * nv * sizeof *lg) == 0,
-                          "%s: %u tokens, variant %zu differs", s.arch, n, v);
-            free(lg);
-        }
-        if (!big) {
-            float *lg = run_all(p, (struct rt_ctx_opts){.n_ctx = 64, .n_threads = 2}, n, true);
-            ck_assert_msg(memcmp(lg, ref, n * nv * sizeof *lg) == 0,
-                          "%s: token by token differs", s.arch);
-            free(lg);
-        }
+        assert_invariant(p, n, !big, ref, s.arch);
         free(ref);
     }
     /* routing spread: every layer sends the 24 tokens to several experts,
