@@ -278,8 +278,30 @@ const struct calib_group_stats *calib_stats_group(const struct calib_stats *st, 
  * part's (same input, same statistics). */
 bool calib_stats_entry(const struct calib_stats *st, uint32_t il, enum calib_wkind w, char *buf,
                        size_t n);
-/* Entries over all layers: n_layer * 7, less the fused parts. */
+/* Entries over all layers: n_layer * 7, less the fused parts; a MoE model
+ * (see calib_stats_entry_at) n_layer * (4 + 4, + 4 with a shared expert). */
 uint64_t calib_stats_n_entries(const struct calib_stats *st);
+/* Every importance-matrix entry, layer by layer: a weight tensor and the
+ * statistics of its input. A MoE layer (issue 14) has, after q, k, v, o:
+ * ffn_gate_inp (the router: every row), with a shared expert (qwen2moe)
+ * ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp and ffn_gate_inp_shexp
+ * (every row), then ffn_gate_exps, ffn_up_exps (n_mat = n_expert: expert
+ * e's slice counts the rows routed to e, as llama-imatrix's
+ * GGML_OP_MUL_MAT_ID collection does) and ffn_down_exps. */
+struct calib_entry {
+    char name[96];                      /* "blk.3.ffn_up_exps.weight" */
+    uint32_t n_mat;                     /* 1, or n_expert for a stacked expert tensor */
+    const struct calib_group_stats *gs; /* gs[0 .. n_mat): one per expert */
+};
+/* Entry i (< calib_stats_n_entries) into *out; false beyond. */
+bool calib_stats_entry_at(const struct calib_stats *st, uint64_t i, struct calib_entry *out);
+/* MoE: experts per layer (0: a dense model), and the statistics of expert
+ * ex's input in layer `layer`: g = CALIB_G_FFN_IN (gate/up: the ffn_norm rows
+ * routed to ex, n_embd wide) or CALIB_G_FFN_DOWN (act(gate) * up of those
+ * rows, n_ff_exp wide); count = rows routed to ex. NULL otherwise. */
+uint32_t calib_stats_n_expert(const struct calib_stats *st);
+const struct calib_group_stats *calib_stats_expert(const struct calib_stats *st, uint32_t layer,
+                                                   enum calib_group g, uint32_t ex);
 uint32_t calib_stats_n_samples(const struct calib_stats *st);
 /* Where calib_run's time went (issue 13; wall seconds, CLOCK_MONOTONIC):
  * the forward GEMMs (every linear of every pass, flop = 2 rows n_in n_out),
@@ -414,6 +436,25 @@ uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g
  * before it; zero counts for later groups). */
 const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
                                                   enum calib_group g);
+
+/* Mixture of experts (issue 14; see calib_stats_entry_at). In a MoE layer
+ * the FFN stages run per expert: on_group(FFN_IN) then on_group(FFN_DOWN)
+ * once for each expert in turn (calib_layer_expert() >= 0), after the
+ * shared expert's own FFN_IN / FFN_DOWN calls (qwen2moe; expert -1; a layer
+ * without a shared expert has none). Inside an expert's callbacks
+ * calib_layer_weight(GATE / UP / DOWN) gives that expert's matrix: a row
+ * range of the stacked tensor (name "blk.N.ffn_gate_exps.weight", row0 =
+ * expert * n_out, tensor_rows = n_expert * n_out), mutable as the dense
+ * rules say; calib_layer_stats / calib_layer_group_n_in / calib_layer_hessian
+ * (_take) describe the rows routed to the expert (its FFN_DOWN input is
+ * n_ff_exp wide; a Hessian is recomputed on each call from the current
+ * weights; all zero for an expert no row reached). calib_layer_input and
+ * calib_layer_forward are MW_E_USAGE for an expert, and ffn_norm may not be
+ * changed in a MoE layer (the router reads it). The routing is decided once
+ * per layer, before any FFN callback, from the f32 router. */
+int32_t calib_layer_expert(const struct calib_layer *ly);   /* -1: no expert's callback */
+uint32_t calib_layer_n_expert(const struct calib_layer *ly); /* 0: a dense model */
+uint64_t calib_layer_expert_rows(const struct calib_layer *ly); /* rows routed to it */
 
 /* Weight w of this layer. mutable_ true: a writable view (and permission
  * is checked as above; later reads recompute what depends on it). false:

@@ -34,8 +34,12 @@
 struct calib_stats {
     uint32_t n_layer, n_samples, n_pos;
     bool fused_qkv, fused_gate_up; /* names of the imatrix entries (calib_stats_entry) */
+    uint32_t n_expert;           /* MoE: experts per layer (0: dense) */
+    bool shexp;                  /* MoE: a shared expert (qwen2moe) */
     struct calib_group_stats *g; /* (n_layer, CALIB_G_COUNT) */
     double *buf;
+    struct calib_group_stats *xg; /* MoE: (n_layer, 2 (FFN_IN, FFN_DOWN), n_expert) */
+    double *xbuf;
     struct calib_timing tm;
 };
 
@@ -53,6 +57,8 @@ void calib_stats_free(struct calib_stats *st)
     if (!st) return;
     free(st->g);
     free(st->buf);
+    free(st->xg);
+    free(st->xbuf);
     free(st);
 }
 
@@ -65,6 +71,17 @@ const struct calib_group_stats *calib_stats_group(const struct calib_stats *st, 
 {
     if (layer >= st->n_layer || (unsigned)g >= CALIB_G_COUNT) return NULL;
     return &st->g[(uint64_t)layer * CALIB_G_COUNT + g];
+}
+
+uint32_t calib_stats_n_expert(const struct calib_stats *st) { return st->n_expert; }
+
+const struct calib_group_stats *calib_stats_expert(const struct calib_stats *st, uint32_t layer,
+                                                   enum calib_group g, uint32_t ex)
+{
+    if (layer >= st->n_layer || ex >= st->n_expert ||
+        (g != CALIB_G_FFN_IN && g != CALIB_G_FFN_DOWN))
+        return NULL;
+    return &st->xg[((uint64_t)layer * 2 + (g == CALIB_G_FFN_DOWN)) * st->n_expert + ex];
 }
 
 static const char *const group_names[CALIB_G_COUNT] = {"attn_in", "attn_out", "ffn_in",
@@ -83,7 +100,8 @@ uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum cali
                              char *buf, size_t n, uint64_t *tensor_rows)
 {
     const uint64_t Q = (uint64_t)hp->n_head * hp->head_dim;
-    const uint64_t KV = (uint64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff;
+    const uint64_t KV = (uint64_t)hp->n_head_kv * hp->head_dim;
+    const uint64_t F = hp->n_expert ? hp->n_ff_shexp : hp->n_ff;
     uint64_t row0 = 0, rows = 0;
     const char *nm = (unsigned)w < CALIB_W_COUNT ? wkind_names[w] : "?";
     switch (w) {
@@ -105,6 +123,9 @@ uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum cali
     } else {
         row0 = 0;
     }
+    if (hp->n_expert && (w == CALIB_W_GATE || w == CALIB_W_UP || w == CALIB_W_DOWN))
+        nm = w == CALIB_W_GATE ? "ffn_gate_shexp" : w == CALIB_W_UP ? "ffn_up_shexp"
+                                                                    : "ffn_down_shexp";
     if (buf && n) snprintf(buf, n, "blk.%u.%s.weight", il, nm);
     if (tensor_rows) *tensor_rows = rows;
     return row0;
@@ -114,19 +135,60 @@ bool calib_stats_entry(const struct calib_stats *st, uint32_t il, enum calib_wki
                        size_t n)
 {
     const struct rt_hparams hp = {.fused_qkv = st->fused_qkv,
-                                  .fused_gate_up = st->fused_gate_up};
+                                  .fused_gate_up = st->fused_gate_up,
+                                  .n_expert = st->n_expert};
     if ((unsigned)w >= CALIB_W_COUNT) return false;
     (void)calib_weight_tensor(&hp, il, w, buf, n, NULL);
     /* one entry per tensor: a fused tensor's is its first part's */
     if (st->fused_qkv && (w == CALIB_W_K || w == CALIB_W_V)) return false;
     if (st->fused_gate_up && w == CALIB_W_UP) return false;
+    /* a MoE model's dense FFN is its shared expert, if it has one */
+    if (st->n_expert && !st->shexp && wkind_group[w] >= CALIB_G_FFN_IN) return false;
     return true;
+}
+
+/* The entries of layer il in order (at most 12): the weights of
+ * calib_stats_entry, and for a MoE layer the router, the shared expert's
+ * gate, then the three stacked expert tensors. */
+static unsigned layer_entries(const struct calib_stats *st, uint32_t il, struct calib_entry *out)
+{
+    unsigned k = 0;
+    for (int w = 0; w < CALIB_W_COUNT; w++) {
+        if (!calib_stats_entry(st, il, (enum calib_wkind)w, out[k].name, sizeof out[k].name))
+            continue;
+        out[k].n_mat = 1;
+        out[k].gs = calib_stats_group(st, il, wkind_group[w]);
+        k++;
+    }
+    if (!st->n_expert) return k;
+    static const char *const moe_names[5] = {"ffn_gate_inp", "ffn_gate_inp_shexp",
+                                             "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    for (int i = 0; i < 5; i++) {
+        if (i == 1 && !st->shexp) continue;
+        snprintf(out[k].name, sizeof out[k].name, "blk.%u.%s.weight", il, moe_names[i]);
+        out[k].n_mat = i >= 2 ? st->n_expert : 1;
+        out[k].gs = i < 2 ? calib_stats_group(st, il, CALIB_G_FFN_IN)
+                          : calib_stats_expert(st, il, i == 4 ? CALIB_G_FFN_DOWN : CALIB_G_FFN_IN,
+                                               0);
+        k++;
+    }
+    return k;
 }
 
 uint64_t calib_stats_n_entries(const struct calib_stats *st)
 {
-    const uint64_t per = CALIB_W_COUNT - (st->fused_qkv ? 2 : 0) - (st->fused_gate_up ? 1 : 0);
-    return (uint64_t)st->n_layer * per;
+    struct calib_entry tmp[12];
+    return st->n_layer ? (uint64_t)st->n_layer * layer_entries(st, 0, tmp) : 0;
+}
+
+bool calib_stats_entry_at(const struct calib_stats *st, uint64_t i, struct calib_entry *out)
+{
+    struct calib_entry tmp[12];
+    const uint64_t per = st->n_layer ? layer_entries(st, 0, tmp) : 0;
+    if (per == 0 || i / per >= st->n_layer) return false;
+    (void)layer_entries(st, (uint32_t)(i / per), tmp);
+    *out = tmp[i % per];
+    return true;
 }
 
 const char *calib_group_name(enum calib_group g)
@@ -167,6 +229,7 @@ static const unsigned group_deps[CALIB_G_COUNT] = {
 };
 
 #define STAGE_NONE (-1)  /* outside callbacks (engine work, on_layer) */
+#define XCHUNK MW_BLAS_TILE_M /* MoE: rows per expert chunk (a fixed tiling) */
 
 struct engine;
 
@@ -180,6 +243,8 @@ struct calib_layer {
     float *H[CALIB_G_COUNT];
     bool H_valid[CALIB_G_COUNT];
     char names[CALIB_W_COUNT][GGUF_MAX_NAME + 1];
+    int32_t expert;       /* MoE: the expert whose callback runs, or -1 */
+    char xnames[3][GGUF_MAX_NAME + 1]; /* ffn_{gate,up,down}_exps.weight */
 };
 
 struct engine {
@@ -189,8 +254,22 @@ struct engine {
     struct mw_pool *pool;
     uint32_t n_samples, n_pos, spb;
     uint64_t T, rows_b;
-    uint64_t E, Q, KV, F, hd;
+    uint64_t E, Q, KV, F, hd;  /* F: n_ff; a MoE model's shared expert's (0: none) */
     uint32_t n_rep;
+    /* mixture of experts (issue 14): experts, used per row, one expert's width;
+     * per MoE layer the routing of every row, the FFN output summed before
+     * the residual, the rows of the current expert, and chunk scratch */
+    uint64_t NX, K, FX;
+    int32_t *sel;    /* (T, K) routed experts */
+    float *wt;       /* (T, K) their weights */
+    float *sgate;    /* (T) qwen2moe: the shared expert's gate logit */
+    float *acc;      /* (T, E) */
+    uint64_t *xrow;  /* (T) rows routed to the current expert, ascending */
+    float *xw;       /* (T) their weights */
+    uint64_t xn;
+    float *lg;       /* (rows_b, NX) router logits */
+    float *xe, *ge, *ue, *ye; /* XCHUNK rows: normed input, gate (then act), up, output */
+    int32_t *ridx;   /* (NX) argsort scratch */
     float kq_scale;
     uint64_t max_memory; /* 0: no bound; else at most one Hessian is cached */
     /* hidden states on disk (--max-memory, statistics-only runs): hs is NULL,
@@ -238,6 +317,7 @@ struct engine {
 };
 
 static uint64_t panel_rows(uint64_t n_in);
+static void moe_free(struct engine *e);
 
 /* floats for a * b (* c) elements, the product checked */
 static float *alloc_f(uint64_t n, bool *ok);
@@ -282,6 +362,7 @@ enum row_op {
     OP_ROPE,      /* q/k norm (qk_norm), rope q and k rows (pos = row0 + r mod n_pos),
                    * queries times q_mul */
     OP_SWIGLU,    /* dst = act(dst) * src           (F; SiLU or GELU-tanh) */
+    OP_GNORM,     /* dst = rmsnorm(hs[idx[r]]) * w  (E; gathered rows, MoE) */
 };
 
 struct row_job {
@@ -292,6 +373,7 @@ struct row_job {
     float *dst;
     const float *src;
     const float *w;
+    const uint64_t *idx;  /* OP_GNORM */
 };
 
 static void row_task(void *arg, unsigned ith, unsigned nth)
@@ -334,6 +416,9 @@ static void row_task(void *arg, unsigned ith, unsigned nth)
         }
         case OP_SWIGLU:
             rt_ffn_act(hp, J->dst + r * J->n, J->src + r * J->n, J->n);
+            break;
+        case OP_GNORM:
+            rt_rmsnorm(J->dst + r * J->n, e->hs + J->idx[r] * J->n, J->w, J->n, hp->rms_eps);
             break;
         }
     }
@@ -393,6 +478,17 @@ static void stat_task(void *arg, unsigned ith, unsigned nth)
 static void accum(struct engine *e, enum calib_group g, const float *X, uint64_t nr)
 {
     struct calib_group_stats *gs = &e->st->g[(uint64_t)e->ly.il * CALIB_G_COUNT + g];
+    struct stat_job J = {.X = X, .nr = nr, .n_in = gs->n_in, .sq = (double *)gs->sum_sq,
+                         .ab = (double *)gs->sum_abs};
+    mw_pool_run(e->pool, stat_task, &J);
+    gs->count += nr;
+}
+
+/* MoE: expert ex's statistics of group g (FFN_IN / FFN_DOWN), rows in order */
+static void accum_x(struct engine *e, enum calib_group g, uint64_t ex, const float *X, uint64_t nr)
+{
+    struct calib_group_stats *gs =
+        (struct calib_group_stats *)calib_stats_expert(e->st, e->ly.il, g, (uint32_t)ex);
     struct stat_job J = {.X = X, .nr = nr, .n_in = gs->n_in, .sq = (double *)gs->sum_sq,
                          .ab = (double *)gs->sum_abs};
     mw_pool_run(e->pool, stat_task, &J);
@@ -692,7 +788,8 @@ static uint32_t batch_samples(const struct engine *e, uint32_t s0)
     return e->n_samples - s0 < e->spb ? e->n_samples - s0 : e->spb;
 }
 
-static enum mw_status pass_fused(struct engine *e, struct mw_err *err)
+/* attn_only (MoE): the attention half; moe_ffn does the FFN over all rows */
+static enum mw_status pass_fused(struct engine *e, bool attn_only, struct mw_err *err)
 {
     enum mw_status st;
     for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
@@ -704,6 +801,7 @@ static enum mw_status pass_fused(struct engine *e, struct mw_err *err)
         if ((st = attention(e, e->xin, ns, e->att, e->Q, err))) return st;
         accum(e, CALIB_G_ATTN_OUT, e->att, nr);
         if ((st = residual(e, r0, nr, e->att, e->Q, CALIB_T_WO, CALIB_T_BO, err))) return st;
+        if (attn_only) continue;
         norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
         accum(e, CALIB_G_FFN_IN, e->xin, nr);
         if ((st = swiglu(e, e->xin, nr, err))) return st;
@@ -779,7 +877,7 @@ uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g
     case CALIB_G_ATTN_IN:
     case CALIB_G_FFN_IN: return e->E;
     case CALIB_G_ATTN_OUT: return e->Q;
-    case CALIB_G_FFN_DOWN: return e->F;
+    case CALIB_G_FFN_DOWN: return ly->expert >= 0 ? e->FX : e->F;
     case CALIB_G_COUNT: break;
     }
     return 0;
@@ -788,7 +886,46 @@ uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g
 const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
                                                   enum calib_group g)
 {
+    if (ly->expert >= 0 && (g == CALIB_G_FFN_IN || g == CALIB_G_FFN_DOWN))
+        return calib_stats_expert(ly->e->st, ly->il, g, (uint32_t)ly->expert);
     return calib_stats_group(ly->e->st, ly->il, g);
+}
+
+int32_t calib_layer_expert(const struct calib_layer *ly) { return ly->expert; }
+uint32_t calib_layer_n_expert(const struct calib_layer *ly) { return (uint32_t)ly->e->NX; }
+uint64_t calib_layer_expert_rows(const struct calib_layer *ly)
+{
+    return ly->expert >= 0 ? ly->e->xn : 0;
+}
+
+static enum mw_status no_expert(const struct calib_layer *ly, const char *what,
+                                struct mw_err *err)
+{
+    return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "layer %u expert %d: %s", ly->il,
+                   (int)ly->expert, what);
+}
+
+/* expert ex's gate, up or down: rows of the stacked tensor */
+static enum mw_status expert_weight(struct calib_layer *ly, enum calib_wkind w, bool mutable_,
+                                    struct calib_weight *out, struct mw_err *err)
+{
+    const struct engine *e = ly->e;
+    if (w != CALIB_W_GATE && w != CALIB_W_UP && w != CALIB_W_DOWN)
+        return no_expert(ly, "only ffn_gate, ffn_up and ffn_down belong to an expert", err);
+    if (mutable_ && (ly->stage == STAGE_NONE || (w == CALIB_W_DOWN && ly->stage != CALIB_G_FFN_DOWN)))
+        return no_expert(ly, "this weight may not be changed in this stage", err);
+    const int k = w == CALIB_W_GATE ? 0 : w == CALIB_W_UP ? 1 : 2;
+    const enum calib_tslot t = k == 0 ? CALIB_T_GATE_EXPS : k == 1 ? CALIB_T_UP_EXPS
+                                                                   : CALIB_T_DOWN_EXPS;
+    const uint64_t ex = (uint64_t)ly->expert;
+    out->name = ly->xnames[k];
+    out->n_out = k == 2 ? e->E : e->FX;
+    out->n_in = k == 2 ? e->FX : e->E;
+    out->row0 = ex * out->n_out;
+    out->tensor_rows = e->NX * out->n_out;
+    out->w = e->w[t] + ex * out->n_out * out->n_in;
+    out->bias = NULL;
+    return MW_OK;
 }
 
 static void invalidate(struct calib_layer *ly, unsigned bits)
@@ -832,7 +969,11 @@ enum mw_status calib_layer_weight(struct calib_layer *ly, enum calib_wkind w, bo
 {
     if ((unsigned)w >= CALIB_W_COUNT)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "weight kind %d", (int)w);
+    if (ly->expert >= 0) return expert_weight(ly, w, mutable_, out, err);
     const enum calib_tslot t = wkind_slot[w];
+    if (!calib__model_has(ly->e->m, ly->il, owner_of(ly->e, t, &(uint64_t){0})))
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "layer %u has no %s", ly->il,
+                       wkind_names[w]);
     enum mw_status s = hand_out(ly, t, mutable_, wkind_names[w], err);
     if (s) return s;
     const struct engine *e = ly->e;
@@ -851,6 +992,7 @@ enum mw_status calib_layer_weight_release(struct calib_layer *ly, enum calib_wki
 {
     if ((unsigned)w >= CALIB_W_COUNT)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "weight kind %d", (int)w);
+    if (ly->expert >= 0) return MW_OK; /* the stacked experts stay in memory */
     uint64_t row0;
     return w_park(ly->e, owner_of(ly->e, wkind_slot[w], &row0), err);
 }
@@ -861,6 +1003,10 @@ enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, b
     if (which != CALIB_NORM_ATTN && which != CALIB_NORM_FFN)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "norm kind %d", (int)which);
     const enum calib_tslot t = which == CALIB_NORM_ATTN ? CALIB_T_ATTN_NORM : CALIB_T_FFN_NORM;
+    if (mutable_ && t == CALIB_T_FFN_NORM && ly->e->NX)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "layer %u: ffn_norm of a mixture-of-experts layer may not be changed "
+                       "(the router and every expert read it)", ly->il);
     enum mw_status s =
         hand_out(ly, t, mutable_, which == CALIB_NORM_ATTN ? "attn_norm" : "ffn_norm", err);
     if (s) return s;
@@ -946,6 +1092,7 @@ enum mw_status calib_layer_input(struct calib_layer *ly, enum calib_group g, uin
     *x = NULL;
     enum mw_status s = check_group(ly, g, err);
     if (s) return s;
+    if (ly->expert >= 0) return no_expert(ly, "calib_layer_input is not available", err);
     struct engine *e = ly->e;
     if (n_rows == 0 || n_rows > e->rows_b || row0 > e->T || n_rows > e->T - row0)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
@@ -966,6 +1113,7 @@ enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, u
 {
     enum mw_status s = check_group(ly, g, err);
     if (s) return s;
+    if (ly->expert >= 0) return no_expert(ly, "calib_layer_forward is not available", err);
     struct engine *e = ly->e;
     if (n == 0 || n > e->spb || sample0 > e->n_samples || n > e->n_samples - sample0)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
@@ -1024,10 +1172,45 @@ enum mw_status calib_layer_hidden(struct calib_layer *ly, uint64_t row0, uint64_
     return MW_OK;
 }
 
+static void expert_chunk(struct engine *e, uint64_t c0, uint64_t n, bool act);
+
+/* H of the rows routed to the current expert (recomputed on every call:
+ * the expert's weights are the callback's to change) */
+static enum mw_status expert_hessian(struct calib_layer *ly, enum calib_group g,
+                                     struct mw_err *err)
+{
+    struct engine *e = ly->e;
+    if (g != CALIB_G_FFN_IN && g != CALIB_G_FFN_DOWN)
+        return no_expert(ly, "only the gate/up and down inputs have a Hessian", err);
+    const uint64_t n = g == CALIB_G_FFN_IN ? e->E : e->FX;
+    free(ly->H[g]);
+    bool ok = true;
+    ly->H[g] = alloc_f2(n, n, &ok);
+    ly->H_valid[g] = false;
+    if (!ok)
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "%llu x %llu Hessian of layer %u expert %d",
+                       (unsigned long long)n, (unsigned long long)n, ly->il, (int)ly->expert);
+    if (e->xn == 0) memset(ly->H[g], 0, (size_t)(n * n) * sizeof(float));
+    for (uint64_t c0 = 0; c0 < e->xn; c0 += XCHUNK) {
+        const uint64_t nr = e->xn - c0 < XCHUNK ? e->xn - c0 : XCHUNK;
+        expert_chunk(e, c0, nr, g == CALIB_G_FFN_DOWN);
+        const double t0 = now_s();
+        mw_gram_acc(e->pool, n, nr, g == CALIB_G_FFN_IN ? e->xe : e->ge, n, c0 == 0, ly->H[g],
+                    XCHUNK);
+        e->st->tm.hess_s += now_s() - t0;
+        const double nb = (double)((n + MW_BLAS_TILE_N - 1) / MW_BLAS_TILE_N);
+        e->st->tm.hess_flop += nb * (nb + 1.0) * (double)MW_BLAS_TILE_N * MW_BLAS_TILE_N *
+                               (double)nr;
+    }
+    if (e->xn) mw_sym_lower_from_upper(ly->H[g], n);
+    return MW_OK;
+}
+
 static enum mw_status hessian(struct calib_layer *ly, enum calib_group g, struct mw_err *err)
 {
     enum mw_status s = check_group(ly, g, err);
     if (s) return s;
+    if (ly->expert >= 0) return expert_hessian(ly, g, err);
     struct engine *e = ly->e;
     const uint64_t n = calib_layer_group_n_in(ly, g);
     if (ly->H[g] && ly->H_valid[g] && !(ly->live & group_deps[g])) return MW_OK;
@@ -1144,6 +1327,7 @@ static void free_layer(struct engine *e)
     }
     free(e->xo);
     e->xo = NULL;
+    moe_free(e);
 }
 
 /* The layer's tensors as f32: in memory, or (lean) the big weights written
@@ -1168,6 +1352,218 @@ static enum mw_status load_layer(struct engine *e, uint32_t il, struct mw_err *e
     return MW_OK;
 }
 
+// --- mixture of experts (issue 14) --------------------------------------------------
+/*
+ * A MoE layer's FFN (llama.cpp's build_moe_ffn, as runtime/rt.h): after the
+ * attention residual, one pass over the batches normalizes every row
+ * (statistics of ffn_gate_inp's input), runs the f32 router and routes each
+ * row (rt_moe_route: softmax, top-k in ggml's argsort order, renormalized
+ * for llama / qwen3moe); qwen2moe's shared expert adds sigmoid(gate) times
+ * its output. Then expert by expert (ascending): the rows routed to it, in
+ * row order, in chunks of XCHUNK rows (a fixed tiling: the same bits for any
+ * batch size and thread count), their statistics (gate/up input, then
+ * act(gate) * up), the expert's output times the row's routing weight added
+ * to the FFN output. Only after the last expert does the FFN output join the
+ * residual stream (every expert reads the same normed rows). Sums run in a
+ * fixed order: the shared expert first, then the experts by index (llama.cpp
+ * adds the k selected experts in slot order: the last bits may differ).
+ * With an on_group callback, per expert: on_group(FFN_IN) with the expert's
+ * statistics, then its down input, on_group(FFN_DOWN), then its output, from
+ * the weights as the callbacks left them (calib_layer_expert tells which).
+ */
+
+/* Y (nr, n_out) = X W^T with the expert chunks' fixed tiling */
+static void xlinear(struct engine *e, const float *X, uint64_t nr, uint64_t n_in, const float *W,
+                    uint64_t n_out, float *Y)
+{
+    const double t0 = now_s();
+    mw_gemm(e->pool, false, true, nr, n_out, n_in, 1.0f, X, n_in, W, n_in, 0.0f, Y, n_out, XCHUNK);
+    e->st->tm.gemm_s += now_s() - t0;
+    e->st->tm.gemm_flop += 2.0 * (double)nr * (double)n_in * (double)n_out;
+}
+
+/* rows [c0, c0 + n) of the current expert's list: xe = their normed input;
+ * with act also ge = act(xe Wgate^T) * (xe Wup^T) */
+static void expert_chunk(struct engine *e, uint64_t c0, uint64_t n, bool act)
+{
+    struct row_job J = {.e = e, .op = OP_GNORM, .n_rows = n, .n = e->E, .dst = e->xe,
+                        .w = e->w[CALIB_T_FFN_NORM], .idx = e->xrow + c0};
+    mw_pool_run(e->pool, row_task, &J);
+    if (!act) return;
+    const uint64_t ex = (uint64_t)e->ly.expert, m = e->FX * e->E;
+    xlinear(e, e->xe, n, e->E, e->w[CALIB_T_GATE_EXPS] + ex * m, e->FX, e->ge);
+    xlinear(e, e->xe, n, e->E, e->w[CALIB_T_UP_EXPS] + ex * m, e->FX, e->ue);
+    run_rows(e, OP_SWIGLU, n, e->FX, e->ge, e->ue, NULL, 0);
+}
+
+/* acc[row] += weight * (ge Wdown^T) for chunk rows [c0, c0 + n) */
+static void expert_out(struct engine *e, uint64_t c0, uint64_t n)
+{
+    const uint64_t ex = (uint64_t)e->ly.expert;
+    xlinear(e, e->ge, n, e->FX, e->w[CALIB_T_DOWN_EXPS] + ex * e->E * e->FX, e->E, e->ye);
+    for (uint64_t i = 0; i < n; i++) {
+        float *o = e->acc + e->xrow[c0 + i] * e->E;
+        const float *y = e->ye + i * e->E, w = e->xw[c0 + i];
+        for (uint64_t j = 0; j < e->E; j++) o[j] += w * y[j];
+    }
+}
+
+/* the rows routed to expert ex, ascending, with their weights */
+static void expert_rows(struct engine *e, uint64_t ex)
+{
+    e->xn = 0;
+    for (uint64_t r = 0; r < e->T; r++)
+        for (uint64_t k = 0; k < e->K; k++)
+            if ((uint64_t)e->sel[r * e->K + k] == ex) {
+                e->xrow[e->xn] = r;
+                e->xw[e->xn++] = e->wt[r * e->K + k];
+                break;
+            }
+}
+
+/* batch rows [r0, r0 + nr), normed in xin: router logits and routing, the
+ * shared expert's gate logit */
+static void moe_route(struct engine *e, uint64_t r0, uint64_t nr)
+{
+    linear(e, e->xin, nr, e->E, e->w[CALIB_T_GATE_INP], NULL, e->NX, e->lg, e->NX);
+    for (uint64_t r = 0; r < nr; r++)
+        rt_moe_route(e->lg + r * e->NX, (uint32_t)e->NX, (uint32_t)e->K, e->hp->moe_norm_w,
+                     e->ridx, e->sel + (r0 + r) * e->K, e->wt + (r0 + r) * e->K);
+    if (e->F) linear(e, e->xin, nr, e->E, e->w[CALIB_T_GATE_INP_SHEXP], NULL, 1, e->sgate + r0, 1);
+}
+
+/* the shared expert on batch rows [r0, r0 + nr) (normed in xin): its down
+ * input's statistics (stats), and (out) its gated output into acc */
+static enum mw_status shexp_rows(struct engine *e, uint64_t r0, uint64_t nr, bool stats, bool out,
+                                 struct mw_err *err)
+{
+    enum mw_status s = swiglu(e, e->xin, nr, err);
+    if (s) return s;
+    if (stats) accum(e, CALIB_G_FFN_DOWN, e->g, nr);
+    if (!out) return MW_OK;
+    if ((s = linear_w(e, e->g, nr, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN, e->E, e->y, e->E, err)))
+        return s;
+    for (uint64_t r = 0; r < nr; r++) {
+        const float gt = rt_moe_shexp_gate(e->sgate[r0 + r]);
+        float *o = e->acc + (r0 + r) * e->E;
+        const float *y = e->y + r * e->E;
+        for (uint64_t j = 0; j < e->E; j++) o[j] += gt * y[j];
+    }
+    return MW_OK;
+}
+
+static enum mw_status call_group(struct engine *e, const struct calib_run_opts *o,
+                                 enum calib_group g, struct mw_err *err);
+
+static void moe_free(struct engine *e)
+{
+    free(e->sel);
+    free(e->wt);
+    free(e->sgate);
+    free(e->acc);
+    free(e->xrow);
+    free(e->xw);
+    e->sel = NULL;
+    e->wt = e->sgate = e->acc = e->xw = NULL;
+    e->xrow = NULL;
+    e->xn = 0;
+}
+
+/* The FFN of a MoE layer (see above); cb: with on_group callbacks. */
+static enum mw_status moe_ffn(struct engine *e, const struct calib_run_opts *o, bool cb,
+                              struct mw_err *err)
+{
+    struct calib_layer *ly = &e->ly;
+    const uint32_t il = ly->il;
+    const bool shexp = e->F > 0;
+    enum mw_status s = MW_OK;
+    bool ok = true;
+    uint64_t tk = 0;
+    if (!mw_mul_u64(e->T, e->K, &tk)) ok = false;
+    e->sel = ok && tk <= SIZE_MAX / sizeof(int32_t) ? malloc((size_t)tk * sizeof(int32_t)) : NULL;
+    if (!e->sel) ok = false;
+    e->wt = alloc_f(tk, &ok);
+    if (shexp) e->sgate = alloc_f(e->T, &ok);
+    e->xw = alloc_f(e->T, &ok);
+    e->xrow = ok && e->T <= SIZE_MAX / sizeof(uint64_t) ? malloc((size_t)e->T * sizeof(uint64_t))
+                                                        : NULL;
+    if (!e->xrow) ok = false;
+    uint64_t te = 0;
+    if (!mw_mul_u64(e->T, e->E, &te) || te > SIZE_MAX / sizeof(float)) ok = false;
+    if (ok) e->acc = calloc((size_t)te, sizeof(float));
+    if (!ok || !e->acc) {
+        moe_free(e);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                       "layer %u: routing and FFN output of %llu rows", il,
+                       (unsigned long long)e->T);
+    }
+    if (cb) stage_ev(e, "ffn_in", false, il);
+    /* the router's input, the routing (and without callbacks the shared expert) */
+    for (uint32_t s0 = 0; s0 < e->n_samples && !s; s0 += e->spb) {
+        const uint64_t r0 = (uint64_t)s0 * e->n_pos, nr = (uint64_t)batch_samples(e, s0) * e->n_pos;
+        norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
+        accum(e, CALIB_G_FFN_IN, e->xin, nr);
+        moe_route(e, r0, nr);
+        if (shexp && !cb) s = shexp_rows(e, r0, nr, true, true, err);
+    }
+    if (!s && cb && shexp) s = call_group(e, o, CALIB_G_FFN_IN, err);
+    if (cb) {
+        stage_ev(e, "ffn_in", true, il);
+        stage_ev(e, "ffn_down", false, il);
+    }
+    for (int pass = 0; cb && shexp && pass < 2 && !s; pass++) {
+        for (uint32_t s0 = 0; s0 < e->n_samples && !s; s0 += e->spb) {
+            const uint64_t r0 = (uint64_t)s0 * e->n_pos;
+            const uint64_t nr = (uint64_t)batch_samples(e, s0) * e->n_pos;
+            norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
+            s = shexp_rows(e, r0, nr, pass == 0, pass == 1, err);
+        }
+        if (!s && pass == 0) s = call_group(e, o, CALIB_G_FFN_DOWN, err);
+    }
+    for (uint64_t ex = 0; ex < e->NX && !s; ex++) {
+        expert_rows(e, ex);
+        ly->expert = (int32_t)ex;
+        if (!cb) {
+            for (uint64_t c0 = 0; c0 < e->xn; c0 += XCHUNK) {
+                const uint64_t n = e->xn - c0 < XCHUNK ? e->xn - c0 : XCHUNK;
+                expert_chunk(e, c0, n, true);
+                accum_x(e, CALIB_G_FFN_IN, ex, e->xe, n);
+                accum_x(e, CALIB_G_FFN_DOWN, ex, e->ge, n);
+                expert_out(e, c0, n);
+            }
+        } else {
+            for (uint64_t c0 = 0; c0 < e->xn; c0 += XCHUNK) {
+                const uint64_t n = e->xn - c0 < XCHUNK ? e->xn - c0 : XCHUNK;
+                expert_chunk(e, c0, n, false);
+                accum_x(e, CALIB_G_FFN_IN, ex, e->xe, n);
+            }
+            if ((s = call_group(e, o, CALIB_G_FFN_IN, err))) break;
+            for (uint64_t c0 = 0; c0 < e->xn; c0 += XCHUNK) {
+                const uint64_t n = e->xn - c0 < XCHUNK ? e->xn - c0 : XCHUNK;
+                expert_chunk(e, c0, n, true);
+                accum_x(e, CALIB_G_FFN_DOWN, ex, e->ge, n);
+            }
+            if ((s = call_group(e, o, CALIB_G_FFN_DOWN, err))) break;
+            for (uint64_t c0 = 0; c0 < e->xn; c0 += XCHUNK) {
+                const uint64_t n = e->xn - c0 < XCHUNK ? e->xn - c0 : XCHUNK;
+                expert_chunk(e, c0, n, true);
+                expert_out(e, c0, n);
+            }
+        }
+        ly->expert = -1;
+    }
+    ly->expert = -1;
+    if (!s) /* the FFN output joins the residual stream */
+        for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
+            const uint64_t r0 = (uint64_t)s0 * e->n_pos;
+            const uint64_t nr = (uint64_t)batch_samples(e, s0) * e->n_pos;
+            run_rows(e, OP_ADD, nr, e->E, hs_at(e, r0), e->acc + r0 * e->E, NULL, 0);
+        }
+    if (cb && !s) stage_ev(e, "ffn_down", true, il);
+    moe_free(e);
+    return s;
+}
+
 static enum mw_status run_layer(struct engine *e, uint32_t il, const struct calib_run_opts *o,
                                 struct mw_err *err)
 {
@@ -1177,6 +1573,10 @@ static enum mw_status run_layer(struct engine *e, uint32_t il, const struct cali
     ly->e = e;
     ly->il = il;
     ly->stage = STAGE_NONE;
+    ly->expert = -1;
+    static const char *const xn[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    for (int k = 0; k < 3; k++)
+        snprintf(ly->xnames[k], sizeof ly->xnames[k], "blk.%u.%s.weight", il, xn[k]);
     for (int w = 0; w < CALIB_W_COUNT; w++)
         calib_weight_tensor(e->hp, il, (enum calib_wkind)w, ly->names[w], sizeof ly->names[w],
                             NULL);
@@ -1185,7 +1585,9 @@ static enum mw_status run_layer(struct engine *e, uint32_t il, const struct cali
     e->rope_l = e->swa_l && e->rope_swa ? e->rope_swa : e->rope;
     if (!o->on_group) {
         stage_ev(e, "forward", false, il);
-        if ((s = pass_fused(e, err))) return s;
+        if ((s = pass_fused(e, e->NX > 0, err))) return s;
+        ly->ffn_phase = true;
+        if (e->NX && (s = moe_ffn(e, o, false, err))) return s;
         stage_ev(e, "forward", true, il);
     } else {
         stage_ev(e, "attn_in", false, il);
@@ -1211,6 +1613,10 @@ static enum mw_status run_layer(struct engine *e, uint32_t il, const struct cali
         e->xo = NULL;
         stage_ev(e, "attn_out", true, il);
         ly->ffn_phase = true;
+        if (e->NX) {
+            if ((s = moe_ffn(e, o, true, err))) return s;
+            goto layer_end;
+        }
         stage_ev(e, "ffn_in", false, il);
         if ((s = pass_stage(e, P_D, err))) return s;
         if ((s = call_group(e, o, CALIB_G_FFN_IN, err))) return s;
@@ -1221,6 +1627,7 @@ static enum mw_status run_layer(struct engine *e, uint32_t il, const struct cali
         if ((s = pass_stage(e, P_F, err))) return s;
         stage_ev(e, "ffn_down", true, il);
     }
+layer_end:
     stage_ev(e, "layer", false, il);
     if (o->on_layer) {
         ly->stage = STAGE_NONE;
@@ -1259,6 +1666,27 @@ static enum mw_status alloc_stats(struct engine *e, struct mw_err *err)
             gs->sum_abs = p;
             p += n_in[g];
         }
+    /* MoE: per expert, the gate/up input (E) and the down input (FX) */
+    st->n_expert = (uint32_t)e->NX;
+    st->shexp = e->NX && e->F;
+    if (e->NX) {
+        uint64_t ng, xf, xb;
+        if (!mw_mul_u64((uint64_t)st->n_layer * 2, e->NX, &ng) ||
+            !mw_mul_u64(e->E + e->FX, 2 * e->NX, &xf) || !mw_mul_u64(xf, st->n_layer, &xf) ||
+            !mw_mul_u64(xf, sizeof(double), &xb) || !mw_u64_to_size(xb, &sz) ||
+            ng > SIZE_MAX / sizeof *st->xg || !(st->xg = calloc((size_t)ng, sizeof *st->xg)) ||
+            !(st->xbuf = calloc(1, sz ? sz : 1)))
+            return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "expert statistics");
+        double *q = st->xbuf;
+        for (uint64_t i = 0; i < ng; i++) {
+            struct calib_group_stats *gs = &st->xg[i];
+            gs->n_in = (i / e->NX) % 2 ? e->FX : e->E;
+            gs->sum_sq = q;
+            q += gs->n_in;
+            gs->sum_abs = q;
+            q += gs->n_in;
+        }
+    }
     return MW_OK;
 }
 
@@ -1399,6 +1827,12 @@ static void engine_free(struct engine *e)
     free(e->ubuf);
     free(e->S);
     free(e->one);
+    free(e->lg);
+    free(e->xe);
+    free(e->ge);
+    free(e->ue);
+    free(e->ye);
+    free(e->ridx);
     calib_stats_free(e->st);
 }
 
@@ -1420,7 +1854,10 @@ static void engine_dims(struct engine *e, const struct calib_model *m,
     e->hd = hp->head_dim;
     e->Q = (uint64_t)hp->n_head * hp->head_dim;
     e->KV = (uint64_t)hp->n_head_kv * hp->head_dim;
-    e->F = hp->n_ff;
+    e->F = hp->n_expert ? hp->n_ff_shexp : hp->n_ff;
+    e->NX = hp->n_expert;
+    e->K = hp->n_expert_used;
+    e->FX = hp->n_ff_exp;
     e->n_rep = hp->n_head / hp->n_head_kv;
     e->hs_fd = e->xo_fd = e->w_fd = -1;
     /* gemma / phi3 scale the queries after RoPE and give the softmax 1
@@ -1467,6 +1904,7 @@ static uint64_t panel_floats(const struct engine *e)
                                   {e->E, e->F}};                          /* down */
     uint64_t f = 0;
     for (int i = 0; i < 4; i++) {
+        if (shape[i][0] == 0 || shape[i][1] == 0) continue; /* MoE without a shared expert */
         const uint64_t pr = panel_rows(shape[i][1]);
         const uint64_t rows = shape[i][0] < pr ? shape[i][0] : pr;
         if (rows * shape[i][1] > f) f = rows * shape[i][1];
@@ -1479,7 +1917,9 @@ static struct mem_plan mem_plan_of(const struct engine *e, const struct calib_ru
     struct mem_plan p;
     const long double T = (long double)e->T, P = e->n_pos, E = (long double)e->E;
     const long double Q = (long double)e->Q, KV = (long double)e->KV, F = (long double)e->F;
-    const long double L = e->hp->n_layer, widest = (long double)max3(e->E, e->Q, e->F);
+    const long double L = e->hp->n_layer;
+    const long double widest = (long double)max3(e->E, e->Q, e->F > e->FX ? e->F : e->FX);
+    const long double NX = (long double)e->NX, FX = (long double)e->FX, K = (long double)e->K;
     const bool cb = o->on_group || o->on_layer;
     p.fixed = 8.0L * L * 2.0L * (2.0L * E + Q + F) +
               L * CALIB_G_COUNT * (long double)sizeof(struct calib_group_stats) +
@@ -1497,6 +1937,16 @@ static struct mem_plan mem_plan_of(const struct engine *e, const struct calib_ru
                                       2.0L * e->hd + 2.0L * E);
     p.layer = 4.0L * (2.0L * Q * E + 2.0L * KV * E + 3.0L * F * E) + small;
     if (o->on_group) p.layer += 4.0L * T * Q + 4.0L * widest * widest;
+    if (e->NX) {
+        /* MoE: expert statistics, chunk scratch; per batch row the router
+         * logits; per layer the router, the stacked experts, the shared gate,
+         * and per row its routing, gate logit, FFN output and expert list */
+        p.fixed += 16.0L * L * NX * (E + FX) +
+                   L * 2.0L * NX * (long double)sizeof(struct calib_group_stats) +
+                   4.0L * XCHUNK * (2.0L * E + 2.0L * FX) + 4.0L * NX;
+        p.per_smp += 4.0L * P * NX;
+        p.layer += 4.0L * (3.0L * NX * FX * E + NX * E + E) + T * (8.0L * K + 4.0L * E + 16.0L);
+    }
     /* lean: the weights one tensor at a time (the largest two when a callback
      * holds a fold's pair), one Hessian with the largest weight reading it */
     long double w[4] = {e->hp->fused_qkv ? 4.0L * (Q + 2.0L * KV) * E : 4.0L * Q * E, /* q/k/v */
@@ -1718,9 +2168,24 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
     if (e.spb == 0) return MW_E_NOMEM;
     e.rows_b = (uint64_t)e.spb * e.n_pos;
     e.max_memory = opt.max_memory;
+    if (e.NX && e.hs_file) {
+        mw_err_clear(err);
+        mw_err_set_path(err, calib_model_path(m));
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                       "a mixture-of-experts model is calibrated with its hidden states in "
+                       "memory (%llu MiB for %u samples x %u positions), which --max-memory "
+                       "%llu bytes does not allow: use fewer --samples or a shorter --seq-len, "
+                       "or raise --max-memory",
+                       (unsigned long long)(calib_run_peak_bytes(m, s, &opt) >> 20),
+                       e.n_samples, e.n_pos, (unsigned long long)opt.max_memory);
+    }
+    if (e.NX && (e.NX > RT_MAX_EXPERTS || e.K == 0 || e.K > e.NX || e.FX == 0))
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "%llu experts, %llu used, width %llu",
+                       (unsigned long long)e.NX, (unsigned long long)e.K,
+                       (unsigned long long)e.FX);
     /* BLAS takes int sizes */
     if (e.rows_b > INT32_MAX || e.E > INT32_MAX || e.Q > INT32_MAX || e.F > INT32_MAX ||
-        e.n_pos > INT32_MAX / 2)
+        e.FX > INT32_MAX || e.n_pos > INT32_MAX / 2)
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "dimensions too large for BLAS");
     mw_blas_init(); /* one-threaded OpenBLAS; the pool gives the parallelism */
     enum mw_status st = mw_pool_init(opt.n_threads, &e.pool, err);
@@ -1773,6 +2238,15 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
     e.ubuf = alloc_f2(rb, max3(e.E, e.Q, e.F), &ok);
     e.S = alloc_f3(opt.n_threads, e.n_pos, e.n_pos, &ok);
     e.one = alloc_f2(e.n_pos, e.Q, &ok);
+    if (e.NX) {
+        e.lg = alloc_f2(rb, e.NX, &ok);
+        e.xe = alloc_f2(XCHUNK, e.E, &ok);
+        e.ge = alloc_f2(XCHUNK, e.FX, &ok);
+        e.ue = alloc_f2(XCHUNK, e.FX, &ok);
+        e.ye = alloc_f2(XCHUNK, e.E, &ok);
+        e.ridx = ok ? malloc((size_t)e.NX * sizeof(int32_t)) : NULL;
+        if (!e.ridx) ok = false;
+    }
     if (!ok) {
         st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
                      "activations for %u samples x %u positions (hidden %llu): about %llu MiB",

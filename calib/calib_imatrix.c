@@ -13,40 +13,33 @@
 
 #include "core/mw_file.h"
 
-struct entry {
-    char name[GGUF_MAX_NAME + 1];
-    const struct calib_group_stats *gs;
-};
-
 static int entry_cmp(const void *a, const void *b)
 {
-    return strcmp(((const struct entry *)a)->name, ((const struct entry *)b)->name);
+    return strcmp(((const struct calib_entry *)a)->name, ((const struct calib_entry *)b)->name);
 }
 
-/* Every weight of every layer, sorted by name. */
-static enum mw_status entries(const struct calib_stats *st, struct entry **out, uint64_t *n,
-                              struct mw_err *err)
+/* Every entry of every layer (calib_stats_entry_at), sorted by name. An
+ * expert may have no rows (llama-imatrix writes its zero sums and count);
+ * every other entry must have some. */
+static enum mw_status entries(const struct calib_stats *st, struct calib_entry **out,
+                              uint64_t *n, struct mw_err *err)
 {
     const uint64_t cnt = calib_stats_n_entries(st);
-    struct entry *e = calloc(cnt ? (size_t)cnt : 1, sizeof *e);
+    if (cnt > SIZE_MAX / sizeof(struct calib_entry))
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "imatrix entries");
+    struct calib_entry *e = calloc(cnt ? (size_t)cnt : 1, sizeof *e);
     if (!e) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "imatrix entries");
-    uint64_t k = 0;
-    for (uint32_t il = 0; il < calib_stats_n_layer(st); il++)
-        for (int w = 0; w < CALIB_W_COUNT; w++) {
-            /* one entry per tensor (phi3's fused attn_qkv / ffn_up: one each) */
-            char nm[sizeof e[k].name];
-            if (k >= cnt || !calib_stats_entry(st, il, (enum calib_wkind)w, nm, sizeof nm))
-                continue;
-            memcpy(e[k].name, nm, sizeof nm);
-            e[k].gs = calib_stats_group(st, il, calib_wkind_group((enum calib_wkind)w));
-            if (e[k].gs->count == 0) {
-                const enum mw_status s = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
-                                                 "no rows accumulated for %s", e[k].name);
-                free(e);
-                return s;
-            }
-            k++;
+    for (uint64_t k = 0; k < cnt; k++) {
+        (void)calib_stats_entry_at(st, k, &e[k]);
+        uint64_t rows = 0;
+        for (uint32_t j = 0; j < e[k].n_mat; j++) rows += e[k].gs[j].count;
+        if (rows == 0) {
+            const enum mw_status s =
+                MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "no rows accumulated for %s", e[k].name);
+            free(e);
+            return s;
         }
+    }
     qsort(e, (size_t)cnt, sizeof *e, entry_cmp);
     *out = e;
     *n = cnt;
@@ -56,7 +49,7 @@ static enum mw_status entries(const struct calib_stats *st, struct entry **out, 
 /* To path, or (path NULL) to a malloc'd buffer *mem of *mem_n bytes: the
  * same bytes either way (gguf_writer_open_mem). */
 static enum mw_status write_gguf(const struct calib_stats *st, const struct calib_imatrix_meta *mt,
-                                 const struct entry *e, uint64_t n, const char *path,
+                                 const struct calib_entry *e, uint64_t n, const char *path,
                                  void **mem, uint64_t *mem_n, struct mw_err *err)
 {
     struct gguf_writer *w = NULL;
@@ -75,12 +68,15 @@ static enum mw_status write_gguf(const struct calib_stats *st, const struct cali
                             mt->chunk_size ? mt->chunk_size : calib_stats_n_pos(st), err));
     uint64_t max_in = 1;
     for (uint64_t i = 0; i < n; i++) {
+        /* llama-imatrix: in_sum2 {n_in, n_mat}, counts {1, n_mat} (a dense
+         * weight's n_mat is 1: 1-D tensors as llama.cpp writes them) */
         char nm[GGUF_MAX_NAME + 32];
-        const uint64_t ne_sum[1] = {e[i].gs->n_in}, ne_cnt[1] = {1};
+        const uint64_t ne_sum[2] = {e[i].gs->n_in, e[i].n_mat}, ne_cnt[2] = {1, e[i].n_mat};
+        const uint32_t nd = e[i].n_mat > 1 ? 2 : 1;
         snprintf(nm, sizeof nm, "%s.in_sum2", e[i].name);
-        TRY(gguf_writer_add_tensor(w, nm, GGUF_TYPE_F32, 1, ne_sum, err));
+        TRY(gguf_writer_add_tensor(w, nm, GGUF_TYPE_F32, nd, ne_sum, err));
         snprintf(nm, sizeof nm, "%s.counts", e[i].name);
-        TRY(gguf_writer_add_tensor(w, nm, GGUF_TYPE_F32, 1, ne_cnt, err));
+        TRY(gguf_writer_add_tensor(w, nm, GGUF_TYPE_F32, nd, ne_cnt, err));
         if (e[i].gs->n_in > max_in) max_in = e[i].gs->n_in;
     }
     buf = malloc((size_t)max_in * sizeof *buf);
@@ -90,11 +86,15 @@ static enum mw_status write_gguf(const struct calib_stats *st, const struct cali
     }
     TRY(path ? gguf_writer_open(w, path, err) : gguf_writer_open_mem(w, err));
     for (uint64_t i = 0; i < n; i++) {
-        const struct calib_group_stats *gs = e[i].gs;
-        for (uint64_t j = 0; j < gs->n_in; j++) buf[j] = (float)gs->sum_sq[j];
-        TRY(gguf_writer_write(w, buf, (size_t)gs->n_in * sizeof *buf, err));
-        const float c = (float)gs->count;
-        TRY(gguf_writer_write(w, &c, sizeof c, err));
+        for (uint32_t x = 0; x < e[i].n_mat; x++) {
+            const struct calib_group_stats *gs = &e[i].gs[x];
+            for (uint64_t j = 0; j < gs->n_in; j++) buf[j] = (float)gs->sum_sq[j];
+            TRY(gguf_writer_write(w, buf, (size_t)gs->n_in * sizeof *buf, err));
+        }
+        for (uint32_t x = 0; x < e[i].n_mat; x++) {
+            const float c = (float)e[i].gs[x].count;
+            TRY(gguf_writer_write(w, &c, sizeof c, err));
+        }
     }
     TRY(path ? gguf_writer_finish(w, err) : gguf_writer_finish_mem(w, mem, mem_n, err));
 #undef TRY
@@ -147,7 +147,8 @@ static void put_f32(struct obuf *b, float f)
 }
 
 static enum mw_status write_legacy(const struct calib_stats *st,
-                                   const struct calib_imatrix_meta *mt, const struct entry *e,
+                                   const struct calib_imatrix_meta *mt,
+                                   const struct calib_entry *e,
                                    uint64_t n, const char *path, struct mw_err *err)
 {
     const uint64_t chunk = mt->chunk_size ? mt->chunk_size : calib_stats_n_pos(st);
@@ -157,9 +158,15 @@ static enum mw_status write_legacy(const struct calib_stats *st,
     struct obuf b = {0};
     put_i32(&b, (int32_t)n);
     for (uint64_t i = 0; i < n; i++) {
-        const struct calib_group_stats *gs = e[i].gs;
-        const uint64_t ncall = (gs->count + chunk - 1) / chunk;
-        if (ncall > INT32_MAX || gs->n_in > INT32_MAX) {
+        /* llama-imatrix's legacy writer: ncall from the largest count; per
+         * matrix (expert) sum / count * ncall, 1 * ncall where count is 0 */
+        uint64_t cmax = 0, nval = 0;
+        for (uint32_t x = 0; x < e[i].n_mat; x++) {
+            if (e[i].gs[x].count > cmax) cmax = e[i].gs[x].count;
+            nval += e[i].gs[x].n_in;
+        }
+        const uint64_t ncall = (cmax + chunk - 1) / chunk;
+        if (ncall > INT32_MAX || nval > INT32_MAX) {
             free(b.p);
             return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "%s: counts beyond i32", e[i].name);
         }
@@ -167,9 +174,13 @@ static enum mw_status write_legacy(const struct calib_stats *st,
         put_i32(&b, (int32_t)len);
         put(&b, e[i].name, len);
         put_i32(&b, (int32_t)ncall);
-        put_i32(&b, (int32_t)gs->n_in);
-        for (uint64_t j = 0; j < gs->n_in; j++)
-            put_f32(&b, (float)(gs->sum_sq[j] / (double)gs->count * (double)ncall));
+        put_i32(&b, (int32_t)nval);
+        for (uint32_t x = 0; x < e[i].n_mat; x++) {
+            const struct calib_group_stats *gs = &e[i].gs[x];
+            for (uint64_t j = 0; j < gs->n_in; j++)
+                put_f32(&b, gs->count ? (float)(gs->sum_sq[j] / (double)gs->count * (double)ncall)
+                                      : (float)ncall);
+        }
     }
     put_i32(&b, (int32_t)n_chunks);
     const char *ds = mt->n_datasets ? mt->datasets[0] : "";
@@ -193,7 +204,7 @@ static enum mw_status imatrix_out(const struct calib_stats *st,
     struct calib_imatrix_meta mt = {.datasets = none, .n_datasets = 0};
     if (meta) mt = *meta;
     if (mt.n_datasets == 0) mt.datasets = none;
-    struct entry *e = NULL;
+    struct calib_entry *e = NULL;
     uint64_t n = 0;
     enum mw_status s = entries(st, &e, &n, err);
     if (s) return s;

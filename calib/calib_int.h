@@ -32,6 +32,14 @@ enum calib_tslot {
     CALIB_T_Q_NORM, CALIB_T_K_NORM,        /* head_dim floats, applied per head */
     CALIB_T_ATTN_POST_NORM, CALIB_T_FFN_POST_NORM, /* n_embd: sandwich norms */
     CALIB_T_WQKV,                          /* attn_qkv.weight: q rows, k rows, v rows */
+    /* mixture of experts (rt_hparams n_expert > 0; issue 14): the router, the
+     * stacked experts, qwen2moe's shared-expert gate. A MoE model's shared
+     * expert (ffn_{gate,up,down}_shexp) sits in CALIB_T_WGATE/WUP/WDOWN,
+     * n_ff_shexp wide; without one those slots are absent. */
+    CALIB_T_GATE_INP,                      /* ffn_gate_inp.weight (n_expert, E), f32 */
+    CALIB_T_GATE_EXPS, CALIB_T_UP_EXPS,    /* (n_expert, n_ff_exp, E) */
+    CALIB_T_DOWN_EXPS,                     /* (n_expert, E, n_ff_exp) */
+    CALIB_T_GATE_INP_SHEXP,                /* (E): the shared expert's sigmoid gate */
     CALIB_T_COUNT
 };
 /* With fused_gate_up, CALIB_T_WUP is ffn_up.weight of 2*n_ff rows (gate rows
@@ -39,8 +47,11 @@ enum calib_tslot {
  * halves out as views. With fused_qkv, CALIB_T_WQ/WK/WV are views into
  * CALIB_T_WQKV. */
 
-/* GGUF name of slot t of layer il into buf ("blk.3.attn_q.weight"). */
-void calib__tensor_name(uint32_t il, enum calib_tslot t, char *buf, size_t n);
+/* GGUF name of slot t of layer il of a model of hp into buf
+ * ("blk.3.attn_q.weight"; a MoE model's CALIB_T_WGATE is
+ * "blk.3.ffn_gate_shexp.weight"). */
+void calib__tensor_name(const struct rt_hparams *hp, uint32_t il, enum calib_tslot t, char *buf,
+                        size_t n);
 /* Elements slot t must have for hp (0 for an absent optional bias is not
  * decided here: see calib__model_has). */
 uint64_t calib__slot_elems(const struct rt_hparams *hp, enum calib_tslot t);

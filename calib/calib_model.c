@@ -55,16 +55,34 @@ static const char *const slot_names[CALIB_T_COUNT] = {
     [CALIB_T_ATTN_POST_NORM] = "post_attention_norm.weight",
     [CALIB_T_FFN_POST_NORM] = "post_ffw_norm.weight",
     [CALIB_T_WQKV] = "attn_qkv.weight",
+    [CALIB_T_GATE_INP] = "ffn_gate_inp.weight",
+    [CALIB_T_GATE_EXPS] = "ffn_gate_exps.weight", [CALIB_T_UP_EXPS] = "ffn_up_exps.weight",
+    [CALIB_T_DOWN_EXPS] = "ffn_down_exps.weight",
+    [CALIB_T_GATE_INP_SHEXP] = "ffn_gate_inp_shexp.weight",
 };
 
-void calib__tensor_name(uint32_t il, enum calib_tslot t, char *buf, size_t n)
+/* a MoE model's dense FFN slots hold its shared expert (llama.cpp's names) */
+static const char *slot_name(const struct rt_hparams *hp, enum calib_tslot t)
 {
-    snprintf(buf, n, "blk.%u.%s", il, slot_names[t]);
+    if (hp->n_expert) {
+        if (t == CALIB_T_WGATE) return "ffn_gate_shexp.weight";
+        if (t == CALIB_T_WUP) return "ffn_up_shexp.weight";
+        if (t == CALIB_T_WDOWN) return "ffn_down_shexp.weight";
+    }
+    return slot_names[t];
+}
+
+void calib__tensor_name(const struct rt_hparams *hp, uint32_t il, enum calib_tslot t, char *buf,
+                        size_t n)
+{
+    snprintf(buf, n, "blk.%u.%s", il, slot_name(hp, t));
 }
 
 uint64_t calib__slot_elems(const struct rt_hparams *hp, enum calib_tslot t)
 {
-    const uint64_t E = hp->n_embd, F = hp->n_ff, Q = (uint64_t)hp->n_head * hp->head_dim;
+    const uint64_t E = hp->n_embd, Q = (uint64_t)hp->n_head * hp->head_dim;
+    const uint64_t F = hp->n_expert ? hp->n_ff_shexp : hp->n_ff; /* MoE: the shared expert */
+    const uint64_t NX = hp->n_expert, FX = hp->n_ff_exp;
     const uint64_t KV = (uint64_t)hp->n_head_kv * hp->head_dim;
     switch (t) {
     case CALIB_T_ATTN_NORM:
@@ -88,6 +106,11 @@ uint64_t calib__slot_elems(const struct rt_hparams *hp, enum calib_tslot t)
     case CALIB_T_BGATE:
     case CALIB_T_BUP: return F;
     case CALIB_T_BDOWN: return E;
+    case CALIB_T_GATE_INP: return NX * E;
+    case CALIB_T_GATE_EXPS:
+    case CALIB_T_UP_EXPS:
+    case CALIB_T_DOWN_EXPS: return NX * FX * E;
+    case CALIB_T_GATE_INP_SHEXP: return E;
     case CALIB_T_COUNT: break;
     }
     return 0;
@@ -148,22 +171,11 @@ static void index_name(struct calib_model *m, const char *name, int64_t i)
     const unsigned long il = strtoul(name + 4, &end, 10);
     if (errno || end == name + 4 || *end != '.' || il >= m->hp.n_layer) return;
     for (int t = 0; t < CALIB_T_COUNT; t++)
-        if (strcmp(end + 1, slot_names[t]) == 0) m->idx[il][t] = i;
+        if (strcmp(end + 1, slot_name(&m->hp, (enum calib_tslot)t)) == 0) m->idx[il][t] = i;
 }
 
 static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
 {
-    if (m->hp.n_expert) { /* calibration runs the dense FFN only (issue 14: not yet) */
-        mw_err_set_path(err, m->path);
-        if (m->is_gguf) mw_err_set_where(err, "key '%s.expert_count'", m->hp.arch_name);
-        else mw_err_set_where(err, "config.json");
-        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                       "calibration (--corpus: imatrix, awq, gptq) of a mixture-of-experts "
-                       "model (%u experts) is not implemented; quantize it with --preset, "
-                       "--bpw or --size without --corpus, or with llama.cpp's imatrix "
-                       "(--imatrix)",
-                       m->hp.n_expert);
-    }
     m->idx = malloc((size_t)m->hp.n_layer * sizeof *m->idx);
     if (!m->idx) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor index");
     for (uint32_t il = 0; il < m->hp.n_layer; il++)
@@ -193,6 +205,11 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
     for (uint32_t il = 0; il < m->hp.n_layer; il++)
         for (int t = 0; t < CALIB_T_COUNT; t++) {
             bool need = t <= CALIB_T_WDOWN;
+            const bool moe = hp->n_expert > 0, shexp = moe && hp->n_ff_shexp > 0;
+            if (moe && (t == CALIB_T_WGATE || t == CALIB_T_WUP || t == CALIB_T_WDOWN))
+                need = shexp;
+            if (t >= CALIB_T_GATE_INP && t <= CALIB_T_DOWN_EXPS) need = moe;
+            if (t == CALIB_T_GATE_INP_SHEXP) need = shexp;
             if (hp->fused_qkv && (t == CALIB_T_WQ || t == CALIB_T_WK || t == CALIB_T_WV))
                 need = false;
             if (hp->fused_gate_up && t == CALIB_T_WGATE) need = false;
@@ -205,7 +222,8 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
                 continue;
             }
             if (bias) {
-                /* fused tensors carry no separate biases here */
+                /* fused tensors carry no separate biases here; nor do MoE FFNs */
+                if (hp->n_expert && t >= CALIB_T_BGATE) m->idx[il][t] = -1;
                 if ((hp->fused_qkv && t <= CALIB_T_BV) ||
                     (hp->fused_gate_up && (t == CALIB_T_BGATE || t == CALIB_T_BUP)))
                     m->idx[il][t] = -1;
@@ -213,7 +231,7 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
             }
             if (m->idx[il][t] < 0) {
                 char nm[96];
-                calib__tensor_name(il, (enum calib_tslot)t, nm, sizeof nm);
+                calib__tensor_name(hp, il, (enum calib_tslot)t, nm, sizeof nm);
                 mw_err_set_where(err, "tensor '%s'", nm);
                 return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
             }
@@ -420,7 +438,7 @@ enum mw_status calib__model_load(const struct calib_model *m, uint32_t il, enum 
 {
     if (!calib__model_has(m, il, t)) {
         char nm[96];
-        calib__tensor_name(il, t, nm, sizeof nm);
+        calib__tensor_name(&m->hp, il, t, nm, sizeof nm);
         mw_err_set_path(err, m->path);
         mw_err_set_where(err, "tensor '%s'", nm);
         return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");

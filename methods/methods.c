@@ -87,7 +87,11 @@ struct quant_methods_src {
         int64_t ti;       /* -1: free */
         uint8_t *b;
         uint64_t rows, filled, row_bytes;
-    } fb[2];
+    } fb[3];              /* 3: a MoE layer's ffn_{gate,up,down}_exps fill expert by expert */
+    /* MoE (issue 14): expert matrices quantized with GPTQ on the rows routed
+     * to them, with importance-weighted rounding (too few rows for GPTQ), or
+     * plainly (no row reached the expert) */
+    uint32_t x_gptq, x_rtn, x_unrouted;
     /* AWQ: what each fold did over the layers, for the log */
     struct awq_tally {
         uint32_t folded, no_gain, skipped;
@@ -398,9 +402,9 @@ static enum mw_status put_rows(struct quant_methods_src *h, int64_t ti,
         return MW_OK;
     }
     struct fused_buf *f = NULL;
-    for (int k = 0; k < 2 && !f; k++)
+    for (int k = 0; k < 3 && !f; k++)
         if (h->fb[k].ti == ti) f = &h->fb[k];
-    for (int k = 0; k < 2 && !f; k++)
+    for (int k = 0; k < 3 && !f; k++)
         if (h->fb[k].ti < 0) {
             f = &h->fb[k];
             uint64_t nb;
@@ -496,7 +500,17 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
     if (!q)
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory (%llu bytes)",
                        (unsigned long long)nb);
-    if (uses_gptq(mo->method) && quant_gptq_supported(t)) {
+    /* an expert with fewer routed rows than a quarter of its input width:
+     * its Hessian says too little; importance-weighted rounding instead */
+    const bool expert = calib_layer_expert(ly) >= 0;
+    const uint64_t xrows = expert ? calib_layer_expert_rows(ly) : 0;
+    const bool few = expert && xrows < (cw.n_in + 3) / 4;
+    if (expert) {
+        if (xrows == 0) h->x_unrouted++;
+        else if (few || !uses_gptq(mo->method) || !quant_gptq_supported(t)) h->x_rtn++;
+        else h->x_gptq++;
+    }
+    if (uses_gptq(mo->method) && quant_gptq_supported(t) && !few) {
         struct quant_gptq_opts go = mo->gptq;
         go.n_threads = mo->n_threads;
         go.act_order = uses_act_order(mo);
@@ -523,7 +537,8 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
         }
         const double cnt = gs && gs->count ? (double)gs->count : 1.0;
         for (uint64_t j = 0; j < cw.n_in; j++) {
-            imp[j] = gs ? (float)(gs->sum_sq[j] / cnt) : 1.0f;
+            /* an expert no row reached: plain rounding (llama.cpp's 1 per channel) */
+            imp[j] = gs && gs->count ? (float)(gs->sum_sq[j] / cnt) : 1.0f;
             if (awq_s) imp[j] /= awq_s[j] * awq_s[j]; /* the input is x / s now */
         }
         const double t0 = mono_s();
@@ -630,7 +645,13 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
         }
         for (int k = 0; k < CALIB_G_COUNT; k++) free_factor(h, k); /* nor factors */
     }
-    if (uses_awq(h->mo->method) && (s = awq_group(h, ly, g, err)) != MW_OK) return s;
+    const bool moe_ffn = calib_layer_n_expert(ly) > 0 && g >= CALIB_G_FFN_IN;
+    if (moe_ffn && uses_awq(h->mo->method) && calib_layer_expert(ly) == 0) /* once per layer */
+        awq_skip(h, g, calib_layer_index(ly),
+                 g == CALIB_G_FFN_IN ? "mixture of experts: the router reads ffn_norm too"
+                                     : "mixture of experts: per-expert folds not implemented");
+    if (!moe_ffn && uses_awq(h->mo->method) && (s = awq_group(h, ly, g, err)) != MW_OK)
+        return s;
     const bool defer = awq_out_folds(h);
     if (defer && (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN)) {
         if ((s = quant_one(h, ly, producer(g), err)) != MW_OK) return s; /* after the fold */
@@ -709,7 +730,7 @@ void quant_methods_source_free(struct quant_methods_src *h)
         free(h->s_in[g]);
         free_factor(h, g);
     }
-    for (int k = 0; k < 2; k++) free(h->fb[k].b);
+    for (int k = 0; k < 3; k++) free(h->fb[k].b);
     free(h);
 }
 
@@ -761,7 +782,7 @@ uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quan
 static enum mw_status on_layer_journal(void *ud, struct calib_layer *ly, struct mw_err *err)
 {
     struct quant_methods_src *h = ud;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         if (h->fb[k].ti >= 0)
             return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                            "layer %u ended with tensor '%s' partly quantized",
@@ -775,6 +796,9 @@ static enum mw_status on_layer_journal(void *ud, struct calib_layer *ly, struct 
         rec.tally[g].skipped = h->tally[g].skipped;
         snprintf(rec.tally[g].why, sizeof rec.tally[g].why, "%s", h->tally[g].why);
     }
+    rec.x_gptq = h->x_gptq;
+    rec.x_rtn = h->x_rtn;
+    rec.x_unrouted = h->x_unrouted;
     const enum mw_status s = mwj_commit(h->j, ly, &rec, err);
     if (s == MW_OK) h->n_pend = 0;
     return s;
@@ -863,6 +887,11 @@ static enum mw_status restore_layers(struct quant_methods_src *h, struct mw_err 
             h->hash[q->ti] = q->hash;
             h->descs[q->ti].type = q->type;
         }
+        if (l + 1 == nl) {
+            h->x_gptq = L->x_gptq;
+            h->x_rtn = L->x_rtn;
+            h->x_unrouted = L->x_unrouted;
+        }
         if (l + 1 == nl)
             for (int g = 0; g < CALIB_G_COUNT; g++) {
                 h->tally[g].folded = L->tally[g].folded;
@@ -936,7 +965,7 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
     h->base = base;
     h->mo = mo;
     h->fd = -1;
-    h->fb[0].ti = h->fb[1].ti = -1;
+    h->fb[0].ti = h->fb[1].ti = h->fb[2].ti = -1;
     if (n > SIZE_MAX / sizeof(struct quant_tensor_desc) ||
         !(h->descs = malloc((size_t)(n ? n : 1) * sizeof *h->descs)) ||
         !(h->want = malloc((size_t)(n ? n : 1) * sizeof *h->want)) ||
@@ -1006,7 +1035,7 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
     if (mo->work_dir && (s = open_work_dir(h, qo, m, smp, &ro, &skip_run, err)) != MW_OK)
         goto out;
     if (!skip_run && (s = calib_run(m, smp, &ro, &st, err)) != MW_OK) goto out;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         if (h->fb[k].ti >= 0) {
             s = MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                         "tensor '%s': only %llu of its %llu rows were quantized",
@@ -1034,12 +1063,20 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
             snprintf(dp, sizeof dp, " damp=%g%s",
                      (double)(mo->gptq.damp > 0 ? mo->gptq.damp : 0.01f),
                      uses_act_order(mo) ? " act_order=static" : "");
-        snprintf(h->method_params, sizeof h->method_params, "samples=%u seq_len=%u%s%s",
+        const bool moe = h->hp->n_expert > 0;
+        char xp[80] = ""; /* MoE: how many expert matrices took each path */
+        if (moe)
+            snprintf(xp, sizeof xp, " experts=gptq:%u,rtn:%u,unrouted:%u", h->x_gptq, h->x_rtn,
+                     h->x_unrouted);
+        snprintf(h->method_params, sizeof h->method_params, "samples=%u seq_len=%u%s%s%s",
                  st ? calib_stats_n_samples(st) : calib_samples_count(smp),
                  calib_samples_seq_len(smp), dp,
                  !uses_awq(mo->method) ? ""
+                 : moe                 ? (awq_out_folds(h) ? " awq=attn_norm,attn_v"
+                                                           : " awq=attn_norm")
                  : awq_out_folds(h)    ? " awq=attn_norm,ffn_norm,attn_v,ffn_up"
-                                       : " awq=attn_norm,ffn_norm");
+                                       : " awq=attn_norm,ffn_norm",
+                 xp);
     }
     *out = *base;
     out->method = h->method_label;

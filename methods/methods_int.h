@@ -35,7 +35,7 @@
 #include "calib/calib.h"
 #include "core/mw.h"
 
-#define MWJ_VERSION 1
+#define MWJ_VERSION 2 /* 2: the expert counters (issue 14) */
 #define MWJ_MAGIC 0x524a574du /* "MWJR" little-endian */
 #define MWJ_KIND_HEADER 1u
 #define MWJ_KIND_LAYER 2u
@@ -81,6 +81,7 @@ struct mwj_layer {
     uint32_t hidden_slot;  /* 0 / 1: hidden.N holds the layer's output; MWJ_NO_HIDDEN */
     uint64_t hidden_bytes, hidden_hash;
     struct mwj_tally tally[CALIB_G_COUNT];
+    uint32_t x_gptq, x_rtn, x_unrouted; /* MoE: expert matrices per path so far */
     uint32_t n_spill;
     struct mwj_spill *spill; /* owned */
 };

@@ -141,6 +141,9 @@ enum mw_status mwj_encode_layer(const struct mwj_layer *r, uint8_t **buf, uint64
         put32(&b, (uint32_t)wl);
         put(&b, t->why, wl);
     }
+    put32(&b, r->x_gptq);
+    put32(&b, r->x_rtn);
+    put32(&b, r->x_unrouted);
     put32(&b, r->n_spill);
     for (uint32_t k = 0; k < r->n_spill; k++) {
         const struct mwj_spill *s = &r->spill[k];
@@ -233,6 +236,9 @@ static enum mw_status parse_layer(const uint8_t *p, uint32_t len, const struct m
         }
         if (bad) break;
     }
+    if (s == MW_OK && !bad) s = mw_rd_u32(&r, &L->x_gptq, "expert counters");
+    if (s == MW_OK && !bad) s = mw_rd_u32(&r, &L->x_rtn, "expert counters");
+    if (s == MW_OK && !bad) s = mw_rd_u32(&r, &L->x_unrouted, "expert counters");
     if (s == MW_OK && !bad) s = mw_rd_u32(&r, &L->n_spill, "spill count");
     if (s == MW_OK && !bad && (uint64_t)L->n_spill * 36 != mw_rd_left(&r))
         bad = "its tensor list does not fill the record";

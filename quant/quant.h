@@ -232,6 +232,9 @@ const char *quant_imatrix_name(const struct quant_imatrix *im, uint64_t i); /* s
 /* Normalized weights of entry i (n_cols * n_mat floats); *n gets the count. */
 const float *quant_imatrix_values(const struct quant_imatrix *im, uint64_t i, uint64_t *n);
 int64_t quant_imatrix_find(const struct quant_imatrix *im, const char *name); /* or -1 */
+/* GGUF imatrix: entry i's counts, one per matrix (a stacked MoE tensor: the
+ * rows the calibration routed to each expert); NULL for a legacy file. */
+const float *quant_imatrix_counts(const struct quant_imatrix *im, uint64_t i, uint64_t *n);
 uint32_t quant_imatrix_chunk_count(const struct quant_imatrix *im); /* 0 if unknown */
 uint64_t quant_imatrix_dataset_count(const struct quant_imatrix *im);
 const char *quant_imatrix_dataset(const struct quant_imatrix *im, uint64_t i);
@@ -295,6 +298,7 @@ struct quant_plan_entry {
     uint64_t src_index;
     struct quant_choice choice;
     const float *imatrix;                /* NULL: quantized without */
+    const float *imatrix_counts;         /* per expert (ne[2] of them) or NULL */
     uint64_t src_bytes, out_bytes;
 };
 

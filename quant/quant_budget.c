@@ -50,13 +50,23 @@ static enum mw_status tensor_loss(const struct quant_plan_entry *e, const float 
     const uint64_t n = e->src->ne[0], ne1 = e->src->ne[1], nex = rows / (ne1 ? ne1 : 1);
     enum mw_status s;
     if (nex > 1 && e->imatrix) { /* per-expert importance */
+        /* routing frequency (issue 14): with the rows the calibration sent
+         * to each expert, expert ex's loss counts nex * rows_ex / all rows
+         * (uniform routing: 1 each, as without counts); an expert no row
+         * reached costs nothing (the corpus never used it) */
+        double tot = 0;
+        if (e->imatrix_counts)
+            for (uint64_t ex = 0; ex < nex; ex++) tot += (double)e->imatrix_counts[ex];
         double sum = 0;
         for (uint64_t ex = 0; ex < nex; ex++) {
+            const double f =
+                tot > 0 ? (double)nex * (double)e->imatrix_counts[ex] / tot : 1.0;
+            if (f == 0) continue;
             double l;
             if ((s = quant_alloc_loss(t, x + ex * ne1 * n, ne1, n, e->imatrix + ex * n,
                                       e->imatrix + ex * n, nt, &l, err)) != MW_OK)
                 return s;
-            sum += l;
+            sum += f * l;
         }
         *loss = sum;
         return MW_OK;

@@ -23,6 +23,8 @@ struct im_entry {
     char *name;
     float *v;
     uint64_t n;
+    float *cnt;     /* GGUF: the rows behind each matrix (expert); NULL: legacy */
+    uint64_t n_cnt;
 };
 
 struct quant_imatrix {
@@ -41,6 +43,7 @@ void quant_imatrix_free(struct quant_imatrix *im)
     for (uint64_t i = 0; i < im->n; i++) {
         free(im->e[i].name);
         free(im->e[i].v);
+        free(im->e[i].cnt);
     }
     free(im->e);
     for (uint64_t i = 0; i < im->n_datasets; i++) free(im->datasets[i]);
@@ -70,6 +73,13 @@ const char *quant_imatrix_dataset(const struct quant_imatrix *im, uint64_t i)
     return i < im->n_datasets ? im->datasets[i] : NULL;
 }
 uint64_t quant_imatrix_hash(const struct quant_imatrix *im) { return im->hash; }
+
+const float *quant_imatrix_counts(const struct quant_imatrix *im, uint64_t i, uint64_t *n)
+{
+    const bool ok = i < im->n && im->e[i].cnt;
+    if (n) *n = ok ? im->e[i].n_cnt : 0;
+    return ok ? im->e[i].cnt : NULL;
+}
 
 int64_t quant_imatrix_find(const struct quant_imatrix *im, const char *name)
 {
@@ -344,6 +354,11 @@ static enum mw_status load_gguf(struct quant_imatrix *im, const struct gguf_file
         }
         char *name = dup_n(ts->name, stem);
         if ((s = add_entry(im, &cap, name, v, nval, err)) != MW_OK) return s;
+        float *c = malloc((size_t)ncnt * sizeof *c);
+        if (!c) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        for (uint64_t j = 0; j < ncnt; j++) c[j] = (float)lroundf(f32_at(cd + 4 * j));
+        im->e[im->n - 1].cnt = c;
+        im->e[im->n - 1].n_cnt = ncnt;
     }
     if (im->n == 0) {
         mw_err_set_where(err, "tensors");

@@ -317,6 +317,9 @@ enum mw_status quant_plan_build(const struct quant_source *src, const struct qua
             goto out;
         }
         e->imatrix = v;
+        uint64_t nc = 0;
+        const float *c = quant_imatrix_counts(im, (uint64_t)k, &nc);
+        e->imatrix_counts = nc > 1 && nc == t->ne[2] ? c : NULL;
     }
     mw_err_clear(err);
     if (im) {

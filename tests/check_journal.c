@@ -46,6 +46,7 @@ static void test_layer(struct mwj_layer *L, struct mwj_spill *sp, uint32_t l, ui
                                    .bytes = 100, .hash = 0x5150 + k};
     L->n_spill = l + 1;
     L->spill = sp;
+    L->x_gptq = 3 * l, L->x_rtn = l, L->x_unrouted = l / 2; /* MoE expert counters */
     L->tensors_end = base + 100 * (l + 1);
     if (l + 1 < n_layer) {
         L->hidden_slot = l % 2;
@@ -96,6 +97,9 @@ static void same_layer(const struct mwj_layer *a, const struct mwj_layer *b)
     ck_assert_uint_eq(a->hidden_slot, b->hidden_slot);
     ck_assert_uint_eq(a->hidden_bytes, b->hidden_bytes);
     ck_assert_uint_eq(a->hidden_hash, b->hidden_hash);
+    ck_assert_uint_eq(a->x_gptq, b->x_gptq);
+    ck_assert_uint_eq(a->x_rtn, b->x_rtn);
+    ck_assert_uint_eq(a->x_unrouted, b->x_unrouted);
     ck_assert_uint_eq(a->n_spill, b->n_spill);
     for (uint32_t k = 0; k < a->n_spill; k++)
         ck_assert(a->spill[k].ti == b->spill[k].ti && a->spill[k].type == b->spill[k].type &&

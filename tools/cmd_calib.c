@@ -67,30 +67,28 @@ static enum mw_status read_back(const char *path, const struct calib_stats *st,
     if (*n_entries != want)
         s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "read back %llu entries, wrote %llu",
                     (unsigned long long)*n_entries, (unsigned long long)want);
-    for (uint32_t il = 0; !s && il < calib_stats_n_layer(st); il++)
-        for (int w = 0; !s && w < CALIB_W_COUNT; w++) {
-            char name[96];
-            if (!calib_stats_entry(st, il, (enum calib_wkind)w, name, sizeof name)) continue;
-            const int64_t i = quant_imatrix_find(im, name);
-            const struct calib_group_stats *gs =
-                calib_stats_group(st, il, calib_wkind_group((enum calib_wkind)w));
-            uint64_t n = 0;
-            const float *v = i >= 0 ? quant_imatrix_values(im, (uint64_t)i, &n) : NULL;
-            if (!v || n != gs->n_in) {
-                s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "read back: %s missing or short",
-                            name);
-                break;
-            }
-            for (uint64_t j = 0; j < n; j++) {
-                const double want_v = gs->sum_sq[j] / (double)gs->count;
-                if (!(fabs((double)v[j] - want_v) <= 1e-5 * fabs(want_v) + 1e-30)) {
-                    s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
-                                "read back: %s[%llu] = %g, wrote %g", name,
-                                (unsigned long long)j, (double)v[j], want_v);
-                    break;
-                }
-            }
+    for (uint64_t k = 0; !s && k < want; k++) {
+        struct calib_entry ce;
+        if (!calib_stats_entry_at(st, k, &ce)) break;
+        const int64_t i = quant_imatrix_find(im, ce.name);
+        const uint64_t n_in = ce.gs[0].n_in;
+        uint64_t n = 0;
+        const float *v = i >= 0 ? quant_imatrix_values(im, (uint64_t)i, &n) : NULL;
+        if (!v || n != n_in * ce.n_mat) {
+            s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "read back: %s missing or short",
+                        ce.name);
+            break;
         }
+        for (uint64_t j = 0; !s && j < n; j++) {
+            /* per expert: in_sum2 / count, 1 where no row reached it (llama.cpp) */
+            const struct calib_group_stats *gs = &ce.gs[j / n_in];
+            const double want_v = gs->count ? gs->sum_sq[j % n_in] / (double)gs->count : 1.0;
+            if (!(fabs((double)v[j] - want_v) <= 1e-5 * fabs(want_v) + 1e-30))
+                s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                            "read back: %s[%llu] = %g, wrote %g", ce.name,
+                            (unsigned long long)j, (double)v[j], want_v);
+        }
+    }
     quant_imatrix_free(im);
     return s;
 }

@@ -13,6 +13,12 @@
 #    the size lands on the target exactly, memwall verify --deep passes,
 #    llama.cpp loads the file and its perplexity is finite and near F16's
 #  - the same file at -t 1 and -t 2
+#  - calibration: the per-expert importance matrix against llama-imatrix's own
+#    (tests/fixtures/llamacpp_ref/mx8-calib16.imatrix.gguf), llama-quantize
+#    accepts it (byte-identical Q4_K_M); quant --corpus runs GPTQ per expert
+#    (counts in method_params, -t 1 = -t 2, KLD below plain rounding's),
+#    falls back to rounding with too few rows, fits --size; qwen2moe's
+#    shared expert from a Hugging Face checkpoint
 #   quant_moe.sh MOE_UPCYCLE
 source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
 UP=${1:-}
@@ -32,7 +38,7 @@ rm -f "$T/mx4b.gguf"
 # --- presets: byte identity with llama_model_quantize ---
 # 8 experts: the presets whose rules differ (every one: MW_MOE_PRESETS=all);
 # 4 experts: the K-quant mixes
-MOE8=${MW_MOE_PRESETS:-"Q8_0 Q6_K Q5_K_M Q4_K_M Q4_K_S Q3_K_L Q3_K_M Q3_K_S Q2_K Q4_0 IQ4_NL"}
+MOE8=${MW_MOE_PRESETS:-"Q8_0 Q5_K_M Q4_K_M Q3_K_L Q3_K_S Q2_K IQ4_NL"}
 [ "$MOE8" = all ] && MOE8="$PRESETS $EXTRA_PRESETS"
 MOE4="Q5_K_M Q4_K_M Q3_K_M Q2_K"
 [ -n "${MW_LIGHT:-}" ] && MOE8="Q8_0 Q4_K_M Q3_K_M Q2_K"
@@ -92,13 +98,81 @@ awk -v a="$w_act" '$1 == "Q4_K_M" && $4 == a { f = 1 } END { exit !f }' "$T/deco
     fail "plan: Q4_K_M active bytes per token are not $w_act: $(grep Q4_K_M "$T/decode")"
 echo "plan: Q4_K_M $w_tot bytes, $w_act read per token ($(awk '$1 == "Q4_K_M" { print $6, $7, $8, $9, $10 }' "$T/decode") tok/s at 50/60/70 GB/s)"
 
-# --- calibration of a MoE: refused up front, naming the key ---
+# --- calibration of a MoE (the router on the samples, per-expert statistics) ---
 CAL="$MW_DATASETS/corpora/calib.txt"
 [ -f "$CAL" ] || CAL="$MW_SHARED/corpora/calib.txt"
-run 1 quant "$T/mx8.gguf" -o "$T/c.gguf" --preset Q4_K_M --corpus "$CAL" --samples 2 --seq-len 32 -q
-grep -q "key 'llama.expert_count'.*mixture-of-experts" "$T/err" ||
-    fail "quant --corpus on a MoE: $(tail -n 1 "$T/err")"
-[ ! -e "$T/c.gguf" ] || fail "quant --corpus on a MoE left an output"
+EVAL="$MW_DATASETS/corpora/eval.txt"
+[ -f "$EVAL" ] || EVAL="$MW_SHARED/corpora/eval.txt"
+head -c 6000 "$EVAL" > "$T/eval6k.txt"
+REF="$MW_SRC/tests/fixtures/llamacpp_ref/mx8-calib16.imatrix.gguf"
+# the importance matrix against llama-imatrix's own (bench/llamacpp_imatrix_ref.sh: the
+# same fixture, 16 chunks of 256, F16 weights with f16/f32 compute): a few rows route
+# differently in its precision, so the bounds are those of routing flips, not of a bug
+run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16.imatrix" --samples 16 --seq-len 256 \
+    --llamacpp-chunks -t 2 -q || finish
+r=$(python3 "$MW_SRC/tests/fixtures/imatrix_cmp_moe.py" "$T/m16.imatrix" "$REF" \
+    --max-rel 1.0 --mean-rel 1e-3 --counts-rel 1e-2) || fail "llama-imatrix reference: $r"
+echo "imatrix vs llama-imatrix (8 experts, 16 x 256): $r"
+run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16b.imatrix" --samples 16 --seq-len 256 \
+    --llamacpp-chunks -t 1 -q && cmp -s "$T/m16.imatrix" "$T/m16b.imatrix" ||
+    fail "calib on a MoE: -t 1 and -t 2 differ"
+# llama.cpp's quantizer takes it, and our Q4_K_M with it is its file
+run 0 quant "$T/mx8.gguf" -o "$T/a.gguf" --preset Q4_K_M --imatrix "$T/m16.imatrix" -t 2 -q &&
+"$PEER" --threads 2 quantize "$T/mx8.gguf" "$T/b.gguf" Q4_K_M --imatrix "$T/m16.imatrix" \
+    > /dev/null 2> "$T/lq.err" || fail "llama-peer quantize --imatrix (MoE): $(tail -n 2 "$T/lq.err")"
+c=$(qtool cmp "$T/a.gguf" "$T/b.gguf") || fail "Q4_K_M with a MoE imatrix: $c"
+
+# quant --corpus (awq+gptq): GPTQ per expert on its routed rows; the same bytes at
+# -t 1 and -t 2; a lower KL divergence than plain rounding (scored by llama.cpp)
+"$PEER" ppl "$T/mx4.gguf" "$T/eval6k.txt" --ctx 256 --save-logits "$T/base4.bin" > /dev/null ||
+    fail "llama-peer ppl mx4"
+kld() { "$PEER" ppl "$1" "$T/eval6k.txt" --ctx 256 --kld-base "$T/base4.bin" |
+        awk '$1=="kld"{print $2}'; }
+run 0 quant "$T/mx4.gguf" -o "$T/r4.gguf" --preset Q4_K_M -t 2 -q || finish
+run 0 quant "$T/mx4.gguf" -o "$T/c1.gguf" --preset Q4_K_M --corpus "$CAL" --samples 8 \
+    --seq-len 256 -t 1 -q || finish
+run 0 quant "$T/mx4.gguf" -o "$T/c2.gguf" --preset Q4_K_M --corpus "$CAL" --samples 8 \
+    --seq-len 256 -t 2 -q || finish
+cmp -s "$T/c1.gguf" "$T/c2.gguf" || fail "quant --corpus on a MoE: -t 1 and -t 2 differ"
+run 0 inspect "$T/c1.gguf" --json && has "$out" "experts=gptq:96,rtn:0,unrouted:0" "method_params"
+run 0 verify --deep "$T/c1.gguf" > /dev/null || true
+k_r=$(kld "$T/r4.gguf")
+k_c=$(kld "$T/c1.gguf")
+echo "Q4_K_M on 4 experts, KLD to F16 (6 KB of eval.txt): rtn $k_r, awq+gptq (8 x 256 of calib.txt) $k_c"
+awk -v r="$k_r" -v c="$k_c" 'BEGIN { exit !(c > 0 && c < r) }' ||
+    fail "awq+gptq KLD $k_c is not below plain rounding's $k_r"
+# too few rows for GPTQ: importance-weighted rounding; no row at all: plain rounding
+run 0 quant "$T/mx4.gguf" -o "$T/c3.gguf" --preset Q4_K_M --corpus "$CAL" --samples 1 \
+    --seq-len 16 --method gptq -t 2 -q || finish
+run 0 inspect "$T/c3.gguf" --json
+if [[ $out =~ experts=gptq:([0-9]+),rtn:([0-9]+),unrouted:([0-9]+) ]]; then
+    g=${BASH_REMATCH[1]} r=${BASH_REMATCH[2]} u=${BASH_REMATCH[3]}
+    [ "$g" = 0 ] && [ $((r + u)) = 96 ] && [ "$r" -gt 0 ] ||
+        fail "17 rows: expected every expert by rounding, got gptq:$g rtn:$r unrouted:$u"
+    echo "17 rows of calibration: experts by rounding $r, unrouted $u"
+else
+    fail "no experts= in method_params: $out"
+fi
+# a budget with a corpus: the allocation weighs each expert by its routed rows
+SIZE4=$(( $(stat -c %s "$T/r4.gguf") * 85 / 100 ))
+run 0 quant "$T/mx4.gguf" -o "$T/c4.gguf" --size "$SIZE4" --corpus "$CAL" --samples 4 \
+    --seq-len 256 -t 2 -q || finish
+got=$(stat -c %s "$T/c4.gguf")
+[ "$got" -le "$SIZE4" ] && [ "$got" -ge $((SIZE4 * 97 / 100)) ] ||
+    fail "--size $SIZE4 --corpus on a MoE: $got bytes"
+# a shared expert (qwen2moe, Hugging Face checkpoint): calibrated and quantized
+if python3 "$MW_SRC/tests/fixtures/mk_family_fixture.py" qwen2moe "$T/q2m" > "$T/mk.log" 2>&1; then
+    run 0 calib "$T/q2m" --corpus "$CAL" -o "$T/q2m.imatrix" --samples 4 --seq-len 64 -t 2 -q
+    run 0 convert "$T/q2m" -o "$T/q2m.gguf" --type f16 -q &&
+    "$PEER" --threads 2 quantize "$T/q2m.gguf" "$T/q2m-q.gguf" Q4_K_M --imatrix "$T/q2m.imatrix" \
+        > /dev/null 2> "$T/lq.err" || fail "llama-peer quantize --imatrix (qwen2moe): $(tail -n 2 "$T/lq.err")"
+    python3 "$MW_SRC/tests/tools/imatrix_compare.py" "$T/q2m.imatrix" "$T/q2m.imatrix" > "$T/cmp.out"
+    grep -q "entries 24," "$T/cmp.out" || fail "qwen2moe imatrix entries: $(cat "$T/cmp.out")"
+    run 0 quant "$T/q2m" -o "$T/q2m-c.gguf" --preset Q4_K_M --corpus "$CAL" --samples 4 \
+        --seq-len 64 -t 2 -q && run 0 verify --deep "$T/q2m-c.gguf" > /dev/null
+else
+    fail "qwen2moe fixture: $(tail -n 2 "$T/mk.log")"
+fi
 
 # --- a budget on the MoE ---
 F16_BYTES=$(stat -c %s "$T/mx8.gguf")
@@ -110,9 +184,6 @@ got=$(stat -c %s "$T/s1.gguf")
 [ "$got" -le "$SIZE" ] || fail "--size $SIZE: file is $got bytes"
 [ "$got" -ge $((SIZE * 97 / 100)) ] || fail "--size $SIZE: file is only $got bytes"
 run 0 verify --deep "$T/s1.gguf" > /dev/null || true
-EVAL="$MW_DATASETS/corpora/eval.txt"
-[ -f "$EVAL" ] || EVAL="$MW_SHARED/corpora/eval.txt"
-head -c 6000 "$EVAL" > "$T/eval6k.txt"
 p16=$("$PEER" ppl "$T/mx8.gguf" "$T/eval6k.txt" --ctx 256 | awk '$1=="ppl"{print $2}')
 pq=$("$PEER" ppl "$T/s1.gguf" "$T/eval6k.txt" --ctx 256 | awk '$1=="ppl"{print $2}')
 echo "--size $SIZE (4 bpw of the F16 file): $got bytes; llama.cpp perplexity F16 $p16, ours $pq (6 KB of eval.txt)"

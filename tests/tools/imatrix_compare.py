@@ -125,9 +125,10 @@ def load_gguf(path):
     for nm, v in t.items():
         if nm.endswith(".in_sum2"):
             w = nm[:-8]
-            c = t[w + ".counts"][0]
-            vals[w] = [x / c if c else 1.0 for x in v]
-            counts[w] = c
+            cs = t[w + ".counts"]  # one per expert of a stacked MoE tensor
+            ne0 = len(v) // len(cs)
+            vals[w] = [x / cs[i // ne0] if cs[i // ne0] else 1.0 for i, x in enumerate(v)]
+            counts[w] = sum(cs)
     return vals, counts
 
 
