@@ -578,8 +578,12 @@ static void awq_report(const struct quant_methods_src *h, const struct quant_opt
             snprintf(msg, sizeof msg, "awq: %s: skipped in every layer (AWQ on the norms' "
                      "inputs only)", fold_name[g]);
         } else {
-            int k = snprintf(msg, sizeof msg, "awq: %s: folded in %u of %u layers", fold_name[g],
-                             t->folded, hp->n_layer);
+            /* a MoE layer folds up -> down once per expert (and shared expert) */
+            const bool per_x = hp->n_expert && g == CALIB_G_FFN_DOWN;
+            const uint32_t of =
+                per_x ? hp->n_layer * (hp->n_expert + (hp->n_ff_shexp ? 1 : 0)) : hp->n_layer;
+            int k = snprintf(msg, sizeof msg, "awq: %s: folded in %u of %u %s", fold_name[g],
+                             t->folded, of, per_x ? "experts over the layers" : "layers");
             if (k > 0 && (size_t)k < sizeof msg && t->no_gain)
                 k += snprintf(msg + k, sizeof msg - (size_t)k,
                               ", %u without gain (alpha 0: left as is)", t->no_gain);
@@ -645,12 +649,17 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
         }
         for (int k = 0; k < CALIB_G_COUNT; k++) free_factor(h, k); /* nor factors */
     }
-    const bool moe_ffn = calib_layer_n_expert(ly) > 0 && g >= CALIB_G_FFN_IN;
-    if (moe_ffn && uses_awq(h->mo->method) && calib_layer_expert(ly) == 0) /* once per layer */
-        awq_skip(h, g, calib_layer_index(ly),
-                 g == CALIB_G_FFN_IN ? "mixture of experts: the router reads ffn_norm too"
-                                     : "mixture of experts: per-expert folds not implemented");
-    if (!moe_ffn && uses_awq(h->mo->method) && (s = awq_group(h, ly, g, err)) != MW_OK)
+    /* a MoE layer: ffn_norm feeds the router too (no fold there); up -> down
+     * folds per expert, on the rows routed to it, and for the shared expert */
+    const bool moe_in = calib_layer_n_expert(ly) > 0 && g == CALIB_G_FFN_IN;
+    if (moe_in && uses_awq(h->mo->method) && calib_layer_expert(ly) == 0) /* once per layer */
+        awq_skip(h, g, calib_layer_index(ly), "mixture of experts: the router reads ffn_norm too");
+    /* an expert with too few routed rows for GPTQ (quant_one) gets no fold either */
+    const bool few = calib_layer_expert(ly) >= 0 &&
+                     calib_layer_expert_rows(ly) < (calib_layer_group_n_in(ly, g) + 3) / 4;
+    if (!moe_in && few && uses_awq(h->mo->method))
+        awq_skip(h, g, calib_layer_index(ly), "an expert with too few routed rows");
+    else if (!moe_in && uses_awq(h->mo->method) && (s = awq_group(h, ly, g, err)) != MW_OK)
         return s;
     const bool defer = awq_out_folds(h);
     if (defer && (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN)) {
@@ -1072,7 +1081,7 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
                  st ? calib_stats_n_samples(st) : calib_samples_count(smp),
                  calib_samples_seq_len(smp), dp,
                  !uses_awq(mo->method) ? ""
-                 : moe                 ? (awq_out_folds(h) ? " awq=attn_norm,attn_v"
+                 : moe                 ? (awq_out_folds(h) ? " awq=attn_norm,attn_v,ffn_up"
                                                            : " awq=attn_norm")
                  : awq_out_folds(h)    ? " awq=attn_norm,ffn_norm,attn_v,ffn_up"
                                        : " awq=attn_norm,ffn_norm",

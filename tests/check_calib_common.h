@@ -1,17 +1,22 @@
 /* tests/check_calib_common.h — helpers shared by the calibration Check
- * suites (check_calib.c, check_calib_family.c): open a model, draw samples
- * from datasets/corpora/calib.txt, run the statistics pass, read a tensor as
- * floats. Each asserts success (ck_assert). Define CALIB_TXT before
+ * suites (check_calib.c, check_calib_family.c, check_calib_moe.c): open a
+ * model, draw samples from datasets/corpora/calib.txt, run the statistics
+ * pass, read a tensor as floats, compare calib's forward with the runtime's
+ * logits. Each asserts success (ck_assert). Define CALIB_TXT before
  * including. Header-only, static: one copy per test binary. */
 #ifndef MW_CHECK_CALIB_COMMON_H
 #define MW_CHECK_CALIB_COMMON_H
 
 #include <check.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "calib/calib.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
+#include "runtime/rt.h"
+#include "runtime/rt_ops.h"
 
 static inline struct calib_model *open_model(const char *path)
 {
@@ -61,6 +66,85 @@ static inline float *tensor_f32(const struct gguf_file *f, const char *name)
     float *o = malloc(n * sizeof *o);
     quant_traits_get(t->type)->to_float(gguf_tensor_data(f, (uint64_t)i), o, n);
     return o;
+}
+
+/* the final hidden states of every row (on_layer after the last layer) */
+struct last_ud {
+    float *h;
+    uint64_t rows;
+};
+
+static inline enum mw_status grab_last(void *ud, struct calib_layer *ly, struct mw_err *err)
+{
+    struct last_ud *L = ud;
+    const uint64_t E = calib_layer_group_n_in(ly, CALIB_G_ATTN_IN);
+    const uint64_t T = calib_layer_n_rows(ly);
+    const float *x;
+    enum mw_status s = calib_layer_hidden(ly, 0, T, &x, err);
+    if (s) return s;
+    free(L->h);
+    L->h = malloc((size_t)(T * E) * sizeof(float));
+    memcpy(L->h, x, (size_t)(T * E) * sizeof(float));
+    L->rows = T;
+    return MW_OK;
+}
+
+/* calib's forward (m over one sample of L corpus tokens: the final hidden
+ * states, through output_norm, the (tied) output matrix and the final
+ * soft-capping) against the runtime's logits on gguf, a file of the same
+ * weights: max |ours - runtime| / (1 + max |runtime|) over the positions.
+ * One definition of the model, two back ends. */
+static inline double logits_vs_runtime(struct calib_model *m, const char *gguf, uint32_t L)
+{
+    struct calib_samples *s = samples_chunked(m, 1, L, CALIB_CHUNK_BOS_PREPEND);
+    struct last_ud Lh = {0};
+    struct calib_run_opts o = {.n_threads = 2, .on_layer = grab_last, .on_layer_ud = &Lh};
+    struct calib_stats *st = run(m, s, &o);
+    ck_assert_ptr_nonnull(Lh.h);
+    struct rt_model *rm = NULL;
+    struct rt_ctx *ctx = NULL;
+    struct mw_err err;
+    mw_err_clear(&err);
+    ck_assert_msg(rt_model_open(gguf, NULL, &rm, &err) == MW_OK, "%s", err.msg);
+    const struct rt_hparams *hp = rt_model_hparams(rm);
+    const uint64_t E = hp->n_embd, V = hp->n_vocab;
+    const uint32_t P = calib_samples_n_pos(s);
+    const struct rt_ctx_opts co = {.n_ctx = P, .n_threads = 1, .n_batch = P};
+    ck_assert_int_eq(rt_ctx_init(rm, &co, &ctx, &err), MW_OK);
+    float *logits = malloc((size_t)P * V * sizeof(float));
+    ck_assert_int_eq(rt_eval(ctx, calib_samples_tokens(s, 0), P, 0, logits, &err), MW_OK);
+    float *onorm = tensor_f32(rt_model_gguf(rm), "output_norm.weight");
+    float *out = tensor_f32(rt_model_gguf(rm), "output.weight");
+    if (!out) out = tensor_f32(rt_model_gguf(rm), "token_embd.weight"); /* tied */
+    ck_assert_ptr_nonnull(onorm);
+    ck_assert_ptr_nonnull(out);
+    double worst = 0, scale = 0;
+    float *xn = malloc(E * sizeof *xn), *lg = malloc(V * sizeof *lg);
+    for (uint32_t p = 0; p < P; p++) {
+        rt_rmsnorm(xn, Lh.h + (uint64_t)p * E, onorm, E, hp->rms_eps);
+        for (uint64_t v = 0; v < V; v++) {
+            double d = 0;
+            for (uint64_t i = 0; i < E; i++) d += (double)out[v * E + i] * xn[i];
+            lg[v] = (float)d;
+        }
+        rt_softcap(lg, V, hp->final_softcap);
+        for (uint64_t v = 0; v < V; v++) {
+            const double ref = logits[(uint64_t)p * V + v];
+            worst = fabs(lg[v] - ref) > worst ? fabs(lg[v] - ref) : worst;
+            scale = fabs(ref) > scale ? fabs(ref) : scale;
+        }
+    }
+    free(lg);
+    free(xn);
+    free(out);
+    free(onorm);
+    free(logits);
+    rt_ctx_free(ctx);
+    rt_model_close(rm);
+    free(Lh.h);
+    calib_stats_free(st);
+    calib_samples_free(s);
+    return worst / (1.0 + scale);
 }
 
 #endif /* MW_CHECK_CALIB_COMMON_H */

@@ -44,27 +44,6 @@ static struct calib_samples *samples_of(const struct calib_model *m, uint32_t n,
     return samples_chunked(m, n, L, CALIB_CHUNK_BOS_PREPEND);
 }
 
-/* the final hidden states of every row (on_layer after the last layer) */
-struct last_ud {
-    float *h;
-    uint64_t rows;
-};
-
-static enum mw_status grab_last(void *ud, struct calib_layer *ly, struct mw_err *err)
-{
-    struct last_ud *L = ud;
-    const uint64_t E = calib_layer_group_n_in(ly, CALIB_G_ATTN_IN);
-    const uint64_t T = calib_layer_n_rows(ly);
-    const float *x;
-    enum mw_status s = calib_layer_hidden(ly, 0, T, &x, err);
-    if (s) return s;
-    free(L->h);
-    L->h = malloc((size_t)(T * E) * sizeof(float));
-    memcpy(L->h, x, (size_t)(T * E) * sizeof(float));
-    L->rows = T;
-    return MW_OK;
-}
-
 struct fold_ud {
     struct last_ud last;
     const struct rt_hparams *hp;
@@ -96,61 +75,13 @@ static enum mw_status fold_cb(void *ud, struct calib_layer *ly, enum calib_group
 
 
 
-/* max |our logit - runtime logit| / (1 + max |runtime logit|) over the
- * positions of sample 0 */
-static double logits_vs_runtime(const char *src, const char *gguf, uint32_t L)
+/* logits_vs_runtime (check_calib_common.h) from src, a path */
+static double logits_of(const char *src, const char *gguf, uint32_t L)
 {
     struct calib_model *m = open_model(src);
-    struct calib_samples *s = samples_of(m, 1, L);
-    struct last_ud Lh = {0};
-    struct calib_run_opts o = {.n_threads = 2, .on_layer = grab_last, .on_layer_ud = &Lh};
-    struct calib_stats *st = run(m, s, &o);
-    ck_assert_ptr_nonnull(Lh.h);
-    struct rt_model *rm = NULL;
-    struct rt_ctx *ctx = NULL;
-    struct mw_err err;
-    mw_err_clear(&err);
-    ck_assert_msg(rt_model_open(gguf, NULL, &rm, &err) == MW_OK, "%s", err.msg);
-    const struct rt_hparams *hp = rt_model_hparams(rm);
-    const uint64_t E = hp->n_embd, V = hp->n_vocab;
-    const uint32_t P = calib_samples_n_pos(s);
-    const struct rt_ctx_opts co = {.n_ctx = P, .n_threads = 1, .n_batch = P};
-    ck_assert_int_eq(rt_ctx_init(rm, &co, &ctx, &err), MW_OK);
-    float *logits = malloc((size_t)P * V * sizeof(float));
-    ck_assert_int_eq(rt_eval(ctx, calib_samples_tokens(s, 0), P, 0, logits, &err), MW_OK);
-    float *onorm = tensor_f32(rt_model_gguf(rm), "output_norm.weight");
-    float *out = tensor_f32(rt_model_gguf(rm), "output.weight");
-    if (!out) out = tensor_f32(rt_model_gguf(rm), "token_embd.weight"); /* tied */
-    ck_assert_ptr_nonnull(onorm);
-    ck_assert_ptr_nonnull(out);
-    double worst = 0, scale = 0;
-    float *xn = malloc(E * sizeof *xn), *lg = malloc(V * sizeof *lg);
-    for (uint32_t p = 0; p < P; p++) {
-        rt_rmsnorm(xn, Lh.h + (uint64_t)p * E, onorm, E, hp->rms_eps);
-        for (uint64_t v = 0; v < V; v++) {
-            double d = 0;
-            for (uint64_t i = 0; i < E; i++) d += (double)out[v * E + i] * xn[i];
-            lg[v] = (float)d;
-        }
-        rt_softcap(lg, V, hp->final_softcap);
-        for (uint64_t v = 0; v < V; v++) {
-            const double ref = logits[(uint64_t)p * V + v];
-            worst = fabs(lg[v] - ref) > worst ? fabs(lg[v] - ref) : worst;
-            scale = fabs(ref) > scale ? fabs(ref) : scale;
-        }
-    }
-    free(lg);
-    free(xn);
-    free(out);
-    free(onorm);
-    free(logits);
-    rt_ctx_free(ctx);
-    rt_model_close(rm);
-    free(Lh.h);
-    calib_stats_free(st);
-    calib_samples_free(s);
+    const double r = logits_vs_runtime(m, gguf, L);
     calib_model_close(m);
-    return worst / (1.0 + scale);
+    return r;
 }
 
 /* the sample must be longer than gemma's window (the fixtures: 16) */
@@ -158,14 +89,14 @@ static double logits_vs_runtime(const char *src, const char *gguf, uint32_t L)
 
 START_TEST(logits_from_gguf)
 {
-    const double r = logits_vs_runtime(g_gguf, g_gguf, SAMPLE_LEN);
+    const double r = logits_of(g_gguf, g_gguf, SAMPLE_LEN);
     ck_assert_msg(r < 2e-3, "%s (GGUF): logits differ by %g of their scale", g_kind, r);
 }
 END_TEST
 
 START_TEST(logits_from_hf)
 {
-    const double r = logits_vs_runtime(g_dir, g_gguf, SAMPLE_LEN);
+    const double r = logits_of(g_dir, g_gguf, SAMPLE_LEN);
     ck_assert_msg(r < 2e-3, "%s (HF dir): logits differ by %g of their scale", g_kind, r);
 }
 END_TEST

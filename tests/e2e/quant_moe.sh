@@ -116,6 +116,10 @@ echo "imatrix vs llama-imatrix (8 experts, 16 x 256): $r"
 run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16b.imatrix" --samples 16 --seq-len 256 \
     --llamacpp-chunks -t 1 -q && cmp -s "$T/m16.imatrix" "$T/m16b.imatrix" ||
     fail "calib on a MoE: -t 1 and -t 2 differ"
+# fewer samples per batch (--max-memory): the same statistics, bit for bit
+run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16c.imatrix" --samples 16 --seq-len 256 \
+    --llamacpp-chunks -t 2 --max-memory 40M && has "$err" "4 samples per batch" "--max-memory" &&
+    cmp -s "$T/m16.imatrix" "$T/m16c.imatrix" || fail "calib on a MoE: 4 samples per batch differ"
 # llama.cpp's quantizer takes it, and our Q4_K_M with it is its file
 run 0 quant "$T/mx8.gguf" -o "$T/a.gguf" --preset Q4_K_M --imatrix "$T/m16.imatrix" -t 2 -q &&
 "$PEER" --threads 2 quantize "$T/mx8.gguf" "$T/b.gguf" Q4_K_M --imatrix "$T/m16.imatrix" \
