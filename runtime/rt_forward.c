@@ -20,6 +20,7 @@
  * activation to the weight type's partner format (rt_kernels.h); attention
  * follows llama.cpp's CPU flash attention (attn_chunk / attn_tiled below).
  */
+#define _DEFAULT_SOURCE /* madvise */
 #include "runtime/rt_int.h"
 #include "runtime/rt_ops.h"
 
@@ -33,6 +34,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "quant/quant.h"
 
@@ -338,6 +341,33 @@ static void moe_group(struct rt_ctx *c, uint32_t il, uint32_t n_tok)
         if (first[e + 1] > first[e]) c->moe_active[c->moe_n_active++] = e;
 }
 
+/* Start reading the matrices of the experts this step routes to for the
+ * first time in this context (MADV_WILLNEED: the kernel reads each slab
+ * whole, in the background, all of them at once). rt_model_open marks the
+ * expert tensors MADV_RANDOM, so without this a cold slab would come in one
+ * page per fault. Later steps find a slab resident (unless the kernel
+ * dropped it: then its pages fault in one by one). A hint: failure ignored. */
+static void moe_prefetch(const struct rt_ctx *c, uint32_t il)
+{
+    const struct rt_layer *ly = &c->m->layers[il];
+    const uint32_t NE = c->m->hp.n_expert;
+    const uint64_t *hits = c->moe_hits + (uint64_t)il * NE;
+    const long ps = sysconf(_SC_PAGESIZE);
+    if (ps <= 0) return;
+    const uintptr_t page = (uintptr_t)ps;
+    const struct rt_weight *w[3] = {&ly->gate_exps, &ly->up_exps, &ly->down_exps};
+    for (uint32_t i = 0; i < c->moe_n_active; i++) {
+        const uint32_t e = c->moe_active[i];
+        if (hits[e] != c->moe_first[e + 1] - c->moe_first[e]) continue; /* read before */
+        for (int j = 0; j < 3; j++) {
+            const uintptr_t lo = (uintptr_t)(w[j]->data + (uint64_t)e * w[j]->slab_bytes);
+            const uintptr_t a = lo & ~(page - 1);
+            const uintptr_t b = (lo + (uintptr_t)w[j]->slab_bytes + page - 1) & ~(page - 1);
+            (void)madvise((void *)a, (size_t)(b - a), MADV_WILLNEED);
+        }
+    }
+}
+
 /* The MoE FFN of layer il (llama.cpp's build_moe_ffn with softmax gating,
  * and qwen2moe's shared expert); x += its output. */
 static void moe_ffn(struct rt_ctx *c, uint32_t il, uint32_t n_tok)
@@ -364,6 +394,7 @@ static void moe_ffn(struct rt_ctx *c, uint32_t il, uint32_t n_tok)
     ts = (struct tok_stage){.op = OP_MOE_ROUTE, .n_tok = n_tok};
     run_tok(c, &ts);
     moe_group(c, il, n_tok);
+    moe_prefetch(c, il);
     /* routed experts: gate and up, act, down */
     const struct rt_weight *gu[2] = {&ly->gate_exps, &ly->up_exps};
     plan_acts(c, gu, 2, &plan);

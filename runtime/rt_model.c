@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "quant/quant.h"
 
@@ -950,6 +951,41 @@ fail:
     return s;
 }
 
+/* Access hints for a mapping the runtime owns (madvise: a hint, a failure
+ * changes nothing and is ignored). A MoE token reads n_expert_used of the
+ * n_expert slabs of each 3-D ffn_{gate,up,down}_exps tensor; the kernel's
+ * default read-around (a page fault reads the pages around it, up to the
+ * device's read-ahead window) would also read the neighbouring experts that
+ * were not routed, so those byte ranges get MADV_RANDOM (a fault reads its
+ * own page). Rounded outward to whole pages: the at most two pages an expert
+ * tensor shares with a neighbouring tensor lose read-around too, which costs
+ * a one-page read of a dense tensor; rounded inward, the first and last
+ * expert's edge pages would keep read-around and read into the experts next
+ * to them. Dense tensors keep the default advice (sequential read-around);
+ * read-around works on the file, so a fault in the router or the attention
+ * tensors next to an expert tensor still reads into its edge experts. The
+ * price: a cold routed slab is read one page per fault. rt_model_from_gguf
+ * (calibration, plan: every expert is read) sets no hint. */
+static void advise_experts(const struct rt_model *m)
+{
+    const long ps = sysconf(_SC_PAGESIZE);
+    if (m->hp.n_expert == 0 || !m->layers || ps <= 0) return;
+    const uintptr_t page = (uintptr_t)ps;
+    for (uint32_t il = 0; il < m->hp.n_layer; il++) {
+        const struct rt_layer *ly = &m->layers[il];
+        const struct rt_weight *w[3] = {&ly->gate_exps, &ly->up_exps, &ly->down_exps};
+        for (int j = 0; j < 3; j++) {
+            if (!w[j]->data) continue;
+            /* slab_bytes * n_expert is the tensor's size, inside the mapping
+             * (checked at load); the mapping ends on a page boundary */
+            const uintptr_t lo = (uintptr_t)w[j]->data;
+            const uintptr_t hi = lo + (uintptr_t)(w[j]->slab_bytes * m->hp.n_expert);
+            const uintptr_t a = lo & ~(page - 1), b = (hi + page - 1) & ~(page - 1);
+            if (b > a) (void)madvise((void *)a, (size_t)(b - a), MADV_RANDOM);
+        }
+    }
+}
+
 enum mw_status rt_model_open(const char *path, const struct rt_model_opts *o,
                              struct rt_model **out, struct mw_err *err)
 {
@@ -963,6 +999,7 @@ enum mw_status rt_model_open(const char *path, const struct rt_model_opts *o,
         return s;
     }
     m->own = f;
+    advise_experts(m);
     if (o && o->mlock) {
         const uint64_t size = gguf_file_size(f);
         if (size > 0 && mlock(gguf_base(f), (size_t)size) != 0) {

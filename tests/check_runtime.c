@@ -1246,6 +1246,18 @@ static void evict(const char *path, const uint8_t *base, uint64_t size)
     close(fd);
 }
 
+/* Read the whole file through the page cache: waits for a read-ahead still
+ * in flight (its pages are neither counted by mincore() nor dropped by
+ * evict() until their read completes). */
+static void read_through(const char *path)
+{
+    char buf[1 << 16];
+    const int fd = open(path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    while (read(fd, buf, sizeof buf) > 0) continue;
+    close(fd);
+}
+
 /* Only the routed experts' pages are read: after a few tokens the expert
  * pages in memory are exactly those of the experts the router picked
  * (counted with mincore() on the mapping, page cache dropped first, the
@@ -1264,18 +1276,34 @@ START_TEST(test_moe_resident)
     load(p, NULL, &L);
     const struct gguf_file *f = rt_model_gguf(L.m);
     const uint8_t *base = gguf_base(f);
-    /* loading read the header and the norm vectors (with the kernel's
-     * read-ahead around them): turn read-ahead off, unmap every page of the
-     * private read-only mapping and drop the file from the page cache */
+    /* rt_model_open marks the expert tensors MADV_RANDOM (the dense ones keep
+     * read-ahead): a read inside one brings in its own page alone (asserted
+     * below where the kernel honours MADV_RANDOM) */
     const uint64_t fsize = gguf_file_size(f);
+    uint64_t n_pages = 0;
+    evict(p, base, fsize);
+    const int64_t ui = gguf_tensor_find(f, "blk.0.ffn_up_exps.weight");
+    ck_assert_int_ge(ui, 0);
+    const volatile uint8_t *in_exps =
+        gguf_tensor_data(f, (uint64_t)ui) + gguf_tensor_get(f, (uint64_t)ui)->nbytes / 2;
+    (void)*in_exps;
+    const uint64_t hinted = resident_inner(base, 0, fsize, &n_pages);
+    read_through(p); /* without the hint, a read-around may still be in flight */
+    /* loading read the header and the norm vectors (with the kernel's
+     * read-ahead around them): turn read-ahead off everywhere (a dense
+     * tensor's read-around would bring in the experts next to it), unmap
+     * every page of the private read-only mapping and drop the file from
+     * the page cache */
     ck_assert_int_eq(madvise((void *)base, (size_t)fsize, MADV_RANDOM), 0);
     evict(p, base, fsize);
     /* is read-around really off? (qemu-user takes MADV_RANDOM as a no-op):
      * one byte read in the middle of the file must bring in one page */
-    uint64_t n_pages = 0;
     const volatile uint8_t *mid = base + fsize / 2;
     (void)*mid;
     const bool exact = resident_inner(base, 0, fsize, &n_pages) == 1;
+    if (exact)
+        ck_assert_msg(hinted == 1, "one byte read inside an expert tensor brought in %llu pages "
+                      "(the runtime's MADV_RANDOM on ffn_*_exps)", (unsigned long long)hinted);
     if (!exact)
         fprintf(stderr, "test_moe_resident: read-around stays on (MADV_RANDOM ignored, e.g. "
                 "under qemu-user): unrouted experts not checked\n");

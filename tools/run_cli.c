@@ -269,6 +269,16 @@ static void print_summary(const struct cli *cl, const struct rt_model *m, const 
                 "window); no context shift: the context ends at %u positions\n",
                 cl->prog, hp->n_swa, n_slide, hp->n_layer, mem.n_ctx);
     }
+    if (hp->n_expert > 0) {
+        /* what one decoded token reads (as `memwall plan`'s decode table) */
+        const uint64_t act = rt_model_active_weight_bytes(m);
+        fprintf(stderr,
+                "%s: experts: %u per layer, %u used per token%s; active weights %.2f MiB of "
+                "%.2f MiB per token (%.1f%%)\n",
+                cl->prog, hp->n_expert, hp->n_expert_used,
+                hp->n_ff_shexp ? ", a shared expert" : "", mib(act), mib(mem.weight_bytes),
+                mem.weight_bytes ? 100.0 * (double)act / (double)mem.weight_bytes : 0.0);
+    }
     fprintf(stderr, "%s: kernels %s, %u thread%s\n", cl->prog, rt_ctx_kernels_name(c),
             mem.n_threads, mem.n_threads == 1 ? "" : "s");
 }

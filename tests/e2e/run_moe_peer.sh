@@ -17,7 +17,9 @@
 #             tests/tools/moe_upcycle: trained weights, a perplexity of ~50
 # each as F16, and Q8_0 / Q4_K_M from `memwall quant --preset` (falling back
 # to `llama-peer quantize` with a note when memwall quant refuses the file).
-# On eval.txt with llama-perplexity's protocol (ctx 128, 3 chunks; the
+# memwall-run's summary names the experts (per layer, used per token, shared)
+# and the weights a token reads of all of them. On eval.txt with
+# llama-perplexity's protocol (ctx 128, 3 chunks; the
 # upcycled model ctx 256, 4 chunks):
 #  - perplexity of `memwall-run --perplexity` within 0.3% of `llama-peer ppl`;
 #  - teacher-forced on llama.cpp's float32 logits (--kl-divergence): F16
@@ -94,6 +96,17 @@ for k in $KINDS; do
     if [ $rc -eq 77 ]; then echo "  skipped: no moe_upcycle or tinyllama-8m reference"; continue; fi
     [ $rc -eq 0 ] || { fail "$k: fixture: $(tail -2 "$T/mk.log")"; continue; }
     n_run=$((n_run + 1))
+    # the summary names the experts and what a token reads of the weights
+    case $k in
+    qwen3moe) want="experts: 8 per layer, 4 used per token; active weights" ;;
+    qwen2moe) want="experts: 8 per layer, 2 used per token, a shared expert; active weights" ;;
+    *) want="experts: 4 per layer, 2 used per token; active weights" ;;
+    esac
+    if mr 0 -m "$T/$k.gguf" -p "$PROMPT" -n 2 --temp 0 -t 2; then
+        has "$err" "$want" "$k summary"
+        wb=$(sed -n 's/.*memory: weights \([0-9.]*\) MiB.*/\1/p' <<< "$err")
+        has "$err" "MiB of $wb MiB per token" "$k summary: active of all weights"
+    fi
     ctx=128 chunks=3 bytes=40000
     [ "$k" = upcycled ] && ctx=256 chunks=4 bytes=60000
     check "$k" "$k F16" "$T/$k.gguf" $ctx $chunks $bytes 1
