@@ -157,6 +157,11 @@ for L in $counts; do
             -t "$thr" --progress=none
         if [ "$m_rc" = 0 ]; then
             row "$L" "quant --corpus" "$(stat -c %s "$W/corpus-$L.gguf") B; $(grep -o 'time: calibration [0-9.]*s' "$m_log" | head -1)"
+            # where the calibration's time went, and the expert matrices per path
+            sed -n 's/^memwall quant: \(time: .*\)/#   \1/p; s/^memwall quant: \(awq: up .*\)/#   \1/p' \
+                "$m_log" | tee -a "$report"
+            echo "#   method_params: $("$mw" inspect "$W/corpus-$L.gguf" --json |
+                grep -o '"samples=[^"]*"')" | tee -a "$report"
         elif [ "$m_rc" = 1 ] && grep -q 'mixture-of-experts.*not implemented\|E_UNSUPPORTED' "$m_log"; then
             row "$L" "quant --corpus" "not available (MoE calibration refused, exit 1)"
         else

@@ -20,6 +20,11 @@
  *       X_down = silu(X_ffn Wgate^T)*(X_ffn Wup^T)  group FFN_DOWN (down reads it;
  *                                                streamed in row batches, never all T rows)
  *       hs    += X_down Wdown^T
+ *     a mixture-of-experts layer (issue 14) replaces the FFN: every row of
+ *       X_ffn goes through the f32 router (top-k, rt_moe_route), then each
+ *       expert in turn over the rows routed to it (its own FFN_IN / FFN_DOWN
+ *       statistics, see calib_stats_expert), the weighted outputs summed
+ *       into a (T x n_embd) buffer that joins hs after the last expert
  *   Peak memory: hs, X_attn/X_ffn (one buffer), X_o (T x n_head*head_dim),
  *   one layer's f32 weights, the batch scratch (batch_rows x (qdim + 2 kvdim
  *   + 2 n_ff) floats, n_pos^2 attention scores) and the statistics.
