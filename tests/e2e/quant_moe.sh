@@ -133,30 +133,35 @@ c=$(qtool cmp "$T/a.gguf" "$T/b.gguf") || fail "Q4_K_M with a MoE imatrix: $c"
 kld() { "$PEER" ppl "$1" "$T/eval6k.txt" --ctx 256 --kld-base "$T/base4.bin" |
         awk '$1=="kld"{print $2}'; }
 run 0 quant "$T/mx4.gguf" -o "$T/r4.gguf" --preset Q4_K_M -t 2 -q || finish
-run 0 quant "$T/mx4.gguf" -o "$T/c1.gguf" --preset Q4_K_M --corpus "$CAL" --samples 8 \
-    --seq-len 256 -t 1 -q || finish
-run 0 quant "$T/mx4.gguf" -o "$T/c2.gguf" --preset Q4_K_M --corpus "$CAL" --samples 8 \
-    --seq-len 256 -t 2 -q || finish
+run 0 quant "$T/mx4.gguf" -o "$T/c1.gguf" --preset Q4_K_M --corpus "$CAL" --samples 4 \
+    --seq-len 128 -t 1 -q || finish
+run 0 quant "$T/mx4.gguf" -o "$T/c2.gguf" --preset Q4_K_M --corpus "$CAL" --samples 4 \
+    --seq-len 128 -t 2 -q || finish
 cmp -s "$T/c1.gguf" "$T/c2.gguf" || fail "quant --corpus on a MoE: -t 1 and -t 2 differ"
-run 0 inspect "$T/c1.gguf" --json && has "$out" "experts=gptq:96,rtn:0,unrouted:0" "method_params"
+# xpaths FILE: "gptq rtn unrouted" from its method_params (expert matrices per path)
+xpaths() {
+    run 0 inspect "$1" --json
+    [[ $out =~ experts=gptq:([0-9]+),rtn:([0-9]+),unrouted:([0-9]+) ]] &&
+        echo "${BASH_REMATCH[1]} ${BASH_REMATCH[2]} ${BASH_REMATCH[3]}"
+}
+read -r g r u <<< "$(xpaths "$T/c1.gguf")"
+# 8 layers x 4 experts x 3 matrices; 4 x 129 rows: most experts reach n_in / 4 rows
+[ "$((g + r + u))" = 96 ] && [ "$g" -ge 72 ] ||
+    fail "method_params: expert paths gptq:$g rtn:$r unrouted:$u (expected 96, mostly gptq)"
+echo "4 x 129 rows of calibration: expert matrices by GPTQ $g, by rounding $r, unrouted $u"
 run 0 verify --deep "$T/c1.gguf" > /dev/null || true
 k_r=$(kld "$T/r4.gguf")
 k_c=$(kld "$T/c1.gguf")
-echo "Q4_K_M on 4 experts, KLD to F16 (6 KB of eval.txt): rtn $k_r, awq+gptq (8 x 256 of calib.txt) $k_c"
+echo "Q4_K_M on 4 experts, KLD to F16 (6 KB of eval.txt): rtn $k_r, awq+gptq (4 x 128 of calib.txt) $k_c"
 awk -v r="$k_r" -v c="$k_c" 'BEGIN { exit !(c > 0 && c < r) }' ||
     fail "awq+gptq KLD $k_c is not below plain rounding's $k_r"
 # too few rows for GPTQ: importance-weighted rounding; no row at all: plain rounding
 run 0 quant "$T/mx4.gguf" -o "$T/c3.gguf" --preset Q4_K_M --corpus "$CAL" --samples 1 \
     --seq-len 16 --method gptq -t 2 -q || finish
-run 0 inspect "$T/c3.gguf" --json
-if [[ $out =~ experts=gptq:([0-9]+),rtn:([0-9]+),unrouted:([0-9]+) ]]; then
-    g=${BASH_REMATCH[1]} r=${BASH_REMATCH[2]} u=${BASH_REMATCH[3]}
-    [ "$g" = 0 ] && [ $((r + u)) = 96 ] && [ "$r" -gt 0 ] ||
-        fail "17 rows: expected every expert by rounding, got gptq:$g rtn:$r unrouted:$u"
-    echo "17 rows of calibration: experts by rounding $r, unrouted $u"
-else
-    fail "no experts= in method_params: $out"
-fi
+read -r g r u <<< "$(xpaths "$T/c3.gguf")"
+[ "$g" = 0 ] && [ "$((r + u))" = 96 ] && [ "$r" -gt 0 ] ||
+    fail "17 rows: expected every expert by rounding, got gptq:$g rtn:$r unrouted:$u"
+echo "17 rows of calibration: expert matrices by rounding $r, unrouted $u"
 # a budget with a corpus: the allocation weighs each expert by its routed rows
 SIZE4=$(( $(stat -c %s "$T/r4.gguf") * 85 / 100 ))
 run 0 quant "$T/mx4.gguf" -o "$T/c4.gguf" --size "$SIZE4" --corpus "$CAL" --samples 4 \
