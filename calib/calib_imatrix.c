@@ -70,7 +70,7 @@ static enum mw_status write_gguf(const struct calib_stats *st, const struct cali
     for (uint64_t i = 0; i < n; i++) {
         /* llama-imatrix: in_sum2 {n_in, n_mat}, counts {1, n_mat} (a dense
          * weight's n_mat is 1: 1-D tensors as llama.cpp writes them) */
-        char nm[GGUF_MAX_NAME + 32];
+        char nm[sizeof e[i].name + 16]; /* name + ".in_sum2" (the writer checks the length) */
         const uint64_t ne_sum[2] = {e[i].gs->n_in, e[i].n_mat}, ne_cnt[2] = {1, e[i].n_mat};
         const uint32_t nd = e[i].n_mat > 1 ? 2 : 1;
         snprintf(nm, sizeof nm, "%s.in_sum2", e[i].name);

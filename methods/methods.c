@@ -761,6 +761,8 @@ uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quan
      * x86-64) and the process's own (64 MiB: code, libc, stacks) */
     const unsigned nt = mo->n_threads ? mo->n_threads : 1;
     uint64_t b = 2 * wel + 64 * nin + ((uint64_t)64 << 20) + ((uint64_t)32 << 20) * nt;
+    /* MoE: the three stacked expert tensors fill expert by expert (fb[]) */
+    if (hp->n_expert) b += 3 * 2 * (uint64_t)hp->n_expert * hp->n_ff_exp * hp->n_embd;
     if (uses_gptq(mo->method)) {
         /* the factor of H^-1 is made in calib's Hessian buffer (counted there);
          * an input group's (n_embd²) is kept for the next stage's v / up; the
