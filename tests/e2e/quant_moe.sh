@@ -38,9 +38,9 @@ rm -f "$T/mx4b.gguf"
 # --- presets: byte identity with llama_model_quantize ---
 # 8 experts: the presets whose rules differ (every one: MW_MOE_PRESETS=all);
 # 4 experts: the K-quant mixes
-MOE8=${MW_MOE_PRESETS:-"Q8_0 Q5_K_M Q4_K_M Q3_K_L Q3_K_S Q2_K IQ4_NL"}
+MOE8=${MW_MOE_PRESETS:-"Q8_0 Q4_K_M Q3_K_S Q2_K IQ4_NL"}
 [ "$MOE8" = all ] && MOE8="$PRESETS $EXTRA_PRESETS"
-MOE4="Q5_K_M Q4_K_M Q3_K_M Q2_K"
+MOE4="Q4_K_M Q2_K"
 [ -n "${MW_LIGHT:-}" ] && MOE8="Q8_0 Q4_K_M Q3_K_M Q2_K"
 n_ok=0
 n_all=0
