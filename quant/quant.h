@@ -46,6 +46,11 @@ struct quant_traits {
      * Pure function: thread-safe, no allocation. NULL when the type cannot
      * be produced. */
     void (*from_float)(const float *x, void *blocks, uint64_t n, const float *imatrix);
+    /* ggml cannot quantize this type without importance weights
+     * (ggml_quantize_requires_imatrix: IQ2_XXS, IQ2_XS, IQ1_S): quant_rows
+     * refuses imatrix == NULL; from_float then still runs, with uniform
+     * weights, but its bytes are memwall's own. */
+    bool needs_imatrix;
 };
 
 /* Traits of type t, or NULL when memwall cannot decode that type yet. */

@@ -68,9 +68,12 @@ static void from_float_bf16(const float *x, void *blocks, uint64_t n, const floa
 
 // --- the table ---
 
-#define ROW(T, name) [GGUF_TYPE_##T] = {GGUF_TYPE_##T, to_float_##name, from_float_##name}
+#define ROW(T, name) [GGUF_TYPE_##T] = {GGUF_TYPE_##T, to_float_##name, from_float_##name, false}
 #define QROW(T, name)                                                                  \
-    [GGUF_TYPE_##T] = {GGUF_TYPE_##T, quant__to_float_##name, quant__from_float_##name}
+    [GGUF_TYPE_##T] = {GGUF_TYPE_##T, quant__to_float_##name, quant__from_float_##name, false}
+/* a type ggml quantizes only with importance weights */
+#define QROW_IM(T, name)                                                               \
+    [GGUF_TYPE_##T] = {GGUF_TYPE_##T, quant__to_float_##name, quant__from_float_##name, true}
 
 static const struct quant_traits traits[GGUF_TYPE_COUNT] = {
     ROW(F32, f32),
@@ -88,6 +91,13 @@ static const struct quant_traits traits[GGUF_TYPE_COUNT] = {
     QROW(Q6_K, q6_k),
     QROW(IQ4_NL, iq4_nl),
     QROW(IQ4_XS, iq4_xs),
+    QROW_IM(IQ1_S, iq1_s),
+    QROW(IQ1_M, iq1_m),
+    QROW_IM(IQ2_XXS, iq2_xxs),
+    QROW_IM(IQ2_XS, iq2_xs),
+    QROW(IQ2_S, iq2_s),
+    QROW(IQ3_XXS, iq3_xxs),
+    QROW(IQ3_S, iq3_s),
 };
 
 const struct quant_traits *quant_traits_get(uint32_t t)

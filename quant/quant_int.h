@@ -156,5 +156,21 @@ void quant__to_float_iq4_nl(const void *b, float *y, uint64_t n);
 void quant__to_float_iq4_xs(const void *b, float *y, uint64_t n);
 void quant__from_float_iq4_nl(const float *x, void *b, uint64_t n, const float *qw);
 void quant__from_float_iq4_xs(const float *x, void *b, uint64_t n, const float *qw);
+void quant__to_float_iq1_s(const void *b, float *y, uint64_t n);
+void quant__to_float_iq1_m(const void *b, float *y, uint64_t n);
+void quant__from_float_iq1_s(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_iq1_m(const float *x, void *b, uint64_t n, const float *qw);
+
+void quant__to_float_iq2_xxs(const void *b, float *y, uint64_t n);
+void quant__to_float_iq2_xs(const void *b, float *y, uint64_t n);
+void quant__to_float_iq2_s(const void *b, float *y, uint64_t n);
+void quant__from_float_iq2_xxs(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_iq2_xs(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_iq2_s(const float *x, void *b, uint64_t n, const float *qw);
+
+void quant__to_float_iq3_xxs(const void *b, float *y, uint64_t n);
+void quant__to_float_iq3_s(const void *b, float *y, uint64_t n);
+void quant__from_float_iq3_xxs(const float *x, void *b, uint64_t n, const float *qw);
+void quant__from_float_iq3_s(const float *x, void *b, uint64_t n, const float *qw);
 
 #endif /* MW_QUANT_INT_H */

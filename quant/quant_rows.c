@@ -74,6 +74,11 @@ enum mw_status quant_rows_mode(uint32_t t, enum quant_mode mode, const float *x,
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "row length %llu is not a positive multiple of %s's block size %u",
                        (unsigned long long)n_per_row, ti->name, ti->blck);
+    if (qt->needs_imatrix && !imatrix)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "%s needs an importance matrix (as in llama-quantize: --imatrix or "
+                       "--corpus)",
+                       ti->name);
     uint64_t row_bytes, total, elems;
     if (!mw_mul_u64(n_per_row / ti->blck, ti->type_size, &row_bytes) ||
         !mw_mul_u64(row_bytes, n_rows, &total) || !mw_mul_u64(n_per_row, n_rows, &elems) ||
