@@ -155,6 +155,31 @@ RT__DECL_ALL(RT__DECL_REF)
 RT__DECL_DOT(f32_f32_ref);
 /* IQ4_XS x Q8_K: scalar on every CPU (no NEON variant yet) */
 RT__DECL_DOT(iq4_xs_q8_k_ref);
+/* IQ3_XXS / IQ3_S x Q8_K (rt_kern_iq3.c) */
+RT__DECL_DOT(iq3_xxs_q8_k_ref);
+RT__DECL_DOT(iq3_s_q8_k_ref);
+#if RT_HAVE_NEON
+RT__DECL_DOT(iq3_xxs_q8_k_neon);
+RT__DECL_DOT(iq3_xxs_q8_k_sdot);
+RT__DECL_DOT(iq3_s_q8_k_neon);
+RT__DECL_DOT(iq3_s_q8_k_sdot);
+#endif
+/* IQ1_S / IQ1_M x Q8_K (rt_kern_iq1.c) */
+RT__DECL_DOT(iq1_s_q8_k_ref);
+RT__DECL_DOT(iq1_m_q8_k_ref);
+#if RT_HAVE_NEON
+RT__DECL_DOT(iq1_s_q8_k_neon);
+RT__DECL_DOT(iq1_s_q8_k_sdot);
+RT__DECL_DOT(iq1_m_q8_k_neon);
+RT__DECL_DOT(iq1_m_q8_k_sdot);
+#endif
+/* IQ2_XXS / IQ2_XS / IQ2_S x Q8_K (rt_kern_iq2.c) */
+#define RT__DECL_IQ2(X) X(iq2_xxs_q8_k) X(iq2_xs_q8_k) X(iq2_s_q8_k)
+RT__DECL_IQ2(RT__DECL_REF)
+#if RT_HAVE_NEON
+RT__DECL_IQ2(RT__DECL_NEON)
+RT__DECL_IQ2(RT__DECL_SDOT)
+#endif
 RT__DECL_DOT(f16_f16_ref);
 RT__DECL_DOT(bf16_bf16_ref);
 

@@ -65,6 +65,13 @@ struct rt_cpu rt_cpu_detect(void)
     KER(Q5_1, Q8_1, rt_dot_q5_1_q8_1_##V),         \
     KER(IQ4_NL, Q8_0, rt_dot_iq4_nl_q8_0_##V),     \
     KER(IQ4_XS, Q8_K, rt_dot_iq4_xs_q8_k_ref),     \
+    KER(IQ2_XXS, Q8_K, rt_dot_iq2_xxs_q8_k_##V),   \
+    KER(IQ2_XS, Q8_K, rt_dot_iq2_xs_q8_k_##V),     \
+    KER(IQ2_S, Q8_K, rt_dot_iq2_s_q8_k_##V),       \
+    KER(IQ3_XXS, Q8_K, rt_dot_iq3_xxs_q8_k_##V),   \
+    KER(IQ3_S, Q8_K, rt_dot_iq3_s_q8_k_##V),       \
+    KER(IQ1_S, Q8_K, rt_dot_iq1_s_q8_k_##V),       \
+    KER(IQ1_M, Q8_K, rt_dot_iq1_m_q8_k_##V),       \
     KER(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V),         \
     KER(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V),         \
     KER4(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, RT__DOT4_##V(q4_k_q8_k)), \

@@ -89,6 +89,9 @@ static const uint32_t wtypes[] = {
     GGUF_TYPE_F32,  GGUF_TYPE_F16,  GGUF_TYPE_BF16, GGUF_TYPE_Q8_0, GGUF_TYPE_Q4_0,
     GGUF_TYPE_Q4_1, GGUF_TYPE_Q5_0, GGUF_TYPE_Q5_1, GGUF_TYPE_IQ4_NL, GGUF_TYPE_IQ4_XS, GGUF_TYPE_Q2_K,
     GGUF_TYPE_Q3_K, GGUF_TYPE_Q4_K, GGUF_TYPE_Q5_K, GGUF_TYPE_Q6_K,
+    GGUF_TYPE_IQ1_S, GGUF_TYPE_IQ1_M,
+    GGUF_TYPE_IQ3_XXS, GGUF_TYPE_IQ3_S,
+    GGUF_TYPE_IQ2_XXS, GGUF_TYPE_IQ2_XS, GGUF_TYPE_IQ2_S,
 };
 #define N_WTYPES (int)(sizeof wtypes / sizeof wtypes[0])
 
@@ -100,6 +103,9 @@ static const int *f16_fields(uint32_t t)
     switch (t) { /* test-only description of the layouts (docs/formats.md §3) */
     case GGUF_TYPE_Q8_0: case GGUF_TYPE_Q4_0: case GGUF_TYPE_Q5_0: case GGUF_TYPE_IQ4_NL:
     case GGUF_TYPE_IQ4_XS: return o0;
+    case GGUF_TYPE_IQ1_S: return o0; /* IQ1_M: its f16 is nibble-packed (make_weights) */
+    case GGUF_TYPE_IQ3_XXS: case GGUF_TYPE_IQ3_S: return o0;
+    case GGUF_TYPE_IQ2_XXS: case GGUF_TYPE_IQ2_XS: case GGUF_TYPE_IQ2_S: return o0;
     case GGUF_TYPE_Q4_1: case GGUF_TYPE_Q5_1: case GGUF_TYPE_Q4_K: case GGUF_TYPE_Q5_K: return o02;
     case GGUF_TYPE_Q2_K: return q2k;
     case GGUF_TYPE_Q3_K: return q3k;
@@ -169,6 +175,14 @@ static void make_weights(uint32_t t, uint64_t n, enum wpat pat, struct rng *r, u
             if (pat == W_ONES || pat == W_ZEROS) s = (*o == 0 || *o >= 80) ? 1.0f : 0.5f;
             if (pat == W_ALT) s = -1.0f;
             put_f16(blk + *o, s);
+        }
+        if (t == GGUF_TYPE_IQ1_M) { /* f16 scale: top nibbles of the u16s at 48..55 */
+            float s = pat == W_ZERO_SCALES ? 0.0f : pat == W_ALT ? -1.0f : rnd_scale(r);
+            if (pat == W_ONES || pat == W_ZEROS) s = 1.0f;
+            const unsigned h = mw_f32_to_f16(s);
+            for (int k = 0; k < 4; k++)
+                mw_put_le16(blk + 48 + 2 * k, (uint16_t)((mw_le16(blk + 48 + 2 * k) & 0x0FFF) |
+                                                         (((h >> (4 * k)) & 0xF) << 12)));
         }
         if (pat == W_ZERO_SCALES) { /* also the integer sub-block scales */
             if (t == GGUF_TYPE_Q2_K) memset(blk, 0, 16);
