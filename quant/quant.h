@@ -115,6 +115,12 @@ struct quant_preset {
 const struct quant_preset *quant_preset_find(const char *name);
 /* The i-th preset (i = 0, 1, ... until NULL), in the order `--help` lists them. */
 const struct quant_preset *quant_preset_at(size_t i);
+/* Does llama-quantize refuse to write tensor `name` as `type` under preset
+ * without importance weights (its tensor_requires_imatrix)? IQ1_S, IQ1_M,
+ * IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, and Q2_K in a Q2_K_S file; never the
+ * token embedding or output.weight. preset may be NULL. */
+bool quant_tensor_requires_imatrix(const char *name, uint32_t type,
+                                   const struct quant_preset *preset);
 
 /* What the type rules need to know about the model (from its KVs). */
 struct quant_model_info {
@@ -346,5 +352,13 @@ enum mw_status quant_plan_file_size(const struct quant_plan *p, uint64_t *bytes,
                                     struct mw_err *err);
 enum mw_status quant_plan_write(const struct quant_plan *p, const char *out_path,
                                 struct quant_stats *st, struct mw_err *err);
+/* llama-quantize's importance-matrix requirement (quant_tensor_requires_imatrix),
+ * which quant_plan_write checks first: without an imatrix (and not from a
+ * --corpus method source), any quantized tensor whose chosen type needs one
+ * is MW_E_USAGE naming the preset, the tensor and the type; with one, a
+ * tensor converted to such a type without an imatrix entry is MW_E_FORMAT.
+ * Plans of a budget allocation (o->budget set) are exempt. llama-quantize
+ * --dry-run only warns: so may a caller that writes nothing. */
+enum mw_status quant_plan_check_imatrix(const struct quant_plan *p, struct mw_err *err);
 
 #endif /* MW_QUANT_H */

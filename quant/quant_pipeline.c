@@ -763,10 +763,45 @@ out:
     return s;
 }
 
+enum mw_status quant_plan_check_imatrix(const struct quant_plan *p, struct mw_err *err)
+{
+    /* llama-quantize refuses up front without an imatrix, and per tensor
+     * when an imatrix lacks its entry; a --corpus source (src->method) has
+     * quantized those tensors itself with its calibration's importance. A
+     * budget allocation (o.budget) is memwall's own mix, not llama-quantize's
+     * preset: its candidates follow quant_rows' needs, not this policy. */
+    if (p->o.budget) return MW_OK;
+    const bool none = !p->o.rules.has_imatrix && !p->src->method;
+    for (uint64_t i = 0; i < p->n; i++) {
+        const struct quant_plan_entry *e = &p->e[i];
+        const uint32_t t = e->choice.type;
+        if (e->choice.reason == QUANT_KEEP ||
+            !quant_tensor_requires_imatrix(e->src->name, t, p->preset) ||
+            (!none && (t == e->src->type || e->imatrix)))
+            continue;
+        mw_err_set_where(err, "tensor '%s'", e->src->name);
+        if (none)
+            return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                           "preset %s needs an importance matrix (type %s; llama-quantize "
+                           "refuses it without one): give --imatrix FILE or --corpus FILE",
+                           p->preset->name, type_name(t));
+        if (p->o.imatrix_file) mw_err_set_path(err, p->o.imatrix_file);
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                       "no usable imatrix entry for this tensor, and type %s of preset %s needs "
+                       "one (llama-quantize refuses it without)",
+                       type_name(t), p->preset->name);
+    }
+    return MW_OK;
+}
+
 enum mw_status quant_plan_write(const struct quant_plan *p, const char *out_path,
                                 struct quant_stats *st, struct mw_err *err)
 {
     mw_err_clear(err);
+    {
+        const enum mw_status si = quant_plan_check_imatrix(p, err);
+        if (si != MW_OK) return si;
+    }
     struct wctx c = {.p = p};
     enum mw_status s = MW_OK;
     unsigned nt = p->o.n_threads ? p->o.n_threads : 1;

@@ -9,8 +9,8 @@
  * The rules are a port, branch for branch, of llama_tensor_get_type_impl for
  * the file types memwall offers (the branches of the other file types are
  * mutually exclusive with these by file type, so leaving them out changes
- * nothing). Two pieces of state cross tensors, as in llama.cpp: the running
- * count of attn_v-like tensors and of ffn_down tensors that went through the
+ * nothing). State crosses tensors, as in llama.cpp: the running counts of
+ * attn_v-like, ffn_down, ffn_gate and ffn_up tensors that went through the
  * rules (tensors with a manual override do not advance them).
  */
 #define _POSIX_C_SOURCE 200809L
@@ -42,7 +42,19 @@ enum {
     FT_Q5_K_S = 16,
     FT_Q5_K_M = 17,
     FT_Q6_K = 18,
+    FT_IQ2_XXS = 19,
+    FT_IQ2_XS = 20,
+    FT_Q2_K_S = 21,
+    FT_IQ3_XS = 22,
+    FT_IQ3_XXS = 23,
+    FT_IQ1_S = 24,
     FT_IQ4_NL = 25,
+    FT_IQ3_S = 26,
+    FT_IQ3_M = 27,
+    FT_IQ2_S = 28,
+    FT_IQ2_M = 29,
+    FT_IQ4_XS = 30,
+    FT_IQ1_M = 31,
 };
 
 static const struct quant_preset presets[] = {
@@ -53,7 +65,13 @@ static const struct quant_preset presets[] = {
     {"Q3_K_M", FT_Q3_K_M, GGUF_TYPE_Q3_K},   {"Q3_K_S", FT_Q3_K_S, GGUF_TYPE_Q3_K},
     {"Q2_K", FT_Q2_K, GGUF_TYPE_Q2_K},       {"Q5_1", FT_Q5_1, GGUF_TYPE_Q5_1},
     {"Q5_0", FT_Q5_0, GGUF_TYPE_Q5_0},       {"Q4_1", FT_Q4_1, GGUF_TYPE_Q4_1},
-    {"IQ4_NL", FT_IQ4_NL, GGUF_TYPE_IQ4_NL},
+    {"IQ4_NL", FT_IQ4_NL, GGUF_TYPE_IQ4_NL},   {"IQ4_XS", FT_IQ4_XS, GGUF_TYPE_IQ4_XS},
+    {"IQ3_M", FT_IQ3_M, GGUF_TYPE_IQ3_S},     {"IQ3_S", FT_IQ3_S, GGUF_TYPE_IQ3_S},
+    {"IQ3_XS", FT_IQ3_XS, GGUF_TYPE_IQ3_S},   {"IQ3_XXS", FT_IQ3_XXS, GGUF_TYPE_IQ3_XXS},
+    {"Q2_K_S", FT_Q2_K_S, GGUF_TYPE_Q2_K},    {"IQ2_M", FT_IQ2_M, GGUF_TYPE_IQ2_S},
+    {"IQ2_S", FT_IQ2_S, GGUF_TYPE_IQ2_XS},    {"IQ2_XS", FT_IQ2_XS, GGUF_TYPE_IQ2_XS},
+    {"IQ2_XXS", FT_IQ2_XXS, GGUF_TYPE_IQ2_XXS}, {"IQ1_M", FT_IQ1_M, GGUF_TYPE_IQ1_M},
+    {"IQ1_S", FT_IQ1_S, GGUF_TYPE_IQ1_S},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
@@ -66,6 +84,25 @@ const struct quant_preset *quant_preset_find(const char *name)
 }
 
 const struct quant_preset *quant_preset_at(size_t i) { return i < N_PRESETS ? &presets[i] : NULL; }
+
+/* tensor_requires_imatrix: ggml's very-low-bit types and the Q2_K tensors of
+ * a Q2_K_S file; the token embedding and the output never. */
+bool quant_tensor_requires_imatrix(const char *name, uint32_t type,
+                                   const struct quant_preset *preset)
+{
+    if (strcmp(name, "token_embd.weight") == 0 ||
+        strcmp(name, "per_layer_token_embd.weight") == 0 || strcmp(name, "output.weight") == 0)
+        return false;
+    switch (type) {
+    case GGUF_TYPE_IQ3_XXS: case GGUF_TYPE_IQ2_XXS: case GGUF_TYPE_IQ2_XS: case GGUF_TYPE_IQ2_S:
+    case GGUF_TYPE_IQ1_M: case GGUF_TYPE_IQ1_S:
+        return true;
+    case GGUF_TYPE_Q2_K:
+        return preset && preset->ftype == FT_Q2_K_S;
+    default:
+        return false;
+    }
+}
 
 // --- model info ---
 
@@ -437,14 +474,22 @@ struct state {
     const struct quant_model_info *m;
     const struct quant_rules *r;
     int n_attention_wv, i_attention_wv;
-    int n_ffn_down, i_ffn_down;
+    int n_ffn_down, i_ffn_down; /* n_ffn_down: the layer count (so are n_ffn_gate, n_ffn_up) */
+    int i_ffn_gate, i_ffn_up;
     bool tied;    /* no output.weight: token_embd doubles as the output */
     bool is_70b;  /* llama.cpp's LLM_TYPE_70B */
     bool falcon;
     uint32_t gqa; /* n_gqa(): n_head / n_head_kv, 0 when n_head_kv is 0 */
 };
 
-static bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+/* 7 * n / 8 as llama.cpp's int arithmetic gives it for any sane n; in 64
+ * bits so that a huge block_count cannot overflow */
+static int seven_eighths(int n) { return (int)((int64_t)7 * n / 8); }
+
+static bool use_more_bits(int i, int n)
+{
+    return i < n / 8 || i >= seven_eighths(n) || (i - n / 8) % 3 == 2;
+}
 
 static uint32_t blck(uint32_t t)
 {
@@ -485,12 +530,23 @@ static enum mw_status layer_info(const struct state *st, const char *name, int c
     return MW_OK;
 }
 
+/* The IQ1 / IQ2 file types: llama.cpp gives them a branch of their own for
+ * every tensor but the output and the token embedding (so the "70B" and
+ * n_expert == 8 adjustments of the other file types do not apply). */
+static bool ft_iq12(uint32_t ft)
+{
+    return ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ2_S ||
+           ft == FT_IQ2_M || ft == FT_IQ1_M;
+}
+
 /* llama_tensor_get_type_impl for the file types in presets[]. */
 static enum mw_status rules(struct state *st, const struct quant_tensor_desc *t, enum cat c,
                             uint32_t *type, struct mw_err *err)
 {
     const uint32_t ft = st->r->preset->ftype;
     const uint32_t n_expert = st->m->n_expert;
+    const bool im = st->r->has_imatrix;
+    const uint32_t gqa = st->gqa;
     uint32_t nt = *type;
 
     if (c == CAT_OUTPUT || (st->tied && c == CAT_TOKEN_EMBD)) {
@@ -498,16 +554,45 @@ static enum mw_status rules(struct state *st, const struct quant_tensor_desc *t,
             nt = (uint32_t)st->r->output_type;
         } else if (st->falcon || t->ne[0] % blck(nt) != 0) {
             nt = GGUF_TYPE_Q8_0;
+        } else if (ft_iq12(ft) || ft == FT_IQ3_XXS) {
+            nt = GGUF_TYPE_Q5_K;
         } else if (nt != GGUF_TYPE_Q8_0) {
             nt = GGUF_TYPE_Q6_K;
         }
     } else if (c == CAT_TOKEN_EMBD) {
-        if (st->r->token_embd_type >= 0) nt = (uint32_t)st->r->token_embd_type;
+        if (st->r->token_embd_type >= 0)
+            nt = (uint32_t)st->r->token_embd_type;
+        else if (ft == FT_IQ2_XXS || ft == FT_IQ2_XS || ft == FT_IQ1_S || ft == FT_IQ1_M)
+            nt = GGUF_TYPE_Q2_K;
+        else if (ft == FT_IQ2_S || ft == FT_IQ2_M || ft == FT_IQ3_XXS)
+            nt = GGUF_TYPE_IQ3_S;
+    } else if (ft_iq12(ft)) {
+        /* IQ2_S / IQ2_M step up to IQ3_S where the others take Q2_K */
+        const uint32_t up = ft == FT_IQ2_S || ft == FT_IQ2_M ? GGUF_TYPE_IQ3_S : GGUF_TYPE_Q2_K;
+        if (cat_is_attn_v(c)) {
+            nt = gqa >= 4 || n_expert >= 4 ? GGUF_TYPE_Q4_K : up;
+            ++st->i_attention_wv;
+        } else if (n_expert == 8 && c == CAT_ATTN_K) {
+            nt = GGUF_TYPE_Q4_K;
+        } else if (c == CAT_FFN_DOWN) {
+            /* the running count, not the layer from the name, even on MoE */
+            if (st->i_ffn_down < st->n_ffn_down / 8) nt = up;
+            ++st->i_ffn_down;
+        } else if (c == CAT_ATTN_OUTPUT) {
+            if (n_expert == 8) nt = GGUF_TYPE_Q5_K;
+            else if (ft == FT_IQ1_S || ft == FT_IQ1_M) nt = GGUF_TYPE_IQ2_XXS;
+            else if (ft == FT_IQ2_S || ft == FT_IQ2_M) nt = GGUF_TYPE_IQ3_S;
+        }
     } else if (cat_is_attn_v(c)) {
-        if (ft == FT_Q2_K) nt = st->gqa >= 4 ? GGUF_TYPE_Q4_K : GGUF_TYPE_Q3_K;
+        if (ft == FT_Q2_K) nt = gqa >= 4 ? GGUF_TYPE_Q4_K : GGUF_TYPE_Q3_K;
+        else if (ft == FT_Q2_K_S && gqa >= 4) nt = GGUF_TYPE_Q4_K;
+        else if (ft == FT_IQ3_XXS)
+            nt = gqa >= 4 ? GGUF_TYPE_Q4_K : !im ? GGUF_TYPE_IQ3_S : GGUF_TYPE_IQ3_XXS;
+        else if ((ft == FT_IQ3_XS || ft == FT_IQ3_S) && gqa >= 4) nt = GGUF_TYPE_Q4_K;
+        else if (ft == FT_IQ3_M) nt = GGUF_TYPE_Q4_K;
         else if (ft == FT_Q3_K_M) nt = st->i_attention_wv < 2 ? GGUF_TYPE_Q5_K : GGUF_TYPE_Q4_K;
         else if (ft == FT_Q3_K_L) nt = GGUF_TYPE_Q5_K;
-        else if (ft == FT_IQ4_NL && st->gqa >= 4) nt = GGUF_TYPE_Q5_K;
+        else if ((ft == FT_IQ4_NL || ft == FT_IQ4_XS) && gqa >= 4) nt = GGUF_TYPE_Q5_K;
         else if ((ft == FT_Q4_K_M || ft == FT_Q5_K_M) &&
                  use_more_bits(st->i_attention_wv, st->n_attention_wv))
             nt = GGUF_TYPE_Q6_K;
@@ -517,8 +602,11 @@ static enum mw_status rules(struct state *st, const struct quant_tensor_desc *t,
         ++st->i_attention_wv;
     } else if (c == CAT_ATTN_K) {
         if (n_expert == 8) nt = GGUF_TYPE_Q8_0;
+        else if (ft == FT_IQ3_XS) nt = GGUF_TYPE_IQ3_XXS;
+        else if (ft == FT_IQ3_XXS) nt = GGUF_TYPE_IQ2_S;
     } else if (c == CAT_ATTN_Q) {
-        /* only IQ3 file types change attn_q */
+        if (ft == FT_IQ3_XS) nt = GGUF_TYPE_IQ3_XXS;
+        else if (ft == FT_IQ3_XXS) nt = GGUF_TYPE_IQ2_S;
     } else if (c == CAT_FFN_DOWN) {
         int il;
         enum mw_status s = layer_info(st, t->name, st->i_ffn_down, &il, err);
@@ -526,10 +614,16 @@ static enum mw_status rules(struct state *st, const struct quant_tensor_desc *t,
         const int n = st->n_ffn_down;
         if (ft == FT_Q2_K) {
             nt = GGUF_TYPE_Q3_K;
+        } else if (ft == FT_Q2_K_S) {
+            if (il < n / 8) nt = GGUF_TYPE_Q4_K;
+        } else if (ft == FT_IQ3_XXS && !im) {
+            nt = il < n / 8 ? GGUF_TYPE_Q4_K : GGUF_TYPE_Q3_K;
         } else if (ft == FT_Q3_K_M) {
             nt = il < n / 16 ? GGUF_TYPE_Q5_K
                  : (!st->falcon || use_more_bits(il, n)) ? GGUF_TYPE_Q4_K
                                                           : GGUF_TYPE_Q3_K;
+        } else if (ft == FT_IQ3_M && (il < n / 8 || (n_expert == 8 && use_more_bits(il, n)))) {
+            nt = GGUF_TYPE_Q4_K;
         } else if (ft == FT_Q3_K_L) {
             nt = st->falcon ? GGUF_TYPE_Q4_K : GGUF_TYPE_Q5_K;
         } else if (ft == FT_Q4_K_M) {
@@ -539,13 +633,13 @@ static enum mw_status rules(struct state *st, const struct quant_tensor_desc *t,
                                             : GGUF_TYPE_Q4_K;
             else if (use_more_bits(il, n))
                 nt = GGUF_TYPE_Q6_K;
-        } else if (il < n / 8 && ft == FT_IQ4_NL && !st->r->has_imatrix) {
+        } else if (il < n / 8 && (ft == FT_IQ4_NL || ft == FT_IQ4_XS) && !im) {
             nt = GGUF_TYPE_Q5_K;
         } else if (ft == FT_Q5_K_M && use_more_bits(il, n)) {
             nt = GGUF_TYPE_Q6_K;
         } else if (ft == FT_Q4_K_S && !st->falcon && il < n / 8) {
             nt = GGUF_TYPE_Q5_K;
-        } else if ((ft == FT_Q4_0 || ft == FT_Q5_0) && st->r->has_imatrix && il < n / 8) {
+        } else if ((ft == FT_Q4_0 || ft == FT_Q5_0) && im && il < n / 8) {
             /* llama.cpp: guard the first ffn_down layers, only with an imatrix */
             nt = ft == FT_Q4_0 ? GGUF_TYPE_Q4_1 : GGUF_TYPE_Q5_1;
         }
@@ -553,23 +647,31 @@ static enum mw_status rules(struct state *st, const struct quant_tensor_desc *t,
     } else if (c == CAT_ATTN_OUTPUT) {
         if (!st->falcon) {
             if (n_expert == 8) {
-                if (ft == FT_Q2_K || ft == FT_Q3_K_S || ft == FT_Q3_K_M || ft == FT_IQ4_NL ||
-                    ft == FT_Q4_K_S || ft == FT_Q4_K_M)
+                if (ft == FT_Q2_K || ft == FT_IQ3_XS || ft == FT_IQ3_XXS || ft == FT_Q3_K_S ||
+                    ft == FT_Q3_K_M || ft == FT_IQ4_NL || ft == FT_Q4_K_S || ft == FT_Q4_K_M ||
+                    ft == FT_IQ3_S || ft == FT_IQ3_M || ft == FT_IQ4_XS)
                     nt = GGUF_TYPE_Q5_K;
             } else {
                 if (ft == FT_Q2_K) nt = GGUF_TYPE_Q3_K;
+                else if (ft == FT_IQ3_XXS) nt = GGUF_TYPE_IQ3_S;
                 else if (ft == FT_Q3_K_M) nt = GGUF_TYPE_Q4_K;
                 else if (ft == FT_Q3_K_L) nt = GGUF_TYPE_Q5_K;
+                else if (ft == FT_IQ3_M) nt = GGUF_TYPE_Q4_K;
             }
         } else {
             if (ft == FT_Q3_K_L) nt = GGUF_TYPE_Q4_K;
         }
     } else if (c == CAT_FFN_GATE || c == CAT_FFN_UP) {
-        /* only IQ3_XS changes them; the layer lookup still fails as
-         * llama.cpp's does on MoE tensors without a layer */
+        /* IQ3_XS: IQ3_XXS in the middle three quarters of the layers. The
+         * layer is each category's own running count (the name's on MoE,
+         * where a tensor without one fails as llama.cpp's does). */
+        int *i = c == CAT_FFN_GATE ? &st->i_ffn_gate : &st->i_ffn_up;
         int il;
-        enum mw_status s = layer_info(st, t->name, 0, &il, err);
+        enum mw_status s = layer_info(st, t->name, *i, &il, err);
         if (s != MW_OK) return s;
+        const int n = st->n_ffn_down;
+        if (ft == FT_IQ3_XS && il >= n / 8 && il < seven_eighths(n)) nt = GGUF_TYPE_IQ3_XXS;
+        ++*i;
     }
     /* (attn_qkv is attn_v-like above; llama.cpp's separate branch for it is
      * unreachable there too) */
@@ -630,6 +732,8 @@ enum mw_status quant_choose_types(const struct quant_model_info *m,
         else if (strcmp(m->arch, "qwen2") == 0 || strcmp(m->arch, "olmo") == 0 ||
                  strcmp(m->arch, "deci") == 0)
             st.is_70b = true;
+    } else if (m->n_layer == 68 && strcmp(m->arch, "jais2") == 0) {
+        st.is_70b = true;
     }
     for (uint64_t i = 0; i < n; i++) {
         const enum cat c = category(t[i].name);

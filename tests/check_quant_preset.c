@@ -225,6 +225,57 @@ static const struct golden {
     {"Q4_1", true, "output=q6_K"},
     {"IQ4_NL", false, "output=q6_K blk.0.ffn_down=q5_K"},
     {"IQ4_NL", true, "output=q6_K"},
+    /* the i-quant presets (tests/e2e/quant_iq_peer.sh: without an imatrix
+     * against llama_quant_compute_types, with the reference imatrix against
+     * llama_model_quantize's files) */
+#define EACH_1_7(X) X("1") X("2") X("3") X("4") X("5") X("6") X("7")
+#define V_Q2K(n) " blk." n ".attn_v=q2_K"
+#define IQ2XX "output=q5_K token_embd=q2_K blk.0.attn_v=q2_K blk.0.ffn_down=q2_K" EACH_1_7(V_Q2K)
+    {"IQ2_XXS", false, IQ2XX},
+    {"IQ2_XXS", true, IQ2XX},
+    {"IQ2_XS", false, IQ2XX},
+    {"IQ2_XS", true, IQ2XX},
+#define OV_IQ1(n) " blk." n ".attn_output=iq2_xxs blk." n ".attn_v=q2_K"
+#define IQ1X \
+    "output=q5_K token_embd=q2_K blk.0.attn_output=iq2_xxs blk.0.attn_v=q2_K " \
+    "blk.0.ffn_down=q2_K" EACH_1_7(OV_IQ1)
+    {"IQ1_S", false, IQ1X},
+    {"IQ1_S", true, IQ1X},
+    {"IQ1_M", false, IQ1X},
+    {"IQ1_M", true, IQ1X},
+#define OV_IQ3S(n) " blk." n ".attn_output=iq3_s blk." n ".attn_v=iq3_s"
+#define IQ2SM \
+    "output=q5_K token_embd=iq3_s blk.0.attn_output=iq3_s blk.0.attn_v=iq3_s " \
+    "blk.0.ffn_down=iq3_s" EACH_1_7(OV_IQ3S)
+    {"IQ2_S", false, IQ2SM},
+    {"IQ2_S", true, IQ2SM},
+    {"IQ2_M", false, IQ2SM},
+    {"IQ2_M", true, IQ2SM},
+    {"Q2_K_S", false, "output=q6_K blk.0.ffn_down=q4_K"},
+    {"Q2_K_S", true, "output=q6_K blk.0.ffn_down=q4_K"},
+#define KQ_XXS(n) " blk." n ".attn_k=iq3_xxs blk." n ".attn_q=iq3_xxs"
+#define KQGU_XXS(n) KQ_XXS(n) " blk." n ".ffn_gate=iq3_xxs blk." n ".ffn_up=iq3_xxs"
+#define IQ3X \
+    "output=q6_K" KQ_XXS("0") KQGU_XXS("1") KQGU_XXS("2") KQGU_XXS("3") KQGU_XXS("4") \
+        KQGU_XXS("5") KQGU_XXS("6") KQ_XXS("7")
+    {"IQ3_XS", false, IQ3X},
+    {"IQ3_XS", true, IQ3X},
+    /* IQ3_XXS: without an imatrix attn_v IQ3_S and ffn_down Q4_K / Q3_K */
+#define KOQ(n) " blk." n ".attn_k=iq2_s blk." n ".attn_output=iq3_s blk." n ".attn_q=iq2_s"
+#define KOQVD(n) KOQ(n) " blk." n ".attn_v=iq3_s blk." n ".ffn_down=q3_K"
+    {"IQ3_XXS", false,
+     "output=q5_K token_embd=iq3_s" KOQ("0") " blk.0.attn_v=iq3_s blk.0.ffn_down=q4_K"
+         EACH_1_7(KOQVD)},
+    {"IQ3_XXS", true, "output=q5_K token_embd=iq3_s" KOQ("0") EACH_1_7(KOQ)},
+    {"IQ3_S", false, "output=q6_K"},
+    {"IQ3_S", true, "output=q6_K"},
+#define OV_Q4K(n) " blk." n ".attn_output=q4_K blk." n ".attn_v=q4_K"
+#define IQ3M \
+    "output=q6_K blk.0.attn_output=q4_K blk.0.attn_v=q4_K blk.0.ffn_down=q4_K" EACH_1_7(OV_Q4K)
+    {"IQ3_M", false, IQ3M},
+    {"IQ3_M", true, IQ3M},
+    {"IQ4_XS", false, "output=q6_K blk.0.ffn_down=q5_K"},
+    {"IQ4_XS", true, "output=q6_K"},
 };
 #define N_GOLDEN (int)(sizeof golden / sizeof golden[0])
 
@@ -317,6 +368,19 @@ static const struct count_row {
     {"Q6_K", "q6_K*80", "q6_K*80", "q6_K*80"},
     {"Q8_0", "q8_0*80", "q8_0*80", "q8_0*80"},
     {"Q4_0", "q4_0*80", "q4_0*80", "q4_0*80"},
+    /* the IQ1 / IQ2 branch: Q4_K attn_v (gqa >= 4) and no 70B bump */
+    {"IQ2_XXS", "q4_K*80", "q2_K*10 iq2_xxs*70", "iq2_xxs*80"},
+    {"IQ2_XS", "q4_K*80", "q2_K*10 iq2_xs*70", "iq2_xs*80"},
+    {"IQ2_S", "q4_K*80", "iq3_s*10 iq2_xs*70", "iq3_s*80"},
+    {"IQ2_M", "q4_K*80", "iq3_s*10 iq2_s*70", "iq3_s*80"},
+    {"IQ1_S", "q4_K*80", "q2_K*10 iq1_s*70", "iq2_xxs*80"},
+    {"IQ1_M", "q4_K*80", "q2_K*10 iq1_m*70", "iq2_xxs*80"},
+    {"Q2_K_S", "q5_K*80", "q4_K*10 q2_K*70", "q2_K*80"},
+    {"IQ3_XS", "q5_K*80", "iq3_s*80", "iq3_s*80"},
+    {"IQ3_XXS", "q5_K*80", "q4_K*10 q3_K*70", "iq3_s*80"},
+    {"IQ3_S", "q5_K*80", "iq3_s*80", "iq3_s*80"},
+    {"IQ3_M", "q5_K*80", "q4_K*10 iq3_s*70", "q4_K*80"},
+    {"IQ4_XS", "q5_K*80", "q5_K*10 iq4_xs*70", "iq4_xs*80"},
 };
 
 /* "type*count ..." in order of first appearance */
@@ -365,6 +429,77 @@ START_TEST(test_70b)
     if (strcmp(r0->preset, "Q3_K_S") == 0) ck_assert_str_eq(got, "q3_K*80");
     free(c);
     free(m);
+}
+END_TEST
+
+/* Mixture of experts (16 layers, gqa 1): llama.cpp's n_expert == 8 rules
+ * (attn_v / attn_k Q8_0, attn_output Q5_K; the IQ1 / IQ2 branch's Q4_K) and
+ * the IQ1 / IQ2 attn_v rule for n_expert >= 4. Cross-checked against
+ * llama_quant_compute_types by tests/e2e/quant_iq_peer.sh. */
+static const struct moe_row {
+    const char *preset;
+    uint32_t n_expert;
+    const char *attn_v, *attn_k, *attn_output, *ffn_down, *ffn_up;
+} moe_rows[] = {
+    {"IQ2_XXS", 8, "q4_K*16", "q4_K*16", "q5_K*16", "q2_K*2 iq2_xxs*14", "iq2_xxs*16"},
+    {"IQ2_XXS", 4, "q4_K*16", "iq2_xxs*16", "iq2_xxs*16", "q2_K*2 iq2_xxs*14", "iq2_xxs*16"},
+    {"IQ1_S", 4, "q4_K*16", "iq1_s*16", "iq2_xxs*16", "q2_K*2 iq1_s*14", "iq1_s*16"},
+    {"IQ2_S", 8, "q4_K*16", "q4_K*16", "q5_K*16", "iq3_s*2 iq2_xs*14", "iq2_xs*16"},
+    {"IQ3_XS", 8, "q8_0*16", "q8_0*16", "q5_K*16", "iq3_s*16", "iq3_s*4 iq3_xxs*12"},
+    {"IQ3_XS", 4, "iq3_s*16", "iq3_xxs*16", "iq3_s*16", "iq3_s*16", "iq3_s*4 iq3_xxs*12"},
+    {"IQ3_XXS", 8, "q8_0*16", "q8_0*16", "q5_K*16", "q4_K*2 q3_K*14", "iq3_xxs*16"},
+    {"IQ3_M", 8, "q8_0*16", "q8_0*16", "q5_K*16", "q4_K*8 iq3_s*8", "iq3_s*16"},
+    {"IQ3_M", 4, "q4_K*16", "iq3_s*16", "q4_K*16", "q4_K*2 iq3_s*14", "iq3_s*16"},
+    {"IQ4_XS", 8, "q8_0*16", "q8_0*16", "q5_K*16", "q5_K*2 iq4_xs*14", "iq4_xs*16"},
+};
+
+START_TEST(test_moe)
+{
+    const struct moe_row *w = &moe_rows[_i];
+    struct model *m = xmalloc(sizeof *m);
+    make_llama(m, "llama", 512, 1024, 16, 8, 8, 32000, false);
+    m->mi.n_expert = w->n_expert;
+    struct quant_rules r = rules_for(w->preset);
+    struct quant_choice *c = xmalloc(sizeof *c * (size_t)m->n);
+    choose(m, &r, c);
+    char got[128];
+    const char *const cats[] = {"attn_v.weight", "attn_k.weight", "attn_output.weight",
+                                "ffn_down", "ffn_up"};
+    const char *const want[] = {w->attn_v, w->attn_k, w->attn_output, w->ffn_down, w->ffn_up};
+    for (size_t k = 0; k < 5; k++) {
+        tally(m, c, cats[k], got, sizeof got);
+        ck_assert_msg(strcmp(got, want[k]) == 0, "%s, %u experts, %s: %s, want %s", w->preset,
+                      w->n_expert, cats[k], got, want[k]);
+    }
+    free(c);
+    free(m);
+}
+END_TEST
+
+/* llama-quantize's imatrix requirement (tensor_requires_imatrix). */
+START_TEST(test_requires_imatrix)
+{
+    const struct quant_preset *q2ks = quant_preset_find("Q2_K_S"), *q2k = quant_preset_find("Q2_K");
+    const struct quant_preset *iq2 = quant_preset_find("IQ2_XXS");
+    ck_assert(q2ks && q2k && iq2);
+    static const uint32_t need[] = {GGUF_TYPE_IQ1_S, GGUF_TYPE_IQ1_M, GGUF_TYPE_IQ2_XXS,
+                                    GGUF_TYPE_IQ2_XS, GGUF_TYPE_IQ2_S, GGUF_TYPE_IQ3_XXS};
+    for (size_t k = 0; k < sizeof need / sizeof need[0]; k++) {
+        ck_assert(quant_tensor_requires_imatrix("blk.0.attn_q.weight", need[k], iq2));
+        ck_assert(quant_tensor_requires_imatrix("blk.0.ffn_down_exps.weight", need[k], NULL));
+        ck_assert(!quant_tensor_requires_imatrix("token_embd.weight", need[k], iq2));
+        ck_assert(!quant_tensor_requires_imatrix("per_layer_token_embd.weight", need[k], iq2));
+        ck_assert(!quant_tensor_requires_imatrix("output.weight", need[k], iq2));
+    }
+    static const uint32_t free_[] = {GGUF_TYPE_IQ3_S, GGUF_TYPE_IQ4_XS, GGUF_TYPE_IQ4_NL,
+                                     GGUF_TYPE_Q3_K, GGUF_TYPE_Q4_K, GGUF_TYPE_Q8_0};
+    for (size_t k = 0; k < sizeof free_ / sizeof free_[0]; k++)
+        ck_assert(!quant_tensor_requires_imatrix("blk.0.attn_q.weight", free_[k], q2ks));
+    /* Q2_K only in a Q2_K_S file */
+    ck_assert(quant_tensor_requires_imatrix("blk.3.ffn_up.weight", GGUF_TYPE_Q2_K, q2ks));
+    ck_assert(!quant_tensor_requires_imatrix("blk.3.ffn_up.weight", GGUF_TYPE_Q2_K, q2k));
+    ck_assert(!quant_tensor_requires_imatrix("blk.3.ffn_up.weight", GGUF_TYPE_Q2_K, iq2));
+    ck_assert(!quant_tensor_requires_imatrix("output.weight", GGUF_TYPE_Q2_K, q2ks));
 }
 END_TEST
 
@@ -1121,6 +1256,86 @@ START_TEST(test_pipeline_imatrix)
 }
 END_TEST
 
+/* The pipeline refuses what llama-quantize refuses: Q2_K_S (its Q2_K
+ * tensors need an imatrix) without one, or with one that lacks an entry. */
+START_TEST(test_pipeline_requires_imatrix)
+{
+    char src[512], out[512], msg[1024];
+    snprintf(src, sizeof src, "%s/qp-rsrc-%d.gguf", tmpdir(), (int)getpid());
+    snprintf(out, sizeof out, "%s/qp-rout-%d.gguf", tmpdir(), (int)getpid());
+    write_model(src, 2);
+    struct mw_err err;
+    struct gguf_file *sf;
+    ck_assert_int_eq(gguf_open(src, 0, &sf, &err), MW_OK);
+    struct quant_source qs;
+    ck_assert_int_eq(quant_source_gguf(sf, &qs, &err), MW_OK);
+    struct quant_opts o = {.rules = rules_for("Q2_K_S"), .n_threads = 1, .imatrix_file = "im.dat"};
+    struct quant_plan *p = NULL;
+    ck_assert_int_eq(quant_plan_build(&qs, &o, &p, &err), MW_OK); /* a plan: dry runs list it */
+    ck_assert_int_eq(quant_plan_check_imatrix(p, &err), MW_E_USAGE);
+    mw_err_format(&err, msg, sizeof msg);
+    ck_assert_msg(strstr(msg, "tensor 'blk.0.attn_k.weight'") &&
+                      strstr(msg, "preset Q2_K_S needs an importance matrix") &&
+                      strstr(msg, "--imatrix") && strstr(msg, "--corpus"),
+                  "%s", msg);
+    unlink(out);
+    ck_assert_int_eq(quant_plan_write(p, out, NULL, &err), MW_E_USAGE);
+    ck_assert_int_ne(access(out, F_OK), 0);
+    quant_plan_free(p);
+    /* a budget allocation's plan is memwall's own mix: exempt */
+    o.budget = "bpw=3";
+    ck_assert_int_eq(quant_plan_build(&qs, &o, &p, &err), MW_OK);
+    ck_assert_int_eq(quant_plan_check_imatrix(p, &err), MW_OK);
+    quant_plan_free(p);
+    o.budget = NULL;
+    /* an imatrix with every entry but one */
+    const char *names[] = {"blk.0.attn_k.weight", "blk.0.attn_output.weight",
+                           "blk.0.attn_q.weight", "blk.0.attn_v.weight",
+                           "blk.0.ffn_down.weight", "blk.0.ffn_gate.weight",
+                           "blk.0.ffn_up.weight", "blk.1.attn_k.weight",
+                           "blk.1.attn_output.weight", "blk.1.attn_q.weight",
+                           "blk.1.attn_v.weight", "blk.1.ffn_down.weight",
+                           "blk.1.ffn_gate.weight", "blk.1.ffn_up.weight"};
+    const int32_t lens[] = {256, 256, 256, 256, 512, 256, 256, 256, 256, 256, 256, 512, 256, 256};
+    const int n = (int)(sizeof names / sizeof names[0]);
+    for (int skip = 0; skip <= 1; skip++) {
+        const char *nm[16];
+        int32_t ln[16];
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (!(skip && strcmp(names[i], "blk.1.ffn_gate.weight") == 0)) {
+                nm[k] = names[i];
+                ln[k++] = lens[i];
+            }
+        struct quant_imatrix *im = mk_imatrix(nm, ln, k);
+        o.imatrix = im;
+        ck_assert_int_eq(quant_plan_build(&qs, &o, &p, &err), MW_OK);
+        if (skip) {
+            ck_assert_int_eq(quant_plan_check_imatrix(p, &err), MW_E_FORMAT);
+            mw_err_format(&err, msg, sizeof msg);
+            ck_assert_msg(strstr(msg, "tensor 'blk.1.ffn_gate.weight'") &&
+                              strstr(msg, "no usable imatrix entry") && strstr(msg, "Q2_K_S"),
+                          "%s", msg);
+            ck_assert_int_eq(quant_plan_write(p, out, NULL, &err), MW_E_FORMAT);
+        } else {
+            ck_assert_int_eq(quant_plan_check_imatrix(p, &err), MW_OK);
+            ck_assert_int_eq(quant_plan_write(p, out, NULL, &err), MW_OK);
+        }
+        quant_plan_free(p);
+        quant_imatrix_free(im);
+    }
+    /* Q2_K: no requirement */
+    o = (struct quant_opts){.rules = rules_for("Q2_K"), .n_threads = 1};
+    ck_assert_int_eq(quant_plan_build(&qs, &o, &p, &err), MW_OK);
+    ck_assert_int_eq(quant_plan_check_imatrix(p, &err), MW_OK);
+    quant_plan_free(p);
+    quant_source_gguf_free(&qs);
+    gguf_close(sf);
+    unlink(src);
+    unlink(out);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("quant_preset");
@@ -1129,6 +1344,8 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_tiny_golden, 0, N_GOLDEN);
     tcase_add_loop_test(tc, test_sizes, 0, (int)(sizeof sizes / sizeof sizes[0]));
     tcase_add_loop_test(tc, test_70b, 0, (int)(sizeof counts70 / sizeof counts70[0]));
+    tcase_add_loop_test(tc, test_moe, 0, (int)(sizeof moe_rows / sizeof moe_rows[0]));
+    tcase_add_test(tc, test_requires_imatrix);
     tcase_add_test(tc, test_fallback);
     tcase_add_test(tc, test_override);
     tcase_add_test(tc, test_quantizable);
@@ -1147,6 +1364,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tp, test_pipeline_threads, 0, 4);
 #endif
     tcase_add_test(tp, test_pipeline_imatrix);
+    tcase_add_test(tp, test_pipeline_requires_imatrix);
     suite_add_tcase(s, tp);
     return s;
 }

@@ -26,4 +26,7 @@ endif()
 if(NOT MW_MINIMAL)
   mw_shell_test(quant_peer e2e/quant_peer.sh)
   set_tests_properties(quant_peer PROPERTIES SKIP_RETURN_CODE 77 LABELS peer TIMEOUT 900 COST 300)
+  # the i-quant presets (IQ1_S .. IQ4_XS, Q2_K_S): types, files, imatrix refusals
+  mw_shell_test(quant_iq_peer e2e/quant_iq_peer.sh $<TARGET_FILE:moe_upcycle>)
+  set_tests_properties(quant_iq_peer PROPERTIES SKIP_RETURN_CODE 77 LABELS peer TIMEOUT 600 COST 100)
 endif()
