@@ -119,6 +119,9 @@ struct quant_budget {
      * than predicted. */
     uint32_t reserve_method, reserve_method_params;
     unsigned n_threads; /* for the loss measurement; 0: 1 */
+    /* candidates: the k-quants, Q8_0 and F16 only (no IQ1_S..IQ3_S), for a
+     * runtime without i-quant kernels; also the ablation's baseline */
+    bool no_iquants;
 };
 
 /* One allocated tensor. */

@@ -11,11 +11,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Candidate types, cheapest first. */
-static const uint32_t cand_types[] = {GGUF_TYPE_Q2_K, GGUF_TYPE_Q3_K, GGUF_TYPE_IQ4_XS,
-                                      GGUF_TYPE_Q4_K, GGUF_TYPE_Q5_K, GGUF_TYPE_Q6_K,
-                                      GGUF_TYPE_Q8_0, GGUF_TYPE_F16};
+/* Candidate types, cheapest first (bits per weight): the i-quants below 4
+ * bits (issue 15) beside the k-quants. A type ggml quantizes only with
+ * importance weights (IQ2_XXS, IQ2_XS, IQ1_S) is a candidate only for a
+ * tensor that has them. */
+static const uint32_t cand_types[] = {
+    GGUF_TYPE_IQ1_S,   /* 1.5625 */
+    GGUF_TYPE_IQ1_M,   /* 1.75 */
+    GGUF_TYPE_IQ2_XXS, /* 2.0625 */
+    GGUF_TYPE_IQ2_XS,  /* 2.3125 */
+    GGUF_TYPE_IQ2_S,   /* 2.5625 */
+    GGUF_TYPE_Q2_K,    /* 2.625 */
+    GGUF_TYPE_IQ3_XXS, /* 3.0625 */
+    GGUF_TYPE_IQ3_S,   /* 3.4375 */
+    GGUF_TYPE_Q3_K,    /* 3.4375 */
+    GGUF_TYPE_IQ4_XS,  /* 4.25 */
+    GGUF_TYPE_Q4_K,    /* 4.5 */
+    GGUF_TYPE_Q5_K,    /* 5.5 */
+    GGUF_TYPE_Q6_K,    /* 6.5625 */
+    GGUF_TYPE_Q8_0,    /* 8.5 */
+    GGUF_TYPE_F16,
+};
 #define N_CAND (sizeof cand_types / sizeof cand_types[0])
+
+/* The i-quants below 4 bits (what --no-iquants leaves out). */
+static bool is_iquant_low(uint32_t t)
+{
+    return t == GGUF_TYPE_IQ1_S || t == GGUF_TYPE_IQ1_M || t == GGUF_TYPE_IQ2_XXS ||
+           t == GGUF_TYPE_IQ2_XS || t == GGUF_TYPE_IQ2_S || t == GGUF_TYPE_IQ3_XXS ||
+           t == GGUF_TYPE_IQ3_S;
+}
 
 struct item {
     uint64_t plan_i;
@@ -142,8 +167,11 @@ static enum mw_status measure(const struct quant_source *src, const struct quant
             const uint32_t t = cand_types[k];
             const struct gguf_type_info *ti = gguf_type_get(t);
             uint64_t nb;
-            if (!ti || e->src->ne[0] % ti->blck || !gguf_tensor_nbytes(t, e->src->ne, &nb))
+            const struct quant_traits *qt = quant_traits_get(t);
+            if (!ti || !qt || e->src->ne[0] % ti->blck || !gguf_tensor_nbytes(t, e->src->ne, &nb))
                 continue;
+            if (qt->needs_imatrix && !e->imatrix) continue;
+            if (b->no_iquants && is_iquant_low(t)) continue;
             double l = 0;
             if (losses && (s = tensor_loss(e, x, rows, imp, t, b->n_threads, &l, err)) != MW_OK) {
                 mw_err_set_where(err, "tensor '%s'", e->src->name);
@@ -173,8 +201,9 @@ out:
 
 /* The target the items may take; 0 with *s set when refused or failed. */
 static uint64_t first_target(const struct quant_plan *p0, const struct quant_budget *b,
-                             const struct item *it, uint64_t n, struct quant_budget_result *r,
-                             enum mw_status *s, struct mw_err *err)
+                             const struct item *it, uint64_t n, uint64_t fs_min,
+                             struct quant_budget_result *r, enum mw_status *s,
+                             struct mw_err *err)
 {
     uint64_t fixed = 0, min_items = 0, max_items = 0;
     for (uint64_t k = 0; k < n; k++) {
@@ -195,8 +224,8 @@ static uint64_t first_target(const struct quant_plan *p0, const struct quant_bud
         const double want = b->bpw * (double)r->n_elements / 8.0;
         if (!(want >= (double)(fixed + min_items))) {
             *s = REFUSE(r,
-                        "%s %g is below the smallest this model can have (%.4f bpw: Q2_K or "
-                        "the cheapest valid type everywhere)",
+                        "%s %g is below the smallest this model can have (%.4f bpw: the cheapest "
+                        "valid type everywhere: IQ1_S with importance, IQ1_M without)",
                         b->what ? b->what : "--bpw", b->bpw,
                         (double)(fixed + min_items) * 8.0 / (double)r->n_elements);
             return 0;
@@ -211,16 +240,19 @@ static uint64_t first_target(const struct quant_plan *p0, const struct quant_bud
         /* first estimate of what the exact-name overrides add to the
          * header (~ one string each); the rounds correct it */
         for (uint64_t k = 0; k < n; k++) hdr += 8 + strlen(it[k].t->name) + 12;
-        if (b->file_bytes < hdr + fixed + min_items) {
-            const uint64_t v = hdr + fixed + min_items;
+        if (b->file_bytes < fs_min) {
+            const uint64_t v = fs_min;
             *s = REFUSE(r,
                         "%s is below the smallest file this model can have: %llu (%.2f MiB) "
-                        "(Q2_K or the cheapest valid type everywhere)",
+                        "(the cheapest valid type everywhere: IQ1_S with importance, IQ1_M without)",
                         b->what ? b->what : "--size", (unsigned long long)v,
                         (double)v / 1048576.0);
             return 0;
         }
-        target = b->file_bytes - hdr - fixed;
+        /* fs_min is the exact file of the cheapest choice: a budget at or
+         * above it is feasible even where the header estimate says not */
+        target = b->file_bytes >= hdr + fixed + min_items ? b->file_bytes - hdr - fixed
+                                                           : min_items;
     }
     return target > max_items ? max_items : target;
 }
@@ -299,7 +331,21 @@ enum mw_status quant_budget_allocate(const struct quant_source *src, const struc
     }
     uint64_t min_items = 0;
     for (uint64_t k = 0; k < n; k++) min_items += it[k].cand[0].bytes;
-    uint64_t target = first_target(p0, b, it, n, r, &s, err);
+    /* the exact smallest file: every item at its cheapest candidate
+     * (what a refusal names, so that the size it names is accepted) */
+    uint64_t fs_min = 0;
+    if (b->kind != QUANT_BUDGET_BPW) {
+        for (uint64_t k = 0; k < n; k++) {
+            uint32_t m = 0;
+            for (uint32_t j = 1; j < it[k].n_cand; j++)
+                if (it[k].cand[j].bytes < it[k].cand[m].bytes) m = j;
+            choice[k] = m;
+        }
+        if ((s = apply(&asrc, &lo, o->rules.overrides, it, n, choice, r, &p1, err)) != MW_OK ||
+            (s = quant_plan_file_size(p1, &fs_min, err)) != MW_OK)
+            goto out;
+    }
+    uint64_t target = first_target(p0, b, it, n, fs_min, r, &s, err);
     if (s != MW_OK) goto out;
     free(it);
     it = NULL;

@@ -43,10 +43,14 @@ static const char usage_text[] =
     "  complete; its tensor data is what llama.cpp's llama-quantize writes.\n"
     "  -o, --output FILE          output file\n"
     "  --preset P                 Q8_0 Q6_K Q5_K_M Q5_K_S Q4_K_M Q4_K_S Q4_0 Q3_K_L Q3_K_M\n"
-    "                             Q3_K_S Q2_K (also Q5_1 Q5_0 Q4_1 IQ4_NL)\n"
-    "  --bpw B                    mixed precision: a type per tensor (Q2_K..Q8_0, F16)\n"
-    "                             minimizing the estimated loss with tensor data of at\n"
-    "                             most B bits per weight (hit within 1%)\n"
+    "                             Q3_K_S Q2_K (also Q5_1 Q5_0 Q4_1 IQ4_NL IQ4_XS IQ3_M\n"
+    "                             IQ3_S; with --imatrix or --corpus: IQ3_XS IQ3_XXS\n"
+    "                             Q2_K_S IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S)\n"
+    "  --bpw B                    mixed precision: a type per tensor (IQ1_S..IQ3_S,\n"
+    "                             Q2_K..Q8_0, F16) minimizing the estimated loss with\n"
+    "                             tensor data of at most B bits per weight (hit within 1%)\n"
+    "  --no-iquants               mixed precision without IQ1_S..IQ3_S (k-quants only:\n"
+    "                             for runtimes that lack the i-quant kernels)\n"
     "  --size S                   the same for the whole output file: at most S bytes\n"
     "                             (4500000, 4.5e6, K M G T, KiB MiB GiB: binary)\n"
 #if defined(MW_HAVE_FULL)
@@ -193,6 +197,7 @@ struct alloc_req {
     const char *kv_name;  /* --kv */
     const char *corpus;   /* --corpus */
     bool quiet;
+    bool no_iquants;      /* --no-iquants */
     unsigned n_threads;
     char budget[160];     /* the memwall.quant.budget value */
 };
@@ -305,7 +310,7 @@ static int budget(struct alloc_req *rq, const struct quant_source *src, const st
         .what = rq->kind == BUDGET_BPW    ? "--bpw"
                 : rq->kind == BUDGET_SIZE ? "--size"
                                           : "--fit-ram's weight budget",
-        .n_threads = rq->n_threads};
+        .n_threads = rq->n_threads, .no_iquants = rq->no_iquants};
 #if defined(MW_HAVE_FULL)
     const enum mw_status s = quant_methods_budget(src, o, &b, rq->corpus ? mo : NULL, r, &err);
 #else
@@ -358,6 +363,7 @@ int cmd_quant(int argc, char **argv)
         {"-q", "--quiet", CMD_OPT_FLAG, .flag = &quiet},
         {NULL, "--pure", CMD_OPT_FLAG, .flag = &o.rules.pure},
         {NULL, "--dry-run", CMD_OPT_FLAG, .flag = &dry},
+        {NULL, "--no-iquants", CMD_OPT_FLAG, .flag = &rq.no_iquants},
         {NULL, "--leave-output-tensor", CMD_OPT_FLAG, .flag = &o.rules.leave_output},
         {NULL, "--allow-requantize", CMD_OPT_FLAG, .flag = &o.allow_requantize},
         {"-o", "--output", CMD_OPT_STR, .str = &out},
@@ -508,6 +514,12 @@ int cmd_quant(int argc, char **argv)
                     (unsigned long long)fs, (unsigned long long)predicted);
     }
     if (dry) {
+        /* llama-quantize --dry-run only warns about a missing imatrix */
+        if (quant_plan_check_imatrix(plan, &err) != MW_OK) {
+            char eb[1024];
+            fprintf(stderr, "memwall quant: warning: %s\n", mw_err_format(&err, eb, sizeof eb));
+            mw_err_clear(&err);
+        }
         print_plan(plan);
         rc = cmd_finish_output(cmd, 0);
         goto cleanup;

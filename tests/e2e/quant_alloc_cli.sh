@@ -92,7 +92,14 @@ done
 fi
 
 # bad budgets: exit 2 with a clear message
-run 2 quant "$f16" -o "$T/x.gguf" --size 2M --imatrix "$im" && has "$err" "below the smallest file" "--size 2M"
+# (IQ1_S everywhere with an imatrix: about 1.7 MB; the refusal names the
+# smallest file, and that size is then accepted)
+run 2 quant "$f16" -o "$T/x.gguf" --size 1M --imatrix "$im" && has "$err" "below the smallest file" "--size 1M"
+smallest=$(sed -n 's/.*below the smallest file this model can have: \([0-9]*\) .*/\1/p' <<< "$err" | head -n 1)
+[ -n "$smallest" ] || fail "the refusal does not name the smallest size"
+run 0 quant "$f16" -o "$T/min.gguf" --size "$smallest" --imatrix "$im" && size_ok "$T/min.gguf" "$smallest" "--size at the named minimum"
+run 0 verify --deep "$T/min.gguf"
+rm -f "$T/min.gguf"
 run 2 quant "$f16" -o "$T/x.gguf" --bpw 1 && has "$err" "below the smallest" "--bpw 1"
 run 2 quant "$f16" -o "$T/x.gguf" --size -5M && has "$err" "is not a size" "--size -5M"
 run 2 quant "$f16" -o "$T/x.gguf" --size 5Q && has "$err" "is not a size" "--size 5Q"
