@@ -7,15 +7,15 @@
 #   2. ASan+UBSan build with -Werror, all tests but the llama.cpp peer ones
 #   3. aarch64 cross build (core/gguf/quant/verify + memwall), its tests under qemu-aarch64
 #   4. clang libFuzzer build, each fuzz target for a bounded time (the GGUF reader
-#      MW_FUZZ_SECONDS, default 60; the others MW_FUZZ_OTHER_SECONDS, default 15),
+#      MW_FUZZ_SECONDS, default 45; the others MW_FUZZ_OTHER_SECONDS, default 10),
 #      MW_JOBS targets at a time (each single-threaded, on its own core)
 # Environment: MW_JOBS (default: nproc), MW_SKIP_DEPS=1 to skip the package check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "${MW_SKIP_DEPS:-0}" = 1 ] || bash scripts/deps.sh
 jobs=${MW_JOBS:-$(nproc)}
-fuzz_secs=${MW_FUZZ_SECONDS:-60}
-fuzz_other=${MW_FUZZ_OTHER_SECONDS:-15}
+fuzz_secs=${MW_FUZZ_SECONDS:-45}
+fuzz_other=${MW_FUZZ_OTHER_SECONDS:-10}
 results=()
 fail=0
 
