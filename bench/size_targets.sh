@@ -40,7 +40,7 @@ for v in "${variants[@]}"; do
     noarg=(); [ $noiq = 1 ] && noarg=(--no-iquants)
     if ! msg=$(/usr/bin/time -f 'RSS %M' "$mw" quant "$f16" -o "$f" "--$kind" "$val" \
         --corpus "$ds/corpora/calib.txt" -q -t "$thr" "${noarg[@]}" "${extra[@]}" 2>&1); then
-      printf '| --%s %s | %s | failed: %s |\n' "$kind" "$val" "$v" "$(tail -n 1 <<< "$msg")"
+      printf '| --%s %s | %s | not possible: %s |\n' "$kind" "$val" "$v" "$(grep -m1 "memwall quant:" <<< "$msg")"
       continue
     fi
     t1=$(date +%s.%N)

@@ -219,11 +219,12 @@ static bool uses_awq(enum quant_method m)
 {
     return m == QUANT_METHOD_AWQ || m == QUANT_METHOD_AWQ_GPTQ || m == QUANT_METHOD_AWQ_GPTQ_ACT;
 }
-static bool uses_gptq(enum quant_method m)
+bool quant_method_uses_gptq(enum quant_method m)
 {
     return m == QUANT_METHOD_GPTQ || m == QUANT_METHOD_AWQ_GPTQ || m == QUANT_METHOD_GPTQ_ACT ||
            m == QUANT_METHOD_AWQ_GPTQ_ACT;
 }
+static bool uses_gptq(enum quant_method m) { return quant_method_uses_gptq(m); }
 static bool uses_act_order(const struct quant_methods_opts *mo)
 {
     return mo->gptq.act_order || mo->method == QUANT_METHOD_GPTQ_ACT ||

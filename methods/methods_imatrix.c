@@ -67,6 +67,12 @@ enum mw_status quant_methods_budget(const struct quant_source *src, const struct
         ao.imatrix_file = mo->corpus_path;
     }
     struct quant_budget bb = *b;
+    bool gptq_type[GGUF_TYPE_COUNT] = {false};
+    if (mo && quant_method_uses_gptq(mo->method)) {
+        for (uint32_t t = 0; t < GGUF_TYPE_COUNT; t++) gptq_type[t] = quant_gptq_supported(t);
+        bb.method_type = gptq_type;
+        bb.method_gain = QUANT_GPTQ_ALLOC_GAIN;
+    }
     if (mo) {
         bb.reserve_method = QUANT_METHODS_LABEL_MAX;
         bb.reserve_method_params = QUANT_METHODS_PARAMS_MAX;

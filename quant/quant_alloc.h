@@ -122,6 +122,15 @@ struct quant_budget {
     /* candidates: the k-quants, Q8_0 and F16 only (no IQ1_S..IQ3_S), for a
      * runtime without i-quant kernels; also the ablation's baseline */
     bool no_iquants;
+    /* The method that will quantize the chosen types (GPTQ under --corpus)
+     * lowers the output error of some types below what rounding's loss
+     * says: a candidate whose type has method_type[type] set counts
+     * method_gain x its rounding loss (0 < gain <= 1; 0 or NULL: 1), when
+     * the allocated tensors average at least 3 bits per weight. Without
+     * it the allocator would trade GPTQ-quantized k-quants for i-quants that
+     * only round (quant_methods_budget sets it; README "Below 4 bits"). */
+    const bool *method_type; /* indexed by ggml type id, GGUF_TYPE_COUNT entries */
+    double method_gain;
 };
 
 /* One allocated tensor. */

@@ -412,6 +412,8 @@ int cmd_quant(int argc, char **argv)
     if (!preset_name) preset_name = "Q4_K_M";
     USAGE_IF(rq.kind == BUDGET_RAM && !ctx, done, "--fit-ram needs --ctx N");
     USAGE_IF(rq.kind != BUDGET_RAM && (ctx || kv_name), done, "--ctx/--kv go with --fit-ram");
+    USAGE_IF(rq.no_iquants && rq.kind == BUDGET_NONE, done,
+             "--no-iquants goes with --bpw/--size/--fit-ram");
 #if !defined(MW_HAVE_FULL)
     USAGE_IF(rq.kind == BUDGET_RAM, done, "--fit-ram needs the full build");
 #endif

@@ -101,6 +101,17 @@ run 0 quant "$f16" -o "$T/min.gguf" --size "$smallest" --imatrix "$im" && size_o
 run 0 verify --deep "$T/min.gguf"
 rm -f "$T/min.gguf"
 run 2 quant "$f16" -o "$T/x.gguf" --bpw 1 && has "$err" "below the smallest" "--bpw 1"
+run 2 quant "$f16" -o "$T/x.gguf" --preset Q4_K_M --no-iquants && has "$err" "goes with --bpw" "--no-iquants alone"
+# --no-iquants: the k-quants only (Q2_K everywhere is then the floor)
+run 2 quant "$f16" -o "$T/x.gguf" --bpw 2.5 --imatrix "$im" --no-iquants && has "$err" "below the smallest" "--bpw 2.5 --no-iquants"
+run 0 quant "$f16" -o "$T/k.gguf" --bpw 3 --imatrix "$im" --no-iquants -q
+run 0 inspect "$T/k.gguf"
+[[ $out != *" iq1_"* && $out != *" iq2_"* && $out != *" iq3_"* ]] || fail "--no-iquants chose an i-quant"
+run 0 quant "$f16" -o "$T/i.gguf" --bpw 2.5 --imatrix "$im" -q
+run 0 inspect "$T/i.gguf"
+[[ $out == *" iq2_"* || $out == *" iq1_"* ]] || fail "--bpw 2.5 chose no i-quant"
+run 0 verify --deep "$T/i.gguf"
+rm -f "$T/k.gguf" "$T/i.gguf"
 run 2 quant "$f16" -o "$T/x.gguf" --size -5M && has "$err" "is not a size" "--size -5M"
 run 2 quant "$f16" -o "$T/x.gguf" --size 5Q && has "$err" "is not a size" "--size 5Q"
 run 2 quant "$f16" -o "$T/x.gguf" --bpw abc && has "$err" "bits per weight" "--bpw abc"
