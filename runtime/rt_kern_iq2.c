@@ -121,27 +121,7 @@ static inline int8x16_t iq2_signed16(uint64_t g0, uint64_t g1, unsigned s0, unsi
     return vbslq_s8(neg, vnegq_s8(g), g);
 }
 
-#define RT_SFX(name) name##_neon
-#include "runtime/rt_kern_iq2_neon.inc"
-#undef RT_SFX
-
-/* GCC 12 needs the architecture level with the feature; clang takes a
- * function attribute (see rt_kern_neon.c). */
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("dotprod"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("arch=armv8.2-a+dotprod")
-#endif
-#define RT_SDOT 1
-#define RT_SFX(name) name##_sdot
-#include "runtime/rt_kern_iq2_neon.inc"
-#undef RT_SFX
-#undef RT_SDOT
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#define RT_KERN_BODY "runtime/rt_kern_iq2_neon.inc"
+#include "runtime/rt_kern_twice.inc"
 
 #endif /* RT_HAVE_NEON */

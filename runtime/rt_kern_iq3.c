@@ -106,27 +106,7 @@ static inline int8x16_t iq3_apply(uint32_t g0, uint32_t g1, uint32_t g2, uint32_
     return vreinterpretq_s8_u8(vsubq_u8(veorq_u8(m, mask), mask));
 }
 
-#define RT_SFX(name) name##_neon
-#include "runtime/rt_kern_iq3_neon.inc"
-#undef RT_SFX
-
-/* as rt_kern_neon.c: GCC needs the architecture level with the feature;
- * clang takes a function attribute */
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("dotprod"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("arch=armv8.2-a+dotprod")
-#endif
-#define RT_SDOT 1
-#define RT_SFX(name) name##_sdot
-#include "runtime/rt_kern_iq3_neon.inc"
-#undef RT_SFX
-#undef RT_SDOT
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#define RT_KERN_BODY "runtime/rt_kern_iq3_neon.inc"
+#include "runtime/rt_kern_twice.inc"
 
 #endif /* RT_HAVE_NEON */

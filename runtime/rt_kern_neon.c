@@ -98,33 +98,10 @@ static inline void q6_unpack(uint8x16_t l0, uint8x16_t l1, uint8x16_t l2, uint8x
     u[7] = vsliq_n_u8(vshrq_n_u8(l3, 4), vshrq_n_u8(h1, 6), 4);
 }
 
-// --- baseline: emulated dot products ---
+// --- the kernels: baseline (emulated dot products) and SDOT ---
 
-#define RT_SFX(name) name##_neon
-#include "runtime/rt_kern_neon.inc"
-#undef RT_SFX
-
-// --- dot-product extension (SDOT) ---
-
-/* GCC 12 needs the architecture level with the feature ("+dotprod" alone
- * does not make arm_neon.h's vdotq_s32 inlinable); clang (the Android NDK)
- * has no "#pragma GCC target" and takes a function attribute instead. */
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("dotprod"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("arch=armv8.2-a+dotprod")
-#endif
-#define RT_SDOT 1
-#define RT_SFX(name) name##_sdot
-#include "runtime/rt_kern_neon.inc"
-#undef RT_SFX
-#undef RT_SDOT
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#define RT_KERN_BODY "runtime/rt_kern_neon.inc"
+#include "runtime/rt_kern_twice.inc"
 
 #else
 /* ISO C forbids an empty translation unit. */
