@@ -147,8 +147,9 @@ def cmd_dat(src, out, *opts):
     if '--trailer' in opts: b += struct.pack('<ii', 345, 9) + b'calib.txt'
     open(out, 'wb').write(b)
 
-sys.exit({'cmp': cmd_cmp, 'header': cmd_header, 'dat': cmd_dat,
-          'memwall_bytes': cmd_memwall_bytes, 'sameblob': cmd_sameblob}[sys.argv[1]](*sys.argv[2:]) or 0)
+if __name__ == '__main__': # (quant_iq_peer.sh's iqtool imports parse)
+    sys.exit({'cmp': cmd_cmp, 'header': cmd_header, 'dat': cmd_dat,
+              'memwall_bytes': cmd_memwall_bytes, 'sameblob': cmd_sameblob}[sys.argv[1]](*sys.argv[2:]) or 0)
 PYEOF
 qtool() { python3 "$T/qtool.py" "$@"; }
 

@@ -53,43 +53,20 @@ find_peer
 #                      zero weights of at most ROWS rows per tensor; EXPERTS
 #                      > 0: stacked ffn_*_exps and an F32 router
 cat > "$T/iqtool.py" << 'PYEOF'
-import struct, sys
+import os, struct, sys
 
 NAMES = {0: 'f32', 1: 'f16', 2: 'q4_0', 3: 'q4_1', 6: 'q5_0', 7: 'q5_1', 8: 'q8_0', 10: 'q2_K',
          11: 'q3_K', 12: 'q4_K', 13: 'q5_K', 14: 'q6_K', 16: 'iq2_xxs', 17: 'iq2_xs',
          18: 'iq3_xxs', 19: 'iq1_s', 20: 'iq4_nl', 21: 'iq3_s', 22: 'iq2_s', 23: 'iq4_xs',
          29: 'iq1_m', 30: 'bf16'}
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import qtool # quant_common.sh's, written beside this file
+
 def parse(path):
-    d = open(path, 'rb').read()
-    pos = 4
-    def rd(fmt):
-        nonlocal pos
-        v = struct.unpack_from('<' + fmt, d, pos)[0]
-        pos += struct.calcsize('<' + fmt)
-        return v
-    def rstr():
-        nonlocal pos
-        n = rd('Q'); s = d[pos:pos + n]; pos += n
-        return s
-    SZ = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-    def skip(t):
-        nonlocal pos
-        if t == 8: rstr()
-        elif t == 9:
-            et = rd('I'); n = rd('Q')
-            for _ in range(n): skip(et)
-        else: pos += SZ[t]
-    assert d[:4] == b'GGUF', path
-    ver = rd('I'); nt = rd('Q'); nkv = rd('Q')
-    kvs = []
-    for _ in range(nkv):
-        s = pos; rstr(); skip(rd('I')); kvs.append(d[s:pos])
-    infos = []
-    for _ in range(nt):
-        name = rstr(); nd = rd('I'); ne = [rd('Q') for _ in range(nd)]
-        infos.append((name, ne, rd('I'), rd('Q')))
-    return d, ver, kvs, infos, (pos + 31) // 32 * 32
+    """(data, version, raw KV records, (name, ne, type, offset) per tensor, data start)"""
+    d, ver, kvs, infos, ds = qtool.parse(path)
+    return d, ver, [raw for _, raw in kvs], [i[:4] for i in infos], ds
 
 def gstr(s):
     s = s.encode() if isinstance(s, str) else s
