@@ -38,27 +38,29 @@ size_ok() { # FILE TARGET LABEL: <= target, >= 99% of it, verify OK, predicted e
     else
         has "$err" "predicted $s (exact)" "$3"
     fi
+# (the budget mechanics below run with --no-iquants: the i-quant searches cost
+# the ASan build minutes; the i-quant candidates are checked further down)
 }
 
 # --size: llama.cpp's Q4_K_M and Q3_K_M file sizes, and a suffix
 targets="5339584 4449728"
 [ "$small" = small ] && targets=4449728
 for target in $targets; do
-    run 0 quant "$f16" -o "$T/s$target.gguf" --size "$target" --imatrix "$im" -t 2 &&
+    run 0 quant "$f16" -o "$T/s$target.gguf" --size "$target" --imatrix "$im" --no-iquants -t 2 &&
         size_ok "$T/s$target.gguf" "$target" "--size $target"
 done
 has "$err" "output.weight" "--size table"
 b=$(kv_value "$T/s4449728.gguf" memwall.quant.budget)
 [ "$b" = "size=4449728" ] || fail "memwall.quant.budget is '$b'"
 if [ "$small" != small ]; then
-run 0 quant "$f16" -o "$T/s4m.gguf" --size 4MiB --imatrix "$im" -t 2 -q &&
+run 0 quant "$f16" -o "$T/s4m.gguf" --size 4MiB --imatrix "$im" --no-iquants -t 2 -q &&
     { [ "$(stat -c %s "$T/s4m.gguf")" -le 4194304 ] || fail "--size 4MiB exceeded"; }
 [ -z "$err" ] || fail "-q printed: $err"
 
 # --bpw: tensor data bits per weight within 1% below the target; monotone files
 prev=0
 for bpw in 3 4.5 6; do
-    run 0 quant "$f16" -o "$T/b$bpw.gguf" --bpw "$bpw" --imatrix "$im" -t 2 -q || continue
+    run 0 quant "$f16" -o "$T/b$bpw.gguf" --bpw "$bpw" --imatrix "$im" --no-iquants -t 2 -q || continue
     "$MEMWALL" verify "$T/b$bpw.gguf" > /dev/null || fail "--bpw $bpw: verify failed"
     read -r db np <<< "$(data_bytes "$T/b$bpw.gguf")"
     python3 -c "import sys; b=$db*8/$np; sys.exit(0 if $bpw*0.99 <= b <= $bpw else 1)" ||
@@ -68,7 +70,7 @@ for bpw in 3 4.5 6; do
 done
 
 # the user's own overrides keep their tensors; the rest fits around them
-run 0 quant "$f16" -o "$T/ov.gguf" --size 4449728 --imatrix "$im" --type-override 'output\.weight=q8_0' -t 2 &&
+run 0 quant "$f16" -o "$T/ov.gguf" --size 4449728 --imatrix "$im" --no-iquants --type-override 'output\.weight=q8_0' -t 2 &&
     { size_ok "$T/ov.gguf" 4449728 "--size with --type-override"
       t=$("$MEMWALL" inspect "$T/ov.gguf" --json | python3 -c 'import json,sys
 print([t["type"] for t in json.load(sys.stdin)["tensors"] if t["name"]=="output.weight"][0])')
@@ -76,7 +78,7 @@ print([t["type"] for t in json.load(sys.stdin)["tensors"] if t["name"]=="output.
 
 # --fit-ram: the plan formula (KV = 2 * 8 layers * ctx * 128 * bytes/elem)
 for kv in f16 q8_0; do
-    run 0 quant "$f16" -o "$T/r-$kv.gguf" --fit-ram 115M --ctx 1024 --kv "$kv" --imatrix "$im" -t 2 ||
+    run 0 quant "$f16" -o "$T/r-$kv.gguf" --fit-ram 115M --ctx 1024 --kv "$kv" --imatrix "$im" --no-iquants -t 2 ||
         continue
     line=$(grep -- "--fit-ram" <<< "$err" | head -n 1)
     read -r app kvb ov w <<< "$(sed -E 's/.*app share ([0-9]+) - KV cache ([0-9]+) .* overhead ([0-9]+) = ([0-9]+) bytes.*/\1 \2 \3 \4/' <<< "$line")"
