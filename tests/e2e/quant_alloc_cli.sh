@@ -38,9 +38,9 @@ size_ok() { # FILE TARGET LABEL: <= target, >= 99% of it, verify OK, predicted e
     else
         has "$err" "predicted $s (exact)" "$3"
     fi
+}
 # (the budget mechanics below run with --no-iquants: the i-quant searches cost
 # the ASan build minutes; the i-quant candidates are checked further down)
-}
 
 # --size: llama.cpp's Q4_K_M and Q3_K_M file sizes, and a suffix
 targets="5339584 4449728"
