@@ -133,7 +133,7 @@ for k in ${MW_FAMILY_KINDS:-qwen3 gemma3 gemma2 phi3 phi3long}; do
   # at what that file took plus 64 KiB (the fixtures' rows of 64/128 leave
   # the allocation Q8_0 and F16 only); the allocation must weigh the tied /
   # large embedding (token_embd listed)
-  $mw quant "$T/$k-f16.gguf" -o "$T/$k-bpw.gguf" --bpw 9 "${C[@]}" --method gptq > "$T/bpw.log" 2>&1 \
+  $mw quant "$T/$k-f16.gguf" -o "$T/$k-bpw.gguf" --bpw 9 --no-iquants "${C[@]}" --method gptq > "$T/bpw.log" 2>&1 \
       || { cat "$T/bpw.log"; fail "$k: quant --bpw 9 from the GGUF"; }
   [ -f "$T/$k-bpw.gguf" ] && out_ok "$T/$k-bpw.gguf" "$k --bpw" &&
       echo "  --bpw 9: $(grep 'memwall quant: wrote' "$T/bpw.log" | sed 's/.*gguf (//; s/ in [0-9.]*s$//')"

@@ -79,10 +79,10 @@ check() {
     [ "$full" = 1 ] && tb=(1 8)
     [ "$full" = 1 ] || [ "$k" = Haswell ] || { rm -f "$T/$tag-"*; return; }
     for t in "${tb[@]}"; do
-        run 0 quant "$F16" -o "$T/$tag-bpw-$t.gguf" --bpw 4.5 --method gptq-act "${S[@]}" -t $t ||
+        run 0 quant "$F16" -o "$T/$tag-bpw-$t.gguf" --bpw 4.5 --no-iquants --method gptq-act "${S[@]}" -t $t ||
             return
         [ "$full" = 1 ] || continue
-        run 0 quant "$F16" -o "$T/$tag-size-$t.gguf" --size 4.5M --method gptq "${S[@]}" -t $t ||
+        run 0 quant "$F16" -o "$T/$tag-size-$t.gguf" --size 4.5M --no-iquants --method gptq "${S[@]}" -t $t ||
             return
     done
     local sz=() bp=()

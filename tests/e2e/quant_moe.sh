@@ -164,7 +164,7 @@ read -r g r u <<< "$(xpaths "$T/c3.gguf")"
 echo "17 rows of calibration: expert matrices by rounding $r, unrouted $u"
 # a budget with a corpus: the allocation weighs each expert by its routed rows
 SIZE4=$(( $(stat -c %s "$T/r4.gguf") * 85 / 100 ))
-run 0 quant "$T/mx4.gguf" -o "$T/c4.gguf" --size "$SIZE4" --corpus "$CAL" --samples 4 \
+run 0 quant "$T/mx4.gguf" -o "$T/c4.gguf" --size "$SIZE4" --no-iquants --corpus "$CAL" --samples 4 \
     --seq-len 256 -t 2 -q || finish
 got=$(stat -c %s "$T/c4.gguf")
 [ "$got" -le "$SIZE4" ] && [ "$got" -ge $((SIZE4 * 97 / 100)) ] ||
@@ -186,8 +186,8 @@ fi
 # --- a budget on the MoE ---
 F16_BYTES=$(stat -c %s "$T/mx8.gguf")
 SIZE=$((F16_BYTES / 4))
-run 0 quant "$T/mx8.gguf" -o "$T/s1.gguf" --size "$SIZE" -t 1 -q || finish
-run 0 quant "$T/mx8.gguf" -o "$T/s2.gguf" --size "$SIZE" -t 2 -q || finish
+run 0 quant "$T/mx8.gguf" -o "$T/s1.gguf" --size "$SIZE" --no-iquants -t 1 -q || finish
+run 0 quant "$T/mx8.gguf" -o "$T/s2.gguf" --size "$SIZE" --no-iquants -t 2 -q || finish
 cmp -s "$T/s1.gguf" "$T/s2.gguf" || fail "--size: -t 1 and -t 2 differ"
 got=$(stat -c %s "$T/s1.gguf")
 [ "$got" -le "$SIZE" ] || fail "--size $SIZE: file is $got bytes"
