@@ -6,11 +6,12 @@
 # on tinyllama-8m: file bytes, bpw, perplexity, KL divergence to llama.cpp's
 # F16 logits and same-top-1 (first 60 KB of eval.txt, ctx 256, scored by the
 # llama.cpp peer as bench/bpw_curve.sh does), quant time and peak RSS, then
-# the same with the i-quants removed from the candidates (--no-iquants,
-# for the ablation) and llama.cpp's presets of nearest size from anchors.md.
+# the same with the i-quants removed from the candidates (--no-iquants) and
+# without the output-KL probes (--no-probes), for the ablation, and
+# llama.cpp's presets of nearest size from anchors.md.
 # usage: bench/size_targets.sh [BUILD_DIR] [EXTRA quant ARGS...]
 # env: MW_BENCH_OUT (scratch), MW_BENCH_THREADS, MW_TARGETS ("size:4449984
-#   size:3622592 bpw:2.5"), MW_ABLATE=0 to skip the k-quant-only rows.
+#   size:3622592 bpw:2.5"), MW_ABLATE=0 to skip the ablation rows.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build}; shift || true
@@ -30,7 +31,7 @@ nel=$("$mw" inspect "$f16" --json | python3 -c 'import json,sys; d=json.load(sys
 printf '| target | candidates | file bytes | bpw (data) | ppl (llama.cpp) | KLD | same top-1 | quant s | peak RSS MiB | types |\n'
 printf '|---|---|---|---|---|---|---|---|---|---|\n'
 variants=(all)
-[ "${MW_ABLATE:-1}" = 1 ] && variants+=(k-quants)
+[ "${MW_ABLATE:-1}" = 1 ] && variants+=(k-quants no-probes)
 for v in "${variants[@]}"; do
   for pt in $targets; do
     kind=${pt%%:*}; val=${pt#*:}
@@ -38,6 +39,7 @@ for v in "${variants[@]}"; do
     noiq=0; [ "$v" = k-quants ] && noiq=1
     t0=$(date +%s.%N)
     noarg=(); [ $noiq = 1 ] && noarg=(--no-iquants)
+    [ "$v" = no-probes ] && noarg=(--no-probes)
     if ! msg=$(/usr/bin/time -f 'RSS %M' "$mw" quant "$f16" -o "$f" "--$kind" "$val" \
         --corpus "$ds/corpora/calib.txt" -q -t "$thr" "${noarg[@]}" "${extra[@]}" 2>&1); then
       printf '| --%s %s | %s | not possible: %s |\n' "$kind" "$val" "$v" "$(grep -m1 "memwall quant:" <<< "$msg")"

@@ -566,7 +566,9 @@ struct calib_run_opts {
     void *on_stage_ud;
     uint32_t first_layer;      /* resume: start here (0: from the embeddings); the layers
                                 * before it are not run and their statistics stay zero */
-    calib_hidden_fn load_hidden; /* required when first_layer > 0 */
+    calib_hidden_fn load_hidden; /* required when first_layer > 0; with first_layer 0 it
+                                  * replaces the embedding step (the rows entering layer 0:
+                                  * methods_probe.c's perturbed embeddings) */
     void *load_hidden_ud;
     bool lean;                 /* the lean mode at once (what --max-memory switches to when
                                 * nothing else fits; see max_memory below) */

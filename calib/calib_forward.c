@@ -2257,7 +2257,8 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
     if ((st = rope_tables(&e, &ok, err))) goto fail;
     const double t_run = now_s();
     stage_ev(&e, "embed", false, e.first_layer);
-    if ((st = e.first_layer ? load_hidden(&e, &opt, err) : embed(&e, err))) goto fail;
+    if ((st = e.first_layer || opt.load_hidden ? load_hidden(&e, &opt, err) : embed(&e, err)))
+        goto fail;
     stage_ev(&e, "embed", true, e.first_layer);
 
     for (uint32_t il = e.first_layer; il < hp->n_layer; il++) {

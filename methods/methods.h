@@ -200,6 +200,8 @@ struct quant_methods_opts {
      * reason, when it belongs to another model, corpus or options). */
     const char *work_dir;
     bool resume;
+    bool no_probes;                 /* a budget under --corpus without the output-KL probes
+                                     * (quant_methods_budget; --no-probes) */
     calib_stage_fn on_stage;        /* progress per stage and layer (calib_run's events) */
     void *on_stage_ud;
 };
@@ -250,6 +252,34 @@ void quant_methods_source_free(struct quant_methods_src *h); /* NULL-safe */
 enum mw_status quant_methods_imatrix(const struct quant_methods_opts *mo,
                                      struct quant_imatrix **out, struct mw_err *err);
 
+/* The probes of a budget under --corpus (methods_probe.c; quant_alloc.h "end-to-end
+ * sensitivity"): the model's output KL divergence with one tensor quantized
+ * to its probe type, on the first QUANT_PROBE_TOKENS positions of the
+ * corpus samples (mo->samples' seq_len), by calib's f32 forward restarted
+ * at the tensor's layer from the kept hidden states (at most
+ * QUANT_PROBE_HIDDEN_BYTES of them: every k-th layer beyond). More than
+ * QUANT_PROBE_MAX_RUNS tensors: tensors of one kind in runs of consecutive
+ * layers are probed together, the divergence shared by their losses.
+ * quant_methods_budget sets it under --corpus; a quant_budget_probe_fn with
+ * ud a struct quant_methods_probe_ctx. Errors: those of calib_*,
+ * quant_rows, MW_E_NOMEM. */
+#define QUANT_PROBE_TOKENS 2048
+#define QUANT_PROBE_MAX_RUNS 64
+#define QUANT_PROBE_HIDDEN_BYTES ((uint64_t)512 << 20)
+#define QUANT_PROBE_MAX_BYTES ((uint64_t)4 << 30)
+struct quant_budget_probe;
+struct quant_methods_probe_ctx {
+    const struct quant_methods_opts *mo; /* model, corpus, samples' seq_len, threads, and
+                                          * max_memory: the probes' bound (0:
+                                          * QUANT_PROBE_MAX_BYTES); over it (the output matrix
+                                          * twice in f32 and one sample set's hidden states)
+                                          * nothing is measured */
+    const struct quant_source *src; /* the budget's source (output matrix, norms, embeddings) */
+    uint64_t max_runs;              /* 0: QUANT_PROBE_MAX_RUNS */
+};
+enum mw_status quant_methods_probe(void *ud, struct quant_budget_probe *p, uint64_t n,
+                                   struct mw_err *err);
+
 /* quant_budget_allocate (quant/quant_alloc.h) for `--corpus` runs: with mo
  * (not NULL) and no imatrix in o, the losses weigh columns by
  * quant_methods_imatrix(mo) — for the allocation only: the method computes
@@ -257,8 +287,10 @@ enum mw_status quant_methods_imatrix(const struct quant_methods_opts *mo,
  * (QUANT_LOG_INFO). With mo, the method's header keys (memwall.quant.method
  * and method_params, known only after the calibration) are reserved at their
  * longest, QUANT_METHODS_LABEL_MAX and QUANT_METHODS_PARAMS_MAX bytes: the
- * file then stays within the budget. mo NULL: quant_budget_allocate as it
- * is. Errors: those of both. */
+ * file then stays within the budget. With mo and not mo->no_probes the
+ * budget's probe is quant_methods_probe (above): the losses are scaled to
+ * output KL divergence. mo NULL: quant_budget_allocate as it is. Errors:
+ * those of both. */
 #define QUANT_METHODS_LABEL_MAX 31   /* memwall.quant.method's longest value */
 #define QUANT_METHODS_PARAMS_MAX 159 /* memwall.quant.method_params's longest value */
 struct quant_budget;

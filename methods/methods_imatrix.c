@@ -1,8 +1,10 @@
 /*
- * methods/methods_imatrix.c — the importance a budget allocation weighs its
- * losses with when `memwall quant --corpus` has no --imatrix: one
- * statistics-only calibration pass over the samples the method will use,
- * as llama.cpp's imatrix (mean x²), built in memory.
+ * methods/methods_imatrix.c — a budget allocation under `memwall quant
+ * --corpus`: the importance its losses weigh columns with when there is no
+ * --imatrix (one statistics-only calibration pass over the samples the
+ * method will use, as llama.cpp's imatrix (mean x²), built in memory), the
+ * GPTQ gain, and the output-KL probes (methods_probe.c) that put every
+ * tensor's losses in one unit.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -72,6 +74,11 @@ enum mw_status quant_methods_budget(const struct quant_source *src, const struct
         for (uint32_t t = 0; t < GGUF_TYPE_COUNT; t++) gptq_type[t] = quant_gptq_supported(t);
         bb.method_type = gptq_type;
         bb.method_gain = QUANT_GPTQ_ALLOC_GAIN;
+    }
+    const struct quant_methods_probe_ctx pcx = {.mo = mo, .src = src};
+    if (mo && !mo->no_probes) {
+        bb.probe = quant_methods_probe;
+        bb.probe_ud = (void *)&pcx;
     }
     if (mo) {
         bb.reserve_method = QUANT_METHODS_LABEL_MAX;

@@ -106,6 +106,38 @@ enum mw_status quant_alloc_read_f32(const struct quant_source *src, uint64_t i, 
 /* Weights (elements) of all tensors of p: the denominator of its bpw. */
 uint64_t quant_plan_n_elements(const struct quant_plan *p);
 
+/* --- end-to-end sensitivity (issue 15) ---
+ *
+ * The losses above are squared output errors of each tensor in that
+ * tensor's own units: how far the model's output distribution moves per
+ * unit differs from tensor to tensor (depth, what reads the output, how the
+ * norms downstream rescale it). A budget may carry a probe callback: after
+ * measuring, quant_budget_allocate picks each item's probe type (the
+ * candidate nearest QUANT_BUDGET_PROBE_BPW bits per weight, i-quants below 4
+ * bits only where nothing else is a candidate) and hands all items to it;
+ * the callback measures the model's output KL divergence to the unquantized
+ * model (on calibration text) with that tensor alone quantized to that type.
+ * Every candidate loss of the item is then multiplied by
+ * kld / loss(probe type), so that the losses become estimates of the
+ * output KL divergence and the solver compares tensors in one unit. An item
+ * the callback could not measure (kld < 0) or whose probe loss is 0 takes
+ * the median factor of the others; factors are kept within
+ * QUANT_BUDGET_PROBE_CLAMP of that median either way. */
+#define QUANT_BUDGET_PROBE_BPW 3.5
+#define QUANT_BUDGET_PROBE_CLAMP 1e4
+
+struct quant_budget_probe {
+    const struct quant_tensor_desc *t; /* the tensor */
+    uint64_t src_index;                /* its index in the source */
+    const float *imatrix;  /* the quantizer's importance (the plan entry's: per expert, ne[2]
+                            * times ne[0] floats, for a 3-D tensor), or NULL */
+    uint32_t type;         /* the probe type */
+    double loss;           /* the item's loss under it */
+    double kld;            /* out: mean KL divergence per position; < 0: not measured */
+};
+typedef enum mw_status (*quant_budget_probe_fn)(void *ud, struct quant_budget_probe *p,
+                                                uint64_t n, struct mw_err *err);
+
 enum quant_budget_kind { QUANT_BUDGET_BPW = 1, QUANT_BUDGET_SIZE = 2 };
 
 struct quant_budget {
@@ -131,6 +163,8 @@ struct quant_budget {
      * only round (quant_methods_budget sets it; README "Below 4 bits"). */
     const bool *method_type; /* indexed by ggml type id, GGUF_TYPE_COUNT entries */
     double method_gain;
+    quant_budget_probe_fn probe; /* NULL: the losses as measured (see above) */
+    void *probe_ud;
 };
 
 /* One allocated tensor. */
@@ -140,6 +174,10 @@ struct quant_budget_row {
     uint64_t bytes;   /* its cost (SIZE: padded to 32) */
     double loss;      /* estimated loss under type */
     double loss_q8_0; /* under Q8_0, or -1 when Q8_0 was no candidate */
+    /* with a probe: the probe's type, its measured KL divergence (< 0: not
+     * measured) and the factor the losses were multiplied by; else 0, -1, 1 */
+    uint32_t probe_type;
+    double probe_kld, probe_scale;
 };
 
 struct quant_budget_result {
@@ -153,6 +191,13 @@ struct quant_budget_result {
     uint64_t data_bytes; /* its tensor data (quant_plan_out_bytes) */
     uint64_t n_elements; /* weights of all its tensors */
     bool refused; /* with MW_E_USAGE: the budget cannot be met (err says why) */
+    /* with a probe: Spearman's rank correlation across the probed items
+     * between the measured losses and the measured KL divergences at the
+     * probe types (how well the loss alone ranks tensors), and the number
+     * of items probed; else NaN and 0 */
+    double probe_rank_corr;
+    uint64_t n_probed;
+    bool probe_asked; /* the budget had a probe and called it */
 };
 
 /* Errors: MW_E_USAGE with refused set (no tensor to allocate, a budget below

@@ -7,6 +7,7 @@
  */
 #include "quant/quant_alloc.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,8 @@ struct item {
     const struct quant_tensor_desc *t;
     struct quant_alloc_cand cand[N_CAND];
     uint32_t n_cand;
+    uint32_t probe_type; /* with a probe (quant_budget.probe) */
+    double probe_kld, probe_scale;
 };
 
 static uint64_t pad_to(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
@@ -290,6 +293,107 @@ static enum mw_status apply(const struct quant_source *src, struct quant_opts *o
     return MW_OK;
 }
 
+/* Spearman's rank correlation of a and b (n >= 2; ties get their mean rank). */
+static double rank_corr(const double *a, const double *b, uint64_t n, double *ra, double *rb,
+                        uint64_t *idx)
+{
+    const double *v[2] = {a, b};
+    double *r[2] = {ra, rb};
+    for (int q = 0; q < 2; q++) {
+        for (uint64_t i = 0; i < n; i++) idx[i] = i;
+        for (uint64_t i = 1; i < n; i++) { /* insertion sort: n is the tensor count */
+            const uint64_t x = idx[i];
+            uint64_t j = i;
+            while (j > 0 && v[q][idx[j - 1]] > v[q][x]) idx[j] = idx[j - 1], j--;
+            idx[j] = x;
+        }
+        for (uint64_t i = 0; i < n;) {
+            uint64_t j = i;
+            while (j + 1 < n && v[q][idx[j + 1]] == v[q][idx[i]]) j++;
+            for (uint64_t k = i; k <= j; k++) r[q][idx[k]] = 0.5 * (double)(i + j);
+            i = j + 1;
+        }
+    }
+    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+    for (uint64_t i = 0; i < n; i++) ma += ra[i], mb += rb[i];
+    ma /= (double)n, mb /= (double)n;
+    for (uint64_t i = 0; i < n; i++) {
+        sab += (ra[i] - ma) * (rb[i] - mb);
+        saa += (ra[i] - ma) * (ra[i] - ma);
+        sbb += (rb[i] - mb) * (rb[i] - mb);
+    }
+    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : NAN;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    const double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* quant_budget.probe (quant_alloc.h "end-to-end sensitivity"): pick each
+ * item's probe type, let the callback measure the KL divergences, rescale
+ * every item's losses by kld / loss(probe type). */
+static enum mw_status probe_scale(const struct quant_plan *p0, const struct quant_budget *b,
+                                  struct item *it, uint64_t n, struct quant_budget_result *r,
+                                  struct mw_err *err)
+{
+    struct quant_budget_probe *pr = calloc((size_t)n, sizeof *pr);
+    double *f = calloc((size_t)n * 5, sizeof *f);
+    uint64_t *idx = calloc((size_t)n, sizeof *idx);
+    enum mw_status s = MW_OK;
+    if (!pr || !f || !idx) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        goto out;
+    }
+    for (uint64_t k = 0; k < n; k++) {
+        uint32_t best = 0;
+        double bd = INFINITY;
+        for (int iq = 0; iq < 2 && bd == INFINITY; iq++)
+            for (uint32_t j = 0; j < it[k].n_cand; j++) {
+                const uint32_t t = it[k].cand[j].type;
+                if (iq == 0 && is_iquant_low(t)) continue;
+                const struct gguf_type_info *ti = gguf_type_get(t);
+                const double d =
+                    fabs(8.0 * (double)ti->type_size / (double)ti->blck - QUANT_BUDGET_PROBE_BPW);
+                if (d < bd) bd = d, best = j;
+            }
+        const struct quant_plan_entry *e = quant_plan_get(p0, it[k].plan_i);
+        pr[k] = (struct quant_budget_probe){.t = it[k].t, .src_index = e->src_index,
+                                            .imatrix = e->imatrix,
+                                            .type = it[k].cand[best].type,
+                                            .loss = it[k].cand[best].loss, .kld = -1};
+    }
+    r->probe_asked = true;
+    if ((s = b->probe(b->probe_ud, pr, n, err)) != MW_OK) goto out;
+    /* the factors of the measured items, their median for the others */
+    double *fac = f, *xa = f + n, *xb = f + 2 * n, *ra = f + 3 * n, *rb = f + 4 * n;
+    uint64_t m = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        const bool ok = pr[k].kld > 0 && isfinite(pr[k].kld) && pr[k].loss > 0;
+        it[k].probe_type = pr[k].type;
+        it[k].probe_kld = ok ? pr[k].kld : -1;
+        if (ok) fac[m] = pr[k].kld / pr[k].loss, xa[m] = pr[k].loss, xb[m] = pr[k].kld, m++;
+    }
+    if (m == 0) goto out; /* nothing measured: the losses as they are */
+    r->n_probed = m;
+    r->probe_rank_corr = m >= 2 ? rank_corr(xa, xb, m, ra, rb, idx) : NAN;
+    qsort(fac, (size_t)m, sizeof *fac, cmp_double);
+    const double med = m % 2 ? fac[m / 2] : 0.5 * (fac[m / 2 - 1] + fac[m / 2]);
+    for (uint64_t k = 0; k < n; k++) {
+        double c = it[k].probe_kld > 0 ? it[k].probe_kld / pr[k].loss : med;
+        if (c < med / QUANT_BUDGET_PROBE_CLAMP) c = med / QUANT_BUDGET_PROBE_CLAMP;
+        if (c > med * QUANT_BUDGET_PROBE_CLAMP) c = med * QUANT_BUDGET_PROBE_CLAMP;
+        for (uint32_t j = 0; j < it[k].n_cand; j++) it[k].cand[j].loss *= c;
+        it[k].probe_scale = c;
+    }
+out:
+    free(pr);
+    free(f);
+    free(idx);
+    return s;
+}
+
 enum mw_status quant_budget_allocate(const struct quant_source *src, const struct quant_opts *o,
                                      const struct quant_budget *b,
                                      struct quant_budget_result *r, struct mw_err *err)
@@ -353,6 +457,9 @@ enum mw_status quant_budget_allocate(const struct quant_source *src, const struc
     free(it);
     it = NULL;
     if ((s = measure(&asrc, p0, b, true, &it, &n, err)) != MW_OK) goto out;
+    r->probe_rank_corr = NAN;
+    for (uint64_t k = 0; k < n; k++) it[k].probe_kld = -1, it[k].probe_scale = 1;
+    if (b->probe && (s = probe_scale(p0, b, it, n, r, err)) != MW_OK) goto out;
     /* the method's gain on its types (quant_budget.method_gain), where the
      * items average at least QUANT_BUDGET_GAIN_MIN_BPW: below, the rounding
      * loss understates the damage of the 1-2 bit types the gain would push
@@ -406,7 +513,9 @@ enum mw_status quant_budget_allocate(const struct quant_source *src, const struc
         const struct quant_alloc_cand *c = &it[k].cand[choice[k]];
         struct quant_budget_row *w = &r->rows[k];
         *w = (struct quant_budget_row){
-            .t = it[k].t, .type = c->type, .bytes = c->bytes, .loss = c->loss, .loss_q8_0 = -1};
+            .t = it[k].t, .type = c->type, .bytes = c->bytes, .loss = c->loss, .loss_q8_0 = -1,
+            .probe_type = it[k].probe_type, .probe_kld = it[k].probe_kld,
+            .probe_scale = it[k].probe_scale};
         for (uint32_t j = 0; j < it[k].n_cand; j++)
             if (it[k].cand[j].type == GGUF_TYPE_Q8_0) w->loss_q8_0 = it[k].cand[j].loss;
     }

@@ -14,7 +14,8 @@
  *  - quant_awq_fold_legal for each family's structure (llama, qwen2/3,
  *    gemma2/3, phi3/phi4-mini: all legal; uneven query groups: no v -> o;
  *    no gating activation: no up -> down). The families' real folds are
- *    checked on their fixtures by check_calib_family (calib_family.sh). */
+ *    checked on their fixtures by check_calib_family (calib_family.sh);
+ *  - quant_methods_probe, the budget's output-KL probes, on tinyllama-8m. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 #include "methods/methods.h"
+#include "quant/quant_alloc.h"
 
 #define N_ROWS 1024 /* calibration rows */
 #define N_IN 512
@@ -359,6 +361,83 @@ START_TEST(test_awq_fold_legal_families)
 }
 END_TEST
 
+/* quant_methods_probe (the budget's end-to-end sensitivity) on the real
+ * tinyllama-8m and calib.txt: every probe is a positive, finite mean KL
+ * divergence; the output matrix moves the output more than layer 0's
+ * down projection, which moves it more than layer 7's v; coarser types
+ * move it more (Q2_K > Q3_K > Q4_K > Q8_0); a name no layer holds is not
+ * measured (-1); 1 and 3 threads give the same bits; grouped probes
+ * (max_runs below the item count) share one divergence in proportion to
+ * the items' losses. */
+static struct quant_budget_probe probe_item(const struct quant_source *src, const char *name,
+                                            uint32_t type, double loss)
+{
+    for (uint64_t i = 0; i < src->n_tensors; i++)
+        if (strcmp(src->tensors[i].name, name) == 0)
+            return (struct quant_budget_probe){.t = &src->tensors[i], .src_index = i,
+                                               .type = type, .loss = loss, .kld = -1};
+    ck_abort_msg("no tensor %s", name);
+    return (struct quant_budget_probe){0};
+}
+
+START_TEST(test_probe_model)
+{
+    const char *path = MW_DATASETS_DIR "/reference/tinyllama-8m.llamacpp-f16.gguf";
+    struct mw_err err;
+    struct gguf_file *f = NULL;
+    ck_assert_int_eq(gguf_open(path, 0, &f, &err), MW_OK);
+    struct quant_source src;
+    ck_assert_int_eq(quant_source_gguf(f, &src, &err), MW_OK);
+    struct quant_methods_opts mo = {.method = QUANT_METHOD_GPTQ, .model_path = path,
+                                    .corpus_path = MW_DATASETS_DIR "/corpora/calib.txt",
+                                    .samples = {.seq_len = 128}, .n_threads = 3};
+    struct quant_methods_probe_ctx cx = {.mo = &mo, .src = &src};
+    const uint32_t q3 = GGUF_TYPE_Q3_K;
+    struct quant_budget_probe p[5] = {
+        probe_item(&src, "output.weight", q3, 1), probe_item(&src, "token_embd.weight", q3, 1),
+        probe_item(&src, "blk.0.ffn_down.weight", q3, 1),
+        probe_item(&src, "blk.7.attn_v.weight", q3, 1), probe_item(&src, "blk.7.attn_v.weight", q3, 1)};
+    struct quant_tensor_desc fake = *p[4].t;
+    fake.name = "blk.7.not_in_a_layer.weight";
+    p[4].t = &fake;
+    ck_assert_msg(quant_methods_probe(&cx, p, 5, &err) == MW_OK, "%s", err.msg);
+    for (int k = 0; k < 4; k++)
+        ck_assert_msg(p[k].kld > 0 && isfinite(p[k].kld), "%s: %g", p[k].t->name, p[k].kld);
+    ck_assert(p[4].kld == -1);
+    ck_assert_msg(p[0].kld > p[2].kld && p[2].kld > p[3].kld, "%g %g %g", p[0].kld, p[2].kld,
+                  p[3].kld);
+    fprintf(stderr, "probes at Q3_K: output %.3e token_embd %.3e blk.0.ffn_down %.3e "
+                    "blk.7.attn_v %.3e\n", p[0].kld, p[1].kld, p[2].kld, p[3].kld);
+    struct quant_budget_probe q[5];
+    memcpy(q, p, sizeof q);
+    for (int k = 0; k < 5; k++) q[k].kld = -1;
+    mo.n_threads = 1;
+    ck_assert_int_eq(quant_methods_probe(&cx, q, 5, &err), MW_OK);
+    for (int k = 0; k < 5; k++)
+        ck_assert_msg(memcmp(&p[k].kld, &q[k].kld, sizeof(double)) == 0, "%s: %.17g vs %.17g",
+                      p[k].t->name, p[k].kld, q[k].kld);
+    /* coarser types move the output more */
+    const uint32_t ty[4] = {GGUF_TYPE_Q2_K, GGUF_TYPE_Q3_K, GGUF_TYPE_Q4_K, GGUF_TYPE_Q8_0};
+    for (int k = 0; k < 4; k++) q[k] = probe_item(&src, "blk.0.ffn_down.weight", ty[k], 1);
+    ck_assert_int_eq(quant_methods_probe(&cx, q, 4, &err), MW_OK);
+    ck_assert_msg(q[0].kld > q[1].kld && q[1].kld > q[2].kld && q[2].kld > q[3].kld &&
+                      q[3].kld > 0,
+                  "%g %g %g %g", q[0].kld, q[1].kld, q[2].kld, q[3].kld);
+    ck_assert(memcmp(&q[1].kld, &p[2].kld, sizeof(double)) == 0); /* the same probe */
+    /* grouped: one kind in runs of consecutive layers */
+    const char *g[4] = {"blk.1.ffn_up.weight", "blk.2.ffn_up.weight", "blk.5.ffn_up.weight",
+                        "blk.6.ffn_up.weight"};
+    for (int k = 0; k < 4; k++) q[k] = probe_item(&src, g[k], q3, k == 1 ? 3 : 1);
+    cx.max_runs = 2;
+    ck_assert_int_eq(quant_methods_probe(&cx, q, 4, &err), MW_OK);
+    ck_assert(q[0].kld > 0 && q[2].kld > 0);
+    ck_assert_double_eq_tol(q[1].kld, 3 * q[0].kld, 1e-12 * q[1].kld);
+    ck_assert(q[2].kld == q[3].kld);
+    quant_source_gguf_free(&src);
+    gguf_close(f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("quant_methods");
@@ -370,6 +449,10 @@ static Suite *suite(void)
     tcase_add_test(tc, test_awq_fold_model);
     tcase_add_test(tc, test_awq_fold_legal_families);
     suite_add_tcase(s, tc);
+    TCase *tp = tcase_create("probe");
+    tcase_set_timeout(tp, 300);
+    tcase_add_test(tp, test_probe_model);
+    suite_add_tcase(s, tp);
     return s;
 }
 

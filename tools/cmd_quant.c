@@ -51,6 +51,12 @@ static const char usage_text[] =
     "                             tensor data of at most B bits per weight (hit within 1%)\n"
     "  --no-iquants               mixed precision without IQ1_S..IQ3_S (k-quants only:\n"
     "                             for runtimes that lack the i-quant kernels)\n"
+#if defined(MW_HAVE_FULL)
+    "  --no-probes                with --corpus: weigh the tensors by their estimated\n"
+    "                             loss alone (default: each tensor's loss is scaled to\n"
+    "                             the output KL divergence it causes alone, measured on\n"
+    "                             2048 corpus tokens: one probe per tensor)\n"
+#endif
     "  --size S                   the same for the whole output file: at most S bytes\n"
     "                             (4500000, 4.5e6, K M G T, KiB MiB GiB: binary)\n"
 #if defined(MW_HAVE_FULL)
@@ -214,17 +220,31 @@ static void print_alloc(const struct alloc_req *rq, const struct quant_budget_re
                     "(%s solver, DP unit %llu bytes)\n",
             rq->budget, (unsigned long long)r->n_rows, r->solve.dp_exact ? "exact" : "rounded",
             (unsigned long long)r->solve.unit);
-    fprintf(stderr, "  %-32s %-12s %-7s %10s %12s %12s\n", "tensor", "shape", "type", "bytes",
-            "est. loss", "loss@Q8_0");
+    const bool pr = r->n_probed > 0;
+    fprintf(stderr, "  %-32s %-12s %-7s %10s %12s %12s%s\n", "tensor", "shape", "type", "bytes",
+            "est. loss", "loss@Q8_0", pr ? "  probe    probe KLD    factor" : "");
     for (uint64_t k = 0; k < r->n_rows; k++) {
         const struct quant_budget_row *w = &r->rows[k];
         char nm[64], shape[48];
         snprintf(shape, sizeof shape, "%llux%llu", (unsigned long long)w->t->ne[0],
                  (unsigned long long)(w->t->ne[1] * w->t->ne[2] * w->t->ne[3]));
-        fprintf(stderr, "  %-32s %-12s %-7s %10llu %12.4e %12.4e\n",
-                cmd_text(w->t->name, nm, 33), shape, tname(w->type),
-                (unsigned long long)w->bytes, w->loss, w->loss_q8_0);
+        fprintf(stderr, "  %-32s %-12s %-7s %10llu %12.4e %12.4e", cmd_text(w->t->name, nm, 33),
+                shape, tname(w->type), (unsigned long long)w->bytes, w->loss, w->loss_q8_0);
+        if (pr && w->probe_kld >= 0)
+            fprintf(stderr, "  %-7s %10.3e %9.3e", tname(w->probe_type), w->probe_kld,
+                    w->probe_scale);
+        else if (pr)
+            fprintf(stderr, "  %-7s %10s %9.3e", "-", "-", w->probe_scale);
+        fputc('\n', stderr);
     }
+    if (!pr && r->probe_asked)
+        fprintf(stderr, "memwall quant: losses not scaled: no probe could be measured (model "
+                        "without output matrix, or over the probes' memory bound)\n");
+    if (pr)
+        fprintf(stderr,
+                "memwall quant: losses scaled to the output KL divergence of %llu probes "
+                "(rank correlation of the unscaled losses with it: %.3f)\n",
+                (unsigned long long)r->n_probed, r->probe_rank_corr);
     fprintf(stderr,
             "memwall quant: predicted file %llu bytes, tensor data %llu bytes (%.4f bpw), "
             "estimated loss %.6e\n",
@@ -341,6 +361,7 @@ int cmd_quant(int argc, char **argv)
     const char *corpus_path = NULL, *method_name = NULL;
     const char *work_dir = NULL; /* --work-dir */
     bool resume = false;         /* --resume */
+    bool no_probes = false;      /* --no-probes */
     uint32_t n_samples = 0, seq_len = 0;
     uint64_t max_memory = 0; /* --max-memory (with --corpus); 0: not given */
     struct quant_opts o = {.rules = {.output_type = -1, .token_embd_type = -1}};
@@ -364,6 +385,7 @@ int cmd_quant(int argc, char **argv)
         {NULL, "--pure", CMD_OPT_FLAG, .flag = &o.rules.pure},
         {NULL, "--dry-run", CMD_OPT_FLAG, .flag = &dry},
         {NULL, "--no-iquants", CMD_OPT_FLAG, .flag = &rq.no_iquants},
+        {NULL, "--no-probes", CMD_OPT_FLAG, .flag = &no_probes},
         {NULL, "--leave-output-tensor", CMD_OPT_FLAG, .flag = &o.rules.leave_output},
         {NULL, "--allow-requantize", CMD_OPT_FLAG, .flag = &o.allow_requantize},
         {"-o", "--output", CMD_OPT_STR, .str = &out},
@@ -414,6 +436,8 @@ int cmd_quant(int argc, char **argv)
     USAGE_IF(rq.kind != BUDGET_RAM && (ctx || kv_name), done, "--ctx/--kv go with --fit-ram");
     USAGE_IF(rq.no_iquants && rq.kind == BUDGET_NONE, done,
              "--no-iquants goes with --bpw/--size/--fit-ram");
+    USAGE_IF(no_probes && (rq.kind == BUDGET_NONE || !corpus_path), done,
+             "--no-probes goes with --corpus and --bpw/--size/--fit-ram");
 #if !defined(MW_HAVE_FULL)
     USAGE_IF(rq.kind == BUDGET_RAM, done, "--fit-ram needs the full build");
 #endif
@@ -451,7 +475,8 @@ int cmd_quant(int argc, char **argv)
                                     .samples = {.n_samples = n_samples, .seq_len = seq_len},
                                     .n_threads = (unsigned)threads,
                                     .max_memory = max_memory, .scratch_prefix = out,
-                                    .work_dir = work_dir, .resume = resume};
+                                    .work_dir = work_dir, .resume = resume,
+                                    .no_probes = no_probes};
     mo.on_stage = cmd_stage_progress_on_stage, mo.on_stage_ud = &ui.sp;
     struct kill_at ka = {.next = mo.on_stage, .next_ud = mo.on_stage_ud};
     const char *kenv = getenv("MW_TEST_KILL_AT");

@@ -121,6 +121,7 @@ run 2 quant "$f16" -o "$T/x.gguf" --bpw -3 && has "$err" "bits per weight" "--bp
 run 2 quant "$f16" -o "$T/x.gguf" --fit-ram 16G && has "$err" "needs --ctx" "--fit-ram without --ctx"
 run 2 quant "$f16" -o "$T/x.gguf" --fit-ram 10M --ctx 512 && has "$err" "nothing is left" "--fit-ram 10M"
 run 2 quant "$f16" -o "$T/x.gguf" --bpw 4 --size 4M && has "$err" "at a time" "two budgets"
+run 2 quant "$f16" -o "$T/x.gguf" --bpw 4 --no-probes && has "$err" "goes with --corpus" "--no-probes without --corpus"
 [ ! -e "$T/x.gguf" ] || fail "a failed run left an output"
 
 # issue 7: tensor names from the file are printed escaped (plan and notices)
@@ -139,10 +140,20 @@ run 0 quant "$T/esc.gguf" --dry-run --preset Q4_K_M --imatrix "$im" &&
 # the calibration-driven path quantizes with the allocated types
 [ "$small" = small ] && finish
 head -c 30000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib30k.txt"
-run 0 quant "$f16" -o "$T/g.gguf" --size 4449728 --imatrix "$im" --corpus "$T/calib30k.txt" \
+run 0 quant "$f16" -o "$T/g.gguf" --size 4449728 --imatrix "$im" --corpus "$T/calib30k.txt" --no-iquants \
     --method gptq --samples 8 --seq-len 256 -t 2 && size_ok "$T/g.gguf" 4449728 "gptq --size" bound
+# the losses are scaled by one output-KL probe per tensor (issue 15): the
+# table gives each probe, the summary how well the unscaled losses ranked them
+has "$err" "losses scaled to the output KL divergence of 58 probes" "probe summary"
+has "$err" "probe KLD" "probe columns"
+[ "$(grep -cE '^  blk\.[0-9]+\.[a-z_]+\.weight .* q3_K +[0-9.]+e-[0-9]+ ' <<< "$err")" = 56 ] ||
+    fail "expected a Q3_K probe with its KLD for each of the 56 layer tensors"
+run 0 quant "$f16" -o "$T/gn.gguf" --size 4449728 --imatrix "$im" --corpus "$T/calib30k.txt" --no-iquants \
+    --method gptq --samples 8 --seq-len 256 -t 2 --no-probes && size_ok "$T/gn.gguf" 4449728 "--no-probes" bound
+[[ $err == *probe* ]] && fail "--no-probes still probed"
+cmp -s "$T/g.gguf" "$T/gn.gguf" && fail "the probes changed no type"
 # no --imatrix: the allocation weighs columns by the corpus's own statistics
-run 0 quant "$f16" -o "$T/c.gguf" --size 4449728 --corpus "$T/calib30k.txt" --method rtn \
+run 0 quant "$f16" -o "$T/c.gguf" --size 4449728 --no-iquants --no-probes --corpus "$T/calib30k.txt" --method rtn \
     --samples 8 --seq-len 256 -t 2 && size_ok "$T/c.gguf" 4449728 "corpus-importance --size" bound &&
     has "$err" "importance for the allocation from" "corpus importance notice"
 run 0 verify "$T/c.gguf"
