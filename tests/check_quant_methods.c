@@ -390,7 +390,7 @@ START_TEST(test_probe_model)
     ck_assert_int_eq(quant_source_gguf(f, &src, &err), MW_OK);
     struct quant_methods_opts mo = {.method = QUANT_METHOD_GPTQ, .model_path = path,
                                     .corpus_path = MW_DATASETS_DIR "/corpora/calib.txt",
-                                    .samples = {.seq_len = 128}, .n_threads = 3};
+                                    .samples = {.n_samples = 4, .seq_len = 64}, .n_threads = 3};
     struct quant_methods_probe_ctx cx = {.mo = &mo, .src = &src};
     const uint32_t q3 = GGUF_TYPE_Q3_K;
     struct quant_budget_probe p[5] = {
