@@ -3,14 +3,15 @@
 # tinyllama-8m: file size, perplexity and KL divergence to the F16 model on
 # the first 60 KB of eval.txt at ctx 256, scored by llama.cpp (llama-peer).
 # usage: bench/methods_bench.sh [BUILD_DIR] [PRESET...]   (default build-m, Q4_K_M Q3_K_M)
-#   env: MW_BENCH_METHODS (default "rtn+imatrix rtn gptq awq awq+gptq gptq-act awq+gptq-act"),
+#   env: MW_BENCH_METHODS (default "rtn+imatrix rtn gptq awq awq+gptq gptq-act awq+gptq-act round
+#        awq+gptq+round"),
 #        MW_BENCH_OUT, MW_BENCH_THREADS
 # The memwall binary is copied first, so a rebuild during the run does not mix versions.
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build-m}; shift || true
 presets=("$@"); [ ${#presets[@]} -gt 0 ] || presets=(Q4_K_M Q3_K_M)
-methods=(${MW_BENCH_METHODS:-rtn+imatrix rtn gptq awq awq+gptq gptq-act awq+gptq-act})
+methods=(${MW_BENCH_METHODS:-rtn+imatrix rtn gptq awq awq+gptq gptq-act awq+gptq-act round awq+gptq+round})
 peer=$(bash "$src/tests/peer/setup.sh" | tail -n 1)
 ds=$src/datasets
 f16=$ds/reference/tinyllama-8m.llamacpp-f16.gguf

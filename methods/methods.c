@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "calib/mw_blas.h"
 #include "core/mw_file.h"
+#include "core/mw_pool.h"
 #include "methods/methods.h"
 #include "methods/methods_int.h"
 
@@ -29,9 +32,10 @@ static double mono_s(void)
 
 bool quant_method_parse(const char *s, enum quant_method *out)
 {
-    static const char *const names[] = {"rtn", "gptq", "awq", "awq+gptq", "gptq-act",
-                                        "awq+gptq-act"};
-    for (int i = 0; i < 6; i++)
+    static const char *const names[] = {"rtn",   "gptq",       "awq",       "awq+gptq",
+                                        "gptq-act", "awq+gptq-act", "round", "gptq+round",
+                                        "awq+round", "awq+gptq+round"};
+    for (int i = 0; i < 10; i++)
         if (s && strcmp(s, names[i]) == 0) {
             *out = (enum quant_method)i;
             return true;
@@ -48,9 +52,17 @@ const char *quant_method_name(enum quant_method m)
     case QUANT_METHOD_AWQ_GPTQ: return "awq+gptq";
     case QUANT_METHOD_GPTQ_ACT: return "gptq-act";
     case QUANT_METHOD_AWQ_GPTQ_ACT: return "awq+gptq-act";
+    case QUANT_METHOD_ROUND: return "round";
+    case QUANT_METHOD_GPTQ_ROUND: return "gptq+round";
+    case QUANT_METHOD_AWQ_ROUND: return "awq+round";
+    case QUANT_METHOD_AWQ_GPTQ_ROUND: return "awq+gptq+round";
     }
     return "?";
 }
+
+/* Rows of the output matrix quantized per step (bounds the f32 buffers at
+ * vocab sizes of 150k and more; output_method). */
+#define OUTPUT_CHUNK_ROWS 4096
 
 struct quant_methods_src {
     const struct quant_source *base;
@@ -79,6 +91,14 @@ struct quant_methods_src {
     float *U_imp[CALIB_G_COUNT];
     uint32_t *U_perm[CALIB_G_COUNT];
     double t_factor, t_apply, t_awq, t_rtn; /* seconds in GPTQ's factor / sweep, AWQ, RTN */
+    /* learned rounding: per group a copy of the undamped Hessian (freed with
+     * the factor), what it did over the tensors */
+    float *Hr[CALIB_G_COUNT];
+    double t_round, round_before, round_after;
+    double t_output;                 /* seconds in the output matrix's method */
+    char output_note[160];           /* what the output matrix got (the log) */
+    uint32_t round_tensors, round_fallbacks;
+    uint64_t round_flips;
     const struct quant_methods_opts *mo;
     /* fused tensors (phi3 attn_qkv, ffn_up = gate|up): the parts are quantized
      * one by one (rows are independent) into the tensor's buffer, which is
@@ -217,13 +237,21 @@ bool quant_awq_fold_legal(const struct rt_hparams *hp, enum calib_group g, char 
 
 static bool uses_awq(enum quant_method m)
 {
-    return m == QUANT_METHOD_AWQ || m == QUANT_METHOD_AWQ_GPTQ || m == QUANT_METHOD_AWQ_GPTQ_ACT;
+    return m == QUANT_METHOD_AWQ || m == QUANT_METHOD_AWQ_GPTQ || m == QUANT_METHOD_AWQ_GPTQ_ACT ||
+           m == QUANT_METHOD_AWQ_ROUND || m == QUANT_METHOD_AWQ_GPTQ_ROUND;
 }
 bool quant_method_uses_gptq(enum quant_method m)
 {
     return m == QUANT_METHOD_GPTQ || m == QUANT_METHOD_AWQ_GPTQ || m == QUANT_METHOD_GPTQ_ACT ||
-           m == QUANT_METHOD_AWQ_GPTQ_ACT;
+           m == QUANT_METHOD_AWQ_GPTQ_ACT || m == QUANT_METHOD_GPTQ_ROUND ||
+           m == QUANT_METHOD_AWQ_GPTQ_ROUND;
 }
+bool quant_method_uses_round(enum quant_method m)
+{
+    return m == QUANT_METHOD_ROUND || m == QUANT_METHOD_GPTQ_ROUND ||
+           m == QUANT_METHOD_AWQ_ROUND || m == QUANT_METHOD_AWQ_GPTQ_ROUND;
+}
+static bool uses_round(enum quant_method m) { return quant_method_uses_round(m); }
 static bool uses_gptq(enum quant_method m) { return quant_method_uses_gptq(m); }
 static bool uses_act_order(const struct quant_methods_opts *mo)
 {
@@ -437,6 +465,8 @@ static enum mw_status put_rows(struct quant_methods_src *h, int64_t ti,
 
 static void free_factor(struct quant_methods_src *h, int g)
 {
+    free(h->Hr[g]);
+    h->Hr[g] = NULL;
     free(h->U[g]);
     free(h->U_imp[g]);
     free(h->U_perm[g]);
@@ -475,6 +505,52 @@ static enum mw_status gptq_factor(struct quant_methods_src *h, struct calib_laye
     return s;
 }
 
+/* Learned rounding's copy of group g's undamped Hessian, made once per
+ * group before GPTQ's factor takes calib's buffer. */
+static enum mw_status round_hessian(struct quant_methods_src *h, struct calib_layer *ly,
+                                    enum calib_group g, struct mw_err *err)
+{
+    if (h->Hr[g]) return MW_OK;
+    const uint64_t n = calib_layer_group_n_in(ly, g);
+    uint64_t nn;
+    if (!mw_mul_u64(n, n, &nn) || nn > SIZE_MAX / sizeof(float))
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "Hessian size overflows");
+    const float *H;
+    enum mw_status s = calib_layer_hessian(ly, g, &H, err);
+    if (s != MW_OK) return s;
+    h->Hr[g] = malloc((size_t)nn * sizeof(float));
+    if (!h->Hr[g])
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory (%llu bytes)",
+                       (unsigned long long)(nn * sizeof(float)));
+    memcpy(h->Hr[g], H, (size_t)nn * sizeof(float));
+    return MW_OK;
+}
+
+/* Learned rounding of the blocks q of weight cw, from the weights w0 it was
+ * quantized from; cw.w gets the new values. Diverged: q as it came,
+ * counted in the method's parameters. */
+static enum mw_status round_one(struct quant_methods_src *h, const struct calib_weight *cw,
+                                enum calib_group g, uint32_t t, const float *w0, uint8_t *q,
+                                struct mw_err *err)
+{
+    const struct quant_round_opts ro = {.n_threads = h->mo->n_threads};
+    struct quant_round_stats rs;
+    const double t0 = mono_s();
+    enum mw_status s =
+        quant_round_refine(t, w0, cw->n_out, cw->n_in, h->Hr[g], &ro, q, cw->w, &rs, err);
+    h->t_round += mono_s() - t0;
+    if (s != MW_OK) {
+        mw_err_set_where(err, "tensor '%s'", cw->name);
+        return s;
+    }
+    h->round_tensors++;
+    h->round_fallbacks += rs.fell_back;
+    h->round_flips += rs.flips;
+    h->round_before += rs.before;
+    h->round_after += rs.after;
+    return MW_OK;
+}
+
 /* Quantize weight wk (GPTQ under the Hessian of its input group, or
  * importance-weighted rounding with the corpus's imatrix), spill the
  * blocks, leave the dequantized values in the engine's copy. */
@@ -511,11 +587,26 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
         else if (few || !uses_gptq(mo->method) || !quant_gptq_supported(t)) h->x_rtn++;
         else h->x_gptq++;
     }
+    /* learned rounding after the method: the weights it starts from */
+    float *w0 = NULL;
+    if (uses_round(mo->method) && quant_gptq_supported(t) && !few) {
+        if ((s = round_hessian(h, ly, g, err)) != MW_OK) {
+            free(q);
+            return s;
+        }
+        w0 = malloc((size_t)ne * sizeof(float));
+        if (!w0) {
+            free(q);
+            return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        }
+        memcpy(w0, cw.w, (size_t)ne * sizeof(float));
+    }
     if (uses_gptq(mo->method) && quant_gptq_supported(t) && !few) {
         struct quant_gptq_opts go = mo->gptq;
         go.n_threads = mo->n_threads;
         go.act_order = uses_act_order(mo);
         if (!h->U[g] && (s = gptq_factor(h, ly, g, &go, err)) != MW_OK) {
+            free(w0);
             free(q);
             return s;
         }
@@ -525,6 +616,7 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
         h->t_apply += mono_s() - t0;
         if (s != MW_OK) {
             mw_err_set_where(err, "tensor '%s'", cw.name);
+            free(w0);
             free(q);
             return s;
         }
@@ -533,6 +625,7 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
         const struct calib_group_stats *gs = calib_layer_stats(ly, g);
         float *imp = malloc((size_t)cw.n_in * sizeof(float));
         if (!imp) {
+            free(w0);
             free(q);
             return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
         }
@@ -548,10 +641,19 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
         h->t_rtn += mono_s() - t0;
         free(imp);
         if (s != MW_OK) {
+            free(w0);
             free(q);
             return s;
         }
         tr->to_float(q, cw.w, ne); /* later layers see the quantized weights */
+    }
+    if (w0) {
+        s = round_one(h, &cw, g, t, w0, q, err);
+        free(w0);
+        if (s != MW_OK) {
+            free(q);
+            return s;
+        }
     }
     s = put_rows(h, ti, &cw, t, q, rb, err);
     free(q);
@@ -629,13 +731,32 @@ static void time_report(const struct quant_methods_src *h, const struct quant_op
     snprintf(msg, sizeof msg,
              "time: calibration %.2fs: forward GEMMs %.2fs (%.3g GFLOP, %.2f GFLOP/s), Hessians "
              "%.2fs (%.3g GFLOP, %.2f GFLOP/s), AWQ search %.2fs, GPTQ factor %.2fs, GPTQ sweep "
-             "%.2fs, rounding %.2fs, other %.2fs",
+             "%.2fs, rounding %.2fs, learned rounding %.2fs, output matrix %.2fs, other %.2fs",
              t->total_s, t->gemm_s, t->gemm_flop * 1e-9,
              t->gemm_s > 0 ? t->gemm_flop * 1e-9 / t->gemm_s : 0.0, t->hess_s,
              t->hess_flop * 1e-9, t->hess_s > 0 ? t->hess_flop * 1e-9 / t->hess_s : 0.0,
-             h->t_awq, h->t_factor, h->t_apply, h->t_rtn,
-             t->total_s - t->gemm_s - t->hess_s - h->t_awq - h->t_factor - h->t_apply - h->t_rtn);
+             h->t_awq, h->t_factor, h->t_apply, h->t_rtn, h->t_round, h->t_output,
+             t->total_s - t->gemm_s - t->hess_s - h->t_awq - h->t_factor - h->t_apply - h->t_rtn -
+                 h->t_round - h->t_output);
     say(qo, msg);
+    if (uses_round(h->mo->method)) {
+        snprintf(msg, sizeof msg,
+                 "round: learned rounding on %u tensors: %llu levels moved, layer output error "
+                 "%.6g -> %.6g (%.1f%% lower)%s",
+                 h->round_tensors, (unsigned long long)h->round_flips, h->round_before,
+                 h->round_after,
+                 h->round_before > 0 ? 100.0 * (1.0 - h->round_after / h->round_before) : 0.0,
+                 h->round_fallbacks ? "; some fell back to the method before it" : "");
+        say(qo, msg);
+        if (h->round_fallbacks) {
+            snprintf(msg, sizeof msg,
+                     "round: %u tensors kept the result of %s (a non-finite value in the "
+                     "descent, or no lower error): recorded in memwall.quant.method_params",
+                     h->round_fallbacks,
+                     uses_gptq(h->mo->method) ? "GPTQ" : "importance-weighted rounding");
+            say(qo, msg);
+        }
+    }
 }
 
 static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_group g,
@@ -771,6 +892,16 @@ uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quan
         b += 4 * (uint64_t)hp->n_embd * hp->n_embd + 4 * nout * 256 + 16 * nin;
         if (uses_act_order(mo)) b += 12 * wel + 5 * nin; /* permuted weights + grid */
     }
+    if (uses_round(mo->method)) /* two groups' Hessian copies; w0, E, G; a copy of q */
+        b += 2 * 4 * nin * nin + 12 * wel + 2 * wel + 24 * nin * nt;
+    if (uses_gptq(mo->method) || uses_round(mo->method)) {
+        /* the output matrix (output_method): H and its factor, OUTPUT_CHUNK_ROWS rows in
+         * f32 (w, w0, and learned rounding's E and G), the quantized matrix (<= 2 B per
+         * weight), one sample's normalized rows (<= 32768 positions) */
+        const uint64_t e = hp->n_embd;
+        b += 8 * e * e + 16 * (uint64_t)OUTPUT_CHUNK_ROWS * e + 2 * (uint64_t)hp->n_vocab * e +
+             4 * 32768 * e;
+    }
     if (uses_awq(mo->method)) { /* search buffers: 3 floats + 2 bytes per searched element */
         const uint64_t qd2 = (uint64_t)hp->n_head * hp->head_dim;
         const uint64_t shape[4][2] = {{qd2 > hp->n_ff ? qd2 : hp->n_ff, hp->n_embd}, /* q, gate */
@@ -785,6 +916,278 @@ uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quan
         b += 14 * maxw + 12 * nin;
     }
     return b;
+}
+
+/* --- the output matrix --- */
+
+/* The output matrix's rows, chunk by chunk (output_method). */
+struct out_job {
+    struct quant_methods_src *h;
+    uint32_t t;
+    const struct quant_traits *str; /* the source type's */
+    uint64_t n_in, src_rb, rb, chunk;
+    bool gq, rd;
+    const float *U, *imp, *H;
+    const uint32_t *perm;
+    const struct quant_gptq_opts *go;
+    float *w, *w0;
+    uint8_t *q;
+    unsigned nt;
+    uint8_t *raw;       /* streamed: source bytes of the current chunk */
+    uint64_t fill, cap; /* ... bytes in it (copy_sink: its capacity) */
+    uint64_t row0;      /* ... its first row */
+    uint64_t q_rows;    /* rows of the matrix */
+};
+
+/* Rows [r0, r0 + n) from their source bytes: GPTQ (or importance-weighted
+ * rounding), then learned rounding; blocks into J->q. */
+static enum mw_status out_rows(struct out_job *J, const uint8_t *raw, uint64_t r0, uint64_t n,
+                               struct mw_err *err)
+{
+    struct quant_methods_src *h = J->h;
+    enum mw_status s;
+    J->str->to_float(raw, J->w, n * J->n_in);
+    if (J->rd) memcpy(J->w0, J->w, (size_t)(n * J->n_in) * sizeof(float));
+    uint8_t *qc = J->q + r0 * J->rb;
+    if (J->gq)
+        s = quant_gptq_apply(J->t, J->w, n, J->n_in, J->U, J->imp, J->perm, J->go, qc, err);
+    else
+        s = quant_rows_mode(J->t, QUANT_MODE_BEST, J->w, n, J->n_in, J->imp, qc, J->nt, err);
+    if (s == MW_OK && J->rd) {
+        const struct quant_round_opts ro = {.n_threads = J->nt};
+        struct quant_round_stats rs;
+        s = quant_round_refine(J->t, J->w0, n, J->n_in, J->H, &ro, qc, J->w, &rs, err);
+        if (s == MW_OK) {
+            h->round_fallbacks += rs.fell_back;
+            h->round_flips += rs.flips;
+            h->round_before += rs.before;
+            h->round_after += rs.after;
+        }
+    }
+    return s;
+}
+
+/* quant_sink_fn: the streamed output matrix, OUTPUT_CHUNK_ROWS rows at a time. */
+static enum mw_status out_sink(void *ud, const void *data, size_t n, struct mw_err *err)
+{
+    struct out_job *J = ud;
+    const uint8_t *p = data;
+    const uint64_t cap = J->chunk * J->src_rb;
+    while (n) {
+        const uint64_t k = cap - J->fill < n ? cap - J->fill : n;
+        memcpy(J->raw + J->fill, p, (size_t)k);
+        J->fill += k;
+        p += k;
+        n -= (size_t)k;
+        if (J->fill == cap) {
+            if (J->row0 + J->chunk > J->q_rows)
+                return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "more rows than expected");
+            const enum mw_status s = out_rows(J, J->raw, J->row0, J->chunk, err);
+            if (s != MW_OK) return s;
+            J->row0 += J->chunk;
+            J->fill = 0;
+        }
+    }
+    return MW_OK;
+}
+
+/* quant_sink_fn: bytes into J->raw, at most J->cap. */
+static enum mw_status copy_sink(void *ud, const void *data, size_t n, struct mw_err *err)
+{
+    struct out_job *J = ud;
+    if (n > J->cap - J->fill)
+        return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "more bytes than expected");
+    memcpy(J->raw + J->fill, data, n);
+    J->fill += n;
+    return MW_OK;
+}
+
+/* output.weight under the method (GPTQ, learned rounding) on the Hessian
+ * of its input: the final hidden states after output_norm, over every
+ * calibration row. Runs in the last layer's on_layer, after the layer is
+ * final (the hidden states are the quantized model's) and before a work
+ * dir records the layer: a resumed run restores it from the journal. The
+ * matrix is read from the source (mapped, or streamed: an HF checkpoint)
+ * OUTPUT_CHUNK_ROWS rows at a time. Left to the ordinary pipeline
+ * (importance-weighted rounding) when there is none (tied to token_embd)
+ * or its type is not one the method can place; output_note says which. */
+static enum mw_status output_method(struct quant_methods_src *h, struct calib_layer *ly,
+                                    struct mw_err *err)
+{
+    const struct quant_methods_opts *mo = h->mo;
+    const struct quant_source *src = h->base;
+    const bool gq = uses_gptq(mo->method), rd = uses_round(mo->method);
+    if (!gq && !rd) return MW_OK;
+    const int64_t ti = find_tensor(h, "output.weight");
+    const int64_t ni = find_tensor(h, "output_norm.weight");
+    if (ti < 0 || h->want[ti] == UINT32_MAX) {
+        snprintf(h->output_note, sizeof h->output_note, "output: %s",
+                 ti < 0 ? "tied to token_embd: importance-weighted rounding"
+                        : "kept as it is by the plan");
+        return MW_OK;
+    }
+    const uint32_t t = h->want[ti];
+    const struct quant_tensor_desc *d = &src->tensors[ti];
+    const struct gguf_type_info *inf = gguf_type_get(t);
+    const struct quant_traits *str = quant_traits_get(d->type);
+    const struct quant_traits *ntr = ni >= 0 ? quant_traits_get(src->tensors[ni].type) : NULL;
+    const uint64_t n_in = d->ne[0], n_out = d->ne[1], E = h->hp->n_embd;
+    const uint8_t *wd = src->data ? src->data(src->ud, (uint64_t)ti) : NULL;
+    const char *why = !quant_gptq_supported(t) ? "its type is not on a grid the method places"
+                      : !inf || n_in != E || n_in % inf->blck || d->n_dims != 2
+                          ? "an unexpected shape"
+                      : !str || !str->to_float || !ntr || !ntr->to_float ||
+                              src->tensors[ni].ne[0] != E
+                          ? "an unexpected source type"
+                                   : NULL;
+    if (why) {
+        snprintf(h->output_note, sizeof h->output_note,
+                 "output: importance-weighted rounding (%s)", why);
+        return MW_OK;
+    }
+    const double t0 = mono_s();
+    /* one sample's rows at a time (Σ yᵀy in row order: the same bits for any
+     * batching of whole samples) */
+    const uint64_t T = calib_layer_n_rows(ly), mr = calib_layer_n_pos(ly);
+    const uint32_t npos = calib_layer_n_pos(ly);
+    const uint64_t chunk = n_out < OUTPUT_CHUNK_ROWS ? n_out : OUTPUT_CHUNK_ROWS;
+    const uint64_t sb = gguf_type_get(d->type) ? gguf_type_get(d->type)->type_size : 0;
+    const uint64_t sblk = gguf_type_get(d->type) ? gguf_type_get(d->type)->blck : 1;
+    uint64_t rb, nb;
+    if (!mw_mul_u64(n_in / inf->blck, inf->type_size, &rb) || !mw_mul_u64(rb, n_out, &nb) ||
+        nb > SIZE_MAX || E > 65536 || mr == 0 || sb == 0 || n_in % sblk)
+        return MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "tensor 'output.weight': sizes overflow");
+    const uint64_t src_rb = n_in / sblk * sb;
+    float *H = calloc((size_t)(E * E), sizeof(float));
+    float *U = malloc((size_t)(E * E) * sizeof(float));
+    float *imp = malloc((size_t)E * sizeof(float));
+    uint32_t *perm = malloc((size_t)E * sizeof(uint32_t));
+    float *nw = malloc((size_t)E * sizeof(float));
+    uint8_t *nraw = NULL;
+    float *Y = malloc((size_t)(mr * E) * sizeof(float));
+    float *w = malloc((size_t)(chunk * n_in) * sizeof(float));
+    float *w0 = malloc((size_t)(chunk * n_in) * sizeof(float));
+    uint8_t *q = malloc((size_t)nb);
+    struct mw_pool *pool = NULL;
+    enum mw_status s = MW_OK;
+    if (!H || !U || !imp || !perm || !nw || !Y || !w || !w0 || !q) {
+        s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                    "tensor 'output.weight': out of memory for its method");
+        goto out;
+    }
+    const unsigned nt = mo->n_threads ? mo->n_threads : 1;
+    if ((s = mw_pool_init(nt, &pool, err)) != MW_OK) goto out;
+    { /* output_norm's weights (mapped, or read) */
+        const uint8_t *nd = src->data ? src->data(src->ud, (uint64_t)ni) : NULL;
+        const struct gguf_type_info *ninf = gguf_type_get(src->tensors[ni].type);
+        if (!nd) {
+            struct out_job nj = {0};
+            const uint64_t nbytes = ninf && ninf->blck ? E / ninf->blck * ninf->type_size : 0;
+            if (!nbytes || !(nraw = malloc((size_t)nbytes))) {
+                s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+                goto out;
+            }
+            nj.raw = nraw;
+            nj.cap = nbytes;
+            if ((s = src->read(src->ud, (uint64_t)ni, copy_sink, &nj, err)) != MW_OK) goto out;
+            if (nj.fill != nbytes) {
+                s = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "tensor 'output_norm.weight': "
+                            "%llu bytes read, expected %llu", (unsigned long long)nj.fill,
+                            (unsigned long long)nbytes);
+                goto out;
+            }
+            nd = nraw;
+        }
+        ntr->to_float(nd, nw, E);
+    }
+    /* H = Σ yᵀy, y = output_norm(hidden): RMSNorm with the stored multiplier */
+    for (uint64_t r0 = 0; r0 < T; r0 += mr) {
+        const uint64_t n = T - r0 < mr ? T - r0 : mr;
+        const float *x;
+        if ((s = calib_layer_hidden(ly, r0, n, &x, err)) != MW_OK) goto out;
+        for (uint64_t r = 0; r < n; r++) {
+            double ss = 0;
+            for (uint64_t j = 0; j < E; j++) ss += (double)x[r * E + j] * x[r * E + j];
+            const float sc = (float)(1.0 / sqrt(ss / (double)E + (double)h->hp->rms_eps));
+            for (uint64_t j = 0; j < E; j++) Y[r * E + j] = x[r * E + j] * sc * nw[j];
+        }
+        mw_gram_acc(pool, E, n, Y, E, r0 == 0, H, npos);
+    }
+    mw_sym_lower_from_upper(H, E);
+    struct quant_gptq_opts go = mo->gptq;
+    go.n_threads = nt;
+    go.act_order = false; /* the output matrix: plain GPTQ under every GPTQ method */
+    if (gq)
+        for (unsigned attempt = 0;; attempt++) {
+            bool retry = false;
+            memcpy(U, H, (size_t)(E * E) * sizeof(float));
+            s = quant_gptq_prepare(U, E, &go, attempt, imp, perm, &retry, err);
+            if (s == MW_OK || !retry) break;
+            mw_err_clear(err);
+        }
+    else
+        for (uint64_t j = 0; j < E; j++) imp[j] = (float)(H[j * E + j] / (double)(T ? T : 1));
+    if (s != MW_OK) goto out;
+    struct out_job oj = {.h = h, .t = t, .str = str, .n_in = n_in, .src_rb = src_rb, .rb = rb,
+                         .chunk = chunk, .gq = gq, .rd = rd, .U = U, .imp = imp, .perm = perm,
+                         .H = H, .go = &go, .w = w, .w0 = w0, .q = q, .nt = nt,
+                         .q_rows = n_out};
+    if (wd) {
+        for (uint64_t r0 = 0; r0 < n_out && s == MW_OK; r0 += chunk) {
+            const uint64_t n = n_out - r0 < chunk ? n_out - r0 : chunk;
+            s = out_rows(&oj, wd + r0 * src_rb, r0, n, err);
+            if (src->release) src->release(src->ud, (uint64_t)ti, r0 * src_rb, n * src_rb);
+        }
+    } else { /* streamed: OUTPUT_CHUNK_ROWS rows of source bytes at a time */
+        if (!(oj.raw = malloc((size_t)(chunk * src_rb)))) {
+            s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+            goto out;
+        }
+        s = src->read(src->ud, (uint64_t)ti, out_sink, &oj, err);
+        if (s == MW_OK && oj.fill) s = out_rows(&oj, oj.raw, oj.row0, oj.fill / src_rb, err);
+        if (s == MW_OK && oj.row0 + oj.fill / src_rb != n_out)
+            s = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE, "tensor 'output.weight': %llu rows read, "
+                        "expected %llu", (unsigned long long)(oj.row0 + oj.fill / src_rb),
+                        (unsigned long long)n_out);
+        free(oj.raw);
+    }
+    if (s != MW_OK) {
+        mw_err_set_where(err, "tensor 'output.weight'");
+        goto out;
+    }
+    if (rd) h->round_tensors++;
+    if ((s = spill(h, ti, q, nb, err)) != MW_OK) goto out;
+    h->descs[ti].type = t;
+    snprintf(h->output_note, sizeof h->output_note,
+             "output: %s%s on the final hidden states after output_norm (%llu rows)",
+             gq ? "GPTQ" : "importance-weighted rounding", rd ? " + learned rounding" : "",
+             (unsigned long long)T);
+out:
+    h->t_output += mono_s() - t0;
+    mw_pool_free(pool);
+    free(H);
+    free(U);
+    free(imp);
+    free(perm);
+    free(nw);
+    free(nraw);
+    free(Y);
+    free(w);
+    free(w0);
+    free(q);
+    return s;
+}
+
+/* on_layer: after the last layer the output matrix; with a work dir the
+ * layer's journal record (which then holds the output matrix too). */
+static enum mw_status on_layer_journal(void *ud, struct calib_layer *ly, struct mw_err *err);
+static enum mw_status on_layer(void *ud, struct calib_layer *ly, struct mw_err *err)
+{
+    struct quant_methods_src *h = ud;
+    enum mw_status s;
+    if (calib_layer_index(ly) + 1 == h->hp->n_layer && (s = output_method(h, ly, err)) != MW_OK)
+        return s;
+    return h->mo->work_dir ? on_layer_journal(ud, ly, err) : MW_OK;
 }
 
 /* --- the work dir (issue 13; methods_journal.c) --- */
@@ -955,7 +1358,7 @@ static enum mw_status open_work_dir(struct quant_methods_src *h, const struct qu
         ro->load_hidden = mwj_load_hidden;
         ro->load_hidden_ud = h->j;
     }
-    ro->on_layer = on_layer_journal;
+    ro->on_layer = on_layer;
     ro->on_layer_ud = h;
     return MW_OK;
 }
@@ -1003,6 +1406,7 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
     if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, err)) != MW_OK) goto out;
     struct calib_run_opts ro = {.n_threads = mo->n_threads ? mo->n_threads : 1,
                                 .on_group = on_group, .on_group_ud = h,
+                                .on_layer = on_layer, .on_layer_ud = h,
                                 .on_stage = mo->on_stage, .on_stage_ud = mo->on_stage_ud,
                                 .scratch_dir = mo->work_dir};
     if (mo->max_memory) {
@@ -1056,6 +1460,7 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
             goto out;
         }
     if (uses_awq(mo->method)) awq_report(h, qo);
+    if (h->output_note[0]) say(qo, h->output_note);
     if (st) time_report(h, qo, st); /* no calib_run: every layer was in the work dir */
     if (mo->work_dir) {
         char msg[512];
@@ -1075,6 +1480,11 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
             snprintf(dp, sizeof dp, " damp=%g%s",
                      (double)(mo->gptq.damp > 0 ? mo->gptq.damp : 0.01f),
                      uses_act_order(mo) ? " act_order=static" : "");
+        if (uses_round(mo->method)) { /* never with act_order: the same room */
+            const size_t k = strlen(dp);
+            snprintf(dp + k, sizeof dp - k, " round=cd%u fallback=%u", QUANT_ROUND_SWEEPS,
+                     h->round_fallbacks);
+        }
         const bool moe = h->hp->n_expert > 0;
         char xp[80] = ""; /* MoE: how many expert matrices took each path */
         if (moe)

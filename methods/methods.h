@@ -90,6 +90,49 @@ enum mw_status quant_gptq_apply(uint32_t type, float *w, uint64_t n_out, uint64_
                                 const float *U, const float *imp, const uint32_t *perm,
                                 const struct quant_gptq_opts *o, void *out, struct mw_err *err);
 
+/* Learned rounding (the `round` methods): coordinate descent on the
+ * layer objective f = Σ_rows (w0 - v)ᵀ H (w0 - v), v the values the blocks
+ * decode to. The ggml block grids stay as they are (every supported format
+ * decodes element e as a_e * level + b_e, quant_gptq_supported); each
+ * element's level moves to the integer that minimizes f with every other
+ * level fixed (exact: f is quadratic in one level), sweep after sweep over
+ * the columns until a sweep moves nothing or max_sweeps ran. Then (unless
+ * no_scales) a pass over the sub-block scales of the k-quants (Q4_K/Q5_K
+ * scale and min, Q3_K/Q6_K scale): each stored integer one step up and one
+ * down, the sub-block's levels re-rounded to their current values on the
+ * new grid and moved inside the sub-block (two passes), kept when f falls;
+ * then the levels again; at most QUANT_ROUND_SCALE_PASSES such passes.
+ * f never rises.
+ * It starts from any quantization (GPTQ's, or importance-weighted
+ * rounding's) and finds a rounding no single-level change improves, which
+ * GPTQ's one greedy pass does not. Rows are independent given H; threads
+ * split rows; G = E·H runs through mw_gemm: the same bits for any
+ * n_threads.
+ * q (n_out rows of type) is read and rewritten in place; w (n_out x n_in)
+ * gets the values q decodes to; w0 (the weights before quantization,
+ * n_out x n_in) and H (n_in x n_in, symmetric, undamped Σ x xᵀ) are read.
+ * A non-finite value anywhere (H, w0, a gradient), or f not lower at the
+ * end: q is left as it came and rs->fell_back is set (the caller records
+ * it). Memory: 8 bytes per weight + one copy of q. Errors: MW_E_USAGE
+ * (unsupported type, n_in not a multiple of its block), MW_E_NOMEM. */
+#define QUANT_ROUND_SWEEPS 16
+#define QUANT_ROUND_SCALE_PASSES 4
+struct quant_round_opts {
+    unsigned max_sweeps; /* 0: QUANT_ROUND_SWEEPS */
+    bool no_scales;      /* levels only (no sub-block scale passes) */
+    unsigned n_threads;  /* 0: 1 */
+};
+struct quant_round_stats {
+    double before, after; /* f at the start and at the end */
+    uint64_t flips;       /* levels moved */
+    unsigned sweeps;      /* the most sweeps a row took */
+    uint64_t bad_rows;    /* rows where a non-finite value appeared */
+    bool fell_back;       /* q left as it came */
+};
+enum mw_status quant_round_refine(uint32_t type, const float *w0, uint64_t n_out, uint64_t n_in,
+                                  const float *H, const struct quant_round_opts *o, void *q,
+                                  float *w, struct quant_round_stats *rs, struct mw_err *err);
+
 /* Output error of a quantized layer under H: Σ_rows (w - q)ᵀ H (w - q)
  * = ||X Wᵀ - X Qᵀ||² over the calibration rows (in double). */
 double quant_output_error(const float *w, const float *q, uint64_t n_out, uint64_t n_in,
@@ -172,11 +215,23 @@ enum quant_method {
     QUANT_METHOD_AWQ_GPTQ = 3, /* AWQ, then GPTQ on the scaled weights */
     QUANT_METHOD_GPTQ_ACT = 4, /* GPTQ with act-order (static groups) */
     QUANT_METHOD_AWQ_GPTQ_ACT = 5,
+    /* learned rounding (quant_round_refine) after the method it names, on the
+     * types GPTQ supports: rtn then round, gptq then round, ... Each layer's
+     * undamped Hessian is kept beside GPTQ's factor (n_in² floats per input
+     * group) */
+    QUANT_METHOD_ROUND = 6,
+    QUANT_METHOD_GPTQ_ROUND = 7,
+    QUANT_METHOD_AWQ_ROUND = 8,
+    QUANT_METHOD_AWQ_GPTQ_ROUND = 9,
 };
 /* Does method m run GPTQ (on the types quant_gptq_supported accepts)? */
 bool quant_method_uses_gptq(enum quant_method m);
 
-/* "rtn", "gptq", "awq", "awq+gptq", "gptq-act", "awq+gptq-act". false if unknown. */
+/* Does method m end with learned rounding (quant_round_refine)? */
+bool quant_method_uses_round(enum quant_method m);
+
+/* "rtn", "gptq", "awq", "awq+gptq", "gptq-act", "awq+gptq-act", "round",
+ * "gptq+round", "awq+round", "awq+gptq+round". false if unknown. */
 bool quant_method_parse(const char *s, enum quant_method *out);
 const char *quant_method_name(enum quant_method m);
 
@@ -223,12 +278,14 @@ uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quan
 /*
  * Run the calibration forward over the corpus, layer by layer, and quantize
  * the seven linear weights of every layer with the method to the types the
- * plan for (base, qo) chooses; each layer's weights are replaced by their
+ * plan for (base, qo) chooses (under a GPTQ or learned-rounding method
+ * output.weight too, on the final hidden states after output_norm, when
+ * its type has an a·level + b grid and the source is mapped); each layer's weights are replaced by their
  * dequantized values before the rest of the model is evaluated (sequential
  * error propagation). *out becomes a source equal to base except that
  * those tensors are already of their chosen type (quant_plan_build copies
- * them verbatim; everything else — token_embd, output, norms — goes
- * through the ordinary pipeline). Each quantized tensor (and each AWQ-
+ * them verbatim; everything else — token_embd, norms, an output left
+ * alone — goes through the ordinary pipeline). Each quantized tensor (and each AWQ-
  * rescaled norm) is written to a scratch file as soon as it is made and
  * streamed back when the writer reads it, so memory depends on one layer,
  * not on the model; the file is unlinked right after it is created. out->

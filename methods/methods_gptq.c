@@ -478,3 +478,396 @@ double quant_output_error(const float *w, const float *q, uint64_t n_out, uint64
     free(d);
     return tot;
 }
+
+/* --- learned rounding: coordinate descent on the layer objective --- */
+
+struct round_job {
+    uint32_t type;
+    const struct quant_traits *tr;
+    int qmax;
+    uint64_t bs, bbytes, row_bytes, n_in, n_out;
+    const float *H;
+    uint8_t *q;         /* the blocks, levels rewritten in place */
+    float *deq;         /* (n_out, n_in) dequantized values, in: E·H (the gradient), out: values */
+    unsigned max_sweeps;
+    bool scales;        /* the sub-block scale passes too */
+    size_t scratch_bytes;
+    uint8_t *scratch;   /* per thread: a, b (n_in floats each), g (n_in doubles), lv (n_in ints),
+                         * one block */
+    uint64_t *flips;    /* per row */
+    unsigned *sweeps;   /* per row */
+    bool *bad;          /* per row: a non-finite value appeared */
+};
+
+/* The sub-block scales of the k-quants, as the integers stored: Q4_K /
+ * Q5_K 8 sub-blocks of 32 with a 6-bit scale and a 6-bit min (which 0,
+ * 1), Q3_K 16 of 16 with a 6-bit scale (stored + 32), Q6_K 16 of 16 with
+ * an int8 scale. Other formats: none (0). */
+static int sub_count(uint32_t t, int *len, int *n_which, int *lo, int *hi)
+{
+    switch (t) {
+    case GGUF_TYPE_Q4_K:
+    case GGUF_TYPE_Q5_K: *len = 32; *n_which = 2; *lo = 0; *hi = 63; return 8;
+    case GGUF_TYPE_Q3_K: *len = 16; *n_which = 1; *lo = 0; *hi = 63; return 16;
+    case GGUF_TYPE_Q6_K: *len = 16; *n_which = 1; *lo = -128; *hi = 127; return 16;
+    default: return 0;
+    }
+}
+
+static int sub_get(uint32_t t, const uint8_t *b, int j, int which)
+{
+    switch (t) {
+    case GGUF_TYPE_Q4_K:
+    case GGUF_TYPE_Q5_K: {
+        const uint8_t *q = b + 4;
+        if (j < 4) return which ? q[j + 4] & 63 : q[j] & 63;
+        return which ? (q[j + 4] >> 4) | ((q[j] >> 6) << 4)
+                     : (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    }
+    case GGUF_TYPE_Q3_K: {
+        const uint8_t *q = b + 96;
+        return ((q[j % 8] >> (4 * (j / 8))) & 0xF) | (((q[8 + j % 4] >> (2 * (j / 4))) & 3) << 4);
+    }
+    case GGUF_TYPE_Q6_K: return (int8_t)b[192 + j];
+    default: return 0;
+    }
+}
+
+static void sub_set(uint32_t t, uint8_t *b, int j, int which, int v)
+{
+    switch (t) {
+    case GGUF_TYPE_Q4_K:
+    case GGUF_TYPE_Q5_K: {
+        uint8_t *q = b + 4;
+        if (j < 4) {
+            uint8_t *p = which ? &q[j + 4] : &q[j];
+            *p = (uint8_t)((*p & 0xC0) | (v & 63));
+        } else if (which) {
+            q[j + 4] = (uint8_t)((q[j + 4] & 0x0F) | ((v & 15) << 4));
+            q[j] = (uint8_t)((q[j] & 0x3F) | (((v >> 4) & 3) << 6));
+        } else {
+            q[j + 4] = (uint8_t)((q[j + 4] & 0xF0) | (v & 15));
+            q[j - 4] = (uint8_t)((q[j - 4] & 0x3F) | (((v >> 4) & 3) << 6));
+        }
+        break;
+    }
+    case GGUF_TYPE_Q3_K: {
+        uint8_t *q = b + 96;
+        const int sh = 4 * (j / 8), hs = 2 * (j / 4);
+        q[j % 8] = (uint8_t)((q[j % 8] & ~(0xF << sh)) | ((v & 0xF) << sh));
+        q[8 + j % 4] = (uint8_t)((q[8 + j % 4] & ~(3 << hs)) | (((v >> 4) & 3) << hs));
+        break;
+    }
+    case GGUF_TYPE_Q6_K: b[192 + j] = (uint8_t)(int8_t)v; break;
+    default: break;
+    }
+}
+
+/* The grid of one block (value = a * level + b) from its scales. */
+static void round_grid(const struct round_job *J, const uint8_t *blk, uint8_t *probe, float *a,
+                       float *b)
+{
+    const uint64_t bs = J->bs;
+    memcpy(probe, blk, J->bbytes);
+    for (uint64_t e = 0; e < bs; e++) grid_set_q(J->type, probe, (int)e, 0);
+    J->tr->to_float(probe, b, bs);
+    for (uint64_t e = 0; e < bs; e++) grid_set_q(J->type, probe, (int)e, 1);
+    J->tr->to_float(probe, a, bs);
+    for (uint64_t e = 0; e < bs; e++) {
+        a[e] -= b[e];
+        if (!isfinite(a[e]) || !isfinite(b[e])) a[e] = 0.0f; /* a column the grid cannot move */
+    }
+}
+
+/* g -= dv · H[j, :] (H symmetric: the row is the column). */
+static void round_move(const struct round_job *J, double *g, uint64_t j, double dv)
+{
+    const uint64_t n = J->n_in;
+    const float *hr = J->H + j * n;
+    for (uint64_t k = 0; k < n; k++) g[k] -= dv * hr[k];
+}
+
+/* Sweeps over the levels of one row until one moves nothing; moves made. */
+static uint64_t round_levels(const struct round_job *J, const float *a, int *lv, double *g,
+                             unsigned *sweeps)
+{
+    const uint64_t n = J->n_in;
+    uint64_t flips = 0;
+    for (unsigned sw = 0; sw < J->max_sweeps; sw++) {
+        uint64_t moved = 0;
+        ++*sweeps;
+        for (uint64_t j = 0; j < n; j++) {
+            const double hjj = J->H[j * n + j], aj = a[j];
+            if (!(hjj > 0) || aj == 0.0) continue;
+            /* f(e) = eᵀHe with e = w0 - value; moving the level by d changes
+             * the value by aj·d and f by -2·aj·d·g_j + aj²·d²·H_jj */
+            const double dstar = g[j] / (aj * hjj);
+            if (!(fabs(dstar) >= 0.5)) continue;
+            const int d = quant_clampi(lv[j] + (int)lround(fmax(fmin(dstar, 1e6), -1e6)), 0,
+                                       J->qmax) - lv[j];
+            if (d == 0) continue;
+            const double dv = aj * d;
+            if (!(-2.0 * dv * g[j] + dv * dv * hjj < 0)) continue;
+            lv[j] += d;
+            round_move(J, g, j, dv);
+            moved++;
+        }
+        flips += moved;
+        if (!moved) break;
+    }
+    return flips;
+}
+
+/* One pass over the sub-block scales (and mins) of one row: each stored
+ * integer is tried one step up and one down; the sub-block's levels go to
+ * the nearest of their current values on the new grid, then two passes of
+ * level moves inside the sub-block; kept when f falls (exactly: Δf =
+ * -2 Δv·g + Δvᵀ H Δv over the sub-block). Moves kept. */
+static uint64_t round_scales(const struct round_job *J, uint8_t *qrow, float *a, float *b, int *lv,
+                             double *g, uint8_t *probe, float *ta, float *tb, double *dv,
+                             double *gl, int *tl)
+{
+    int len, nwh, lo, hi;
+    const int nsub = sub_count(J->type, &len, &nwh, &lo, &hi);
+    const uint64_t n = J->n_in, bs = J->bs;
+    uint64_t kept = 0;
+    for (uint64_t c0 = 0; c0 < n && nsub; c0 += bs) {
+        uint8_t *blk = qrow + (c0 / bs) * J->bbytes;
+        for (int sb = 0; sb < nsub; sb++) {
+            const uint64_t e0 = c0 + (uint64_t)sb * (uint64_t)len;
+            for (int wh = 0; wh < nwh; wh++) {
+                for (int step = -1; step <= 1; step += 2) {
+                    const int cur = sub_get(J->type, blk, sb, wh), nv = cur + step;
+                    if (nv < lo || nv > hi) continue;
+                    sub_set(J->type, blk, sb, wh, nv);
+                    round_grid(J, blk, probe, ta, tb);
+                    /* the sub-block's values kept as close as the new grid allows,
+                     * then coordinate moves inside the sub-block (gl: the gradient
+                     * at the trial point, on the sub-block's coordinates) */
+                    bool ok = true;
+                    for (int e = 0; e < len; e++) {
+                        const uint64_t c = e0 + (uint64_t)e;
+                        const double v = (double)a[c] * lv[c] + b[c];
+                        const float na = ta[sb * len + e], nb = tb[sb * len + e];
+                        int l = lv[c];
+                        if (na != 0.0f)
+                            l = quant_clampi((int)lround(fmax(fmin((v - nb) / na, 1e6), -1e6)), 0,
+                                             J->qmax);
+                        else if (a[c] != 0.0f)
+                            ok = false; /* the grid would lose a column it can move */
+                        tl[e] = l;
+                        dv[e] = (double)na * l + nb - v;
+                        if (!isfinite(dv[e])) ok = false;
+                    }
+                    double df = 0;
+                    for (int e = 0; e < len && ok; e++) {
+                        const uint64_t c = e0 + (uint64_t)e;
+                        double hd = 0;
+                        const float *hr = J->H + c * n + e0;
+                        for (int k = 0; k < len; k++) hd += (double)hr[k] * dv[k];
+                        gl[e] = g[c] - hd;
+                        df += dv[e] * (hd - 2.0 * g[c]);
+                    }
+                    for (int pass = 0; pass < 2 && ok; pass++)
+                        for (int e = 0; e < len; e++) {
+                            const uint64_t c = e0 + (uint64_t)e;
+                            const double hjj = J->H[c * n + c], na = ta[sb * len + e];
+                            if (!(hjj > 0) || na == 0.0) continue;
+                            const double ds = gl[e] / (na * hjj);
+                            if (!(fabs(ds) >= 0.5)) continue;
+                            const int d = quant_clampi(tl[e] + (int)lround(fmax(fmin(ds, 1e6), -1e6)),
+                                                       0, J->qmax) - tl[e];
+                            if (d == 0) continue;
+                            const double dd = na * d, ddf = -2.0 * dd * gl[e] + dd * dd * hjj;
+                            if (!(ddf < 0)) continue;
+                            tl[e] += d;
+                            dv[e] += dd;
+                            df += ddf;
+                            const float *hr = J->H + c * n + e0;
+                            for (int k = 0; k < len; k++) gl[k] -= dd * hr[k];
+                        }
+                    const bool any = ok;
+                    if (!any || !(df < 0)) {
+                        sub_set(J->type, blk, sb, wh, cur);
+                        continue;
+                    }
+                    for (int e = 0; e < len; e++) {
+                        const uint64_t c = e0 + (uint64_t)e;
+                        a[c] = ta[sb * len + e];
+                        b[c] = tb[sb * len + e];
+                        lv[c] = tl[e];
+                        if (dv[e] != 0.0) round_move(J, g, c, dv[e]);
+                    }
+                    kept++;
+                    break; /* this integer moved: on to the next */
+                }
+            }
+        }
+    }
+    return kept;
+}
+
+static void round_rows(struct round_job *J, uint64_t r0, uint64_t r1, uint8_t *scr)
+{
+    const uint64_t n = J->n_in, bs = J->bs;
+    float *a = (float *)(void *)scr;
+    float *b = a + n;
+    float *ta = b + n, *tb = ta + bs;
+    double *g = (double *)(void *)(tb + bs);
+    double *dv = g + n, *gl = dv + bs;
+    int *lv = (int *)(void *)(gl + bs);
+    int *tl = lv + n;
+    uint8_t *probe = (uint8_t *)(tl + bs);
+    for (uint64_t r = r0; r < r1; r++) {
+        uint8_t *qrow = J->q + r * J->row_bytes;
+        float *gr = J->deq + r * n; /* the gradient E·H of this row on entry */
+        bool bad = false;
+        for (uint64_t j = 0; j < n; j++) {
+            g[j] = gr[j];
+            if (!isfinite(gr[j])) bad = true;
+        }
+        /* each block's grid and the levels it holds */
+        for (uint64_t c0 = 0; c0 < n; c0 += bs) {
+            const uint8_t *blk = qrow + (c0 / bs) * J->bbytes;
+            round_grid(J, blk, probe, a + c0, b + c0);
+            J->tr->to_float(blk, gr + c0, bs); /* gr: the current values from here on */
+            for (uint64_t e = 0; e < bs; e++) {
+                const uint64_t c = c0 + e;
+                lv[c] = a[c] != 0.0f && isfinite(gr[c])
+                            ? quant_clampi(quant_nint((gr[c] - b[c]) / a[c]), 0, J->qmax)
+                            : 0;
+            }
+        }
+        uint64_t flips = 0;
+        unsigned sw = 0;
+        for (unsigned round = 0; !bad && round < QUANT_ROUND_SCALE_PASSES + 1; round++) {
+            flips += round_levels(J, a, lv, g, &sw);
+            if (round == QUANT_ROUND_SCALE_PASSES || !J->scales) break;
+            const uint64_t k = round_scales(J, qrow, a, b, lv, g, probe, ta, tb, dv, gl, tl);
+            flips += k;
+            if (!k) break;
+        }
+        for (uint64_t j = 0; j < n && !bad; j++)
+            if (!isfinite(g[j])) bad = true;
+        if (!bad && flips) {
+            for (uint64_t c0 = 0; c0 < n; c0 += bs) {
+                uint8_t *blk = qrow + (c0 / bs) * J->bbytes;
+                for (uint64_t e = 0; e < bs; e++) grid_set_q(J->type, blk, (int)e, lv[c0 + e]);
+                J->tr->to_float(blk, gr + c0, bs);
+            }
+        }
+        J->flips[r] = bad ? 0 : flips;
+        J->sweeps[r] = sw;
+        J->bad[r] = bad;
+    }
+}
+
+static void round_task(void *arg, unsigned ith, unsigned nth)
+{
+    struct round_job *J = arg;
+    const uint64_t r0 = J->n_out * ith / nth, r1 = J->n_out * (ith + 1) / nth;
+    if (r0 < r1) round_rows(J, r0, r1, J->scratch + (size_t)ith * J->scratch_bytes);
+}
+
+/* Σ_rows (w0 - v)ᵀ H (w0 - v) from E and G = E·H, in double, row by row. */
+static double round_objective(const float *E, const float *G, uint64_t n_out, uint64_t n_in)
+{
+    double tot = 0;
+    for (uint64_t r = 0; r < n_out; r++) {
+        double s = 0;
+        for (uint64_t j = 0; j < n_in; j++) s += (double)E[r * n_in + j] * G[r * n_in + j];
+        tot += s;
+    }
+    return tot;
+}
+
+enum mw_status quant_round_refine(uint32_t type, const float *w0, uint64_t n_out, uint64_t n_in,
+                                  const float *H, const struct quant_round_opts *o, void *q,
+                                  float *w, struct quant_round_stats *rs, struct mw_err *err)
+{
+    const struct gguf_type_info *ti = gguf_type_get(type);
+    const struct quant_traits *tr = quant_traits_get(type);
+    struct quant_round_stats z = {0};
+    if (rs) *rs = z;
+    if (!quant_gptq_supported(type) || !ti || !tr || !tr->to_float)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "learned rounding does not support type %u", type);
+    if (n_in == 0 || n_in % ti->blck || n_in > INT32_MAX || n_out > INT32_MAX)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "learned rounding: row length %llu is not a positive multiple of %s's "
+                       "block %u",
+                       (unsigned long long)n_in, ti->name, (unsigned)ti->blck);
+    if (n_out == 0) return MW_OK;
+    const uint64_t bs = ti->blck;
+    unsigned nt = o && o->n_threads ? o->n_threads : 1;
+    if (nt > 256) nt = 256;
+    if (nt > n_out) nt = (unsigned)n_out;
+    uint64_t nw, row_bytes, qbytes;
+    if (!mw_mul_u64(n_out, n_in, &nw) || nw > SIZE_MAX / sizeof(float) ||
+        !mw_mul_u64(n_in / bs, ti->type_size, &row_bytes) ||
+        !mw_mul_u64(row_bytes, n_out, &qbytes) || qbytes > SIZE_MAX)
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "learned rounding: sizes overflow");
+    const size_t scr = (size_t)(((n_in + 2 * bs) * (2 * sizeof(float) + sizeof(double) + sizeof(int)) +
+                                 ti->type_size + 63) / 64 * 64);
+    float *E = malloc((size_t)nw * sizeof(float));
+    float *G = malloc((size_t)nw * sizeof(float));
+    uint8_t *q0 = malloc((size_t)qbytes);
+    uint8_t *scratch = malloc(scr * nt);
+    uint64_t *flips = malloc((size_t)n_out * sizeof *flips);
+    unsigned *sweeps = malloc((size_t)n_out * sizeof *sweeps);
+    bool *bad = malloc((size_t)n_out * sizeof *bad);
+    struct mw_pool *pool = NULL;
+    enum mw_status st = MW_OK;
+    if (!E || !G || !q0 || !scratch || !flips || !sweeps || !bad) {
+        st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                     "learned rounding: out of memory (%llu bytes)",
+                     (unsigned long long)(8 * nw + qbytes));
+        goto done;
+    }
+    mw_blas_init();
+    if ((st = mw_pool_init(nt, &pool, err)) != MW_OK) goto done;
+    memcpy(q0, q, (size_t)qbytes);
+    /* the starting point: E = w0 - values, G = E·H (H symmetric) */
+    tr->to_float(q, w, nw);
+    for (uint64_t i = 0; i < nw; i++) E[i] = w0[i] - w[i];
+    mw_gemm(pool, false, false, n_out, n_in, n_in, 1.0f, E, n_in, H, n_in, 0.0f, G, n_in, 0);
+    const double before = round_objective(E, G, n_out, n_in);
+    struct round_job J = {.type = type, .tr = tr, .qmax = grid_qmax(type), .bs = bs,
+                          .bbytes = ti->type_size, .row_bytes = row_bytes, .n_in = n_in,
+                          .n_out = n_out, .H = H, .q = q, .deq = G,
+                          .max_sweeps = o && o->max_sweeps ? o->max_sweeps : QUANT_ROUND_SWEEPS,
+                          .scales = !(o && o->no_scales),
+                          .scratch_bytes = scr, .scratch = scratch, .flips = flips,
+                          .sweeps = sweeps, .bad = bad};
+    mw_pool_run(pool, round_task, &J);
+    /* G holds the new values: the objective again, exactly */
+    for (uint64_t i = 0; i < nw; i++) E[i] = w0[i] - G[i];
+    memcpy(w, G, (size_t)nw * sizeof(float));
+    mw_gemm(pool, false, false, n_out, n_in, n_in, 1.0f, E, n_in, H, n_in, 0.0f, G, n_in, 0);
+    const double after = round_objective(E, G, n_out, n_in);
+    struct quant_round_stats s = {.before = before, .after = after};
+    for (uint64_t r = 0; r < n_out; r++) {
+        s.flips += flips[r];
+        if (sweeps[r] > s.sweeps) s.sweeps = sweeps[r];
+        if (bad[r]) s.bad_rows++;
+    }
+    if (!isfinite(before) || !isfinite(after) || after > before || s.bad_rows) {
+        /* diverged, or no better: the blocks it started from, unchanged */
+        memcpy(q, q0, (size_t)qbytes);
+        tr->to_float(q, w, nw);
+        s.fell_back = true;
+        s.after = before;
+        s.flips = 0;
+    }
+    if (rs) *rs = s;
+done:
+    mw_pool_free(pool);
+    free(E);
+    free(G);
+    free(q0);
+    free(scratch);
+    free(flips);
+    free(sweeps);
+    free(bad);
+    return st;
+}

@@ -74,6 +74,8 @@ enum mw_status quant_methods_budget(const struct quant_source *src, const struct
         for (uint32_t t = 0; t < GGUF_TYPE_COUNT; t++) gptq_type[t] = quant_gptq_supported(t);
         bb.method_type = gptq_type;
         bb.method_gain = QUANT_GPTQ_ALLOC_GAIN;
+        static const char *const skip[] = {"token_embd.weight", NULL}; /* a lookup table */
+        bb.method_skip = skip;
     }
     const struct quant_methods_probe_ctx pcx = {.mo = mo, .src = src};
     if (mo && !mo->no_probes) {

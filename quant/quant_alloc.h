@@ -163,6 +163,9 @@ struct quant_budget {
      * only round (quant_methods_budget sets it; README "Below 4 bits"). */
     const bool *method_type; /* indexed by ggml type id, GGUF_TYPE_COUNT entries */
     double method_gain;
+    /* tensors the method does not quantize (NULL-terminated names; the
+     * embedding table, which no activation multiplies): no gain for them */
+    const char *const *method_skip;
     quant_budget_probe_fn probe; /* NULL: the losses as measured (see above) */
     void *probe_ud;
 };

@@ -472,9 +472,13 @@ enum mw_status quant_budget_allocate(const struct quant_source *src, const struc
             nel += ne[0] * ne[1] * ne[2] * ne[3];
         }
         if (nel && (double)target * 8.0 / (double)nel >= QUANT_BUDGET_GAIN_MIN_BPW)
-            for (uint64_t k = 0; k < n; k++)
-                for (uint32_t j = 0; j < it[k].n_cand; j++)
+            for (uint64_t k = 0; k < n; k++) {
+                bool skip = false;
+                for (const char *const *m = b->method_skip; m && *m && !skip; m++)
+                    skip = strcmp(*m, it[k].t->name) == 0;
+                for (uint32_t j = 0; j < it[k].n_cand && !skip; j++)
                     if (b->method_type[it[k].cand[j].type]) it[k].cand[j].loss *= b->method_gain;
+            }
     }
     for (uint64_t k = 0; k < n; k++)
         ai[k] = (struct quant_alloc_item){.n_cand = it[k].n_cand, .cand = it[k].cand};

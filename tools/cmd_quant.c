@@ -87,8 +87,9 @@ static const char usage_text[] =
 #if defined(MW_HAVE_FULL)
     "  --corpus FILE              calibration text (.txt/.jsonl[.gz]): quantize the layers\n"
     "                             with --method on the model's activations\n"
-    "  --method M                 rtn | gptq | awq | awq+gptq | gptq-act | awq+gptq-act\n"
-    "                             (with --corpus; default awq+gptq)\n"
+    "  --method M                 rtn | gptq | awq | awq+gptq | gptq-act | awq+gptq-act |\n"
+    "                             round | gptq+round | awq+round | awq+gptq+round\n"
+    "                             (with --corpus; default awq+gptq+round)\n"
     "  --samples N, --seq-len L   calibration samples (default 128) of L tokens (512)\n"
     "  --max-memory SIZE          with --corpus: bound on calibration + method buffers\n"
     "  --work-dir DIR             with --corpus: keep the quantized layers, the hidden\n"
@@ -470,7 +471,7 @@ int cmd_quant(int argc, char **argv)
 #if defined(MW_HAVE_FULL)
     struct hf_quant_src *hs = NULL;
     struct quant_methods_src *mh = NULL;
-    struct quant_methods_opts mo = {.method = QUANT_METHOD_AWQ_GPTQ, .model_path = srcp,
+    struct quant_methods_opts mo = {.method = QUANT_METHOD_AWQ_GPTQ_ROUND, .model_path = srcp,
                                     .corpus_path = corpus_path,
                                     .samples = {.n_samples = n_samples, .seq_len = seq_len},
                                     .n_threads = (unsigned)threads,

@@ -56,8 +56,9 @@ check() {
     for t in "${ct[@]:1}"; do same_bytes "$tag calib -t $t" "$T/$tag-c1.imatrix" "$T/$tag-c$t.imatrix"; done
     local methods=(awq+gptq-act) threads=(1 3)
     if [ "$full" = 1 ]; then
-        # rtn, gptq and awq alone run a subset of the products of these
-        methods=(gptq-act awq+gptq awq+gptq-act)
+        # rtn, gptq, awq and awq+gptq run a subset of the products of these
+        # (awq+gptq+round: AWQ, GPTQ, learned rounding, the output matrix)
+        methods=(gptq-act awq+gptq+round awq+gptq-act)
         threads=(1 2 8)
     fi
     for m in "${methods[@]}"; do

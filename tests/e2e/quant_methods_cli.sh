@@ -3,9 +3,13 @@
 # calib.txt, to stay fast): every method writes a file `memwall verify --deep`
 # accepts and whose memwall.quant.method names the method; no scratch
 # (spill) file is left; --max-memory too small for the method is exit 3
-# before anything is written; a bad --method is a usage error (exit 2). With "peer": llama.cpp
-# (tests/peer llama-peer) loads the gptq and awq+gptq files and a --size
-# (mixed precision) file, and its perplexity equals memwall's within 0.5 %.
+# before anything is written; a bad --method is a usage error (exit 2); the
+# GPTQ methods quantize output.weight on the final hidden states (the log
+# says so); the learned-rounding methods report the error they removed and
+# record round=cd16 fallback=0 in memwall.quant.method_params. With "peer":
+# llama.cpp (tests/peer llama-peer) loads the gptq, awq+gptq and
+# awq+gptq+round files and a --size (mixed precision) file, and its
+# perplexity equals memwall's within 0.5 %.
 set -u
 SKIP=77
 . "$(dirname "$0")/skip.sh"
@@ -23,11 +27,23 @@ $mw quant "$f16" -o "$T/mm.gguf" --preset Q4_K_M --corpus "$T/calib30k.txt" --ma
     > /dev/null 2>&1; rc=$?
 [ $rc -eq 3 ] || fail "--max-memory 1M: exit $rc, expected 3"
 [ -e "$T/mm.gguf" ] && fail "--max-memory 1M left an output"
-methods="rtn gptq awq awq+gptq gptq-act"
-[ "${1:-}" = peer ] && methods="gptq awq+gptq"
+methods="rtn gptq awq awq+gptq gptq-act round awq+gptq+round"
+[ "${1:-}" = peer ] && methods="gptq awq+gptq awq+gptq+round"
 for m in $methods; do
-  $mw quant "$f16" -o "$T/$m.gguf" --preset Q4_K_M --corpus "$T/calib30k.txt" --method "$m" -q -t 4 \
-      || { fail "quant --method $m"; continue; }
+  $mw quant "$f16" -o "$T/$m.gguf" --preset Q4_K_M --corpus "$T/calib30k.txt" --method "$m" -t 4 \
+      > "$T/log-$m.txt" 2>&1 || { cat "$T/log-$m.txt"; fail "quant --method $m"; continue; }
+  case $m in
+    *gptq*) grep -q "output: GPTQ.* on the final hidden states" "$T/log-$m.txt" ||
+              fail "$m: output.weight was not quantized with GPTQ" ;;
+    *) grep -q "output: GPTQ" "$T/log-$m.txt" && fail "$m: GPTQ on output.weight without GPTQ" ;;
+  esac
+  case $m in
+    *round)
+      grep -Eq "round: learned rounding on [1-9][0-9]* tensors: [1-9][0-9]* levels moved.*% lower" \
+          "$T/log-$m.txt" || fail "$m: no learned-rounding summary"
+      $mw inspect "$T/$m.gguf" 2>&1 | grep -q 'memwall.quant.method_params .*round=cd16 fallback=0' \
+          || fail "$m: method_params without round=cd16 fallback=0" ;;
+  esac
   $mw verify --deep "$T/$m.gguf" > "$T/verify-$m.txt" 2>&1 || { cat "$T/verify-$m.txt"; fail "verify --deep ($m)"; }
   case $m in rtn) want=rtn+imatrix ;; gptq-act) want=gptq ;; *) want=$m ;; esac
   $mw inspect "$T/$m.gguf" 2>&1 | grep -q "memwall.quant.method  *string  *\"$want\"" \
