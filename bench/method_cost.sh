@@ -25,7 +25,7 @@ ds=$src/datasets
 f16=$ds/reference/tinyllama-8m.llamacpp-f16.gguf
 mkdir -p "$out"
 mw=$out/memwall.bin # a copy: a rebuild during the run does not change the binary
-cp "$build/tools/memwall" "$mw"
+rm -f "$mw"; cp "$build/tools/memwall" "$mw"
 [ -x /usr/bin/time ] || { echo "method_cost: needs GNU time (/usr/bin/time)" >&2; exit 77; }
 . "$src/bench/rss_sample.sh"
 echo "# method_cost $(date -u +%FT%TZ) $(uname -m) $(nproc) CPUs, threads $thr, load $(cut -d' ' -f1-3 /proc/loadavg)"

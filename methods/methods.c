@@ -897,10 +897,11 @@ uint64_t quant_methods_peak_bytes(const struct rt_hparams *hp, const struct quan
     if (uses_gptq(mo->method) || uses_round(mo->method)) {
         /* the output matrix (output_method): H and its factor, OUTPUT_CHUNK_ROWS rows in
          * f32 (w, w0, and learned rounding's E and G), the quantized matrix (<= 2 B per
-         * weight), one sample's normalized rows (<= 32768 positions) */
+         * weight), one sample's normalized rows */
         const uint64_t e = hp->n_embd;
-        b += 8 * e * e + 16 * (uint64_t)OUTPUT_CHUNK_ROWS * e + 2 * (uint64_t)hp->n_vocab * e +
-             4 * 32768 * e;
+        const uint64_t sl = mo->samples.seq_len ? mo->samples.seq_len : CALIB_DEFAULT_SEQ_LEN;
+        const uint64_t rows = hp->n_vocab < OUTPUT_CHUNK_ROWS ? hp->n_vocab : OUTPUT_CHUNK_ROWS;
+        b += 8 * e * e + 16 * rows * e + 2 * (uint64_t)hp->n_vocab * e + 4 * (sl + 1) * e;
     }
     if (uses_awq(mo->method)) { /* search buffers: 3 floats + 2 bytes per searched element */
         const uint64_t qd2 = (uint64_t)hp->n_head * hp->head_dim;
