@@ -7,9 +7,11 @@
 #  - check_calib_family KIND HF_DIR F32_GGUF: calib's forward = the runtime's
 #    logits (HF dir and GGUF), AWQ folds exact, fold legality, imatrix entries;
 #  - memwall calib (imatrix from the corpus) then quant --imatrix;
-#  - quant --corpus with every --method from the HF directory, and gptq, awq,
-#    awq+gptq-act from the F16 GGUF; quant --size / --bpw with the corpus (the allocation must list
-#    the tied token_embd); every output passes `memwall verify --deep`;
+#  - quant --corpus with rtn, awq, gptq-act and awq+gptq+round (AWQ, GPTQ,
+#    learned rounding, the output matrix: every step of the other methods)
+#    from the HF directory, and gptq, awq+gptq-act from the F16 GGUF; quant
+#    --size / --bpw with the corpus (the allocation must list the tied
+#    token_embd); every output passes `memwall verify --deep`;
 #  - the AWQ log says what it folded and skipped, with the family's reasons;
 #  - memwall plan prints the family's KV layout, the same from the HF dir and
 #    the GGUF (gemma: sliding layers keep the window);
@@ -63,7 +65,7 @@ out_ok() {
 }
 
 fetch_tokenizers
-methods="rtn gptq awq awq+gptq gptq-act awq+gptq-act"
+methods="rtn awq gptq-act awq+gptq+round"
 for k in ${MW_FAMILY_KINDS:-qwen3 gemma3 gemma2 phi3 phi3long}; do
   d=$T/hf-$k
   rm -rf "$d"
@@ -99,7 +101,7 @@ for k in ${MW_FAMILY_KINDS:-qwen3 gemma3 gemma2 phi3 phi3long}; do
   for src in hf gguf; do
     s=$d; [ $src = gguf ] && s=$T/$k-f16.gguf
     ms=$methods
-    [ $src = gguf ] && ms="gptq awq awq+gptq-act" # the HF runs cover all six; keep it short
+    [ $src = gguf ] && ms="gptq awq+gptq-act" # with the HF runs: every step of every method
     for m in $ms; do
       o=$T/$k-$src-$m.gguf
       if ! $mw quant "$s" -o "$o" --preset Q4_K_M "${C[@]}" --method "$m" > "$T/q.log" 2>&1; then
@@ -152,7 +154,7 @@ for k in ${MW_FAMILY_KINDS:-qwen3 gemma3 gemma2 phi3 phi3long}; do
     fi
   fi
   # llama.cpp loads what we wrote and scores it as we do
-  ppl_pair "$T/$k-hf-awq+gptq.gguf" "$k awq+gptq (HF)"
+  ppl_pair "$T/$k-hf-awq+gptq+round.gguf" "$k awq+gptq+round (HF)"
   [ -f "$T/$k-size.gguf" ] && ppl_pair "$T/$k-size.gguf" "$k --size"
   rm -rf "$d" "$T/$k"-*.gguf
 done

@@ -7,8 +7,8 @@
 # GPTQ methods quantize output.weight on the final hidden states (the log
 # says so); the learned-rounding methods report the error they removed and
 # record round=cd16 fallback=0 in memwall.quant.method_params. With "peer":
-# llama.cpp (tests/peer llama-peer) loads the gptq, awq+gptq and
-# awq+gptq+round files and a --size (mixed precision) file, and its
+# llama.cpp (tests/peer llama-peer) loads the gptq and awq+gptq+round
+# files and a --size (mixed precision) file, and its
 # perplexity equals memwall's within 0.5 %.
 set -u
 SKIP=77
@@ -28,7 +28,7 @@ $mw quant "$f16" -o "$T/mm.gguf" --preset Q4_K_M --corpus "$T/calib30k.txt" --ma
 [ $rc -eq 3 ] || fail "--max-memory 1M: exit $rc, expected 3"
 [ -e "$T/mm.gguf" ] && fail "--max-memory 1M left an output"
 methods="rtn gptq awq awq+gptq gptq-act round awq+gptq+round"
-[ "${1:-}" = peer ] && methods="gptq awq+gptq awq+gptq+round"
+[ "${1:-}" = peer ] && methods="gptq awq+gptq+round"
 for m in $methods; do
   $mw quant "$f16" -o "$T/$m.gguf" --preset Q4_K_M --corpus "$T/calib30k.txt" --method "$m" -t 4 \
       > "$T/log-$m.txt" 2>&1 || { cat "$T/log-$m.txt"; fail "quant --method $m"; continue; }
