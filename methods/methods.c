@@ -526,6 +526,15 @@ static enum mw_status round_hessian(struct quant_methods_src *h, struct calib_la
     return MW_OK;
 }
 
+/* What one learned-rounding call did, added to the run's totals (the log). */
+static void round_tally(struct quant_methods_src *h, const struct quant_round_stats *rs)
+{
+    h->round_fallbacks += rs->fell_back;
+    h->round_flips += rs->flips;
+    h->round_before += rs->before;
+    h->round_after += rs->after;
+}
+
 /* Learned rounding of the blocks q of weight cw, from the weights w0 it was
  * quantized from; cw.w gets the new values. Diverged: q as it came,
  * counted in the method's parameters. */
@@ -544,10 +553,7 @@ static enum mw_status round_one(struct quant_methods_src *h, const struct calib_
         return s;
     }
     h->round_tensors++;
-    h->round_fallbacks += rs.fell_back;
-    h->round_flips += rs.flips;
-    h->round_before += rs.before;
-    h->round_after += rs.after;
+    round_tally(h, &rs);
     return MW_OK;
 }
 
@@ -958,12 +964,7 @@ static enum mw_status out_rows(struct out_job *J, const uint8_t *raw, uint64_t r
         const struct quant_round_opts ro = {.n_threads = J->nt};
         struct quant_round_stats rs;
         s = quant_round_refine(J->t, J->w0, n, J->n_in, J->H, &ro, qc, J->w, &rs, err);
-        if (s == MW_OK) {
-            h->round_fallbacks += rs.fell_back;
-            h->round_flips += rs.flips;
-            h->round_before += rs.before;
-            h->round_after += rs.after;
-        }
+        if (s == MW_OK) round_tally(h, &rs);
     }
     return s;
 }
