@@ -40,12 +40,8 @@ int main(int argc, char **argv)
                                      GGUF_TYPE_Q4_0, GGUF_TYPE_Q4_1, GGUF_TYPE_Q5_0, GGUF_TYPE_Q5_1,
                                      GGUF_TYPE_IQ4_NL, GGUF_TYPE_Q2_K, GGUF_TYPE_Q3_K, GGUF_TYPE_Q4_K,
                                      GGUF_TYPE_Q5_K, GGUF_TYPE_Q6_K};
-    const struct rt_cpu hw = rt_cpu_detect();
-    const struct rt_kernels *v[3];
-    int nv = 0;
-    v[nv++] = rt_kernels_select(NULL);
-    if (hw.neon) v[nv++] = rt_kernels_select(&(struct rt_cpu){true, false});
-    if (hw.dotprod) v[nv++] = rt_kernels_select(&hw);
+    const struct rt_kernels *v[6];
+    const int nv = rt_kernels_variants(v, 6);
     float *x = malloc(cols * sizeof *x), *out = malloc(rows * sizeof *out);
     void *act = malloc(cols * 4 + 64);
     for (uint64_t i = 0; i < cols; i++) x[i] = (float)((int64_t)(rnd() % 2001) - 1000) / 500.0f;

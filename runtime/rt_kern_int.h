@@ -33,6 +33,12 @@
 #define RT_HAVE_NEON 0
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(MW_FORCE_SCALAR)
+#define RT_HAVE_X86 1
+#else
+#define RT_HAVE_X86 0
+#endif
+
 #define RT_NACC 4 /* float partial sums over blocks */
 
 /* Block sizes in bytes (docs/formats.md §3). */

@@ -15,6 +15,9 @@
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1UL << 20)
 #endif
+#ifndef HWCAP2_I8MM
+#define HWCAP2_I8MM (1UL << 13)
+#endif
 #endif
 
 _Static_assert(GGUF_TYPE_COUNT == 43, "kernel tables must cover every ggml type id");
@@ -24,20 +27,41 @@ const int8_t rt__iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 
 // --- CPU detection ---
 
-struct rt_cpu rt_cpu_detect(void)
+/* What the hardware (and OS) offers, without the MW_RT_KERNELS cap. */
+static struct rt_cpu cpu_hw(void)
 {
-    struct rt_cpu c = {false, false};
+    struct rt_cpu c = {0};
 #if RT_HAVE_NEON
-    const unsigned long hw = getauxval(AT_HWCAP);
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
     c.neon = (hw & HWCAP_ASIMD) != 0;
     c.dotprod = c.neon && (hw & HWCAP_ASIMDDP) != 0;
+    c.i8mm = c.dotprod && (hw2 & HWCAP2_I8MM) != 0;
+#elif RT_HAVE_X86
+    /* libgcc's table checks XGETBV too: false when the OS does not save
+     * the ymm state */
+    __builtin_cpu_init();
+    c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+    c.avxvnni = c.avx2 && (__builtin_cpu_supports("avxvnni") ||
+                           (__builtin_cpu_supports("avx512vnni") &&
+                            __builtin_cpu_supports("avx512vl")));
 #endif
+    return c;
+}
+
+struct rt_cpu rt_cpu_detect(void)
+{
+    struct rt_cpu c = cpu_hw();
     const char *e = getenv("MW_RT_KERNELS");
     if (e && strcmp(e, "scalar") == 0) {
-        c.neon = false;
-        c.dotprod = false;
+        c = (struct rt_cpu){0};
     } else if (e && strcmp(e, "neon") == 0) {
         c.dotprod = false;
+        c.i8mm = false;
+    } else if (e && strcmp(e, "dotprod") == 0) {
+        c.i8mm = false;
+    } else if (e && strcmp(e, "avx2") == 0) {
+        c.avxvnni = false;
     }
     return c;
 }
@@ -45,8 +69,8 @@ struct rt_cpu rt_cpu_detect(void)
 // --- tables ---
 
 #define ACT(T, blck_, size_, fn) [GGUF_TYPE_##T] = {GGUF_TYPE_##T, blck_, size_, fn}
-#define KER(W, A, fn) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn, NULL}
-#define KER4(W, A, fn, fn4) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn, fn4}
+#define KER(W, A, fn) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn, NULL, NULL}
+#define KER4(W, A, fn, fn4) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn, fn4, NULL}
 
 /* Four-row kernels (rt_dot4_fn) where a variant has them. */
 #define RT__DOT4_ref(nm) NULL
@@ -105,15 +129,53 @@ static const struct rt_kernels table_sdot = {
 };
 #endif
 
+#if RT_HAVE_X86
+/* x86-64 tables: the AVX2 kernels (rt_kern_x86.c) where they exist, the
+ * scalar reference in the other rows. */
+static const struct rt_kernels table_avx2 = {
+    .name = "avx2",
+    .kernel = {RT__KERNELS(ref, ref)},
+    .act = {RT__ACTS(ref)},
+};
+static const struct rt_kernels table_avx2_vnni = {
+    .name = "avx2+vnni",
+    .kernel = {RT__KERNELS(ref, ref)},
+    .act = {RT__ACTS(ref)},
+};
+#endif
+
 const struct rt_kernels *rt_kernels_select(const struct rt_cpu *cpu)
 {
 #if RT_HAVE_NEON
     if (cpu && cpu->neon && cpu->dotprod) return &table_sdot;
     if (cpu && cpu->neon) return &table_neon;
+#elif RT_HAVE_X86
+    if (cpu && cpu->avx2 && cpu->avxvnni) return &table_avx2_vnni;
+    if (cpu && cpu->avx2) return &table_avx2;
 #else
     (void)cpu;
 #endif
     return &table_scalar;
+}
+
+int rt_kernels_variants(const struct rt_kernels **v, int max)
+{
+    const struct rt_cpu hw = cpu_hw();
+    const struct rt_kernels *all[6];
+    int n = 0;
+    all[n++] = &table_scalar;
+#if RT_HAVE_NEON
+    if (hw.neon) all[n++] = &table_neon;
+    if (hw.neon && hw.dotprod) all[n++] = &table_sdot;
+#elif RT_HAVE_X86
+    if (hw.avx2) all[n++] = &table_avx2;
+    if (hw.avx2 && hw.avxvnni) all[n++] = &table_avx2_vnni;
+#else
+    (void)hw;
+#endif
+    int k = 0;
+    for (; k < n && k < max; k++) v[k] = all[k];
+    return k;
 }
 
 const struct rt_kernel *rt_kernel_get(const struct rt_kernels *ks, uint32_t wtype)
@@ -154,4 +216,21 @@ void rt_matvec(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t
         r = rows / 4 * 4;
     }
     for (; r < rows; r++) dot(cols, &out[r], w + r * stride, act);
+}
+
+void rt_gemm(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t cols,
+             const void *act, uint64_t astride, uint64_t ncols, float *out, uint64_t ldo,
+             void *scratch)
+{
+    const uint8_t *a = act;
+    if (!k->gemm) {
+        for (uint64_t c = 0; c < ncols; c++) rt_matvec(k, W, rows, cols, a + c * astride, out + c * ldo);
+        return;
+    }
+    const uint64_t stride = rt_row_bytes(k->wtype, cols);
+    const uint8_t *w = W;
+    for (uint64_t r0 = 0; r0 < rows; r0 += RT_GEMM_MAX_ROWS) {
+        const uint64_t nr = rows - r0 < RT_GEMM_MAX_ROWS ? rows - r0 : RT_GEMM_MAX_ROWS;
+        k->gemm(cols, nr, ncols, out + r0, ldo, w + r0 * stride, stride, act, astride, scratch);
+    }
 }

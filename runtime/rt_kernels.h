@@ -64,14 +64,20 @@
 struct rt_cpu {
     bool neon;    /* AdvSIMD (always true on aarch64 Linux) */
     bool dotprod; /* SDOT/UDOT (HWCAP_ASIMDDP; Cortex-A55/A76 and later) */
+    bool i8mm;    /* SMMLA (HWCAP2_I8MM; Cortex-A510/A710/X2, Neoverse N2 and later) */
+    bool avx2;    /* x86-64: AVX2 + FMA + F16C, enabled by the OS (Haswell, Zen 1 and later) */
+    bool avxvnni; /* x86-64: AVX-VNNI or AVX512-VNNI+VL (VPDPBUSD on ymm; Alder Lake, Zen 4) */
 };
 
-/* Features of the running CPU (aarch64: getauxval(AT_HWCAP); elsewhere all
- * false), capped by the environment variable MW_RT_KERNELS:
- *   "scalar"  -> {false, false}
- *   "neon"    -> {neon, false}
+/* Features of the running CPU (aarch64: getauxval(AT_HWCAP / AT_HWCAP2);
+ * x86-64: CPUID and XGETBV through __builtin_cpu_supports), capped by the
+ * environment variable MW_RT_KERNELS:
+ *   "scalar"   -> nothing
+ *   "neon"     -> neon only (no dotprod, no i8mm)
+ *   "dotprod"  -> neon + dotprod (no i8mm)
+ *   "avx2"     -> avx2 only (no avxvnni)
  *   anything else / unset -> as detected.
- * A build with -DMW_FORCE_SCALAR=ON always returns {false, false}. Reads the
+ * A build with -DMW_FORCE_SCALAR=ON always returns nothing. Reads the
  * environment; call once at start-up. */
 struct rt_cpu rt_cpu_detect(void);
 
@@ -120,27 +126,48 @@ typedef void (*rt_dot_fn)(uint64_t n, float *out, const void *w_row, const void 
 typedef void (*rt_dot4_fn)(uint64_t n, uint64_t n4, float *out, const void *w_rows,
                            uint64_t stride, const void *act_row);
 
+/* Batched product (the prompt's GEMM): out[c * ldo + r] = dot(row r, act
+ * row c) for r < nr rows (w_rows + r * stride) and c < nc activation rows
+ * (act + c * astride bytes). Every result is bit-identical to rt_dot_fn's:
+ * the same integer sums and the same float operations per (row, column);
+ * only the order in which the pairs are visited (and what is decoded once
+ * and kept for several columns) differs. scratch: RT_GEMM_SCRATCH bytes,
+ * 64-byte aligned, owned by the caller (one per thread). */
+#define RT_GEMM_SCRATCH (64u * 1024u)
+#define RT_GEMM_MAX_ROWS 16 /* nr per call */
+typedef void (*rt_gemm_fn)(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,
+                           const void *w_rows, uint64_t stride, const void *act,
+                           uint64_t astride, void *scratch);
+
 struct rt_kernel {
     uint32_t wtype;    /* ggml type id of the weight rows */
     uint32_t act_type; /* ggml type id of the activation row */
     rt_dot_fn dot;
     rt_dot4_fn dot4;   /* NULL: rt_matvec calls dot row by row */
+    rt_gemm_fn gemm;   /* NULL: rt_gemm calls rt_matvec column by column */
 };
 
 /* One variant's function-pointer tables. Indexed by ggml type id; rows that
  * are not supported have dot == NULL (kernel) / quantize == NULL (act). */
 struct rt_kernels {
-    const char *name; /* "scalar", "neon", "neon+dotprod" */
+    const char *name; /* "scalar", "neon", "neon+dotprod", "neon+i8mm", "avx2", "avx2+vnni" */
     struct rt_kernel kernel[GGUF_TYPE_COUNT]; /* by weight type */
     struct rt_act_format act[GGUF_TYPE_COUNT]; /* by activation type */
 };
 
-/* The best table for cpu: NEON+SDOT if cpu->dotprod, NEON if cpu->neon, else
- * the scalar reference. Variants not compiled into this binary (x86, or
+/* The best table for cpu: aarch64: NEON+SDOT+SMMLA if cpu->i8mm (and
+ * dotprod), NEON+SDOT if cpu->dotprod, NEON if cpu->neon; x86-64:
+ * AVX2+VNNI if cpu->avxvnni (and avx2), AVX2 if cpu->avx2; else the scalar
+ * reference. Variants not compiled into this binary (the other ISA, or
  * MW_FORCE_SCALAR) fall back to scalar. Never NULL; points to static const
  * data (no allocation, no state). cpu == NULL means scalar. Do not select a
  * variant the CPU lacks (SIGILL). */
 const struct rt_kernels *rt_kernels_select(const struct rt_cpu *cpu);
+
+/* Every table the running CPU can execute (detection only, MW_RT_KERNELS
+ * ignored), scalar first, then in order of capability; at most max of them
+ * into v. Returns the count. Tests and benchmarks compare the variants. */
+int rt_kernels_variants(const struct rt_kernels **v, int max);
 
 /* Kernel for weight type wtype, or NULL when the table has none. */
 const struct rt_kernel *rt_kernel_get(const struct rt_kernels *ks, uint32_t wtype);
@@ -167,5 +194,14 @@ void rt_quantize_act(const struct rt_kernels *ks, const struct rt_kernel *k, con
  * out + r0). */
 void rt_matvec(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t cols,
                const void *act, float *out);
+
+/* out[c * ldo + r] = dot(W row r, act row c) for r < rows, c < ncols: the
+ * activation rows are astride bytes apart. Results bit-identical to
+ * rt_matvec's column by column, whatever the kernel. scratch as for
+ * rt_gemm_fn (RT_GEMM_SCRATCH bytes, 64-aligned). No allocation; threads
+ * call it on disjoint row ranges. */
+void rt_gemm(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t cols,
+             const void *act, uint64_t astride, uint64_t ncols, float *out, uint64_t ldo,
+             void *scratch);
 
 #endif /* MW_RT_KERNELS_H */

@@ -120,18 +120,7 @@ static bool is_float_type(uint32_t t)
 }
 
 /* The tables this CPU can run: scalar first. */
-static int variants(const struct rt_kernels *v[3])
-{
-    int n = 0;
-    v[n++] = rt_kernels_select(NULL);
-    const struct rt_cpu hw = rt_cpu_detect();
-    if (hw.neon) {
-        const struct rt_cpu c = {true, false};
-        v[n++] = rt_kernels_select(&c);
-    }
-    if (hw.neon && hw.dotprod) v[n++] = rt_kernels_select(&hw);
-    return n;
-}
+static int variants(const struct rt_kernels *v[6]) { return rt_kernels_variants(v, 6); }
 
 static const uint64_t lens_blocks[] = {0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 255, 4097};
 #define N_LENS (int)(sizeof lens_blocks / sizeof lens_blocks[0])
@@ -259,24 +248,43 @@ START_TEST(test_cpu_and_tables)
 {
     const struct rt_cpu hw = rt_cpu_detect();
     const struct rt_kernels *best = rt_kernels_select(&hw);
-    printf("rt_kernels: cpu neon=%d dotprod=%d -> table \"%s\"\n", hw.neon, hw.dotprod, best->name);
+    printf("rt_kernels: cpu neon=%d dotprod=%d i8mm=%d avx2=%d avxvnni=%d -> table \"%s\"\n",
+           hw.neon, hw.dotprod, hw.i8mm, hw.avx2, hw.avxvnni, best->name);
     const char *expect = getenv("MW_RT_EXPECT");
     if (expect) ck_assert_str_eq(best->name, expect);
 #if !RT_HAVE_NEON
-    ck_assert(!hw.neon && !hw.dotprod);
+    ck_assert(!hw.neon && !hw.dotprod && !hw.i8mm);
+#endif
+#if !RT_HAVE_X86
+    ck_assert(!hw.avx2 && !hw.avxvnni);
+#endif
+#if !RT_HAVE_NEON && !RT_HAVE_X86
     ck_assert_str_eq(best->name, "scalar");
 #endif
     ck_assert_str_eq(rt_kernels_select(NULL)->name, "scalar");
-    const struct rt_cpu none = {false, false};
+    const struct rt_cpu none = {0};
     ck_assert_str_eq(rt_kernels_select(&none)->name, "scalar");
+
+    /* the variants list: scalar first, the selected table last */
+    const struct rt_kernels *v[6];
+    const int nv = variants(v);
+    ck_assert_int_ge(nv, 1);
+    ck_assert_str_eq(v[0]->name, "scalar");
+    ck_assert_ptr_eq(v[nv - 1], best);
 
     /* MW_RT_KERNELS caps what detection reports */
     ck_assert_int_eq(setenv("MW_RT_KERNELS", "scalar", 1), 0);
     struct rt_cpu c = rt_cpu_detect();
-    ck_assert(!c.neon && !c.dotprod);
+    ck_assert(!c.neon && !c.dotprod && !c.i8mm && !c.avx2 && !c.avxvnni);
     ck_assert_int_eq(setenv("MW_RT_KERNELS", "neon", 1), 0);
     c = rt_cpu_detect();
-    ck_assert(c.neon == hw.neon && !c.dotprod);
+    ck_assert(c.neon == hw.neon && !c.dotprod && !c.i8mm);
+    ck_assert_int_eq(setenv("MW_RT_KERNELS", "dotprod", 1), 0);
+    c = rt_cpu_detect();
+    ck_assert(c.dotprod == hw.dotprod && !c.i8mm);
+    ck_assert_int_eq(setenv("MW_RT_KERNELS", "avx2", 1), 0);
+    c = rt_cpu_detect();
+    ck_assert(c.avx2 == hw.avx2 && !c.avxvnni);
     ck_assert_int_eq(unsetenv("MW_RT_KERNELS"), 0);
 
     ck_assert_uint_eq(rt_row_bytes(GGUF_TYPE_Q4_K, 4096), 16 * 144);
@@ -307,7 +315,7 @@ START_TEST(test_table_rows)
     const uint32_t t = (uint32_t)_i;
     bool emitted = false;
     for (int i = 0; i < N_WTYPES; i++) emitted |= wtypes[i] == t;
-    const struct rt_kernels *v[3];
+    const struct rt_kernels *v[6];
     const int nv = variants(v);
     for (int i = 0; i < nv; i++) {
         const struct rt_kernel *k = rt_kernel_get(v[i], t);
@@ -337,7 +345,7 @@ END_TEST
 START_TEST(test_neon_vs_ref)
 {
     const uint32_t t = wtypes[_i];
-    const struct rt_kernels *v[3];
+    const struct rt_kernels *v[6];
     const int nv = variants(v);
     if (nv == 1) printf("%s: no NEON on this CPU, scalar only\n", gguf_type_get(t)->name);
     const struct gguf_type_info *ti = gguf_type_get(t);
@@ -414,7 +422,7 @@ static void make_x(enum xpat p, uint64_t n, struct rng *r, float *x)
 START_TEST(test_act_neon_vs_ref)
 {
     const uint32_t at = atypes[_i];
-    const struct rt_kernels *v[3];
+    const struct rt_kernels *v[6];
     const int nv = variants(v);
     const struct gguf_type_info *ai = gguf_type_get(at);
     const uint64_t n = 4096 + 256;
@@ -454,7 +462,7 @@ END_TEST
  * Q8_K's sign, bsums and s. Checked for every variant. */
 START_TEST(test_act_known)
 {
-    const struct rt_kernels *v[3];
+    const struct rt_kernels *v[6];
     const int nv = variants(v);
     for (int vi = 0; vi < nv; vi++) {
         float x[256] = {127.0f, 0.5f, -0.5f, 1.5f, -2.5f, 2.5f, 126.5f, -126.5f};
@@ -528,7 +536,7 @@ START_TEST(test_vs_quant)
     const struct quant_traits *qt = quant_traits_get(t);
     ck_assert_ptr_nonnull(qt);
     ck_assert_ptr_nonnull(qt->from_float);
-    const struct rt_kernels *v[3];
+    const struct rt_kernels *v[6];
     const int nv = variants(v);
     static const uint64_t ns[] = {256, 512, 4096, 11008};
     double worst_rel = 0.0, worst_bound = 0.0;
@@ -607,7 +615,7 @@ END_TEST
 START_TEST(test_matvec)
 {
     const uint32_t t = wtypes[_i];
-    const struct rt_kernels *v[3];
+    const struct rt_kernels *v[6];
     const int nv = variants(v);
     const uint64_t rows = 7, cols = 512, stride = rt_row_bytes(t, cols);
     uint8_t *W = malloc(rows * stride);
