@@ -437,6 +437,26 @@ static int run_tokenize(const struct cli *cl, const struct opts *o, const struct
     return 0;
 }
 
+/* The memory-wall figure after a generation: the weight bytes one decoded
+ * token reads (rt_model_active_weight_bytes: MoE counts only the experts a
+ * token uses) times the decode rate. Printed with the exact byte count so
+ * that tests can compare it with the file's tensor sizes. */
+static void print_bandwidth(const struct gen *g)
+{
+    if (g->n_gen == 0 || !(g->t_gen > 0)) return;
+    const struct rt_model *m = rt_ctx_model(g->c);
+    const struct rt_hparams *hp = rt_model_hparams(m);
+    const uint64_t b = rt_model_active_weight_bytes(m);
+    const double tps = (double)g->n_gen / g->t_gen;
+    char moe[64] = "";
+    if (hp->n_expert > 0)
+        snprintf(moe, sizeof moe, ", %u of %u experts", hp->n_expert_used, hp->n_expert);
+    fprintf(stderr,
+            "%s: decode reads %.1f MB of weights per token (%" PRIu64 " bytes%s): "
+            "%.2f GB/s effective\n",
+            g->cl->prog, (double)b / 1e6, b, moe, (double)b * tps / 1e9);
+}
+
 static int run_prompt(struct gen *g, struct mw_err *err)
 {
     const struct cli *cl = g->cl;
@@ -477,6 +497,7 @@ static int run_prompt(struct gen *g, struct mw_err *err)
                 cl->prog, n, t_prompt, t_prompt > 0 ? (double)n / t_prompt : 0.0, g->n_gen,
                 g->t_gen, g->t_gen > 0 ? (double)g->n_gen / g->t_gen : 0.0,
                 eog ? "; stopped at end of generation" : "");
+    if (!g->o->quiet) print_bandwidth(g);
     return 0;
 }
 
@@ -632,6 +653,7 @@ out:
     if (!g->o->quiet && g->n_gen > 0)
         fprintf(stderr, "%s: generated %" PRIu64 " tokens in %.3f s (%.1f tok/s)\n", cl->prog,
                 g->n_gen, g->t_gen, g->t_gen > 0 ? (double)g->n_gen / g->t_gen : 0.0);
+    if (!g->o->quiet && g->n_gen > 0) print_bandwidth(g);
     return 0;
 }
 

@@ -71,6 +71,25 @@ if mr 0 -m "$T/m.gguf" -p "It was" -n 8 --temp 0; then
     has "$err" "KV cache" "memory accounting"
     has "$err" "scratch" "memory accounting"
     has "$err" "tok/s" "timings"
+    # the memory-wall line: every tensor's bytes (memwall inspect's table) are
+    # what one decoded token reads in a dense model
+    want=$("$MEMWALL" inspect "$T/m.gguf" | awk '/^tensors:/ { t = 1; next }
+        t && $1 ~ /^[0-9]+$/ { s += $NF } END { printf "%d", s }')
+    has "$err" "decode reads " "bandwidth line"
+    has "$err" "of weights per token ($want bytes): " "bandwidth bytes = tensor bytes ($want)"
+    has "$err" " GB/s effective" "bandwidth line GB/s"
+fi
+mr 0 -m "$T/m.gguf" -p "It was" -n 4 --temp 0 -q
+[[ $err == *"decode reads"* ]] && fail "-q prints the bandwidth line"
+# MoE: the 3-D expert tensors count n_expert_used / n_expert of their bytes
+if $MW_EMU "$MK" model "$T/moe.gguf" --arch qwen3moe; then
+    want=$("$MEMWALL" inspect "$T/moe.gguf" | awk '/^tensors:/ { t = 1; next }
+        t && $1 ~ /^[0-9]+$/ { if ($2 ~ /_exps\.weight$/) e += $NF; else s += $NF }
+        END { printf "%d", s + e / 2 }')
+    mr 0 -m "$T/moe.gguf" -p "It was" -n 4 --temp 0 &&
+        has "$err" "of weights per token ($want bytes, 2 of 4 experts): " "MoE bandwidth bytes ($want)"
+else
+    fail "rt_mkmodel qwen3moe"
 fi
 mr 0 -m "$T/m.gguf" -p "It was" -n 16 --temp 0 --tokens -q -t 1 && a=$out
 mr 0 -m "$T/m.gguf" -p "It was" -n 16 --temp 0 --tokens -q -t 3 --batch 3 && b=$out
