@@ -196,6 +196,27 @@ void rt_quantize_q8_0_ref(const float *x, void *out, uint64_t n);
 void rt_quantize_q8_1_ref(const float *x, void *out, uint64_t n);
 void rt_quantize_q8_k_ref(const float *x, void *out, uint64_t n);
 
+#if RT_HAVE_X86
+/* rt_kern_x86.c: _avx2 (AVX2 + FMA + F16C) and _vnni (+ AVX-VNNI) */
+#define RT__DECL_X86(V)                                                                            \
+    RT__DECL_DOT(q8_0_q8_0_##V); RT__DECL_DOT(q4_0_q8_0_##V); RT__DECL_DOT(q4_1_q8_1_##V);         \
+    RT__DECL_DOT(q5_0_q8_0_##V); RT__DECL_DOT(q5_1_q8_1_##V); RT__DECL_DOT(iq4_nl_q8_0_##V);       \
+    RT__DECL_DOT(q2_k_q8_k_##V); RT__DECL_DOT(q3_k_q8_k_##V); RT__DECL_DOT(q4_k_q8_k_##V);         \
+    RT__DECL_DOT(q5_k_q8_k_##V); RT__DECL_DOT(q6_k_q8_k_##V); RT__DECL_DOT(iq4_xs_q8_k_##V);       \
+    RT__DECL_DOT(f32_f32_##V); RT__DECL_DOT(f16_f16_##V); RT__DECL_DOT(bf16_bf16_##V);             \
+    void rt_dot4_q4_k_q8_k_##V(uint64_t n, uint64_t n4, float *out, const void *w,                 \
+                               uint64_t stride, const void *a);                                    \
+    void rt_dot4_q6_k_q8_k_##V(uint64_t n, uint64_t n4, float *out, const void *w,                 \
+                               uint64_t stride, const void *a);                                    \
+    void rt_quantize_f16_##V(const float *x, void *out, uint64_t n);                               \
+    void rt_quantize_bf16_##V(const float *x, void *out, uint64_t n);                              \
+    void rt_quantize_q8_0_##V(const float *x, void *out, uint64_t n);                              \
+    void rt_quantize_q8_1_##V(const float *x, void *out, uint64_t n);                              \
+    void rt_quantize_q8_k_##V(const float *x, void *out, uint64_t n);
+RT__DECL_X86(avx2)
+RT__DECL_X86(vnni)
+#endif
+
 #if RT_HAVE_NEON
 void rt_dot4_q4_k_q8_k_neon(uint64_t n, uint64_t n4, float *out, const void *w, uint64_t stride,
                             const void *a);

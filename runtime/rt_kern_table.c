@@ -130,17 +130,42 @@ static const struct rt_kernels table_sdot = {
 #endif
 
 #if RT_HAVE_X86
-/* x86-64 tables: the AVX2 kernels (rt_kern_x86.c) where they exist, the
- * scalar reference in the other rows. */
+/* x86-64 tables (V = avx2 or vnni): the AVX2 / AVX-VNNI kernels and
+ * quantizers of rt_kern_x86.c; the i-quants other than IQ4_NL / IQ4_XS stay
+ * on the scalar reference. */
+#define RT__KERNELS_X86(V)                                  \
+    KER(F32, F32, rt_dot_f32_f32_##V),                      \
+    KER(F16, F16, rt_dot_f16_f16_##V),                      \
+    KER(BF16, BF16, rt_dot_bf16_bf16_##V),                  \
+    KER(Q8_0, Q8_0, rt_dot_q8_0_q8_0_##V),                  \
+    KER(Q4_0, Q8_0, rt_dot_q4_0_q8_0_##V),                  \
+    KER(Q4_1, Q8_1, rt_dot_q4_1_q8_1_##V),                  \
+    KER(Q5_0, Q8_0, rt_dot_q5_0_q8_0_##V),                  \
+    KER(Q5_1, Q8_1, rt_dot_q5_1_q8_1_##V),                  \
+    KER(IQ4_NL, Q8_0, rt_dot_iq4_nl_q8_0_##V),              \
+    KER(IQ4_XS, Q8_K, rt_dot_iq4_xs_q8_k_##V),              \
+    KER(IQ2_XXS, Q8_K, rt_dot_iq2_xxs_q8_k_ref),            \
+    KER(IQ2_XS, Q8_K, rt_dot_iq2_xs_q8_k_ref),              \
+    KER(IQ2_S, Q8_K, rt_dot_iq2_s_q8_k_ref),                \
+    KER(IQ3_XXS, Q8_K, rt_dot_iq3_xxs_q8_k_ref),            \
+    KER(IQ3_S, Q8_K, rt_dot_iq3_s_q8_k_ref),                \
+    KER(IQ1_S, Q8_K, rt_dot_iq1_s_q8_k_ref),                \
+    KER(IQ1_M, Q8_K, rt_dot_iq1_m_q8_k_ref),                \
+    KER(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V), \
+    KER(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V), \
+    KER4(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, rt_dot4_q4_k_q8_k_##V), \
+    KER(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V), \
+    KER4(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V, rt_dot4_q6_k_q8_k_##V)
+
 static const struct rt_kernels table_avx2 = {
     .name = "avx2",
-    .kernel = {RT__KERNELS(ref, ref)},
-    .act = {RT__ACTS(ref)},
+    .kernel = {RT__KERNELS_X86(avx2)},
+    .act = {RT__ACTS(avx2)},
 };
 static const struct rt_kernels table_avx2_vnni = {
     .name = "avx2+vnni",
-    .kernel = {RT__KERNELS(ref, ref)},
-    .act = {RT__ACTS(ref)},
+    .kernel = {RT__KERNELS_X86(vnni)},
+    .act = {RT__ACTS(vnni)},
 };
 #endif
 
