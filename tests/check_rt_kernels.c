@@ -5,11 +5,12 @@
  * the scalar kernels against a float dot of quant/'s dequantized weights
  * (block decoding agrees with quant/), and an allocation-free rt_matvec.
  *
- * On x86 only the scalar table exists; the NEON comparisons run in the
- * aarch64 cross build under qemu, twice: -cpu cortex-a53 (no dot product:
- * baseline NEON) and -cpu max (NEON + SDOT). MW_RT_EXPECT names the table
- * the test must find on that CPU, so a qemu that silently lacks a feature
- * fails instead of skipping.
+ * Every variant the CPU runs is compared: on x86-64 the AVX2 and AVX-VNNI
+ * tables (rt_kern_x86.c) where the CPU has them; the NEON comparisons run in
+ * the aarch64 cross build under qemu, twice: -cpu cortex-a53 (no dot
+ * product: baseline NEON) and -cpu max (NEON + SDOT). MW_RT_EXPECT names the
+ * table the test must find on that CPU, so a qemu that silently lacks a
+ * feature fails instead of skipping.
  *
  * Lengths follow style.md §2.7 in blocks (elements for F32/F16/BF16):
  * 0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 32, 33, 255 and 4096 + 1.
@@ -390,6 +391,60 @@ START_TEST(test_neon_vs_ref)
 }
 END_TEST
 
+/* Four-row kernels (rt_dot4_fn) == the scalar dot of each row, bit for bit:
+ * four different rows at an odd address and a stride that is not a
+ * multiple of the block size, n4 = 2 (eight rows), every length up to 33
+ * blocks and every weight and activation pattern. */
+START_TEST(test_dot4_vs_ref)
+{
+    const uint32_t t = wtypes[_i];
+    const struct rt_kernels *v[6];
+    const int nv = variants(v);
+    const struct gguf_type_info *ti = gguf_type_get(t);
+    const uint64_t max_n = 33 * (is_float_type(t) ? 1 : ti->blck);
+    const uint64_t stride = rt_row_bytes(t, max_n) + 3;
+    uint8_t *w = malloc(8 * stride + 1);
+    float *xf = malloc(max_n * sizeof *xf);
+    void *act = malloc(max_n * 4 + 64);
+    struct rng r = {0x4444 + t};
+    uint64_t n_cmp = 0;
+    for (int li = 0; li < N_LENS && lens_blocks[li] <= 33; li++) {
+        const uint64_t n = lens_blocks[li] * (is_float_type(t) ? 1 : ti->blck);
+        for (int wp = 0; wp < W_NPAT; wp++) {
+            for (int ap = 0; ap < A_NPAT; ap++) {
+                uint8_t *wr = w + 1;
+                for (int row = 0; row < 8; row++)
+                    make_weights(t, n, (enum wpat)((wp + (row == 5)) % W_NPAT), &r, wr + row * stride);
+                make_act(v[0], rt_kernel_get(v[0], t), n, (enum apat)ap, &r, xf, act);
+                float ref[8];
+                for (int row = 0; row < 8; row++)
+                    rt_kernel_get(v[0], t)->dot(n, &ref[row], wr + row * stride, act);
+                for (int vi = 0; vi < nv; vi++) {
+                    const struct rt_kernel *k = rt_kernel_get(v[vi], t);
+                    if (!k->dot4) continue;
+                    float got[9];
+                    got[8] = -1.0f;
+                    k->dot4(n, 2, got, wr, stride, act);
+                    ck_assert_uint_eq(fbits(got[8]), fbits(-1.0f)); /* writes 4 * n4 only */
+                    for (int row = 0; row < 8; row++) {
+                        ck_assert_msg(fbits(got[row]) == fbits(ref[row]),
+                                      "%s %s dot4 row %d n=%llu w=%s act=%s: %.9g != scalar %.9g",
+                                      ti->name, v[vi]->name, row, (unsigned long long)n,
+                                      wpat_name[wp], apat_name[ap], got[row], ref[row]);
+                        n_cmp++;
+                    }
+                }
+            }
+        }
+    }
+    if (n_cmp) printf("%s: %llu four-row results bit-identical to scalar\n", ti->name,
+                      (unsigned long long)n_cmp);
+    free(w);
+    free(xf);
+    free(act);
+}
+END_TEST
+
 // --- activation quantizers ---
 
 static const uint32_t atypes[] = {GGUF_TYPE_F32, GGUF_TYPE_F16, GGUF_TYPE_BF16,
@@ -670,6 +725,7 @@ int main(void)
     TCase *tn = tcase_create("neon_vs_ref");
     tcase_set_timeout(tn, 120);
     tcase_add_loop_test(tn, test_neon_vs_ref, 0, N_WTYPES);
+    tcase_add_loop_test(tn, test_dot4_vs_ref, 0, N_WTYPES);
     tcase_add_loop_test(tn, test_act_neon_vs_ref, 0, N_ATYPES);
     tcase_add_test(tn, test_act_known);
     suite_add_tcase(s, tn);
