@@ -16,13 +16,15 @@
  *   Q8_0 Q4_0 Q5_0 IQ4_NL            Q8_0  (32 x i8, f16 scale)
  *   Q4_1 Q5_1                        Q8_1  (32 x i8, f16 scale, f16 d*sum)
  *   Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS  Q8_K  (256 x i8, f32 scale, 16 i16 sums)
- *   (IQ4_XS: scalar kernel in every table, no NEON variant yet)
+ *   (IQ4_XS: no NEON variant yet, the scalar kernel in the aarch64 tables)
  *
  * Quantized kernels accumulate integer products per block (exact) and then
- * combine blocks in f32. Every kernel comes in up to three variants — a
+ * combine blocks in f32. Every kernel comes in up to three variants per ISA — a
  * portable scalar reference, NEON (aarch64 baseline, the 8-bit dot product
  * emulated with SMULL/SADALP), and NEON + SDOT (vdotq_s32, CPUs with the
- * dot-product extension) — all compiled into one binary. The variant is
+ * dot-product extension); on x86-64, AVX2 (+FMA +F16C) and AVX2 + AVX-VNNI
+ * (VPDPBUSD; rt_kern_x86.c, the other i-quants scalar there) — all compiled
+ * into one binary. The variant is
  * chosen once at start-up: rt_cpu_detect() then rt_kernels_select(), which
  * returns a const function-pointer table. Nothing checks the CPU inside a
  * loop.
