@@ -206,8 +206,6 @@ void rt_quantize_q8_k_ref(const float *x, void *out, uint64_t n);
     RT__DECL_DOT(f32_f32_##V); RT__DECL_DOT(f16_f16_##V); RT__DECL_DOT(bf16_bf16_##V);             \
     void rt_dot4_q4_k_q8_k_##V(uint64_t n, uint64_t n4, float *out, const void *w,                 \
                                uint64_t stride, const void *a);                                    \
-    void rt_dot4_q6_k_q8_k_##V(uint64_t n, uint64_t n4, float *out, const void *w,                 \
-                               uint64_t stride, const void *a);                                    \
     void rt_quantize_f16_##V(const float *x, void *out, uint64_t n);                               \
     void rt_quantize_bf16_##V(const float *x, void *out, uint64_t n);                              \
     void rt_quantize_q8_0_##V(const float *x, void *out, uint64_t n);                              \

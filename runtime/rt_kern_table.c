@@ -155,7 +155,7 @@ static const struct rt_kernels table_sdot = {
     KER(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V), \
     KER4(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, rt_dot4_q4_k_q8_k_##V), \
     KER(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V), \
-    KER4(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V, rt_dot4_q6_k_q8_k_##V)
+    KER(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V)
 
 static const struct rt_kernels table_avx2 = {
     .name = "avx2",
