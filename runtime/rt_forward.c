@@ -39,6 +39,14 @@
 
 #include "quant/quant.h"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(MW_FORCE_SCALAR)
+#include <immintrin.h>
+#define RT_FWD_X86 1
+#define RT__AVX __attribute__((target("avx2,f16c")))
+#else
+#define RT_FWD_X86 0
+#endif
+
 #define RT_TILE 16
 #define RT_DEFAULT_BATCH 64
 #define RT_DEFAULT_CTX_CAP 4096
@@ -255,15 +263,25 @@ static void mm_task(void *arg, unsigned ith, unsigned nth)
         for (uint64_t t0 = r0; t0 < r1; t0 += RT_TILE) {
             const uint64_t nt = r1 - t0 < RT_TILE ? r1 - t0 : RT_TILE;
             const uint8_t *W = J->w->data + t0 * J->w->row_bytes;
-            for (uint32_t b = 0; b < st->n_tok; b++) {
-                float *y = J->y + (uint64_t)b * J->ldy + t0;
-                rt_matvec(J->w->k, W, nt, J->w->n_in, J->act + (uint64_t)b * c->act_stride, tile);
+            /* the tile times every token of the step (rt_gemm: each weight
+             * block decoded once per panel of tokens) */
+            if (!J->add) {
+                rt_gemm(J->w->k, W, nt, J->w->n_in, J->act, c->act_stride, st->n_tok, J->y + t0, J->ldy,
+                        c->ts[ith].gemm);
                 if (J->bias)
-                    for (uint64_t i = 0; i < nt; i++) tile[i] += J->bias[t0 + i];
-                if (J->add)
-                    for (uint64_t i = 0; i < nt; i++) y[i] += tile[i];
-                else
-                    memcpy(y, tile, nt * sizeof *y);
+                    for (uint32_t b = 0; b < st->n_tok; b++) {
+                        float *y = J->y + (uint64_t)b * J->ldy + t0;
+                        for (uint64_t i = 0; i < nt; i++) y[i] += J->bias[t0 + i];
+                    }
+                continue;
+            }
+            rt_gemm(J->w->k, W, nt, J->w->n_in, J->act, c->act_stride, st->n_tok, tile, RT_TILE,
+                    c->ts[ith].gemm);
+            for (uint32_t b = 0; b < st->n_tok; b++) {
+                float *y = J->y + (uint64_t)b * J->ldy + t0, *tb = tile + (uint64_t)b * RT_TILE;
+                if (J->bias)
+                    for (uint64_t i = 0; i < nt; i++) tb[i] += J->bias[t0 + i];
+                for (uint64_t i = 0; i < nt; i++) y[i] += tb[i];
             }
         }
         base += n_out;
@@ -463,9 +481,102 @@ struct attn_stage {
  * element's operations are its own, so the vector path is bit-identical:
  * the same IEEE conversions, round to nearest even, and f32 products/sums,
  * never fused). */
-static void acc16_update(uint16_t *a, const float *v, float ms, float vs, uint32_t n)
+#if RT_FWD_X86
+/* The x86 F16C lanes of acc16_update: VCVTPH2PS / VCVTPS2PH (round to nearest
+ * even) are the exact conversions of rt__h2f / rt__f2h; products and sums
+ * are separate instructions (never fused). Returns the elements done. */
+RT__AVX static uint32_t acc16_update_f16c(uint16_t *a, const float *v, float ms, float vs, uint32_t n)
 {
     uint32_t i = 0;
+    const __m256 vms = _mm256_set1_ps(ms), vvs = _mm256_set1_ps(vs);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
+        if (ms != 1.0f)
+            x = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(x, vms), _MM_FROUND_TO_NEAREST_INT));
+        x = _mm256_add_ps(x, _mm256_mul_ps(_mm256_loadu_ps(v + i), vvs));
+        _mm_storeu_si128((__m128i *)(a + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+}
+
+/* a[i] = a[i] * ms (when ms != 1), then a[i] += v[i] * p: element by element,
+ * the scalar loop's operations. Returns the elements done. */
+RT__AVX static uint32_t axpy_avx(float *a, const float *v, float ms, float p, uint32_t n)
+{
+    uint32_t i = 0;
+    const __m256 vms = _mm256_set1_ps(ms), vp = _mm256_set1_ps(p);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(a + i);
+        if (ms != 1.0f) x = _mm256_mul_ps(x, vms);
+        _mm256_storeu_ps(a + i, _mm256_add_ps(x, _mm256_mul_ps(vp, _mm256_loadu_ps(v + i))));
+    }
+    return i;
+}
+
+RT__AVX static float dot8_avx(const float *x, const float *y, uint32_t n)
+{
+    __m256 acc = _mm256_setzero_ps();
+    for (uint32_t i = 0; i < n; i += 8)
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    const __m128 r = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+    float t[4];
+    _mm_storeu_ps(t, r);
+    return (t[0] + t[1]) + (t[2] + t[3]);
+}
+#endif
+
+/* x . y over n floats (a multiple of 8): product i into partial i % 8, then
+ * r_j = p_j + p_{j+4} and (r_0 + r_1) + (r_2 + r_3) — the same operations
+ * with 8 float lanes (x86) or two float32x4 (aarch64), so every path gives
+ * the same bits. */
+static float dot8(const struct rt_ctx *c, const float *x, const float *y, uint32_t n)
+{
+#if RT_FWD_X86
+    if (c->kv.f16c) return dot8_avx(x, y, n);
+#else
+    (void)c;
+#endif
+#if RT_FWD_NEON
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
+    for (uint32_t i = 0; i < n; i += 8) {
+        a0 = vaddq_f32(a0, vmulq_f32(vld1q_f32(x + i), vld1q_f32(y + i)));
+        a1 = vaddq_f32(a1, vmulq_f32(vld1q_f32(x + i + 4), vld1q_f32(y + i + 4)));
+    }
+    const float32x4_t r = vaddq_f32(a0, a1);
+    return (vgetq_lane_f32(r, 0) + vgetq_lane_f32(r, 1)) + (vgetq_lane_f32(r, 2) + vgetq_lane_f32(r, 3));
+#else
+    float p[8] = {0};
+    for (uint32_t i = 0; i < n; i++) p[i % 8] += x[i] * y[i];
+    float r[4];
+    for (int j = 0; j < 4; j++) r[j] = p[j] + p[j + 4];
+    return (r[0] + r[1]) + (r[2] + r[3]);
+#endif
+}
+
+/* a = a * ms (ms != 1) then a += v * p, element by element. */
+static void axpy(const struct rt_ctx *c, float *a, const float *v, float ms, float p, uint32_t n)
+{
+    uint32_t i = 0;
+#if RT_FWD_X86
+    if (c->kv.f16c) i = axpy_avx(a, v, ms, p, n);
+#else
+    (void)c;
+#endif
+    for (; i < n; i++) {
+        if (ms != 1.0f) a[i] *= ms;
+        a[i] += p * v[i];
+    }
+}
+
+static void acc16_update(const struct rt_ctx *c, uint16_t *a, const float *v, float ms, float vs,
+                         uint32_t n)
+{
+    uint32_t i = 0;
+#if RT_FWD_X86
+    if (c->kv.f16c) i = acc16_update_f16c(a, v, ms, vs, n);
+#else
+    (void)c;
+#endif
 #if RT_FWD_NEON
     const float32x4_t vms = vdupq_n_f32(ms), vvs = vdupq_n_f32(vs);
     if (ms == 1.0f)
@@ -525,12 +636,9 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
                 vs = expf(s - M[r]);
             }
             if (f16) {
-                acc16_update(ts->acc16 + (uint64_t)r * hd, v, ms, vs, hd);
+                acc16_update(c, ts->acc16 + (uint64_t)r * hd, v, ms, vs, hd);
             } else {
-                float *a = ts->acc + (uint64_t)r * hd;
-                if (ms != 1.0f)
-                    for (uint32_t i = 0; i < hd; i++) a[i] *= ms;
-                for (uint32_t i = 0; i < hd; i++) a[i] += v[i] * vs;
+                axpy(c, ts->acc + (uint64_t)r * hd, v, ms, vs, hd);
             }
             S[r] = S[r] * ms + vs;
         }
@@ -548,68 +656,88 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
     }
 }
 
-/* Sliding layers: tiles stay where llama.cpp's are (cache cell = position
+/* The tiled path for a group of up to RT_FA_QT query tokens (tokens b0 ..
+ * b0 + nq - 1 of the step) and the n_rep query heads that share kv head g:
+ * each tile's K and V rows are converted to f32 once for the whole group.
+ * Every query does exactly its own operations, in the same order as if it
+ * were alone (its own tiles, its own last tile length, its own masked
+ * positions), so the result does not depend on the grouping — nor on the
+ * thread count or the batch size.
+ *
+ * Sliding layers: tiles stay where llama.cpp's are (cache cell = position
  * while its cache has not wrapped, as in a perplexity chunk): the first tile
- * starts at the multiple of RT_FA_TILE at or below `first`, and its
- * positions before `first` are masked (-inf), as whole tiles before it are
- * skipped. */
+ * of a query starts at the multiple of RT_FA_TILE at or below its `first`
+ * position, and its positions before `first` are masked (-inf, weight 0,
+ * never accumulated), as whole tiles before it are skipped. */
 static void attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
-                       uint32_t g, const float *q, uint32_t first, uint32_t n_kv, float scale,
-                       float *out)
+                       uint32_t g, uint32_t pos0, uint32_t b0, uint32_t nq, float scale)
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
-    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
-    float *M = ts->ms, *S = ts->ms + n_rep;
+    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv, nh = nq * n_rep;
+    const uint64_t qdim = (uint64_t)hp->n_head * hd;
+    float *M = ts->ms, *S = ts->ms + nh;
     const float cap = hp->attn_softcap;
-    for (uint32_t r = 0; r < n_rep; r++) M[r] = -INFINITY, S[r] = 0.0f;
-    memset(ts->acc, 0, (uint64_t)n_rep * hd * sizeof *ts->acc);
-    for (uint32_t ic = first / RT_FA_TILE * RT_FA_TILE; ic < n_kv; ic += RT_FA_TILE) {
-        const uint32_t kvt = n_kv - ic < RT_FA_TILE ? n_kv - ic : RT_FA_TILE;
+    uint32_t first[RT_FA_QT], n_kv[RT_FA_QT];
+    uint32_t lo = UINT32_MAX, hi = 0; /* tiles any query of the group needs */
+    for (uint32_t qi = 0; qi < nq; qi++) {
+        first[qi] = rt_swa_first(hp, il, pos0 + b0 + qi);
+        n_kv[qi] = pos0 + b0 + qi + 1; /* causal: positions 0 .. pos */
+        const uint32_t t0 = first[qi] / RT_FA_TILE * RT_FA_TILE;
+        lo = t0 < lo ? t0 : lo;
+        hi = n_kv[qi] > hi ? n_kv[qi] : hi;
+    }
+    uint32_t fmin = UINT32_MAX;
+    for (uint32_t qi = 0; qi < nq; qi++) fmin = first[qi] < fmin ? first[qi] : fmin;
+    for (uint32_t h = 0; h < nh; h++) M[h] = -INFINITY, S[h] = 0.0f;
+    memset(ts->acc, 0, (uint64_t)nh * hd * sizeof *ts->acc);
+    for (uint32_t ic = lo; ic < hi; ic += RT_FA_TILE) {
+        const uint32_t kvt = hi - ic < RT_FA_TILE ? hi - ic : RT_FA_TILE;
         for (uint32_t tk = 0; tk < kvt; tk++) {
-            if (ic + tk < first) { /* masked: weight exactly 0 */
-                memset(ts->vt + (uint64_t)tk * hd, 0, (uint64_t)hd * sizeof(float));
-                for (uint32_t r = 0; r < n_rep; r++) ts->kq[r * RT_FA_TILE + tk] = -INFINITY;
-                continue;
-            }
-            rt__kv_load(kv, rt__kv_k(kv, il, ic + tk), g * hd, hd, ts->krow);
+            if (ic + tk < fmin) continue; /* masked for every query */
+            rt__kv_load(kv, rt__kv_k(kv, il, ic + tk), g * hd, hd, ts->kt + (uint64_t)tk * hd);
             rt__kv_load(kv, rt__kv_v(kv, il, ic + tk), g * hd, hd, ts->vt + (uint64_t)tk * hd);
-            for (uint32_t r = 0; r < n_rep; r++) {
-                const float *qr = q + (uint64_t)r * hd;
-                float s = 0.0f;
-                for (uint32_t i = 0; i < hd; i++) s += qr[i] * ts->krow[i];
-                ts->kq[r * RT_FA_TILE + tk] = rt_attn_score(s, scale, cap);
-            }
         }
-        for (uint32_t r = 0; r < n_rep; r++) {
-            float *kq = ts->kq + r * RT_FA_TILE;
-            float tmax = -INFINITY;
-            for (uint32_t tk = 0; tk < kvt; tk++) tmax = kq[tk] > tmax ? kq[tk] : tmax;
-            const float Mnew = fmaxf(M[r], tmax);
-            float *a = ts->acc + (uint64_t)r * hd;
-            if (Mnew > M[r]) {
-                const float ms = expf(M[r] - Mnew);
-                for (uint32_t i = 0; i < hd; i++) a[i] *= ms;
-                S[r] *= ms;
-            }
-            M[r] = Mnew;
-            double sum = 0.0;
-            for (uint32_t tk = 0; tk < kvt; tk++) {
-                kq[tk] = expf(kq[tk] - Mnew);
-                sum += (double)kq[tk];
-            }
-            S[r] += (float)sum;
-            for (uint32_t tk = 0; tk < kvt; tk++) {
-                const float p = kq[tk];
-                const float *vr = ts->vt + (uint64_t)tk * hd;
-                for (uint32_t i = 0; i < hd; i++) a[i] += p * vr[i];
+        for (uint32_t qi = 0; qi < nq; qi++) {
+            if (ic < first[qi] / RT_FA_TILE * RT_FA_TILE || ic >= n_kv[qi]) continue;
+            const uint32_t qt = n_kv[qi] - ic < RT_FA_TILE ? n_kv[qi] - ic : RT_FA_TILE;
+            const float *q = c->q + (uint64_t)(b0 + qi) * qdim + (uint64_t)g * n_rep * hd;
+            for (uint32_t r = 0; r < n_rep; r++) {
+                const uint32_t h = qi * n_rep + r;
+                float *kq = ts->kq + (uint64_t)h * RT_FA_TILE;
+                for (uint32_t tk = 0; tk < qt; tk++)
+                    kq[tk] = ic + tk < first[qi]
+                                 ? -INFINITY
+                                 : rt_attn_score(dot8(c, q + (uint64_t)r * hd, ts->kt + (uint64_t)tk * hd, hd),
+                                                 scale, cap);
+                float tmax = -INFINITY;
+                for (uint32_t tk = 0; tk < qt; tk++) tmax = kq[tk] > tmax ? kq[tk] : tmax;
+                const float Mnew = fmaxf(M[h], tmax);
+                float *a = ts->acc + (uint64_t)h * hd;
+                if (Mnew > M[h]) {
+                    const float ms = expf(M[h] - Mnew);
+                    for (uint32_t i = 0; i < hd; i++) a[i] *= ms;
+                    S[h] *= ms;
+                }
+                M[h] = Mnew;
+                double sum = 0.0;
+                for (uint32_t tk = 0; tk < qt; tk++) {
+                    kq[tk] = expf(kq[tk] - Mnew);
+                    sum += (double)kq[tk];
+                }
+                S[h] += (float)sum;
+                for (uint32_t tk = 0; tk < qt; tk++)
+                    if (ic + tk >= first[qi]) axpy(c, a, ts->vt + (uint64_t)tk * hd, 1.0f, kq[tk], hd);
             }
         }
     }
-    for (uint32_t r = 0; r < n_rep; r++) {
-        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
-        for (uint32_t i = 0; i < hd; i++)
-            out[(uint64_t)r * hd + i] = ts->acc[(uint64_t)r * hd + i] * iv;
+    for (uint32_t qi = 0; qi < nq; qi++) {
+        float *out = c->xb + (uint64_t)(b0 + qi) * c->xb_ld + (uint64_t)g * n_rep * hd;
+        for (uint32_t r = 0; r < n_rep; r++) {
+            const uint32_t h = qi * n_rep + r;
+            const float iv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
+            for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = ts->acc[(uint64_t)h * hd + i] * iv;
+        }
     }
 }
 
@@ -624,6 +752,17 @@ static void attn_task(void *arg, unsigned ith, unsigned nth)
     const float scale = c->kq_scale;
     const bool tiled = st->tiled && c->kv.type == RT_KV_F16 && hd % 16 == 0;
     uint64_t lo, hi;
+    if (tiled) { /* items: (group of RT_FA_QT tokens, kv head) */
+        const uint64_t n_grp = (st->n_tok + RT_FA_QT - 1) / RT_FA_QT;
+        rt__split(n_grp * hp->n_head_kv, ith, nth, &lo, &hi);
+        for (uint64_t item = lo; item < hi; item++) {
+            const uint32_t b0 = (uint32_t)(item / hp->n_head_kv) * RT_FA_QT;
+            const uint32_t g = (uint32_t)(item % hp->n_head_kv);
+            const uint32_t nq = st->n_tok - b0 < RT_FA_QT ? st->n_tok - b0 : RT_FA_QT;
+            attn_tiled(c, ts, st->il, g, st->pos0, b0, nq, scale);
+        }
+        return;
+    }
     rt__split((uint64_t)st->n_tok * hp->n_head_kv, ith, nth, &lo, &hi);
     for (uint64_t item = lo; item < hi; item++) {
         const uint32_t b = (uint32_t)(item / hp->n_head_kv);
@@ -632,8 +771,7 @@ static void attn_task(void *arg, unsigned ith, unsigned nth)
         const uint32_t first = rt_swa_first(hp, st->il, st->pos0 + b);
         const float *q = c->q + (uint64_t)b * qdim + (uint64_t)g * n_rep * hd;
         float *out = c->xb + (uint64_t)b * c->xb_ld + (uint64_t)g * n_rep * hd;
-        if (tiled) attn_tiled(c, ts, st->il, g, q, first, n_kv, scale, out);
-        else attn_chunk(c, ts, st->il, g, q, first, n_kv, scale, out);
+        attn_chunk(c, ts, st->il, g, q, first, n_kv, scale, out);
     }
 }
 
@@ -877,15 +1015,17 @@ static void *xcalloc(struct rt_ctx *c, uint64_t n, uint64_t size, bool alloc, bo
 static void thread_scratch(struct rt_ctx *c, const struct ctx_dims *d, struct rt_thread_scratch *ts,
                            bool alloc, bool *ok)
 {
-    ts->kq = xcalloc(c, d->n_rep * RT_FA_TILE, sizeof(float), alloc, ok);
+    ts->kq = xcalloc(c, RT_FA_QT * d->n_rep * RT_FA_TILE, sizeof(float), alloc, ok);
     ts->vt = xcalloc(c, (uint64_t)RT_FA_TILE * d->hd, sizeof(float), alloc, ok);
-    ts->krow = xcalloc(c, d->hd, sizeof(float), alloc, ok);
-    ts->acc = xcalloc(c, d->n_rep * d->hd, sizeof(float), alloc, ok);
+    ts->kt = xcalloc(c, (uint64_t)RT_FA_TILE * d->hd, sizeof(float), alloc, ok);
+    ts->acc = xcalloc(c, RT_FA_QT * d->n_rep * d->hd, sizeof(float), alloc, ok);
     ts->acc16 = xcalloc(c, d->n_rep * d->hd, sizeof(uint16_t), alloc, ok);
-    ts->ms = xcalloc(c, 2 * d->n_rep, sizeof(float), alloc, ok);
+    ts->ms = xcalloc(c, 2 * RT_FA_QT * d->n_rep, sizeof(float), alloc, ok);
     ts->qact = xcalloc(c, d->n_rep, d->qact, alloc, ok);
     ts->qact_stride = d->qact;
-    ts->tile = xcalloc(c, RT_TILE, sizeof(float), alloc, ok);
+    ts->tile = xcalloc(c, (uint64_t)RT_TILE * d->B, sizeof(float), alloc, ok);
+    ts->gemm_raw = xcalloc(c, RT_GEMM_SCRATCH + 64, 1, alloc, ok);
+    if (ts->gemm_raw) ts->gemm = ts->gemm_raw + (64 - (uintptr_t)ts->gemm_raw % 64);
     if (d->NE) ts->idx = xcalloc(c, d->NE, sizeof(int32_t), alloc, ok);
 }
 
@@ -1029,6 +1169,7 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
     const uint64_t kvdim = (uint64_t)hp->n_head_kv * hp->head_dim;
     if ((s = rt__kv_init(&c->kv, opt.kv_type, hp, c->n_ctx, c->n_batch, (uint32_t)kvdim, err)))
         goto fail;
+    c->kv.f16c = cpu.avx2;
     const uint32_t kt = opt.kv_type == RT_KV_Q8_0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F16;
     c->kdot = rt_kernel_get(c->ks, kt);
     c->kact = c->kdot ? rt_kernel_act(c->ks, c->kdot) : NULL;
@@ -1112,12 +1253,13 @@ void rt_ctx_free(struct rt_ctx *c)
         for (unsigned t = 0; t < c->n_threads; t++) {
             free(c->ts[t].kq);
             free(c->ts[t].vt);
-            free(c->ts[t].krow);
+            free(c->ts[t].kt);
             free(c->ts[t].acc);
             free(c->ts[t].acc16);
             free(c->ts[t].ms);
             free(c->ts[t].qact);
             free(c->ts[t].tile);
+            free(c->ts[t].gemm_raw);
             free(c->ts[t].idx);
         }
         free(c->ts);

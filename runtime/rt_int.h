@@ -103,6 +103,7 @@ struct rt_kv {
                               * the ring min(n_ctx, n_swa - 1 + n_batch); position p
                               * lives in row p % cap */
     const struct quant_traits *q8; /* Q8_0 traits (for q8_0 caches) */
+    bool f16c;               /* x86-64 with AVX2/F16C (rt_cpu.avx2): vector f16 <-> f32 */
 };
 
 /* Rows layer il keeps (see struct rt_kv). */
@@ -148,17 +149,20 @@ void rt__kv_load(const struct rt_kv *kv, const uint8_t *row, uint32_t off, uint3
 #define RT_ACT_SLOTS 3 /* distinct activation formats one input may need */
 
 #define RT_FA_TILE 64 /* llama.cpp's GGML_FA_TILE_Q and GGML_FA_TILE_KV */
+#define RT_FA_QT 16   /* query tokens that share one tile's converted K and V rows */
 
 struct rt_thread_scratch {
-    float *kq;      /* (n_rep, RT_FA_TILE) attention scores of one KV tile */
+    float *kq;      /* (RT_FA_QT * n_rep, RT_FA_TILE) attention scores of one KV tile */
     float *vt;      /* (RT_FA_TILE, head_dim) decoded V rows of one KV tile */
-    float *krow;    /* (head_dim) one decoded K row */
-    float *acc;     /* (n_rep, head_dim) f32 attention output accumulators */
+    float *kt;      /* (RT_FA_TILE, head_dim) decoded K rows of one KV tile */
+    float *acc;     /* (RT_FA_QT * n_rep, head_dim) f32 attention output accumulators */
     uint16_t *acc16;/* (n_rep, head_dim) f16 accumulators (llama.cpp's VKQ16) */
-    float *ms;      /* (2, n_rep) running max and sum per query head */
+    float *ms;      /* (2, RT_FA_QT * n_rep) running max and sum per query head */
     uint8_t *qact;  /* (n_rep) query heads in the K cache's activation format */
     uint64_t qact_stride;
-    float *tile;    /* (RT_TILE) mat-vec outputs before they are added */
+    float *tile;    /* (n_batch, RT_TILE) products before they are added */
+    uint8_t *gemm_raw; /* RT_GEMM_SCRATCH + 64 bytes; gemm is its 64-aligned start */
+    void *gemm;     /* rt_gemm's scratch (decoded weight blocks, partial sums) */
     int32_t *idx;   /* (n_expert) MoE: the router's argsort */
 };
 

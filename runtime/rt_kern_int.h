@@ -236,4 +236,15 @@ void rt_quantize_q8_1_neon(const float *x, void *out, uint64_t n);
 void rt_quantize_q8_k_neon(const float *x, void *out, uint64_t n);
 #endif
 
+/* Batched k-quant x Q8_K products (rt_kern_gemm.c), rt_gemm_fn. */
+#define RT__DECL_GEMM(nm)                                                                         \
+    void rt_gemm_##nm(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,              \
+                      const void *w_rows, uint64_t stride, const void *act, uint64_t astride,      \
+                      void *scratch);
+#define RT__GEMM_TYPES(X, V) X(q2_k_q8_k_##V) X(q3_k_q8_k_##V) X(q4_k_q8_k_##V) X(q5_k_q8_k_##V) X(q6_k_q8_k_##V)
+RT__GEMM_TYPES(RT__DECL_GEMM, ref)
+#if RT_HAVE_X86
+RT__GEMM_TYPES(RT__DECL_GEMM, avx2)
+#endif
+
 #endif /* MW_RT_KERN_INT_H */

@@ -71,14 +71,27 @@ struct rt_cpu rt_cpu_detect(void)
 #define ACT(T, blck_, size_, fn) [GGUF_TYPE_##T] = {GGUF_TYPE_##T, blck_, size_, fn}
 #define KER(W, A, fn) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn, NULL, NULL}
 #define KER4(W, A, fn, fn4) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn, fn4, NULL}
+#define KERG(W, A, fn, fn4, g) [GGUF_TYPE_##W] = {GGUF_TYPE_##W, GGUF_TYPE_##A, fn, fn4, g}
+
+/* Batched (prompt) kernels (rt_gemm_fn) where a variant has them. The
+ * scalar table has none: its decoded-block path (rt_gemm_*_ref, the
+ * portable reference of rt_kern_gemm.c, tested against the mat-vec) is no
+ * faster than its mat-vec, so rt_gemm runs the mat-vec per token there. */
+#define RT__GEMM_ref(nm) NULL
+#define RT__GEMM_neon(nm) NULL
+#define RT__GEMM_sdot(nm) NULL
+#define RT__GEMM_avx2(nm) rt_gemm_##nm##_avx2
+#define RT__GEMM_vnni(nm) rt_gemm_##nm##_avx2
 
 /* Four-row kernels (rt_dot4_fn) where a variant has them. */
 #define RT__DOT4_ref(nm) NULL
 #define RT__DOT4_neon(nm) rt_dot4_##nm##_neon
 #define RT__DOT4_sdot(nm) rt_dot4_##nm##_sdot
 
-/* Rows of every table: weight type -> (activation type, kernel name stem). */
-#define RT__KERNELS(V, FV)                         \
+/* Rows of every table: weight type -> (activation type, kernel name stem);
+ * G names the batched kernels' variant. */
+#define RT__KERNELS(V, FV) RT__KERNELS_G(V, FV, V)
+#define RT__KERNELS_G(V, FV, G)                    \
     KER(F32, F32, rt_dot_f32_f32_##FV),            \
     KER(F16, F16, rt_dot_f16_f16_##FV),            \
     KER(BF16, BF16, rt_dot_bf16_bf16_##FV),        \
@@ -96,11 +109,11 @@ struct rt_cpu rt_cpu_detect(void)
     KER(IQ3_S, Q8_K, rt_dot_iq3_s_q8_k_##V),       \
     KER(IQ1_S, Q8_K, rt_dot_iq1_s_q8_k_##V),       \
     KER(IQ1_M, Q8_K, rt_dot_iq1_m_q8_k_##V),       \
-    KER(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V),         \
-    KER(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V),         \
-    KER4(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, RT__DOT4_##V(q4_k_q8_k)), \
-    KER(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V),         \
-    KER4(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V, RT__DOT4_##V(q6_k_q8_k))
+    KERG(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V, NULL, RT__GEMM_##G(q2_k_q8_k)), \
+    KERG(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V, NULL, RT__GEMM_##G(q3_k_q8_k)), \
+    KERG(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, RT__DOT4_##V(q4_k_q8_k), RT__GEMM_##G(q4_k_q8_k)), \
+    KERG(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V, NULL, RT__GEMM_##G(q5_k_q8_k)), \
+    KERG(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V, RT__DOT4_##V(q6_k_q8_k), RT__GEMM_##G(q6_k_q8_k))
 
 #define RT__ACTS(V)                                          \
     ACT(F32, 1, 4, rt_quantize_f32_ref),                       \
@@ -151,11 +164,11 @@ static const struct rt_kernels table_sdot = {
     KER(IQ3_S, Q8_K, rt_dot_iq3_s_q8_k_ref),                \
     KER(IQ1_S, Q8_K, rt_dot_iq1_s_q8_k_ref),                \
     KER(IQ1_M, Q8_K, rt_dot_iq1_m_q8_k_ref),                \
-    KER(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V), \
-    KER(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V), \
-    KER4(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, rt_dot4_q4_k_q8_k_##V), \
-    KER(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V), \
-    KER(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V)
+    KERG(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V, NULL, RT__GEMM_##V(q2_k_q8_k)), \
+    KERG(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V, NULL, RT__GEMM_##V(q3_k_q8_k)), \
+    KERG(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, rt_dot4_q4_k_q8_k_##V, RT__GEMM_##V(q4_k_q8_k)), \
+    KERG(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V, NULL, RT__GEMM_##V(q5_k_q8_k)), \
+    KERG(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V, NULL, RT__GEMM_##V(q6_k_q8_k))
 
 static const struct rt_kernels table_avx2 = {
     .name = "avx2",

@@ -114,6 +114,22 @@ void rt__kv_store(const struct rt_kv *kv, uint8_t *row, const float *x)
     }
 }
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(MW_FORCE_SCALAR)
+#include <immintrin.h>
+/* VCVTPH2PS: the exact conversion, as rt__h2f (only called when the CPU has
+ * F16C, kv->f16c) */
+__attribute__((target("avx,f16c"))) static uint32_t h2f_f16c(const uint8_t *p, uint32_t n, float *out)
+{
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 2 * i))));
+    return i;
+}
+#define RT_KV_F16C 1
+#else
+#define RT_KV_F16C 0
+#endif
+
 void rt__kv_load(const struct rt_kv *kv, const uint8_t *row, uint32_t off, uint32_t n, float *out)
 {
     if (kv->type == RT_KV_Q8_0) {
@@ -125,6 +141,9 @@ void rt__kv_load(const struct rt_kv *kv, const uint8_t *row, uint32_t off, uint3
         /* FCVTL: the same exact conversion as rt__h2f's FCVT (little-endian) */
         for (; i + 4 <= n; i += 4)
             vst1q_f32(out + i, vcvt_f32_f16(vreinterpret_f16_u8(vld1_u8(p + 2 * i))));
+#endif
+#if RT_KV_F16C
+        if (kv->f16c) i = h2f_f16c(p, n, out);
 #endif
         for (; i < n; i++) out[i] = rt__h2f(mw_le16(p + 2 * i));
     }

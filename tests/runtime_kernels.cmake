@@ -24,3 +24,8 @@ if(CMAKE_CROSSCOMPILING AND CMAKE_SYSTEM_PROCESSOR STREQUAL "aarch64" AND CMAKE_
   set_tests_properties(check_rt_kernels_cortex-a53 PROPERTIES TIMEOUT 900
     ENVIRONMENT "CK_TIMEOUT_MULTIPLIER=${MW_CK_TIMEOUT};MW_RT_EXPECT=neon")
 endif()
+
+# The batched (prompt) products: every variant's rt_gemm against the scalar
+# mat-vec, bit for bit, per type and tile shape.
+mw_check_test(check_rt_gemm SOURCES check_rt_gemm.c LIBS mw_rt_kernels mw_quant)
+set_tests_properties(check_rt_gemm PROPERTIES TIMEOUT 600)
