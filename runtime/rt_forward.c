@@ -319,6 +319,9 @@ static void moe_mm_task(void *arg, unsigned ith, unsigned nth)
     const uint64_t n_out = st->w[0]->n_out;
     const uint64_t tpm = (n_out + RT_TILE - 1) / RT_TILE;
     const uint64_t per_exp = tpm * (uint64_t)st->n_mat;
+    struct rt_thread_scratch *ts = &c->ts[ith];
+    uint32_t gat_e = UINT32_MAX; /* the expert whose rows ts->moe_gather holds */
+    const uint8_t *gat_src = NULL;
     uint64_t lo, hi;
     rt__split((uint64_t)c->moe_n_active * per_exp, ith, nth, &lo, &hi);
     for (uint64_t ti = lo; ti < hi; ti++) {
@@ -329,7 +332,28 @@ static void moe_mm_task(void *arg, unsigned ith, unsigned nth)
         const uint64_t nt = n_out - t0 < RT_TILE ? n_out - t0 : RT_TILE;
         const struct rt_weight *w = st->w[mi];
         const uint8_t *W = w->data + (uint64_t)e * w->slab_bytes + t0 * w->row_bytes;
-        for (uint32_t q = c->moe_first[e]; q < c->moe_first[e + 1]; q++) {
+        const uint32_t q0 = c->moe_first[e], np = c->moe_first[e + 1] - q0;
+        if (np > 1 && w->k->gemm) {
+            /* the expert's activation rows gathered once per (expert,
+             * input) into this thread's buffer, then one batched product */
+            if (gat_e != e || gat_src != st->act[mi]) {
+                for (uint32_t q = 0; q < np; q++) {
+                    const uint32_t p = c->moe_order[q0 + q];
+                    const uint64_t arow = st->by_pair ? p : p / K;
+                    memcpy(ts->moe_gather + (uint64_t)q * c->act_stride,
+                           st->act[mi] + arow * c->act_stride, c->act_stride);
+                }
+                gat_e = e;
+                gat_src = st->act[mi];
+            }
+            rt_gemm(w->k, W, nt, w->n_in, ts->moe_gather, c->act_stride, np, ts->tile, RT_TILE,
+                    ts->gemm);
+            for (uint32_t q = 0; q < np; q++)
+                memcpy(st->y[mi] + (uint64_t)c->moe_order[q0 + q] * st->ldy + t0,
+                       ts->tile + (uint64_t)q * RT_TILE, nt * sizeof(float));
+            continue;
+        }
+        for (uint32_t q = q0; q < q0 + np; q++) {
             const uint32_t p = c->moe_order[q];
             const uint64_t arow = st->by_pair ? p : p / K;
             rt_matvec(w->k, W, nt, w->n_in, st->act[mi] + arow * c->act_stride,
@@ -1026,7 +1050,11 @@ static void thread_scratch(struct rt_ctx *c, const struct ctx_dims *d, struct rt
     ts->tile = xcalloc(c, (uint64_t)RT_TILE * d->B, sizeof(float), alloc, ok);
     ts->gemm_raw = xcalloc(c, RT_GEMM_SCRATCH + 64, 1, alloc, ok);
     if (ts->gemm_raw) ts->gemm = ts->gemm_raw + (64 - (uintptr_t)ts->gemm_raw % 64);
-    if (d->NE) ts->idx = xcalloc(c, d->NE, sizeof(int32_t), alloc, ok);
+    if (d->NE) {
+        ts->idx = xcalloc(c, d->NE, sizeof(int32_t), alloc, ok);
+        /* an expert's pairs in one step: at most one per token */
+        ts->moe_gather = xcalloc(c, d->B, d->act_stride, alloc, ok);
+    }
 }
 
 /* Every scratch buffer of a context, the one list: rt_ctx_init allocates
@@ -1261,6 +1289,7 @@ void rt_ctx_free(struct rt_ctx *c)
             free(c->ts[t].tile);
             free(c->ts[t].gemm_raw);
             free(c->ts[t].idx);
+            free(c->ts[t].moe_gather);
         }
         free(c->ts);
     }

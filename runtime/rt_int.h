@@ -164,6 +164,7 @@ struct rt_thread_scratch {
     uint8_t *gemm_raw; /* RT_GEMM_SCRATCH + 64 bytes; gemm is its 64-aligned start */
     void *gemm;     /* rt_gemm's scratch (decoded weight blocks, partial sums) */
     int32_t *idx;   /* (n_expert) MoE: the router's argsort */
+    uint8_t *moe_gather; /* (n_batch, act_stride) MoE: one expert's activation rows */
 };
 
 struct rt_ctx {
