@@ -18,7 +18,8 @@
 #                to 512 tokens, BOS included) then 128 tokens: prompt tok/s
 #                (~pp512) and decode tok/s after it (~tg128 at depth 512);
 #                a 4-token prompt then 128 tokens: decode at depth ~0
-#                (--temp 0 --ignore-eos --ctx 1024)
+#                (--temp 0 --ignore-eos --ctx 1024); REPS runs of each,
+#                the mean tok/s (as llama-bench's avg_ts)
 #   llama.cpp    llama-bench -m F -p 512 -n 128 -d 0,512 -t T -r REPS
 #                (bench/llama_bench_setup.sh); when it cannot be built,
 #                llama-peer --threads T bench F PROMPT 128 with the same
@@ -31,7 +32,7 @@
 # Environment:
 #   MW_BUILD          memwall build dir (default <repo>/build/speed; configured
 #                     Release and built for memwall, memwall-run when needed)
-#   MW_SPEED_REPS     llama-bench -r (default 3)
+#   MW_SPEED_REPS     llama-bench -r and memwall-run runs per figure (default 3)
 #   MW_SPEED_MODELS   which files (default "tiny wide")
 #   MW_SPEED_PEER=1   skip llama-bench, use llama-peer bench
 #   MW_RUN_ARGS       extra memwall-run options (e.g. "--batch 512")
@@ -165,14 +166,21 @@ PROMPT=$(cat "$PROMPT_FILE")
 say "prompt: $N_PROMPT tokens (BOS included) from datasets/corpora/eval.txt"
 
 # --- measurements ---
-# mwrun LOG PROMPT: memwall-run, 128 tokens; sets PP TG RSS GBS
+# mwrun LOG PROMPT: memwall-run, 128 tokens, REPS times (as llama-bench -r);
+# sets PP TG GBS (means of the runs' tok/s, as llama-bench's avg_ts) and RSS (max)
 mwrun() {
-    local log=$1 p=$2
-    /usr/bin/time -f '%M' -o "$log.rss" "$RUN" -m "$f" -t "$t" -c 1024 -p "$p" -n 128 \
-        --temp 0 --ignore-eos "${RUN_EXTRA[@]}" >/dev/null 2>"$log" || die "memwall-run failed ($log)"
-    read -r PP TG < <(sed -n 's/.*prompt [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s); generated [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p' "$log" | tail -n1)
-    GBS=$(sed -n 's/.*: \([0-9.]*\) GB\/s effective.*/\1/p' "$log" | tail -n1)
-    RSS=$(tail -n1 "$log.rss")
+    local log=$1 p=$2 r pp tg gbs
+    : >"$log.all"
+    for ((r = 1; r <= REPS; r++)); do
+        /usr/bin/time -f '%M' -o "$log.rss$r" "$RUN" -m "$f" -t "$t" -c 1024 -p "$p" -n 128 \
+            --temp 0 --ignore-eos "${RUN_EXTRA[@]}" >/dev/null 2>"$log" || die "memwall-run failed ($log)"
+        read -r pp tg < <(sed -n 's/.*prompt [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s); generated [0-9]* tokens in [0-9.]* s (\([0-9.]*\) tok\/s).*/\1 \2/p' "$log" | tail -n1)
+        gbs=$(sed -n 's/.*: \([0-9.]*\) GB\/s effective.*/\1/p' "$log" | tail -n1)
+        echo "$pp $tg $gbs $(tail -n1 "$log.rss$r")" >>"$log.all"
+        rm -f "$log.rss$r"
+    done
+    read -r PP TG GBS RSS < <(awk '{ p += $1; t += $2; g += $3; if ($4 > m) m = $4 }
+        END { printf "%.1f %.1f %.2f %d\n", p / NR, t / NR, g / NR, m }' "$log.all")
 }
 # jfield LINE KEY: a number from a llama-bench jsonl line
 jfield() { sed -n "s/.*\"$2\": *\([0-9.e+-]*\).*/\1/p" <<<"$1"; }
@@ -198,6 +206,7 @@ for name in $MODELS; do
             while IFS= read -r line; do
                 np=$(jfield "$line" n_prompt) ng=$(jfield "$line" n_gen) nd=$(jfield "$line" n_depth)
                 ts=$(jfield "$line" avg_ts)
+                ts=$(awk -v x="$ts" 'BEGIN { printf "%.1f", x }')
                 if [[ $np == 512 && $ng == 0 && $nd == 0 ]]; then ll_pp=$ts
                 elif [[ $np == 0 && $ng == 128 && $nd == 512 ]]; then ll_tg512=$ts
                 elif [[ $np == 0 && $ng == 128 && $nd == 0 ]]; then ll_tg0=$ts; fi
@@ -231,7 +240,7 @@ TABLE=$OUT/table.txt
     else
         echo "# llama.cpp: llama-peer bench (node-llama-cpp 3.21.1 prebuilt, 80fb11a) with memwall's prompts (llama-bench not built or MW_SPEED_PEER=1)"
     fi
-    echo "# memwall-run: $N_PROMPT-token prompt (pp), then 128 tokens (tg @512); '$SHORT' then 128 tokens (tg @0); --ctx 1024 ${MW_RUN_ARGS:-}"
+    echo "# memwall-run (mean of $REPS runs): $N_PROMPT-token prompt (pp), then 128 tokens (tg @512); '$SHORT' then 128 tokens (tg @0); --ctx 1024 ${MW_RUN_ARGS:-}"
     for name in $MODELS; do
         echo "# $name: $(basename "${FILE[$name]}") ($(stat -c %s "${FILE[$name]}") bytes), quantized by ${QUANTIZER[$name]}"
     done
