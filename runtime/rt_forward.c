@@ -525,7 +525,7 @@ RT__AVX static uint32_t acc16_update_f16c(uint16_t *a, const float *v, float ms,
 
 /* a[i] = a[i] * ms (when ms != 1), then a[i] += v[i] * p: element by element,
  * the scalar loop's operations. Returns the elements done. */
-RT__AVX static uint32_t axpy_avx(float *a, const float *v, float ms, float p, uint32_t n)
+RT__AVX static inline uint32_t axpy_avx(float *a, const float *v, float ms, float p, uint32_t n)
 {
     uint32_t i = 0;
     const __m256 vms = _mm256_set1_ps(ms), vp = _mm256_set1_ps(p);
@@ -537,7 +537,27 @@ RT__AVX static uint32_t axpy_avx(float *a, const float *v, float ms, float p, ui
     return i;
 }
 
-RT__AVX static float dot8_avx(const float *x, const float *y, uint32_t n)
+/* a[i] += p[tk] * v[tk * hd + i] for tk = t0 .. t1 - 1 in that order, every
+ * element on its own (the plain loop's operations): the accumulators stay
+ * in registers, 64 elements at a time, across the tile. hd % 8 == 0. */
+RT__AVX static inline void acc_tile_avx(float *a, const float *v, const float *p, uint32_t t0,
+                                        uint32_t t1, uint32_t hd)
+{
+    for (uint32_t c0 = 0; c0 < hd; c0 += 64) {
+        const uint32_t nv = (hd - c0 < 64 ? hd - c0 : 64) / 8;
+        __m256 acc[8];
+        for (uint32_t j = 0; j < nv; j++) acc[j] = _mm256_loadu_ps(a + c0 + 8 * j);
+        for (uint32_t tk = t0; tk < t1; tk++) {
+            const __m256 pp = _mm256_set1_ps(p[tk]);
+            const float *vr = v + (uint64_t)tk * hd + c0;
+            for (uint32_t j = 0; j < nv; j++)
+                acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(pp, _mm256_loadu_ps(vr + 8 * j)));
+        }
+        for (uint32_t j = 0; j < nv; j++) _mm256_storeu_ps(a + c0 + 8 * j, acc[j]);
+    }
+}
+
+RT__AVX static inline float dot8_avx(const float *x, const float *y, uint32_t n)
 {
     __m256 acc = _mm256_setzero_ps();
     for (uint32_t i = 0; i < n; i += 8)
@@ -553,13 +573,8 @@ RT__AVX static float dot8_avx(const float *x, const float *y, uint32_t n)
  * r_j = p_j + p_{j+4} and (r_0 + r_1) + (r_2 + r_3) — the same operations
  * with 8 float lanes (x86) or two float32x4 (aarch64), so every path gives
  * the same bits. */
-static float dot8(const struct rt_ctx *c, const float *x, const float *y, uint32_t n)
+static inline float dot8_plain(const float *x, const float *y, uint32_t n)
 {
-#if RT_FWD_X86
-    if (c->kv.f16c) return dot8_avx(x, y, n);
-#else
-    (void)c;
-#endif
 #if RT_FWD_NEON
     float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
     for (uint32_t i = 0; i < n; i += 8) {
@@ -578,6 +593,21 @@ static float dot8(const struct rt_ctx *c, const float *x, const float *y, uint32
 }
 
 /* a = a * ms (ms != 1) then a += v * p, element by element. */
+static inline void acc_tile_plain(float *a, const float *v, const float *p, uint32_t t0, uint32_t t1,
+                                  uint32_t hd)
+{
+    for (uint32_t tk = t0; tk < t1; tk++)
+        for (uint32_t i = 0; i < hd; i++) a[i] += p[tk] * v[(uint64_t)tk * hd + i];
+}
+
+static inline void axpy_plain(float *a, const float *v, float ms, float p, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (ms != 1.0f) a[i] *= ms;
+        a[i] += p * v[i];
+    }
+}
+
 static void axpy(const struct rt_ctx *c, float *a, const float *v, float ms, float p, uint32_t n)
 {
     uint32_t i = 0;
@@ -586,10 +616,7 @@ static void axpy(const struct rt_ctx *c, float *a, const float *v, float ms, flo
 #else
     (void)c;
 #endif
-    for (; i < n; i++) {
-        if (ms != 1.0f) a[i] *= ms;
-        a[i] += p * v[i];
-    }
+    axpy_plain(a + i, v + i, ms, p, n - i);
 }
 
 static void acc16_update(const struct rt_ctx *c, uint16_t *a, const float *v, float ms, float vs,
@@ -693,8 +720,20 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
  * of a query starts at the multiple of RT_FA_TILE at or below its `first`
  * position, and its positions before `first` are masked (-inf, weight 0,
  * never accumulated), as whole tiles before it are skipped. */
-static void attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
-                       uint32_t g, uint32_t pos0, uint32_t b0, uint32_t nq, float scale)
+/* The tiled body, inlined into a plain and (x86) an AVX2 instance: simd
+ * picks the vector helpers, whose operations are the plain ones'. */
+#if RT_FWD_X86
+#define DOT8(x, y, n) (simd ? dot8_avx(x, y, n) : dot8_plain(x, y, n))
+#define ACC_TILE(a, v, p, t0, t1, hd)                                                             \
+    (simd ? acc_tile_avx(a, v, p, t0, t1, hd) : acc_tile_plain(a, v, p, t0, t1, hd))
+#else
+#define DOT8(x, y, n) ((void)simd, dot8_plain(x, y, n))
+#define ACC_TILE(a, v, p, t0, t1, hd) acc_tile_plain(a, v, p, t0, t1, hd)
+#endif
+
+static inline __attribute__((always_inline)) void
+attn_tiled_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il, uint32_t g,
+                uint32_t pos0, uint32_t b0, uint32_t nq, float scale, const bool simd)
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
@@ -732,8 +771,7 @@ static void attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
                 for (uint32_t tk = 0; tk < qt; tk++)
                     kq[tk] = ic + tk < first[qi]
                                  ? -INFINITY
-                                 : rt_attn_score(dot8(c, q + (uint64_t)r * hd, ts->kt + (uint64_t)tk * hd, hd),
-                                                 scale, cap);
+                                 : rt_attn_score(DOT8(q + (uint64_t)r * hd, ts->kt + (uint64_t)tk * hd, hd), scale, cap);
                 float tmax = -INFINITY;
                 for (uint32_t tk = 0; tk < qt; tk++) tmax = kq[tk] > tmax ? kq[tk] : tmax;
                 const float Mnew = fmaxf(M[h], tmax);
@@ -750,8 +788,8 @@ static void attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
                     sum += (double)kq[tk];
                 }
                 S[h] += (float)sum;
-                for (uint32_t tk = 0; tk < qt; tk++)
-                    if (ic + tk >= first[qi]) axpy(c, a, ts->vt + (uint64_t)tk * hd, 1.0f, kq[tk], hd);
+                /* masked positions (before first) are a prefix of the tile */
+                ACC_TILE(a, ts->vt, kq, first[qi] > ic ? first[qi] - ic : 0, qt, hd);
             }
         }
     }
@@ -763,6 +801,34 @@ static void attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
             for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = ts->acc[(uint64_t)h * hd + i] * iv;
         }
     }
+}
+
+#undef DOT8
+#undef ACC_TILE
+
+static void attn_tiled_plain(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
+                             uint32_t g, uint32_t pos0, uint32_t b0, uint32_t nq, float scale)
+{
+    attn_tiled_body(c, ts, il, g, pos0, b0, nq, scale, false);
+}
+#if RT_FWD_X86
+RT__AVX static void attn_tiled_avx(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
+                                   uint32_t g, uint32_t pos0, uint32_t b0, uint32_t nq, float scale)
+{
+    attn_tiled_body(c, ts, il, g, pos0, b0, nq, scale, true);
+}
+#endif
+
+static void attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
+                       uint32_t g, uint32_t pos0, uint32_t b0, uint32_t nq, float scale)
+{
+#if RT_FWD_X86
+    if (c->kv.f16c) {
+        attn_tiled_avx(c, ts, il, g, pos0, b0, nq, scale);
+        return;
+    }
+#endif
+    attn_tiled_plain(c, ts, il, g, pos0, b0, nq, scale);
 }
 
 static void attn_task(void *arg, unsigned ith, unsigned nth)

@@ -215,4 +215,167 @@ static inline RT__AVX2 void dec_q6_k_x(const uint8_t *w, struct kdec *k)
 
 RT__KTYPES(RT__GEMM_AVX2)
 
+// --- x86-64 AVX2: the 32-element block types (x Q8_0 / Q8_1) ---
+/*
+ * Eight blocks (256 elements) of a row are decoded at a time to signed
+ * bytes q (Q8_0 -128..127, Q4_0 -8..7, Q5_0 -16..15, IQ4_NL -127..113,
+ * Q4_1 0..15, Q5_1 0..31) with |q| beside them and the f16 d (and m) as
+ * f32. Per token: isum of block k = maddubs(|q|, sign(a, q)) summed by
+ * madd — exact, each int16 pair <= 2 * 128 * 127 — the eight block sums in
+ * one vector (lane k = block b + k), and the reference's float combine lane
+ * by lane:
+ *   x Q8_0:  p[b % 4] += (dw * da) * isum
+ *   x Q8_1:  p[b % 4] += (dw * da) * isum + mw * sa
+ * b is a multiple of 8, so lane k goes to partial k % 4: lanes 0-3 are
+ * added before lanes 4-7, the reference's block order. Tail blocks (n / 32
+ * not a multiple of 8) go one at a time, after.
+ */
+struct ldec {
+    int8_t q[8][32];
+    uint8_t aq[8][32];
+    float d[8], m[8];
+};
+
+/* Bits 0..31 of v as 0x10 bytes (byte j = 0x10 when bit j is set). */
+static inline RT__AVX2 __m256i bits_to_0x10(uint32_t v)
+{
+    const __m256i shuf = _mm256_setr_epi64x(0x0000000000000000, 0x0101010101010101,
+                                            0x0202020202020202, 0x0303030303030303);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), shuf);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i on = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel);
+    return _mm256_and_si256(on, _mm256_set1_epi8(0x10));
+}
+
+/* Nibble pairs (byte j: element j low, j + 16 high) as 32 bytes 0..15. */
+static inline RT__AVX2 __m256i nibbles32(const uint8_t *qs)
+{
+    const __m128i v = _mm_loadu_si128((const __m128i *)qs);
+    const __m256i x = _mm256_set_m128i(_mm_srli_epi16(v, 4), v);
+    return _mm256_and_si256(x, _mm256_set1_epi8(0x0F));
+}
+
+static inline RT__AVX2 void ldec_put(struct ldec *L, int k, __m256i q, float d, float m)
+{
+    _mm256_store_si256((__m256i *)L->q[k], q);
+    _mm256_store_si256((__m256i *)L->aq[k], _mm256_abs_epi8(q));
+    L->d[k] = d;
+    L->m[k] = m;
+}
+
+static inline RT__AVX2 void ldec_q8_0(const uint8_t *w, struct ldec *L, int k)
+{
+    ldec_put(L, k, _mm256_loadu_si256((const __m256i *)(w + 2)), rt__f16(rt__ld16(w)), 0.0f);
+}
+static inline RT__AVX2 void ldec_q4_0(const uint8_t *w, struct ldec *L, int k)
+{
+    ldec_put(L, k, _mm256_sub_epi8(nibbles32(w + 2), _mm256_set1_epi8(8)), rt__f16(rt__ld16(w)), 0.0f);
+}
+static inline RT__AVX2 void ldec_q5_0(const uint8_t *w, struct ldec *L, int k)
+{
+    const __m256i q = _mm256_or_si256(nibbles32(w + 6), bits_to_0x10(rt__ld32(w + 2)));
+    ldec_put(L, k, _mm256_sub_epi8(q, _mm256_set1_epi8(16)), rt__f16(rt__ld16(w)), 0.0f);
+}
+static inline RT__AVX2 void ldec_iq4_nl(const uint8_t *w, struct ldec *L, int k)
+{
+    const __m128i tab = _mm_loadu_si128((const __m128i *)rt__iq4nl_values);
+    ldec_put(L, k, _mm256_shuffle_epi8(_mm256_set_m128i(tab, tab), nibbles32(w + 2)),
+             rt__f16(rt__ld16(w)), 0.0f);
+}
+static inline RT__AVX2 void ldec_q4_1(const uint8_t *w, struct ldec *L, int k)
+{
+    ldec_put(L, k, nibbles32(w + 4), rt__f16(rt__ld16(w)), rt__f16(rt__ld16(w + 2)));
+}
+static inline RT__AVX2 void ldec_q5_1(const uint8_t *w, struct ldec *L, int k)
+{
+    const __m256i q = _mm256_or_si256(nibbles32(w + 8), bits_to_0x10(rt__ld32(w + 4)));
+    ldec_put(L, k, q, rt__f16(rt__ld16(w)), rt__f16(rt__ld16(w + 2)));
+}
+
+/* The int32 lane vector of block k against activation qs (sum = isum). */
+static inline RT__AVX2 __m256i ldot_avx2(const struct ldec *L, int k, const int8_t *qs)
+{
+    const __m256i q = _mm256_load_si256((const __m256i *)L->q[k]);
+    const __m256i aq = _mm256_load_si256((const __m256i *)L->aq[k]);
+    const __m256i a = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(a, q)), _mm256_set1_epi16(1));
+}
+
+/* [sum v0, ..., sum v7] */
+static inline RT__AVX2 __m256i hsum8x8_avx2(const __m256i v[8])
+{
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+#define RT__LGEMM_AVX2(t, AT, BS, Q81)                                                            \
+    RT__AVX2 void rt_gemm_##t##_avx2(RT__GEMM_PARAMS)                                             \
+    {                                                                                             \
+        const uint64_t nb = n / 32, ng = nb / 8;                                                  \
+        const uint8_t *A = act;                                                                   \
+        struct ldec *L = scratch;                                                                 \
+        float(*p)[RT_GEMM_PANEL][RT_NACC] =                                                       \
+            (float(*)[RT_GEMM_PANEL][RT_NACC])((uint8_t *)scratch + sizeof(struct ldec));         \
+        /* per token of the panel: the activation's da (and sa) of 8 blocks */                    \
+        float(*da)[8] = (float(*)[8])((uint8_t *)p + RT_GEMM_MAX_ROWS * sizeof *p);               \
+        float(*sa)[8] = da + RT_GEMM_PANEL;                                                       \
+        for (uint64_t c0 = 0; c0 < nc; c0 += RT_GEMM_PANEL) {                                     \
+            const int pc = nc - c0 < RT_GEMM_PANEL ? (int)(nc - c0) : RT_GEMM_PANEL;              \
+            memset(p, 0, nr * sizeof *p);                                                         \
+            for (uint64_t g = 0; g < ng; g++) {                                                   \
+                for (int j = 0; j < pc; j++) {                                                    \
+                    const AT *a = (const AT *)(A + (c0 + (uint64_t)j) * astride) + 8 * g;         \
+                    for (int k = 0; k < 8; k++) {                                                 \
+                        da[j][k] = rt__f16(a[k].d);                                               \
+                        if (Q81) sa[j][k] = rt__f16(((const struct rt_block_q8_1 *)a)[k].s);      \
+                    }                                                                             \
+                }                                                                                 \
+                for (uint64_t r = 0; r < nr; r++) {                                               \
+                    const uint8_t *w = (const uint8_t *)w_rows + r * stride + 8 * g * (BS);       \
+                    for (int k = 0; k < 8; k++) ldec_##t(w + (uint64_t)k * (BS), L, k);           \
+                    const __m256 dw = _mm256_load_ps(L->d), mw = _mm256_load_ps(L->m);            \
+                    for (int j = 0; j < pc; j++) {                                                \
+                        const AT *a = (const AT *)(A + (c0 + (uint64_t)j) * astride) + 8 * g;     \
+                        __m256i v[8];                                                             \
+                        for (int k = 0; k < 8; k++) v[k] = ldot_avx2(L, k, a[k].qs);              \
+                        const __m256 is = _mm256_cvtepi32_ps(hsum8x8_avx2(v));                    \
+                        __m256 x = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(da[j])), is);  \
+                        if (Q81) x = _mm256_add_ps(x, _mm256_mul_ps(mw, _mm256_loadu_ps(sa[j]))); \
+                        __m128 acc = _mm_loadu_ps(p[r][j]);                                       \
+                        acc = _mm_add_ps(acc, _mm256_castps256_ps128(x));                         \
+                        acc = _mm_add_ps(acc, _mm256_extractf128_ps(x, 1));                       \
+                        _mm_storeu_ps(p[r][j], acc);                                              \
+                    }                                                                             \
+                }                                                                                 \
+            }                                                                                     \
+            for (uint64_t b = ng * 8; b < nb; b++) /* tail blocks, in order */                    \
+                for (uint64_t r = 0; r < nr; r++) {                                               \
+                    ldec_##t((const uint8_t *)w_rows + r * stride + b * (BS), L, 0);              \
+                    for (int j = 0; j < pc; j++) {                                                \
+                        const AT *a = (const AT *)(A + (c0 + (uint64_t)j) * astride) + b;         \
+                        const int32_t is = hsum8_avx2(ldot_avx2(L, 0, a->qs));                    \
+                        float x = (L->d[0] * rt__f16(a->d)) * (float)is;                          \
+                        if (Q81) x = x + L->m[0] * rt__f16(((const struct rt_block_q8_1 *)a)->s); \
+                        p[r][j][b % RT_NACC] += x;                                                \
+                    }                                                                             \
+                }                                                                                 \
+            for (uint64_t r = 0; r < nr; r++)                                                     \
+                for (int j = 0; j < pc; j++) out[(c0 + (uint64_t)j) * ldo + r] = rt__reduce4(p[r][j]); \
+        }                                                                                         \
+    }
+
+_Static_assert(sizeof(struct ldec) + RT_GEMM_MAX_ROWS * RT_GEMM_PANEL * RT_NACC * sizeof(float) +
+                       2 * RT_GEMM_PANEL * 8 * sizeof(float) <= RT_GEMM_SCRATCH,
+               "gemm scratch holds the decoded blocks, the partials and the activation scales");
+_Static_assert(offsetof(struct ldec, d) % 32 == 0 && offsetof(struct ldec, m) % 32 == 0,
+               "32-byte aligned scales in struct ldec");
+
+RT__LGEMM_AVX2(q8_0, struct rt_block_q8_0, RT_BS_Q8_0, 0)
+RT__LGEMM_AVX2(q4_0, struct rt_block_q8_0, RT_BS_Q4_0, 0)
+RT__LGEMM_AVX2(q5_0, struct rt_block_q8_0, RT_BS_Q5_0, 0)
+RT__LGEMM_AVX2(iq4_nl, struct rt_block_q8_0, RT_BS_IQ4_NL, 0)
+RT__LGEMM_AVX2(q4_1, struct rt_block_q8_1, RT_BS_Q4_1, 1)
+RT__LGEMM_AVX2(q5_1, struct rt_block_q8_1, RT_BS_Q5_1, 1)
+
 #endif /* RT_HAVE_X86 */

@@ -172,12 +172,6 @@ void rt_attn_scales(const struct rt_hparams *hp, float *q_mul, float *kq_scale)
     }
 }
 
-float rt_attn_score(float s, float scale, float cap)
-{
-    if (cap > 0.0f) return cap * tanhf(s * (scale / cap));
-    return s * scale;
-}
-
 uint32_t rt_swa_first(const struct rt_hparams *hp, uint32_t il, uint32_t p)
 {
     if (!rt_layer_is_swa(hp, il)) return 0;

@@ -15,6 +15,7 @@
 #ifndef MW_RT_OPS_H
 #define MW_RT_OPS_H
 
+#include <math.h>
 #include <stdint.h>
 
 #include "runtime/rt.h"
@@ -91,7 +92,11 @@ void rt_attn_scales(const struct rt_hparams *hp, float *q_mul, float *kq_scale);
 /* One attention score from a dot product, as ggml's CPU flash attention
  * forms it: without soft-capping s * scale; with cap > 0,
  * cap * tanhf(s * (scale / cap)). */
-float rt_attn_score(float s, float scale, float cap);
+static inline float rt_attn_score(float s, float scale, float cap)
+{
+    if (cap > 0.0f) return cap * tanhf(s * (scale / cap));
+    return s * scale;
+}
 
 /* Sliding window (llama.cpp's LLAMA_SWA_TYPE_STANDARD): in a sliding layer
  * the query at position p sees the cached positions k with p - k < n_swa,
