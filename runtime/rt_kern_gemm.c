@@ -57,6 +57,38 @@ static inline RT__AVX2 void kdot_avx2(const struct kdec *k, const struct rt_bloc
     *msum = hsum8_avx2(mv);
 }
 
+/* AVX-VNNI: VPDPWSSD fuses the multiply-add by the scales and the sum (no
+ * saturation in the non-S form: the same exact int32 lanes). */
+#define RT__VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
+
+static inline RT__VNNI void kvec_vnni(const struct kdec *k, const struct rt_block_q8_k *a, __m256i *iv,
+                                      __m256i *mv)
+{
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j += 2) {
+        const __m256i u0 = _mm256_load_si256((const __m256i *)(k->u + 32 * j));
+        const __m256i u1 = _mm256_load_si256((const __m256i *)(k->u + 32 * j + 32));
+        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j));
+        const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j + 32));
+        const __m256i s0 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j));
+        const __m256i s1 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j + 16));
+        acc0 = _mm256_dpwssd_avx_epi32(acc0, _mm256_maddubs_epi16(u0, a0), s0);
+        acc1 = _mm256_dpwssd_avx_epi32(acc1, _mm256_maddubs_epi16(u1, a1), s1);
+    }
+    *iv = _mm256_add_epi32(acc0, acc1);
+    *mv = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)k->mc),
+                            _mm256_loadu_si256((const __m256i *)a->bsums));
+}
+
+static inline RT__VNNI void kdot_vnni(const struct kdec *k, const struct rt_block_q8_k *a,
+                                      int32_t *isum, int32_t *msum)
+{
+    __m256i iv, mv;
+    kvec_vnni(k, a, &iv, &mv);
+    *isum = hsum8_avx2(iv);
+    *msum = hsum8_avx2(mv);
+}
+
 /* Lane sums of four vectors: [sum v0, sum v1, sum v2, sum v3]. */
 static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
 {
@@ -69,8 +101,8 @@ static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, 
  * operations per lane: (da * d) * isum - (da * dmin) * msum, or
  * (da * d) * (isum - msum), then added to the partial of block b % 4).
  * Partials p[r][b % 4][j]; a panel's last tokens (pc % 4) go one by one. */
-#define RT__GEMM_AVX2(t, mode, bs)                                                                \
-    RT__AVX2 void rt_gemm_##t##_q8_k_avx2(RT__GEMM_PARAMS)                                        \
+#define RT__GEMM_X86(t, mode, bs, SFX, ATTR)                                                      \
+    ATTR void rt_gemm_##t##_q8_k_##SFX(RT__GEMM_PARAMS)                                           \
     {                                                                                             \
         const uint64_t nb = n / RT_QK_K;                                                          \
         const uint8_t *A = act;                                                                   \
@@ -92,7 +124,7 @@ static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, 
                         __m256i iv[4], mv[4];                                                     \
                         for (int q = 0; q < 4; q++) {                                             \
                             a[q] = (const struct rt_block_q8_k *)(a0 + (uint64_t)(j + q) * astride); \
-                            kvec_avx2(kd, a[q], &iv[q], &mv[q]);                                  \
+                            kvec_##SFX(kd, a[q], &iv[q], &mv[q]);                                 \
                         }                                                                         \
                         const __m128i is = hsum4x8_avx2(iv[0], iv[1], iv[2], iv[3]);              \
                         const __m128i ms = hsum4x8_avx2(mv[0], mv[1], mv[2], mv[3]);              \
@@ -109,7 +141,7 @@ static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, 
                         const struct rt_block_q8_k *a =                                           \
                             (const struct rt_block_q8_k *)(a0 + (uint64_t)j * astride);           \
                         int32_t is, ms;                                                           \
-                        kdot_avx2(kd, a, &is, &ms);                                               \
+                        kdot_##SFX(kd, a, &is, &ms);                                              \
                         kcombine(mode, kd, a->d, is, ms, &pr[j]);                                 \
                     }                                                                             \
                 }                                                                                 \
@@ -213,7 +245,10 @@ static inline RT__AVX2 void dec_q6_k_x(const uint8_t *w, struct kdec *k)
     k->dmin = 0.0f;
 }
 
+#define RT__GEMM_AVX2(t, mode, bs) RT__GEMM_X86(t, mode, bs, avx2, RT__AVX2)
+#define RT__GEMM_VNNI(t, mode, bs) RT__GEMM_X86(t, mode, bs, vnni, RT__VNNI)
 RT__KTYPES(RT__GEMM_AVX2)
+RT__KTYPES(RT__GEMM_VNNI)
 
 // --- x86-64 AVX2: the 32-element block types (x Q8_0 / Q8_1) ---
 /*
@@ -301,6 +336,15 @@ static inline RT__AVX2 __m256i ldot_avx2(const struct ldec *L, int k, const int8
     return _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(a, q)), _mm256_set1_epi16(1));
 }
 
+/* AVX-VNNI: VPDPBUSD does the four products and their sum in one exact step. */
+static inline RT__VNNI __m256i ldot_vnni(const struct ldec *L, int k, const int8_t *qs)
+{
+    const __m256i q = _mm256_load_si256((const __m256i *)L->q[k]);
+    const __m256i aq = _mm256_load_si256((const __m256i *)L->aq[k]);
+    const __m256i a = _mm256_loadu_si256((const __m256i *)qs);
+    return _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), aq, _mm256_sign_epi8(a, q));
+}
+
 /* [sum v0, ..., sum v7] */
 static inline RT__AVX2 __m256i hsum8x8_avx2(const __m256i v[8])
 {
@@ -309,8 +353,8 @@ static inline RT__AVX2 __m256i hsum8x8_avx2(const __m256i v[8])
     return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
 }
 
-#define RT__LGEMM_AVX2(t, AT, BS, Q81)                                                            \
-    RT__AVX2 void rt_gemm_##t##_avx2(RT__GEMM_PARAMS)                                             \
+#define RT__LGEMM_X86(t, AT, BS, Q81, SFX, ATTR)                                                  \
+    ATTR void rt_gemm_##t##_##SFX(RT__GEMM_PARAMS)                                                \
     {                                                                                             \
         const uint64_t nb = n / 32, ng = nb / 8;                                                  \
         const uint8_t *A = act;                                                                   \
@@ -338,7 +382,7 @@ static inline RT__AVX2 __m256i hsum8x8_avx2(const __m256i v[8])
                     for (int j = 0; j < pc; j++) {                                                \
                         const AT *a = (const AT *)(A + (c0 + (uint64_t)j) * astride) + 8 * g;     \
                         __m256i v[8];                                                             \
-                        for (int k = 0; k < 8; k++) v[k] = ldot_avx2(L, k, a[k].qs);              \
+                        for (int k = 0; k < 8; k++) v[k] = ldot_##SFX(L, k, a[k].qs);             \
                         const __m256 is = _mm256_cvtepi32_ps(hsum8x8_avx2(v));                    \
                         __m256 x = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(da[j])), is);  \
                         if (Q81) x = _mm256_add_ps(x, _mm256_mul_ps(mw, _mm256_loadu_ps(sa[j]))); \
@@ -354,7 +398,7 @@ static inline RT__AVX2 __m256i hsum8x8_avx2(const __m256i v[8])
                     ldec_##t((const uint8_t *)w_rows + r * stride + b * (BS), L, 0);              \
                     for (int j = 0; j < pc; j++) {                                                \
                         const AT *a = (const AT *)(A + (c0 + (uint64_t)j) * astride) + b;         \
-                        const int32_t is = hsum8_avx2(ldot_avx2(L, 0, a->qs));                    \
+                        const int32_t is = hsum8_avx2(ldot_##SFX(L, 0, a->qs));                   \
                         float x = (L->d[0] * rt__f16(a->d)) * (float)is;                          \
                         if (Q81) x = x + L->m[0] * rt__f16(((const struct rt_block_q8_1 *)a)->s); \
                         p[r][j][b % RT_NACC] += x;                                                \
@@ -371,11 +415,13 @@ _Static_assert(sizeof(struct ldec) + RT_GEMM_MAX_ROWS * RT_GEMM_PANEL * RT_NACC 
 _Static_assert(offsetof(struct ldec, d) % 32 == 0 && offsetof(struct ldec, m) % 32 == 0,
                "32-byte aligned scales in struct ldec");
 
-RT__LGEMM_AVX2(q8_0, struct rt_block_q8_0, RT_BS_Q8_0, 0)
-RT__LGEMM_AVX2(q4_0, struct rt_block_q8_0, RT_BS_Q4_0, 0)
-RT__LGEMM_AVX2(q5_0, struct rt_block_q8_0, RT_BS_Q5_0, 0)
-RT__LGEMM_AVX2(iq4_nl, struct rt_block_q8_0, RT_BS_IQ4_NL, 0)
-RT__LGEMM_AVX2(q4_1, struct rt_block_q8_1, RT_BS_Q4_1, 1)
-RT__LGEMM_AVX2(q5_1, struct rt_block_q8_1, RT_BS_Q5_1, 1)
+#define RT__LTYPES(X)                                                                             \
+    X(q8_0, struct rt_block_q8_0, RT_BS_Q8_0, 0) X(q4_0, struct rt_block_q8_0, RT_BS_Q4_0, 0)     \
+        X(q5_0, struct rt_block_q8_0, RT_BS_Q5_0, 0) X(iq4_nl, struct rt_block_q8_0, RT_BS_IQ4_NL, 0) \
+            X(q4_1, struct rt_block_q8_1, RT_BS_Q4_1, 1) X(q5_1, struct rt_block_q8_1, RT_BS_Q5_1, 1)
+#define RT__LGEMM_AVX2(t, AT, BS, Q81) RT__LGEMM_X86(t, AT, BS, Q81, avx2, RT__AVX2)
+#define RT__LGEMM_VNNI(t, AT, BS, Q81) RT__LGEMM_X86(t, AT, BS, Q81, vnni, RT__VNNI)
+RT__LTYPES(RT__LGEMM_AVX2)
+RT__LTYPES(RT__LGEMM_VNNI)
 
 #endif /* RT_HAVE_X86 */

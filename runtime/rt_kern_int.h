@@ -245,13 +245,13 @@ void rt_quantize_q8_k_neon(const float *x, void *out, uint64_t n);
 RT__GEMM_TYPES(RT__DECL_GEMM, ref)
 #if RT_HAVE_X86
 RT__GEMM_TYPES(RT__DECL_GEMM, avx2)
+RT__GEMM_TYPES(RT__DECL_GEMM, vnni)
 /* the 32-element block types x Q8_0 / Q8_1 */
-RT__DECL_GEMM(q8_0_avx2)
-RT__DECL_GEMM(q4_0_avx2)
-RT__DECL_GEMM(q5_0_avx2)
-RT__DECL_GEMM(iq4_nl_avx2)
-RT__DECL_GEMM(q4_1_avx2)
-RT__DECL_GEMM(q5_1_avx2)
+#define RT__LGEMM_DECLS(V)                                                                        \
+    RT__DECL_GEMM(q8_0_##V) RT__DECL_GEMM(q4_0_##V) RT__DECL_GEMM(q5_0_##V)                       \
+        RT__DECL_GEMM(iq4_nl_##V) RT__DECL_GEMM(q4_1_##V) RT__DECL_GEMM(q5_1_##V)
+RT__LGEMM_DECLS(avx2)
+RT__LGEMM_DECLS(vnni)
 #endif
 
 #endif /* MW_RT_KERN_INT_H */

@@ -81,7 +81,7 @@ struct rt_cpu rt_cpu_detect(void)
 #define RT__GEMM_neon(nm) NULL
 #define RT__GEMM_sdot(nm) NULL
 #define RT__GEMM_avx2(nm) rt_gemm_##nm##_avx2
-#define RT__GEMM_vnni(nm) rt_gemm_##nm##_avx2
+#define RT__GEMM_vnni(nm) rt_gemm_##nm##_vnni
 
 /* Four-row kernels (rt_dot4_fn) where a variant has them. */
 #define RT__DOT4_ref(nm) NULL
@@ -150,12 +150,12 @@ static const struct rt_kernels table_sdot = {
     KER(F32, F32, rt_dot_f32_f32_##V),                      \
     KER(F16, F16, rt_dot_f16_f16_##V),                      \
     KER(BF16, BF16, rt_dot_bf16_bf16_##V),                  \
-    KERG(Q8_0, Q8_0, rt_dot_q8_0_q8_0_##V, NULL, rt_gemm_q8_0_avx2), \
-    KERG(Q4_0, Q8_0, rt_dot_q4_0_q8_0_##V, NULL, rt_gemm_q4_0_avx2), \
-    KERG(Q4_1, Q8_1, rt_dot_q4_1_q8_1_##V, NULL, rt_gemm_q4_1_avx2), \
-    KERG(Q5_0, Q8_0, rt_dot_q5_0_q8_0_##V, NULL, rt_gemm_q5_0_avx2), \
-    KERG(Q5_1, Q8_1, rt_dot_q5_1_q8_1_##V, NULL, rt_gemm_q5_1_avx2), \
-    KERG(IQ4_NL, Q8_0, rt_dot_iq4_nl_q8_0_##V, NULL, rt_gemm_iq4_nl_avx2), \
+    KERG(Q8_0, Q8_0, rt_dot_q8_0_q8_0_##V, NULL, rt_gemm_q8_0_##V), \
+    KERG(Q4_0, Q8_0, rt_dot_q4_0_q8_0_##V, NULL, rt_gemm_q4_0_##V), \
+    KERG(Q4_1, Q8_1, rt_dot_q4_1_q8_1_##V, NULL, rt_gemm_q4_1_##V), \
+    KERG(Q5_0, Q8_0, rt_dot_q5_0_q8_0_##V, NULL, rt_gemm_q5_0_##V), \
+    KERG(Q5_1, Q8_1, rt_dot_q5_1_q8_1_##V, NULL, rt_gemm_q5_1_##V), \
+    KERG(IQ4_NL, Q8_0, rt_dot_iq4_nl_q8_0_##V, NULL, rt_gemm_iq4_nl_##V), \
     KER(IQ4_XS, Q8_K, rt_dot_iq4_xs_q8_k_##V),              \
     KER(IQ2_XXS, Q8_K, rt_dot_iq2_xxs_q8_k_ref),            \
     KER(IQ2_XS, Q8_K, rt_dot_iq2_xs_q8_k_ref),              \
