@@ -89,6 +89,38 @@ static inline RT__VNNI void kdot_vnni(const struct kdec *k, const struct rt_bloc
     *msum = hsum8_avx2(mv);
 }
 
+/* Four tokens against one decoded block: u and the scales are loaded once
+ * for the four; two accumulators per token (even and odd 32-byte chunks)
+ * keep the dependency chains short. Lanes as kvec_*. */
+#define RT__KVEC4(SFX, ATTR, MACC)                                                                \
+    static inline ATTR void kvec4_##SFX(const struct kdec *k, const struct rt_block_q8_k *const a[4], \
+                                        __m256i iv[4], __m256i mv[4])                             \
+    {                                                                                             \
+        __m256i e[4], o[4];                                                                       \
+        for (int q = 0; q < 4; q++) e[q] = o[q] = _mm256_setzero_si256();                         \
+        for (int j = 0; j < 8; j += 2) {                                                          \
+            const __m256i u0 = _mm256_load_si256((const __m256i *)(k->u + 32 * j));               \
+            const __m256i s0 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j));             \
+            const __m256i u1 = _mm256_load_si256((const __m256i *)(k->u + 32 * j + 32));          \
+            const __m256i s1 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j + 16));        \
+            for (int q = 0; q < 4; q++) {                                                         \
+                const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a[q]->qs + 32 * j));      \
+                const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a[q]->qs + 32 * j + 32)); \
+                e[q] = MACC(e[q], _mm256_maddubs_epi16(u0, a0), s0);                              \
+                o[q] = MACC(o[q], _mm256_maddubs_epi16(u1, a1), s1);                              \
+            }                                                                                     \
+        }                                                                                         \
+        const __m256i mc = _mm256_load_si256((const __m256i *)k->mc);                             \
+        for (int q = 0; q < 4; q++) {                                                             \
+            iv[q] = _mm256_add_epi32(e[q], o[q]);                                                 \
+            mv[q] = _mm256_madd_epi16(mc, _mm256_loadu_si256((const __m256i *)a[q]->bsums));      \
+        }                                                                                         \
+    }
+#define RT__MACC_AVX2(acc, x, s) _mm256_add_epi32(acc, _mm256_madd_epi16(x, s))
+#define RT__MACC_VNNI(acc, x, s) _mm256_dpwssd_avx_epi32(acc, x, s)
+RT__KVEC4(avx2, RT__AVX2, RT__MACC_AVX2)
+RT__KVEC4(vnni, RT__VNNI, RT__MACC_VNNI)
+
 /* Lane sums of four vectors: [sum v0, sum v1, sum v2, sum v3]. */
 static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
 {
@@ -122,10 +154,9 @@ static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, 
                     for (; j + 4 <= pc; j += 4) {                                                 \
                         const struct rt_block_q8_k *a[4];                                         \
                         __m256i iv[4], mv[4];                                                     \
-                        for (int q = 0; q < 4; q++) {                                             \
+                        for (int q = 0; q < 4; q++)                                               \
                             a[q] = (const struct rt_block_q8_k *)(a0 + (uint64_t)(j + q) * astride); \
-                            kvec_##SFX(kd, a[q], &iv[q], &mv[q]);                                 \
-                        }                                                                         \
+                        kvec4_##SFX(kd, a, iv, mv);                                               \
                         const __m128i is = hsum4x8_avx2(iv[0], iv[1], iv[2], iv[3]);              \
                         const __m128i ms = hsum4x8_avx2(mv[0], mv[1], mv[2], mv[3]);              \
                         const __m128 da = _mm_setr_ps(a[0]->d, a[1]->d, a[2]->d, a[3]->d);        \
