@@ -505,6 +505,48 @@ struct attn_stage {
  * element's operations are its own, so the vector path is bit-identical:
  * the same IEEE conversions, round to nearest even, and f32 products/sums,
  * never fused). */
+/* exp of the tiled softmax: x[i] = e^(x[i] - m), i < n. A fixed sequence of
+ * f32 operations (Cephes' expf: n = round(y log2 e), y - n ln 2 in two
+ * parts, a degree-6 polynomial, times 2^n; no fused multiply-add), so the
+ * plain and AVX2 paths give the same bits on every CPU; within 0.99 ulp of
+ * e^y on [-87.3, 0], the softmax's range (checked on every float there);
+ * y < -87.3 (masked positions: -inf) gives exactly 0, NaN stays NaN. */
+#define RT_EXP_LO -87.3f
+static inline float exp_poly(float y, float *two_n)
+{
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    const float t = y * 1.44269504088896341f + magic;
+    const float n = t - magic;
+    int32_t ni;
+    memcpy(&ni, &t, 4);
+    ni -= 0x4B400000; /* the integer n */
+    const uint32_t e = (uint32_t)(ni + 127) << 23;
+    memcpy(two_n, &e, 4);
+    const float r = (y - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    return (p * (r * r) + r) + 1.0f;
+}
+
+static inline void exp_tile_plain(float *x, float m, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        float y = x[i] - m;
+        if (y < RT_EXP_LO) {
+            x[i] = 0.0f;
+            continue;
+        }
+        y = y > 88.3f ? 88.3f : y;
+        float two_n;
+        const float p = exp_poly(y, &two_n);
+        x[i] = p * two_n;
+    }
+}
+
 #if RT_FWD_X86
 /* The x86 F16C lanes of acc16_update: VCVTPH2PS / VCVTPS2PH (round to nearest
  * even) are the exact conversions of rt__h2f / rt__f2h; products and sums
@@ -555,6 +597,34 @@ RT__AVX static inline void acc_tile_avx(float *a, const float *v, const float *p
         }
         for (uint32_t j = 0; j < nv; j++) _mm256_storeu_ps(a + c0 + 8 * j, acc[j]);
     }
+}
+
+/* exp_tile_plain's operations, eight lanes at a time. */
+RT__AVX static inline void exp_tile_avx(float *x, float m, uint32_t n)
+{
+    uint32_t i = 0;
+    const __m256 vm = _mm256_set1_ps(m), lo = _mm256_set1_ps(RT_EXP_LO), hi = _mm256_set1_ps(88.3f);
+    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    for (; i + 8 <= n; i += 8) {
+        __m256 y = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
+        const __m256 small = _mm256_cmp_ps(y, lo, _CMP_LT_OQ);
+        y = _mm256_blendv_ps(y, hi, _mm256_cmp_ps(y, hi, _CMP_GT_OQ));
+        const __m256 t = _mm256_add_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)), magic);
+        const __m256 nf = _mm256_sub_ps(t, magic);
+        const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000));
+        const __m256 two_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
+        const __m256 r = _mm256_sub_ps(_mm256_sub_ps(y, _mm256_mul_ps(nf, _mm256_set1_ps(0.693359375f))),
+                                       _mm256_mul_ps(nf, _mm256_set1_ps(-2.12194440e-4f)));
+        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
+        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+        p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r), _mm256_set1_ps(1.0f));
+        _mm256_storeu_ps(x + i, _mm256_andnot_ps(small, _mm256_mul_ps(p, two_n)));
+    }
+    exp_tile_plain(x + i, m, n - i);
 }
 
 RT__AVX static inline float dot8_avx(const float *x, const float *y, uint32_t n)
@@ -726,7 +796,9 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
 #define DOT8(x, y, n) (simd ? dot8_avx(x, y, n) : dot8_plain(x, y, n))
 #define ACC_TILE(a, v, p, t0, t1, hd)                                                             \
     (simd ? acc_tile_avx(a, v, p, t0, t1, hd) : acc_tile_plain(a, v, p, t0, t1, hd))
+#define EXP_TILE(x, m, n) (simd ? exp_tile_avx(x, m, n) : exp_tile_plain(x, m, n))
 #else
+#define EXP_TILE(x, m, n) exp_tile_plain(x, m, n)
 #define DOT8(x, y, n) ((void)simd, dot8_plain(x, y, n))
 #define ACC_TILE(a, v, p, t0, t1, hd) acc_tile_plain(a, v, p, t0, t1, hd)
 #endif
@@ -782,11 +854,9 @@ attn_tiled_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t i
                     S[h] *= ms;
                 }
                 M[h] = Mnew;
+                EXP_TILE(kq, Mnew, qt);
                 double sum = 0.0;
-                for (uint32_t tk = 0; tk < qt; tk++) {
-                    kq[tk] = expf(kq[tk] - Mnew);
-                    sum += (double)kq[tk];
-                }
+                for (uint32_t tk = 0; tk < qt; tk++) sum += (double)kq[tk];
                 S[h] += (float)sum;
                 /* masked positions (before first) are a prefix of the tile */
                 ACC_TILE(a, ts->vt, kq, first[qi] > ic ? first[qi] - ic : 0, qt, hd);
@@ -805,6 +875,7 @@ attn_tiled_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t i
 
 #undef DOT8
 #undef ACC_TILE
+#undef EXP_TILE
 
 static void attn_tiled_plain(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
                              uint32_t g, uint32_t pos0, uint32_t b0, uint32_t nq, float scale)
