@@ -261,7 +261,8 @@ void rt_gemm(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t c
              void *scratch)
 {
     const uint8_t *a = act;
-    if (!k->gemm) {
+    /* one token: nothing to share a decoded block with; the mat-vec */
+    if (!k->gemm || ncols < 2) {
         for (uint64_t c = 0; c < ncols; c++) rt_matvec(k, W, rows, cols, a + c * astride, out + c * ldo);
         return;
     }

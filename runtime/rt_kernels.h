@@ -199,7 +199,8 @@ void rt_matvec(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t
 
 /* out[c * ldo + r] = dot(W row r, act row c) for r < rows, c < ncols: the
  * activation rows are astride bytes apart. Results bit-identical to
- * rt_matvec's column by column, whatever the kernel. scratch as for
+ * rt_matvec's column by column, whatever the kernel; one column (decoding)
+ * runs rt_matvec itself. scratch as for
  * rt_gemm_fn (RT_GEMM_SCRATCH bytes, 64-aligned). No allocation; threads
  * call it on disjoint row ranges. */
 void rt_gemm(const struct rt_kernel *k, const void *W, uint64_t rows, uint64_t cols,
