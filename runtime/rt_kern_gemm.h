@@ -39,7 +39,7 @@
 
 #include <stddef.h>
 
-#define RT_GEMM_PANEL 8 /* tokens that share one decoded weight block */
+#define RT_GEMM_PANEL 16 /* tokens that share one decoded weight block */
 
 enum kmode {
     KM_MIN, /* p += (da * d) * isum - (da * dmin) * msum  (Q2_K Q4_K Q5_K) */
