@@ -38,7 +38,10 @@
 #   MW_RUN_ARGS       extra memwall-run options (e.g. "--batch 512")
 # Output: bench/out/speed/table.txt (the table), results.csv, logs/.
 # A benchmark, not a test: nothing is asserted; other load on the machine
-# changes every figure.
+# changes every figure. Run it on an idle machine: llama.cpp's threads spin
+# at a barrier after every op, so with T = the core count and another job
+# running, its decode collapses (seen here: tg128 3.3 tok/s at 2 threads on
+# 2 busy cores, against 48 at 1 thread) and the ratios say nothing.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
