@@ -253,5 +253,13 @@ RT__GEMM_TYPES(RT__DECL_GEMM, vnni)
 RT__LGEMM_DECLS(avx2)
 RT__LGEMM_DECLS(vnni)
 #endif
+#if RT_HAVE_NEON
+/* rt_kern_gemm_neon.c: _sdot (SDOT, every k-quant) and _i8mm (SMMLA; the
+ * neon+i8mm table uses the _sdot ones for Q2_K and Q3_K) */
+RT__GEMM_TYPES(RT__DECL_GEMM, sdot)
+RT__DECL_GEMM(q4_k_q8_k_i8mm)
+RT__DECL_GEMM(q5_k_q8_k_i8mm)
+RT__DECL_GEMM(q6_k_q8_k_i8mm)
+#endif
 
 #endif /* MW_RT_KERN_INT_H */

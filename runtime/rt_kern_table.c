@@ -79,7 +79,14 @@ struct rt_cpu rt_cpu_detect(void)
  * faster than its mat-vec, so rt_gemm runs the mat-vec per token there. */
 #define RT__GEMM_ref(nm) NULL
 #define RT__GEMM_neon(nm) NULL
-#define RT__GEMM_sdot(nm) NULL
+#define RT__GEMM_sdot(nm) rt_gemm_##nm##_sdot
+/* SMMLA for Q4_K Q5_K Q6_K; Q2_K and Q3_K (rare in the mixes we make) keep SDOT */
+#define RT__GEMM_i8mm(nm) RT__GEMM_I8MM_##nm
+#define RT__GEMM_I8MM_q2_k_q8_k rt_gemm_q2_k_q8_k_sdot
+#define RT__GEMM_I8MM_q3_k_q8_k rt_gemm_q3_k_q8_k_sdot
+#define RT__GEMM_I8MM_q4_k_q8_k rt_gemm_q4_k_q8_k_i8mm
+#define RT__GEMM_I8MM_q5_k_q8_k rt_gemm_q5_k_q8_k_i8mm
+#define RT__GEMM_I8MM_q6_k_q8_k rt_gemm_q6_k_q8_k_i8mm
 #define RT__GEMM_avx2(nm) rt_gemm_##nm##_avx2
 #define RT__GEMM_vnni(nm) rt_gemm_##nm##_vnni
 
@@ -140,6 +147,12 @@ static const struct rt_kernels table_sdot = {
     .kernel = {RT__KERNELS(sdot, neon)},
     .act = {RT__ACTS(neon)},
 };
+/* the SDOT mat-vec kernels (decode) with the SMMLA batched ones (prompt) */
+static const struct rt_kernels table_i8mm = {
+    .name = "neon+i8mm",
+    .kernel = {RT__KERNELS_G(sdot, neon, i8mm)},
+    .act = {RT__ACTS(neon)},
+};
 #endif
 
 #if RT_HAVE_X86
@@ -185,6 +198,7 @@ static const struct rt_kernels table_avx2_vnni = {
 const struct rt_kernels *rt_kernels_select(const struct rt_cpu *cpu)
 {
 #if RT_HAVE_NEON
+    if (cpu && cpu->neon && cpu->dotprod && cpu->i8mm) return &table_i8mm;
     if (cpu && cpu->neon && cpu->dotprod) return &table_sdot;
     if (cpu && cpu->neon) return &table_neon;
 #elif RT_HAVE_X86
@@ -205,6 +219,7 @@ int rt_kernels_variants(const struct rt_kernels **v, int max)
 #if RT_HAVE_NEON
     if (hw.neon) all[n++] = &table_neon;
     if (hw.neon && hw.dotprod) all[n++] = &table_sdot;
+    if (hw.neon && hw.dotprod && hw.i8mm) all[n++] = &table_i8mm;
 #elif RT_HAVE_X86
     if (hw.avx2) all[n++] = &table_avx2;
     if (hw.avx2 && hw.avxvnni) all[n++] = &table_avx2_vnni;

@@ -186,7 +186,16 @@ START_TEST(test_gemm_table)
             ck_assert_ptr_nonnull(rt_kernel_get(v[vi], GGUF_TYPE_Q6_K)->gemm);
         }
         if (vi == 0) ck_assert_ptr_null(rt_kernel_get(v[vi], GGUF_TYPE_Q4_K)->gemm);
+        /* and the aarch64 SDOT / SMMLA tables every k-quant's */
+        if (strcmp(v[vi]->name, "neon+dotprod") == 0 || strcmp(v[vi]->name, "neon+i8mm") == 0)
+            for (uint32_t t = GGUF_TYPE_Q2_K; t <= GGUF_TYPE_Q6_K; t++)
+                ck_assert_ptr_nonnull(rt_kernel_get(v[vi], t)->gemm);
     }
+    /* MW_RT_EXPECT (the aarch64 cross build's qemu CPUs): the table this CPU
+     * gets, so that a CPU model lacking a feature fails instead of skipping */
+    const char *expect = getenv("MW_RT_EXPECT");
+    const struct rt_cpu hw = rt_cpu_detect();
+    if (expect) ck_assert_str_eq(rt_kernels_select(&hw)->name, expect);
 }
 END_TEST
 
