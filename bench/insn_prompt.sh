@@ -9,7 +9,8 @@
 # ARM_BUILD: an aarch64 cross build dir with memwall-run (default build-a64).
 # Without models: Q4_K_M of datasets/tinyllama-8m, made with the x86 memwall of
 # ${MW_X86_BUILD:-build}. Environment: MW_QEMU_CPUS (default "cortex-a76
-# max": dotprod -> the SDOT gemm / FEAT_I8MM -> the SMMLA gemm),
+# max,sve=off": dotprod -> the SDOT gemm / FEAT_I8MM -> the SMMLA gemm; with
+# SVE on, llama.cpp would run its SVE build instead of its i8mm one),
 # MW_PROMPT_P1/P2 (about 96 / 480 tokens: tinyllama-8m's context is 512),
 # MW_INSN_PEER=0 (memwall only), MW_RUN_ENV (extra environment for
 # memwall-run, e.g. MW_RT_KERNELS=dotprod).
@@ -26,7 +27,7 @@ repo=$(cd "$here/.." && pwd)
 ARM_BUILD=${1:-$repo/build-a64}
 shift || true
 X86_BUILD=${MW_X86_BUILD:-$repo/build}
-CPUS=${MW_QEMU_CPUS:-cortex-a76 max}
+CPUS=${MW_QEMU_CPUS:-cortex-a76 max,sve=off}
 P1=${MW_PROMPT_P1:-96}
 P2=${MW_PROMPT_P2:-480}
 OUT=$repo/bench/out/insn_prompt
