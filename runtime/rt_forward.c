@@ -50,6 +50,9 @@
 #define RT_TILE 16
 #define RT_DEFAULT_BATCH 64
 #define RT_DEFAULT_CTX_CAP 4096
+/* pool polling rounds before a thread sleeps (~50-100 us of PAUSE): a
+ * decoded token is ~60 short stages */
+#define RT_POOL_SPIN 2048
 
 // --- activation slots ---
 
@@ -1378,6 +1381,7 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
     if (hp->has_rope_long) c->rope_ff = c->rope_p[0].long_factors ? m->rope_long : m->rope_short;
     rt_attn_scales(hp, &c->q_mul, &c->kq_scale);
     if ((s = mw_pool_init(c->n_threads, &c->pool, err))) goto fail;
+    mw_pool_spin(c->pool, RT_POOL_SPIN);
     *out = c;
     return MW_OK;
 fail:
