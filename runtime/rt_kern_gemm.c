@@ -27,71 +27,15 @@ static inline RT__AVX2 int32_t hsum8_avx2(__m256i v)
 }
 
 
-/* The integer vectors of one decoded block against one Q8_K block: isum
- * lanes (sum = isum) and msum lanes (sum = msum). */
-static inline RT__AVX2 void kvec_avx2(const struct kdec *k, const struct rt_block_q8_k *a,
-                                      __m256i *iv, __m256i *mv)
-{
-    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
-    for (int j = 0; j < 8; j += 2) {
-        const __m256i u0 = _mm256_load_si256((const __m256i *)(k->u + 32 * j));
-        const __m256i u1 = _mm256_load_si256((const __m256i *)(k->u + 32 * j + 32));
-        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j));
-        const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j + 32));
-        const __m256i s0 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j));
-        const __m256i s1 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j + 16));
-        acc0 = _mm256_add_epi32(acc0, _mm256_madd_epi16(_mm256_maddubs_epi16(u0, a0), s0));
-        acc1 = _mm256_add_epi32(acc1, _mm256_madd_epi16(_mm256_maddubs_epi16(u1, a1), s1));
-    }
-    *iv = _mm256_add_epi32(acc0, acc1);
-    *mv = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)k->mc),
-                            _mm256_loadu_si256((const __m256i *)a->bsums));
-}
-
-static inline RT__AVX2 void kdot_avx2(const struct kdec *k, const struct rt_block_q8_k *a,
-                                      int32_t *isum, int32_t *msum)
-{
-    __m256i iv, mv;
-    kvec_avx2(k, a, &iv, &mv);
-    *isum = hsum8_avx2(iv);
-    *msum = hsum8_avx2(mv);
-}
-
 /* AVX-VNNI: VPDPWSSD fuses the multiply-add by the scales and the sum (no
  * saturation in the non-S form: the same exact int32 lanes). */
 #define RT__VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 
-static inline RT__VNNI void kvec_vnni(const struct kdec *k, const struct rt_block_q8_k *a, __m256i *iv,
-                                      __m256i *mv)
-{
-    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
-    for (int j = 0; j < 8; j += 2) {
-        const __m256i u0 = _mm256_load_si256((const __m256i *)(k->u + 32 * j));
-        const __m256i u1 = _mm256_load_si256((const __m256i *)(k->u + 32 * j + 32));
-        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j));
-        const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j + 32));
-        const __m256i s0 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j));
-        const __m256i s1 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j + 16));
-        acc0 = _mm256_dpwssd_avx_epi32(acc0, _mm256_maddubs_epi16(u0, a0), s0);
-        acc1 = _mm256_dpwssd_avx_epi32(acc1, _mm256_maddubs_epi16(u1, a1), s1);
-    }
-    *iv = _mm256_add_epi32(acc0, acc1);
-    *mv = _mm256_madd_epi16(_mm256_load_si256((const __m256i *)k->mc),
-                            _mm256_loadu_si256((const __m256i *)a->bsums));
-}
-
-static inline RT__VNNI void kdot_vnni(const struct kdec *k, const struct rt_block_q8_k *a,
-                                      int32_t *isum, int32_t *msum)
-{
-    __m256i iv, mv;
-    kvec_vnni(k, a, &iv, &mv);
-    *isum = hsum8_avx2(iv);
-    *msum = hsum8_avx2(mv);
-}
 
 /* Four tokens against one decoded block: u and the scales are loaded once
  * for the four; two accumulators per token (even and odd 32-byte chunks)
- * keep the dependency chains short. Lanes as kvec_*. */
+ * keep the dependency chains short. iv[q]: int32 lanes that sum to token q's
+ * isum; mv[q]: to its msum. */
 #define RT__KVEC4(SFX, ATTR, MACC)                                                                \
     static inline ATTR void kvec4_##SFX(const struct kdec *k, const struct rt_block_q8_k *const a[4], \
                                         __m256i iv[4], __m256i mv[4])                             \
@@ -120,6 +64,29 @@ static inline RT__VNNI void kdot_vnni(const struct kdec *k, const struct rt_bloc
 #define RT__MACC_VNNI(acc, x, s) _mm256_dpwssd_avx_epi32(acc, x, s)
 RT__KVEC4(avx2, RT__AVX2, RT__MACC_AVX2)
 RT__KVEC4(vnni, RT__VNNI, RT__MACC_VNNI)
+
+/* One token against one decoded block (a panel's last tokens): isum lanes
+ * (sum = isum) and msum lanes (sum = msum), and their sums. */
+#define RT__KDOT1(SFX, ATTR, MACC)                                                                \
+    static inline ATTR void kdot_##SFX(const struct kdec *k, const struct rt_block_q8_k *a,       \
+                                       int32_t *isum, int32_t *msum)                              \
+    {                                                                                             \
+        __m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();                           \
+        for (int j = 0; j < 8; j += 2) {                                                          \
+            const __m256i u0 = _mm256_load_si256((const __m256i *)(k->u + 32 * j));               \
+            const __m256i u1 = _mm256_load_si256((const __m256i *)(k->u + 32 * j + 32));          \
+            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j));             \
+            const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j + 32));        \
+            e = MACC(e, _mm256_maddubs_epi16(u0, a0), _mm256_load_si256((const __m256i *)(k->scx + 16 * j))); \
+            o = MACC(o, _mm256_maddubs_epi16(u1, a1),                                             \
+                     _mm256_load_si256((const __m256i *)(k->scx + 16 * j + 16)));                 \
+        }                                                                                         \
+        *isum = hsum8_avx2(_mm256_add_epi32(e, o));                                               \
+        *msum = hsum8_avx2(_mm256_madd_epi16(_mm256_load_si256((const __m256i *)k->mc),           \
+                                             _mm256_loadu_si256((const __m256i *)a->bsums)));     \
+    }
+RT__KDOT1(avx2, RT__AVX2, RT__MACC_AVX2)
+RT__KDOT1(vnni, RT__VNNI, RT__MACC_VNNI)
 
 /* Lane sums of four vectors: [sum v0, sum v1, sum v2, sum v3]. */
 static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
