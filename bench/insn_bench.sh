@@ -34,20 +34,9 @@ command -v qemu-aarch64 >/dev/null || { echo "no qemu-aarch64" >&2; exit 77; }
 
 cc -std=c11 -O2 -Wall -Wextra -o "$OUT/insn_count" "$here/insn_count.c"
 
-# count FUNC N: guest instructions of `FUNC N QEMU_LOG_OPTIONS...` (stdout discarded)
-count() {
-    local fifo=$OUT/qemu.fifo res
-    rm -f "$fifo" && mkfifo "$fifo"
-    "$OUT/insn_count" "$fifo" ${NM:+--nm "$NM"} >"$OUT/count.txt" 2>"$OUT/profile.txt" &
-    local pid=$!
-    "$1" "$2" -d in_asm,exec,nochain -D "$fifo" >/dev/null 2>"$OUT/run.err" < /dev/null ||
-        { kill "$pid" 2>/dev/null; cat "$OUT/run.err" >&2; echo "run failed: $1 $2" >&2; exit 1; }
-    wait "$pid"
-    rm -f "$fifo"
-    res=$(awk '$1=="unknown"{u=$2} $1=="insns"{n=$2} END{if(u!=0)exit 1; print n}' "$OUT/count.txt") ||
-        { echo "counter saw blocks it could not size: $(cat "$OUT/count.txt")" >&2; exit 1; }
-    echo "$res"
-}
+# count FUNC ARG (bench/insn_lib.sh)
+# shellcheck source=bench/insn_lib.sh
+source "$here/insn_lib.sh"
 
 # 1. the method on a program with a known count: 2 + 3*ITERS + 3 instructions
 for it in 1000 5000; do

@@ -38,20 +38,9 @@ command -v qemu-aarch64 >/dev/null || { echo "no qemu-aarch64" >&2; exit 77; }
 
 cc -std=c11 -O2 -Wall -Wextra -o "$OUT/insn_count" "$here/insn_count.c"
 
-# count FUNC ARG: guest instructions of `FUNC ARG QEMU_LOG_OPTIONS...`
-count() {
-    local fifo=$OUT/qemu.fifo res
-    rm -f "$fifo" && mkfifo "$fifo"
-    "$OUT/insn_count" "$fifo" >"$OUT/count.txt" 2>"$OUT/profile.txt" &
-    local pid=$!
-    "$1" "$2" -d in_asm,exec,nochain -D "$fifo" >/dev/null 2>"$OUT/run.err" </dev/null ||
-        { kill "$pid" 2>/dev/null; cat "$OUT/run.err" >&2; echo "run failed: $1 $2" >&2; exit 1; }
-    wait "$pid"
-    rm -f "$fifo"
-    res=$(awk '$1=="unknown"{u=$2} $1=="insns"{n=$2} END{if(u!=0)exit 1; print n}' "$OUT/count.txt") ||
-        { echo "counter saw blocks it could not size: $(cat "$OUT/count.txt")" >&2; exit 1; }
-    echo "$res"
-}
+# count FUNC ARG (bench/insn_lib.sh)
+# shellcheck source=bench/insn_lib.sh
+source "$here/insn_lib.sh"
 
 PEER=
 if [[ ${MW_INSN_PEER:-1} != 0 ]]; then
