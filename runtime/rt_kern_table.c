@@ -7,6 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if RT_HAVE_X86
+#include <cpuid.h>
+#endif
 #if RT_HAVE_NEON
 #include <sys/auxv.h>
 #ifndef HWCAP_ASIMD
@@ -37,14 +40,27 @@ static struct rt_cpu cpu_hw(void)
     c.dotprod = c.neon && (hw & HWCAP_ASIMDDP) != 0;
     c.i8mm = c.dotprod && (hw2 & HWCAP2_I8MM) != 0;
 #elif RT_HAVE_X86
-    /* libgcc's table checks XGETBV too: false when the OS does not save
-     * the ymm state */
-    __builtin_cpu_init();
-    c.avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("f16c");
-    c.avxvnni = c.avx2 && (__builtin_cpu_supports("avxvnni") ||
-                           (__builtin_cpu_supports("avx512vnni") &&
-                            __builtin_cpu_supports("avx512vl")));
+    /* CPUID and XGETBV directly (GCC's and clang's __builtin_cpu_supports
+     * know different feature names): AVX2 + FMA + F16C with the OS saving
+     * the xmm/ymm state; AVX-VNNI is the VEX form (VPDPBUSD/VPDPWSSD on ymm)
+     * the vnni kernels use — AVX512-VNNI alone (Ice Lake, Cascade Lake) does
+     * not provide it. */
+    unsigned a, b, cx, d;
+    if (__get_cpuid(1, &a, &b, &cx, &d)) {
+        const bool fma = cx & (1u << 12), osxsave = cx & (1u << 27), f16c = cx & (1u << 29);
+        bool ymm = false;
+        if (osxsave) {
+            unsigned lo, hi;
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            ymm = (lo & 6u) == 6u;
+        }
+        if (fma && f16c && ymm && __get_cpuid_max(0, NULL) >= 7) {
+            __cpuid_count(7, 0, a, b, cx, d);
+            c.avx2 = b & (1u << 5);
+            __cpuid_count(7, 1, a, b, cx, d);
+            c.avxvnni = c.avx2 && (a & (1u << 4));
+        }
+    }
 #endif
     return c;
 }

@@ -30,21 +30,39 @@
 
 #define RT_KERN_X86_BODY "runtime/rt_kern_x86.inc"
 
+/* GCC: target pragmas; clang (the fuzz build) has none and takes a function
+ * attribute applied to every function of the block instead. */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,bmi2")
+#endif
 #define RT_SFX(name) name##_avx2
 #include RT_KERN_X86_BODY
 #undef RT_SFX
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi2,avxvnni"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,bmi2,avxvnni")
+#endif
 #define RT_VNNI 1
 #define RT_SFX(name) name##_vnni
 #include RT_KERN_X86_BODY
 #undef RT_SFX
 #undef RT_VNNI
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 
 #else
 /* ISO C forbids an empty translation unit. */

@@ -68,11 +68,11 @@ struct rt_cpu {
     bool dotprod; /* SDOT/UDOT (HWCAP_ASIMDDP; Cortex-A55/A76 and later) */
     bool i8mm;    /* SMMLA (HWCAP2_I8MM; Cortex-A510/A710/X2, Neoverse N2 and later) */
     bool avx2;    /* x86-64: AVX2 + FMA + F16C, enabled by the OS (Haswell, Zen 1 and later) */
-    bool avxvnni; /* x86-64: AVX-VNNI or AVX512-VNNI+VL (VPDPBUSD on ymm; Alder Lake, Zen 4) */
+    bool avxvnni; /* x86-64: AVX-VNNI (VEX VPDPBUSD/VPDPWSSD on ymm; Alder Lake, Zen 4) */
 };
 
 /* Features of the running CPU (aarch64: getauxval(AT_HWCAP / AT_HWCAP2);
- * x86-64: CPUID and XGETBV through __builtin_cpu_supports), capped by the
+ * x86-64: CPUID and XGETBV), capped by the
  * environment variable MW_RT_KERNELS:
  *   "scalar"   -> nothing
  *   "neon"     -> neon only (no dotprod, no i8mm)
