@@ -73,7 +73,7 @@ if mr 0 -m "$T/m.gguf" -p "It was" -n 8 --temp 0; then
     has "$err" "tok/s" "timings"
     # the memory-wall line: every tensor's bytes (memwall inspect's table) are
     # what one decoded token reads in a dense model
-    want=$("$MEMWALL" inspect "$T/m.gguf" | awk '/^tensors:/ { t = 1; next }
+    want=$($MW_EMU "$MEMWALL" inspect "$T/m.gguf" | awk '/^tensors:/ { t = 1; next }
         t && $1 ~ /^[0-9]+$/ { s += $NF } END { printf "%d", s }')
     has "$err" "decode reads " "bandwidth line"
     has "$err" "of weights per token ($want bytes): " "bandwidth bytes = tensor bytes ($want)"
@@ -83,7 +83,7 @@ mr 0 -m "$T/m.gguf" -p "It was" -n 4 --temp 0 -q
 [[ $err == *"decode reads"* ]] && fail "-q prints the bandwidth line"
 # MoE: the 3-D expert tensors count n_expert_used / n_expert of their bytes
 if $MW_EMU "$MK" model "$T/moe.gguf" --arch qwen3moe; then
-    want=$("$MEMWALL" inspect "$T/moe.gguf" | awk '/^tensors:/ { t = 1; next }
+    want=$($MW_EMU "$MEMWALL" inspect "$T/moe.gguf" | awk '/^tensors:/ { t = 1; next }
         t && $1 ~ /^[0-9]+$/ { if ($2 ~ /_exps\.weight$/) e += $NF; else s += $NF }
         END { printf "%d", s + e / 2 }')
     mr 0 -m "$T/moe.gguf" -p "It was" -n 4 --temp 0 &&
