@@ -54,6 +54,13 @@
 #define RT_BS_Q4_K 144
 #define RT_BS_Q5_K 176
 #define RT_BS_Q6_K 210
+#define RT_BS_IQ2_XXS 66 /* d:f16 | 8 x (grid:u8[4] | u32 signs 4x7 + scale:4) */
+#define RT_BS_IQ2_XS 74  /* d:f16 | qs:u16[32] (grid:9 | signs:7) | scales[8] */
+#define RT_BS_IQ2_S 82   /* d:f16 | grid_lo[32] | signs[32] | grid_hi[8] | scales[8] */
+#define RT_BS_IQ3_XXS 98 /* d:f16 | qs[64] | u32[8] signs + scales */
+#define RT_BS_IQ3_S 110  /* d:f16 | qs[64] | qh[8] | signs[32] | scales[4] */
+#define RT_BS_IQ1_S 50   /* d:f16 | qs[32] | qh:u16[8] */
+#define RT_BS_IQ1_M 56   /* qs[32] | qh[16] | scales:u16[4] (f16 in the top nibbles) */
 
 _Static_assert(sizeof(struct rt_block_q8_0) == 34, "block_q8_0 is 34 bytes");
 _Static_assert(sizeof(struct rt_block_q8_1) == 36, "block_q8_1 is 36 bytes");
@@ -121,6 +128,14 @@ static inline float rt__reduce16(const float p[16])
     float r[4];
     for (int j = 0; j < 4; j++) r[j] = (p[j] + p[4 + j]) + (p[8 + j] + p[12 + j]);
     return rt__reduce4(r);
+}
+
+/* IQ1_M's f16 super-block scale from the top nibbles of its four u16
+ * scales at sc (docs/formats.md §3.6). */
+static inline uint16_t rt__iq1m_scale_bits(const uint8_t *sc)
+{
+    return (uint16_t)((rt__ld16(sc) >> 12) | ((rt__ld16(sc + 2) >> 8) & 0x00F0) |
+                      ((rt__ld16(sc + 4) >> 4) & 0x0F00) | (rt__ld16(sc + 6) & 0xF000));
 }
 
 /* Q4_K / Q5_K 12-byte scale packing (docs/formats.md §3.4). */

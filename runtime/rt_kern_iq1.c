@@ -27,9 +27,6 @@
 
 #include "quant/quant_grids.h"
 
-#define RT_BS_IQ1_S 50 /* d:f16 | qs[32] | qh:u16[8] */
-#define RT_BS_IQ1_M 56 /* qs[32] | qh[16] | scales:u16[4] (f16 in the top nibbles) */
-
 /* The 8 lattice values of grid entry g, lanes 0..7. */
 static inline void iq1_grid8(int g, int8_t *q)
 {
@@ -44,12 +41,8 @@ static inline int32_t idot8(const int8_t *q, const int8_t *a)
     return s;
 }
 
-/* IQ1_M's f16 super-block scale from the top nibbles of its four u16 scales. */
-static inline uint16_t iq1m_scale_bits(const uint8_t *sc)
-{
-    return (uint16_t)((rt__ld16(sc) >> 12) | ((rt__ld16(sc + 2) >> 8) & 0x00F0) |
-                      ((rt__ld16(sc + 4) >> 4) & 0x0F00) | (rt__ld16(sc + 6) & 0xF000));
-}
+/* IQ1_M's f16 super-block scale (shared with rt_kern_x86.c). */
+#define iq1m_scale_bits rt__iq1m_scale_bits
 
 void rt_dot_iq1_s_q8_k_ref(uint64_t n, float *out, const void *wv, const void *av)
 {

@@ -22,10 +22,6 @@
 
 #include "quant/quant_grids.h"
 
-#define RT_BS_IQ2_XXS 66 /* d:f16 | 8 x (grid:u8[4] | u32 signs 4x7 + scale:4) */
-#define RT_BS_IQ2_XS 74  /* d:f16 | qs:u16[32] (grid:9 | signs:7) | scales[8] */
-#define RT_BS_IQ2_S 82   /* d:f16 | grid_lo[32] | signs[32] | grid_hi[8] | scales[8] */
-
 // --- scalar references ---
 
 /* sum_j (+-g_j) * a_j over one 8-vector: grid entry g, sign byte s (bit j

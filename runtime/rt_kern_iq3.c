@@ -22,9 +22,6 @@
 
 #include "quant/quant_grids.h"
 
-#define RT_BS_IQ3_XXS 98 /* d:f16 | qs[64] | u32[8] signs + scales */
-#define RT_BS_IQ3_S 110  /* d:f16 | qs[64] | qh[8] | signs[32] | scales[4] */
-
 /* The 8 signed values of grid entries g1 (elements 0..3), g2 (4..7) under
  * sign byte s (bit j set: element j negative). */
 static inline void iq3_signed8(uint32_t g1, uint32_t g2, unsigned s, int8_t *q)
