@@ -219,6 +219,9 @@ void rt_quantize_q8_k_ref(const float *x, void *out, uint64_t n);
     RT__DECL_DOT(q2_k_q8_k_##V); RT__DECL_DOT(q3_k_q8_k_##V); RT__DECL_DOT(q4_k_q8_k_##V);         \
     RT__DECL_DOT(q5_k_q8_k_##V); RT__DECL_DOT(q6_k_q8_k_##V); RT__DECL_DOT(iq4_xs_q8_k_##V);       \
     RT__DECL_DOT(f32_f32_##V); RT__DECL_DOT(f16_f16_##V); RT__DECL_DOT(bf16_bf16_##V);             \
+    RT__DECL_DOT(iq2_xxs_q8_k_##V); RT__DECL_DOT(iq2_xs_q8_k_##V); RT__DECL_DOT(iq2_s_q8_k_##V);   \
+    RT__DECL_DOT(iq3_xxs_q8_k_##V); RT__DECL_DOT(iq3_s_q8_k_##V); RT__DECL_DOT(iq1_s_q8_k_##V);    \
+    RT__DECL_DOT(iq1_m_q8_k_##V);                                                                  \
     void rt_dot4_q4_k_q8_k_##V(uint64_t n, uint64_t n4, float *out, const void *w,                 \
                                uint64_t stride, const void *a);                                    \
     void rt_quantize_f16_##V(const float *x, void *out, uint64_t n);                               \

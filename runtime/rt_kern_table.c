@@ -173,8 +173,7 @@ static const struct rt_kernels table_i8mm = {
 
 #if RT_HAVE_X86
 /* x86-64 tables (V = avx2 or vnni): the AVX2 / AVX-VNNI kernels and
- * quantizers of rt_kern_x86.c; the i-quants other than IQ4_NL / IQ4_XS stay
- * on the scalar reference. */
+ * quantizers of rt_kern_x86.c, every weight type included. */
 #define RT__KERNELS_X86(V)                                  \
     KER(F32, F32, rt_dot_f32_f32_##V),                      \
     KER(F16, F16, rt_dot_f16_f16_##V),                      \
@@ -186,13 +185,13 @@ static const struct rt_kernels table_i8mm = {
     KERG(Q5_1, Q8_1, rt_dot_q5_1_q8_1_##V, NULL, rt_gemm_q5_1_##V), \
     KERG(IQ4_NL, Q8_0, rt_dot_iq4_nl_q8_0_##V, NULL, rt_gemm_iq4_nl_##V), \
     KER(IQ4_XS, Q8_K, rt_dot_iq4_xs_q8_k_##V),              \
-    KER(IQ2_XXS, Q8_K, rt_dot_iq2_xxs_q8_k_ref),            \
-    KER(IQ2_XS, Q8_K, rt_dot_iq2_xs_q8_k_ref),              \
-    KER(IQ2_S, Q8_K, rt_dot_iq2_s_q8_k_ref),                \
-    KER(IQ3_XXS, Q8_K, rt_dot_iq3_xxs_q8_k_ref),            \
-    KER(IQ3_S, Q8_K, rt_dot_iq3_s_q8_k_ref),                \
-    KER(IQ1_S, Q8_K, rt_dot_iq1_s_q8_k_ref),                \
-    KER(IQ1_M, Q8_K, rt_dot_iq1_m_q8_k_ref),                \
+    KER(IQ2_XXS, Q8_K, rt_dot_iq2_xxs_q8_k_##V),            \
+    KER(IQ2_XS, Q8_K, rt_dot_iq2_xs_q8_k_##V),              \
+    KER(IQ2_S, Q8_K, rt_dot_iq2_s_q8_k_##V),                \
+    KER(IQ3_XXS, Q8_K, rt_dot_iq3_xxs_q8_k_##V),            \
+    KER(IQ3_S, Q8_K, rt_dot_iq3_s_q8_k_##V),                \
+    KER(IQ1_S, Q8_K, rt_dot_iq1_s_q8_k_##V),                \
+    KER(IQ1_M, Q8_K, rt_dot_iq1_m_q8_k_##V),                \
     KERG(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V, NULL, RT__GEMM_##V(q2_k_q8_k)), \
     KERG(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V, NULL, RT__GEMM_##V(q3_k_q8_k)), \
     KERG(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, rt_dot4_q4_k_q8_k_##V, RT__GEMM_##V(q4_k_q8_k)), \

@@ -24,6 +24,8 @@
  */
 #include "runtime/rt_kern_int.h"
 
+#include "quant/quant_grids.h"
+
 #if RT_HAVE_X86
 #include <immintrin.h>
 #include <math.h>

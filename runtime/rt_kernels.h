@@ -23,7 +23,7 @@
  * portable scalar reference, NEON (aarch64 baseline, the 8-bit dot product
  * emulated with SMULL/SADALP), and NEON + SDOT (vdotq_s32, CPUs with the
  * dot-product extension); on x86-64, AVX2 (+FMA +F16C) and AVX2 + AVX-VNNI
- * (VPDPBUSD; rt_kern_x86.c, the other i-quants scalar there) — all compiled
+ * (VPDPBUSD / VPDPWSSD; rt_kern_x86.c, every type) — all compiled
  * into one binary. The variant is
  * chosen once at start-up: rt_cpu_detect() then rt_kernels_select(), which
  * returns a const function-pointer table. Nothing checks the CPU inside a

@@ -1,6 +1,6 @@
 /*
  * tests/check_rt_kernels.c — runtime/ kernels: the dispatch tables, every
- * NEON / SDOT kernel and activation quantizer against its scalar reference
+ * SIMD kernel and activation quantizer against its scalar reference
  * (bit-identical results required; rt_kernels.h explains why they must be),
  * the scalar kernels against a float dot of quant/'s dequantized weights
  * (block decoding agrees with quant/), and an allocation-free rt_matvec.
@@ -336,13 +336,19 @@ START_TEST(test_table_rows)
         ck_assert(af->blck == wi->blck || (af->blck == 1 && is_float_type(t)));
         /* weight types without a kernel of their own share the float act */
         if (is_float_type(t)) ck_assert_uint_eq(k->act_type, t);
+#if RT_HAVE_X86
+        /* the x86 tables have a kernel of their own for every type (so
+         * test_neon_vs_ref compares each against the reference) */
+        if (i > 0) ck_assert_msg(k->dot != rt_kernel_get(v[0], t)->dot, "%s: %s runs the scalar kernel",
+                                 v[i]->name, gguf_type_get(t)->name);
+#endif
     }
     ck_assert_ptr_null(rt_kernel_get(v[0], UINT32_MAX));
 }
 END_TEST
 
-/* NEON and SDOT kernels == scalar reference, bit for bit, at every length,
- * on random and extreme weights and activations. */
+/* NEON / SDOT and AVX2 / AVX-VNNI kernels == scalar reference, bit for
+ * bit, at every length, on random and extreme weights and activations. */
 START_TEST(test_neon_vs_ref)
 {
     const uint32_t t = wtypes[_i];
@@ -383,7 +389,7 @@ START_TEST(test_neon_vs_ref)
             }
         }
     }
-    if (nv > 1) printf("%s: %llu NEON/SDOT results bit-identical to scalar\n", ti->name,
+    if (nv > 1) printf("%s: %llu SIMD results bit-identical to scalar\n", ti->name,
                        (unsigned long long)n_cmp);
     free(w);
     free(xf);
