@@ -39,7 +39,10 @@ int main(int argc, char **argv)
     static const uint32_t types[] = {GGUF_TYPE_F32,  GGUF_TYPE_F16,  GGUF_TYPE_BF16, GGUF_TYPE_Q8_0,
                                      GGUF_TYPE_Q4_0, GGUF_TYPE_Q4_1, GGUF_TYPE_Q5_0, GGUF_TYPE_Q5_1,
                                      GGUF_TYPE_IQ4_NL, GGUF_TYPE_Q2_K, GGUF_TYPE_Q3_K, GGUF_TYPE_Q4_K,
-                                     GGUF_TYPE_Q5_K, GGUF_TYPE_Q6_K};
+                                     GGUF_TYPE_Q5_K, GGUF_TYPE_Q6_K, GGUF_TYPE_IQ4_XS,
+                                     GGUF_TYPE_IQ2_XXS, GGUF_TYPE_IQ2_XS, GGUF_TYPE_IQ2_S,
+                                     GGUF_TYPE_IQ3_XXS, GGUF_TYPE_IQ3_S, GGUF_TYPE_IQ1_S,
+                                     GGUF_TYPE_IQ1_M};
     const struct rt_kernels *v[6];
     const int nv = rt_kernels_variants(v, 6);
     float *x = malloc(cols * sizeof *x), *out = malloc(rows * sizeof *out);
