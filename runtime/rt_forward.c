@@ -795,11 +795,72 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
  * never accumulated), as whole tiles before it are skipped. */
 /* The tiled body, inlined into a plain and (x86) an AVX2 instance: simd
  * picks the vector helpers, whose operations are the plain ones'. */
+#if RT_FWD_NEON
+/* acc_tile_plain's operations (each element: a multiply, then an add; never
+ * fused), the accumulators in registers, 32 elements at a time, across the
+ * tile. hd % 4 == 0. */
+static inline void acc_tile_neon(float *a, const float *v, const float *p, uint32_t t0, uint32_t t1,
+                                 uint32_t hd)
+{
+    uint32_t c0 = 0;
+    for (; c0 + 32 <= hd; c0 += 32) {
+        float32x4_t acc[8];
+        for (int j = 0; j < 8; j++) acc[j] = vld1q_f32(a + c0 + 4 * j);
+        for (uint32_t tk = t0; tk < t1; tk++) {
+            const float32x4_t pp = vdupq_n_f32(p[tk]);
+            const float *vr = v + (uint64_t)tk * hd + c0;
+            for (int j = 0; j < 8; j++) acc[j] = vaddq_f32(acc[j], vmulq_f32(pp, vld1q_f32(vr + 4 * j)));
+        }
+        for (int j = 0; j < 8; j++) vst1q_f32(a + c0 + 4 * j, acc[j]);
+    }
+    for (; c0 < hd; c0 += 4) {
+        float32x4_t acc = vld1q_f32(a + c0);
+        for (uint32_t tk = t0; tk < t1; tk++)
+            acc = vaddq_f32(acc, vmulq_f32(vdupq_n_f32(p[tk]), vld1q_f32(v + (uint64_t)tk * hd + c0)));
+        vst1q_f32(a + c0, acc);
+    }
+}
+
+/* exp_tile_plain's operations, four lanes at a time (the x86 exp_tile_avx's
+ * sequence: the same bits). */
+static inline void exp_tile_neon(float *x, float m, uint32_t n)
+{
+    uint32_t i = 0;
+    const float32x4_t vm = vdupq_n_f32(m), lo = vdupq_n_f32(RT_EXP_LO), hi = vdupq_n_f32(88.3f);
+    const float32x4_t magic = vdupq_n_f32(12582912.0f);
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t y = vsubq_f32(vld1q_f32(x + i), vm);
+        const uint32x4_t small = vcltq_f32(y, lo);
+        y = vbslq_f32(vcgtq_f32(y, hi), hi, y);
+        const float32x4_t t = vaddq_f32(vmulq_f32(y, vdupq_n_f32(1.44269504088896341f)), magic);
+        const float32x4_t nf = vsubq_f32(t, magic);
+        const int32x4_t ni = vsubq_s32(vreinterpretq_s32_f32(t), vdupq_n_s32(0x4B400000));
+        const float32x4_t two_n = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(ni, vdupq_n_s32(127)), 23));
+        const float32x4_t r = vsubq_f32(vsubq_f32(y, vmulq_f32(nf, vdupq_n_f32(0.693359375f))),
+                                        vmulq_f32(nf, vdupq_n_f32(-2.12194440e-4f)));
+        float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
+        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(1.3981999507e-3f));
+        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(8.3334519073e-3f));
+        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(4.1665795894e-2f));
+        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(1.6666665459e-1f));
+        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(5.0000001201e-1f));
+        p = vaddq_f32(vaddq_f32(vmulq_f32(p, vmulq_f32(r, r)), r), vdupq_n_f32(1.0f));
+        const float32x4_t e = vmulq_f32(p, two_n);
+        vst1q_f32(x + i, vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(e), small)));
+    }
+    exp_tile_plain(x + i, m, n - i);
+}
+#endif
+
 #if RT_FWD_X86
 #define DOT8(x, y, n) (simd ? dot8_avx(x, y, n) : dot8_plain(x, y, n))
 #define ACC_TILE(a, v, p, t0, t1, hd)                                                             \
     (simd ? acc_tile_avx(a, v, p, t0, t1, hd) : acc_tile_plain(a, v, p, t0, t1, hd))
 #define EXP_TILE(x, m, n) (simd ? exp_tile_avx(x, m, n) : exp_tile_plain(x, m, n))
+#elif RT_FWD_NEON
+#define EXP_TILE(x, m, n) exp_tile_neon(x, m, n)
+#define DOT8(x, y, n) ((void)simd, dot8_plain(x, y, n))
+#define ACC_TILE(a, v, p, t0, t1, hd) acc_tile_neon(a, v, p, t0, t1, hd)
 #else
 #define EXP_TILE(x, m, n) exp_tile_plain(x, m, n)
 #define DOT8(x, y, n) ((void)simd, dot8_plain(x, y, n))
