@@ -13,7 +13,8 @@
 # SVE on, llama.cpp would run its SVE build instead of its i8mm one),
 # MW_PROMPT_P1/P2 (about 96 / 480 tokens: tinyllama-8m's context is 512),
 # MW_INSN_PEER=0 (memwall only), MW_RUN_ENV (extra environment for
-# memwall-run, e.g. MW_RT_KERNELS=dotprod).
+# memwall-run, e.g. MW_RT_KERNELS=dotprod), MW_INSN_PROFILE=1 (memwall's top
+# symbols in the P2 run, to stderr).
 #
 # Per prompt token = (count with the P2-token prompt - count with the P1-token
 # prompt) / (P2 - P1), each run generating one token: loading, the one decode
@@ -69,6 +70,8 @@ make_prompt() { # MODEL N -> prompt text on stdout; its token count in $OUT/ntok
     printf '%s' "$t"
 }
 
+aarch64-linux-gnu-nm -n --defined-only "$MWRUN" >"$OUT/memwall-run.nm"
+
 printf '%-14s %-11s %14s %14s %7s\n' file cpu memwall/ptok llama.cpp/ptok ratio
 for model in "$@"; do
     pr1=$(make_prompt "$model" "$P1"); n1=$(cat "$OUT/ntok")
@@ -78,7 +81,12 @@ for model in "$@"; do
         q=(qemu-aarch64 -L /usr/aarch64-linux-gnu -cpu "$cpu")
         mw() { env ${MW_RUN_ENV:-} "${q[@]}" "${@:2}" "$MWRUN" -m "$model" -p "$1" --temp 0 --ignore-eos -q -t 1 -n 1; }
         lc() { "${q[@]}" "${@:2}" "$PEER" -t 1 generate "$model" "$1" 1; }
-        m1=$(count mw "$pr1"); m2=$(count mw "$pr2")
+        m1=$(count mw "$pr1")
+        NM=''
+        [[ ${MW_INSN_PROFILE:-0} == 1 ]] && NM=$OUT/memwall-run.nm
+        m2=$(count mw "$pr2")
+        [[ -n $NM ]] && { echo "memwall-run $cpu, $n2-token prompt, top symbols:"; head -n 30 "$OUT/profile.txt"; } >&2
+        NM=''
         l1=0 l2=0
         if [[ -n $PEER ]]; then l1=$(count lc "$pr1"); l2=$(count lc "$pr2"); fi
         awk -v f="$(basename "$model")" -v c="$cpu" -v m1="$m1" -v m2="$m2" -v l1="$l1" -v l2="$l2" \
