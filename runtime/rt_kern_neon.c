@@ -104,19 +104,24 @@ static inline void widen8_u8(uint8x8_t v, int32x4_t *lo, int32x4_t *hi)
 
 /* Q6_K: 128 elements of one half (ql 64 bytes as l0..l3, qh 32 bytes as
  * h0, h1) -> the eight 16-element sub-blocks as 6-bit values u in [0, 63],
- * in element order. vsli(x, y, 4) = (y << 4) | (x & 0x0F). */
+ * in element order. vsli(x, y, 4) = (y << 4) | (x & 0x0F); vsri(x, y, 4) =
+ * (x & 0xF0) | (y >> 4). Two instructions per vector: t = h >> 2 serves
+ * both the bits 2-3 (low nibble of t) and, as the high nibble of t, the
+ * bits 6-7 (already in place, bits 6-7 of t are zero). */
 static inline void q6_unpack(uint8x16_t l0, uint8x16_t l1, uint8x16_t l2, uint8x16_t l3,
                              uint8x16_t h0, uint8x16_t h1, uint8x16_t u[8])
 {
-    const uint8x16_t m6 = vdupq_n_u8(0x3F);
+    const uint8x16_t m6 = vdupq_n_u8(0x3F), m30 = vdupq_n_u8(0x30);
+    const uint8x16_t t0 = vshrq_n_u8(h0, 2), t1 = vshrq_n_u8(h1, 2);
+    /* (SLI and SRI overwrite their first operand: the reads of l0, l1 first) */
+    u[4] = vsriq_n_u8(vandq_u8(h0, m30), l0, 4);
+    u[5] = vsriq_n_u8(vandq_u8(h1, m30), l1, 4);
     u[0] = vandq_u8(vsliq_n_u8(l0, h0, 4), m6);
     u[1] = vandq_u8(vsliq_n_u8(l1, h1, 4), m6);
-    u[2] = vandq_u8(vsliq_n_u8(l2, vshrq_n_u8(h0, 2), 4), m6);
-    u[3] = vandq_u8(vsliq_n_u8(l3, vshrq_n_u8(h1, 2), 4), m6);
-    u[4] = vandq_u8(vsliq_n_u8(vshrq_n_u8(l0, 4), vshrq_n_u8(h0, 4), 4), m6);
-    u[5] = vandq_u8(vsliq_n_u8(vshrq_n_u8(l1, 4), vshrq_n_u8(h1, 4), 4), m6);
-    u[6] = vsliq_n_u8(vshrq_n_u8(l2, 4), vshrq_n_u8(h0, 6), 4);
-    u[7] = vsliq_n_u8(vshrq_n_u8(l3, 4), vshrq_n_u8(h1, 6), 4);
+    u[2] = vandq_u8(vsliq_n_u8(l2, t0, 4), m6);
+    u[3] = vandq_u8(vsliq_n_u8(l3, t1, 4), m6);
+    u[6] = vsriq_n_u8(t0, l2, 4);
+    u[7] = vsriq_n_u8(t1, l3, 4);
 }
 
 // --- the kernels: baseline (emulated dot products) and SDOT ---
