@@ -240,40 +240,77 @@ RT__INL int32x4_t nhsum4(int32x4_t s0, int32x4_t s1, int32x4_t s2, int32x4_t s3)
 #pragma GCC target("arch=armv8.2-a+dotprod")
 #endif
 
-/* isum (lane t = token t) and msum of one decoded block against four Q8_K
- * blocks. Per 128 elements: the decoded values are loaded once, then each
- * token's 128 activations; the SDOT lanes of a scale group are summed by
- * nhsum4 into the lane of the group and multiplied by the scales as a
- * vector (the same integer isum in another grouping). */
-RT__INL void kquad_sdot(enum nshape sh, const struct ndec *k, const struct rt_block_q8_k *const a[4],
-                        int32x4_t *isum, int32x4_t *msum)
+/* GCC's pre-allocation scheduling hoists the SDOTs of the running
+ * accumulators ahead of the multiplies that read them, which then need a
+ * copy each: source order is shorter. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define RT__NOSCHED1 __attribute__((optimize("no-schedule-insns")))
+#else
+#define RT__NOSCHED1
+#endif
+
+/* iv += acc * e[lane], as an asm statement: GCC reassociates a chain of
+ * vmlaq_laneq_s32 into a tree that keeps every partial accumulator alive. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define RT__MLA_LANE(iv, acc, e, lane)                                                            \
+    __asm__("mla %0.4s, %1.4s, %2.s[%3]" : "+w"(iv) : "w"(acc), "w"(e), "i"(lane))
+#else
+#define RT__MLA_LANE(iv, acc, e, lane) ((iv) = vmlaq_laneq_s32((iv), (acc), (e), (lane)))
+#endif
+
+/* Scale differences for kquad_sdot: e[g] = sc[g] - sc[g + 1], the last one
+ * sc itself (8 groups for NS_PAIR, else 16). */
+RT__INL void nscale_diff(enum nshape sh, const struct ndec *k, int32x4_t e[4])
 {
     const int32x4_t z = vdupq_n_s32(0);
-    int32x4_t acc[4] = {z, z, z, z};
+    const int ng = sh == NS_PAIR ? 2 : 4;
+    int32x4_t s[4];
+    for (int i = 0; i < ng; i++) s[i] = vld1q_s32(k->sc + 4 * i);
+    for (int i = 0; i < ng; i++) e[i] = vsubq_s32(s[i], vextq_s32(s[i], i + 1 < ng ? s[i + 1] : z, 1));
+}
+
+/* isum (lane t = token t) and msum of one decoded block against four Q8_K
+ * blocks. Per 128 elements the decoded values are loaded once, then each
+ * token's 128 activations. The scaled sum sum_g sc_g * d_g by Abel
+ * summation: one SDOT accumulator per token runs through the groups (its
+ * prefix sums S_g) and after group g is multiplied into the token's isum
+ * vector by e_g = sc_g - sc_{g+1} (nscale_diff): sum_g e_g S_g is the same
+ * integer (two's complement, exact whatever the intermediates). */
+RT__INL void kquad_sdot(enum nshape sh, const struct ndec *k, const int32x4_t e[4],
+                        const struct rt_block_q8_k *const a[4], int32x4_t *isum, int32x4_t *msum)
+{
+    const int32x4_t z = vdupq_n_s32(0);
+    int32x4_t acc[4] = {z, z, z, z}, iv[4];
     for (int h = 0; h < 2; h++) {
         const int8x16x4_t u0 = vld1q_s8_x4(k->q + 128 * h), u1 = vld1q_s8_x4(k->q + 128 * h + 64);
         for (int t = 0; t < 4; t++) {
             const int8x16x4_t x0 = vld1q_s8_x4(a[t]->qs + 128 * h), x1 = vld1q_s8_x4(a[t]->qs + 128 * h + 64);
             if (sh == NS_PAIR) {
                 /* four 32-element groups 4h .. 4h + 3 */
-                const int32x4_t g0 = vdotq_s32(vdotq_s32(z, u0.val[0], x0.val[0]), u0.val[1], x0.val[1]);
-                const int32x4_t g1 = vdotq_s32(vdotq_s32(z, u0.val[2], x0.val[2]), u0.val[3], x0.val[3]);
-                const int32x4_t g2 = vdotq_s32(vdotq_s32(z, u1.val[0], x1.val[0]), u1.val[1], x1.val[1]);
-                const int32x4_t g3 = vdotq_s32(vdotq_s32(z, u1.val[2], x1.val[2]), u1.val[3], x1.val[3]);
-                acc[t] = vmlaq_s32(acc[t], nhsum4(g0, g1, g2, g3), vld1q_s32(k->sc + 4 * h));
+                acc[t] = vdotq_s32(vdotq_s32(acc[t], u0.val[0], x0.val[0]), u0.val[1], x0.val[1]);
+                if (h == 0) iv[t] = vmulq_laneq_s32(acc[t], e[0], 0);
+                else RT__MLA_LANE(iv[t], acc[t], e[h], 0);
+                acc[t] = vdotq_s32(vdotq_s32(acc[t], u0.val[2], x0.val[2]), u0.val[3], x0.val[3]);
+                RT__MLA_LANE(iv[t], acc[t], e[h], 1);
+                acc[t] = vdotq_s32(vdotq_s32(acc[t], u1.val[0], x1.val[0]), u1.val[1], x1.val[1]);
+                RT__MLA_LANE(iv[t], acc[t], e[h], 2);
+                acc[t] = vdotq_s32(vdotq_s32(acc[t], u1.val[2], x1.val[2]), u1.val[3], x1.val[3]);
+                RT__MLA_LANE(iv[t], acc[t], e[h], 3);
             } else {
                 /* eight 16-element groups 8h .. 8h + 7 */
-                int32x4_t g[8];
                 for (int i = 0; i < 4; i++) {
-                    g[i] = vdotq_s32(z, u0.val[i], x0.val[i]);
-                    g[4 + i] = vdotq_s32(z, u1.val[i], x1.val[i]);
+                    acc[t] = vdotq_s32(acc[t], u0.val[i], x0.val[i]);
+                    if (h == 0 && i == 0) iv[t] = vmulq_laneq_s32(acc[t], e[0], 0);
+                    else RT__MLA_LANE(iv[t], acc[t], e[2 * h], i);
                 }
-                acc[t] = vmlaq_s32(acc[t], nhsum4(g[0], g[1], g[2], g[3]), vld1q_s32(k->sc + 8 * h));
-                acc[t] = vmlaq_s32(acc[t], nhsum4(g[4], g[5], g[6], g[7]), vld1q_s32(k->sc + 8 * h + 4));
+                for (int i = 0; i < 4; i++) {
+                    acc[t] = vdotq_s32(acc[t], u1.val[i], x1.val[i]);
+                    RT__MLA_LANE(iv[t], acc[t], e[2 * h + 1], i);
+                }
             }
         }
     }
-    *isum = nhsum4(acc[0], acc[1], acc[2], acc[3]);
+    *isum = nhsum4(iv[0], iv[1], iv[2], iv[3]);
     if (sh == NS_OFF16) {
         *msum = z;
         return;
@@ -307,7 +344,7 @@ struct sdot_scratch {
 _Static_assert(sizeof(struct sdot_scratch) <= RT_GEMM_SCRATCH, "sdot gemm scratch");
 
 #define RT__GEMM_SDOT(t, mode, bs)                                                                \
-    void rt_gemm_##t##_q8_k_sdot(RT__GEMM_PARAMS)                                                 \
+    RT__NOSCHED1 void rt_gemm_##t##_q8_k_sdot(RT__GEMM_PARAMS)                                    \
     {                                                                                             \
         const enum nshape sh = NSHAPE_##t;                                                        \
         const uint64_t nb = n / RT_QK_K;                                                          \
@@ -328,9 +365,11 @@ _Static_assert(sizeof(struct sdot_scratch) <= RT_GEMM_SCRATCH, "sdot gemm scratc
                     ndec_##t((const uint8_t *)w_rows + r * stride + b * (bs), &s->k);             \
                     const float32x4_t d = vdupq_n_f32(s->k.d), dmin = vdupq_n_f32(s->k.dmin);     \
                     float *pr = s->p[r][b % RT_NACC];                                             \
+                    int32x4_t e[4];                                                               \
+                    nscale_diff(sh, &s->k, e);                                                    \
                     for (int q = 0; q < nq; q++) {                                                \
                         int32x4_t is, ms;                                                         \
-                        kquad_sdot(sh, &s->k, ap + 4 * q, &is, &ms);                              \
+                        kquad_sdot(sh, &s->k, e, ap + 4 * q, &is, &ms);                           \
                         vst1q_f32(pr + 4 * q, ncombine(sh, vld1q_f32(s->da + 4 * q), d, dmin, is, ms, \
                                                       vld1q_f32(pr + 4 * q)));                    \
                     }                                                                             \
