@@ -399,8 +399,9 @@ RT__KTYPES(RT__GEMM_SDOT)
 
 /* Two rows' decoded blocks, interleaved for SMMLA: 16-byte vector v holds
  * elements 8v .. 8v + 7 of row 0, then the same of row 1 (a 2x8 operand);
- * sc[g] = [s0, s0, s1, s1] for scale group g (the lanes of an SMMLA result
- * are [r0 t0, r0 t1, r1 t0, r1 t1]); mn: row 0's 8 mins, then row 1's. */
+ * sc[g] = [e0, e0, e1, e1] for scale group g, e = s_g - s_{g+1} of each
+ * row (the last group: s itself; the lanes of an SMMLA result are [r0 t0,
+ * r0 t1, r1 t0, r1 t1]); mn: row 0's 8 mins, then row 1's. */
 struct pdec {
     int8_t q[512];
     int32_t sc[16][4];
@@ -467,6 +468,8 @@ RT__INL void pdec_fill(enum nshape sh, const struct ndec *k0, const struct ndec 
     interleave256(k0->q, k1->q, w->q);
     const int ng = sh == NS_PAIR ? 8 : 16;
     for (int g = 0; g < ng; g += 4) pair_scales4(vld1q_s32(k0->sc + g), vld1q_s32(k1->sc + g), w->sc + g);
+    /* kpair_i8mm's Abel summation: sc[g] - sc[g + 1] (the last one stays) */
+    for (int g = 0; g + 1 < ng; g++) vst1q_s32(w->sc[g], vsubq_s32(vld1q_s32(w->sc[g]), vld1q_s32(w->sc[g + 1])));
     if (sh == NS_PAIR) /* mins <= 63: int8 */
         vst1q_s8(w->mn, vcombine_s8(vmovn_s16(vld1q_s16(k0->mc)), vmovn_s16(vld1q_s16(k1->mc))));
     const float32x2_t d0 = vld1_f32(&k0->d), d1 = vld1_f32(&k1->d); /* [d, dmin] */
@@ -492,28 +495,36 @@ RT__INL void apair_fill(enum nshape sh, const struct rt_block_q8_k *x, const str
 }
 
 /* isum and msum of a row pair against a token pair, lanes [r0 t0, r0 t1,
- * r1 t0, r1 t1]. Per scale group: SMMLA over its 8-element chunks into a
- * zeroed accumulator (a 2x2 block of the groups' dots), then times the
- * [s0 s0 s1 s1] scales. msum (NS_PAIR): 64 * (mins . hi) + (mins . lo). */
+ * r1 t0, r1 t1]. One running SMMLA accumulator over the scale groups (its
+ * prefix sums S_g, a 2x2 block each), multiplied into isum after group g
+ * by the [e0 e0 e1 e1] differences (Abel summation: the same integers,
+ * exact). msum (NS_PAIR): 64 * (mins . hi) + (mins . lo). */
+#if defined(__GNUC__) && !defined(__clang__)
+#define RT__MLA_V(iv, acc, e) __asm__("mla %0.4s, %1.4s, %2.4s" : "+w"(iv) : "w"(acc), "w"(e))
+#else
+#define RT__MLA_V(iv, acc, e) ((iv) = vmlaq_s32((iv), (acc), (e)))
+#endif
 RT__INL void kpair_i8mm(enum nshape sh, const struct pdec *w, const struct apair *a, int32x4_t *isum,
                         int32x4_t *msum)
 {
     const int32x4_t z = vdupq_n_s32(0);
-    int32x4_t acc = z;
+    int32x4_t acc = z, iv = z;
     for (int c = 0; c < 8; c++) { /* 64 bytes = 32 elements of both rows */
         const int8x16x4_t W = vld1q_s8_x4(w->q + 64 * c), X = vld1q_s8_x4(a->q + 64 * c);
         if (sh == NS_PAIR) {
-            int32x4_t g = vmmlaq_s32(vmmlaq_s32(z, W.val[0], X.val[0]), W.val[1], X.val[1]);
-            g = vmmlaq_s32(vmmlaq_s32(g, W.val[2], X.val[2]), W.val[3], X.val[3]);
-            acc = vmlaq_s32(acc, g, vld1q_s32(w->sc[c]));
+            acc = vmmlaq_s32(vmmlaq_s32(acc, W.val[0], X.val[0]), W.val[1], X.val[1]);
+            acc = vmmlaq_s32(vmmlaq_s32(acc, W.val[2], X.val[2]), W.val[3], X.val[3]);
+            if (c == 0) iv = vmulq_s32(acc, vld1q_s32(w->sc[0]));
+            else RT__MLA_V(iv, acc, vld1q_s32(w->sc[c]));
         } else {
-            const int32x4_t g0 = vmmlaq_s32(vmmlaq_s32(z, W.val[0], X.val[0]), W.val[1], X.val[1]);
-            const int32x4_t g1 = vmmlaq_s32(vmmlaq_s32(z, W.val[2], X.val[2]), W.val[3], X.val[3]);
-            acc = vmlaq_s32(acc, g0, vld1q_s32(w->sc[2 * c]));
-            acc = vmlaq_s32(acc, g1, vld1q_s32(w->sc[2 * c + 1]));
+            acc = vmmlaq_s32(vmmlaq_s32(acc, W.val[0], X.val[0]), W.val[1], X.val[1]);
+            if (c == 0) iv = vmulq_s32(acc, vld1q_s32(w->sc[0]));
+            else RT__MLA_V(iv, acc, vld1q_s32(w->sc[2 * c]));
+            acc = vmmlaq_s32(vmmlaq_s32(acc, W.val[2], X.val[2]), W.val[3], X.val[3]);
+            RT__MLA_V(iv, acc, vld1q_s32(w->sc[2 * c + 1]));
         }
     }
-    *isum = acc;
+    *isum = iv;
     if (sh == NS_PAIR) {
         const int8x16_t mn = vld1q_s8(w->mn);
         const int32x4_t hi = vmmlaq_s32(z, mn, vld1q_s8(a->hi)); /* |.| <= 8 * 63 * 64 */
@@ -529,7 +540,7 @@ RT__INL void kpair_i8mm(enum nshape sh, const struct pdec *w, const struct apair
  * the last row / token (never read back). Partials p[row pair][b % 4]
  * [token pair][lane]. */
 #define RT__GEMM_I8MM(t, mode, bs)                                                                \
-    void rt_gemm_##t##_q8_k_i8mm(RT__GEMM_PARAMS)                                                 \
+    RT__NOSCHED1 void rt_gemm_##t##_q8_k_i8mm(RT__GEMM_PARAMS)                                    \
     {                                                                                             \
         const enum nshape sh = NSHAPE_##t;                                                        \
         const uint64_t nb = n / RT_QK_K;                                                          \
