@@ -725,6 +725,81 @@ static void acc16_update(const struct rt_ctx *c, uint16_t *a, const float *v, fl
     }
 }
 
+#if RT_FWD_NEON
+/* attn_chunk for an f16 cache on aarch64, hd % 16 == 0: each position's K
+ * and V rows are converted to f32 once for the n_rep heads, and the dot,
+ * the softmax step and the accumulator step run inline. The operations are
+ * attn_chunk's: the query in f16 (kact), the F16 x F16 dot's 16 partials
+ * (product i into partial i % 16, multiply then add, from +0) reduced as
+ * rt__reduce16, expf, acc16_update — so the bits are the same. */
+static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
+                                uint32_t g, const float *q, uint32_t first, uint32_t n_kv,
+                                float scale, float *out)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const struct rt_kv *kv = &c->kv;
+    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+    const uint64_t koff = 2 * (uint64_t)g * hd;
+    float *M = ts->ms, *S = ts->ms + n_rep;
+    float *qf = ts->acc, *kf = ts->kt, *vf = ts->vt; /* (n_rep, hd), (hd), (hd) */
+    for (uint32_t r = 0; r < n_rep; r++) {
+        uint8_t *qa = ts->qact + r * ts->qact_stride;
+        c->kact->quantize(q + (uint64_t)r * hd, qa, hd);
+        for (uint32_t i = 0; i < hd; i += 8) {
+            const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(qa + 2 * i));
+            vst1q_f32(qf + (uint64_t)r * hd + i, vcvt_f32_f16(vget_low_f16(h)));
+            vst1q_f32(qf + (uint64_t)r * hd + i + 4, vcvt_high_f32_f16(h));
+        }
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+    }
+    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+    const float cap = hp->attn_softcap;
+    for (uint32_t t = first; t < n_kv; t++) {
+        const uint8_t *krow = rt__kv_k(kv, il, t) + koff, *vrow = rt__kv_v(kv, il, t) + koff;
+        for (uint32_t i = 0; i < hd; i += 8) {
+            const float16x8_t kh = vreinterpretq_f16_u8(vld1q_u8(krow + 2 * i));
+            const float16x8_t vh = vreinterpretq_f16_u8(vld1q_u8(vrow + 2 * i));
+            vst1q_f32(kf + i, vcvt_f32_f16(vget_low_f16(kh)));
+            vst1q_f32(kf + i + 4, vcvt_high_f32_f16(kh));
+            vst1q_f32(vf + i, vcvt_f32_f16(vget_low_f16(vh)));
+            vst1q_f32(vf + i + 4, vcvt_high_f32_f16(vh));
+        }
+        for (uint32_t r = 0; r < n_rep; r++) {
+            const float *qr = qf + (uint64_t)r * hd;
+            float32x4_t p0 = vdupq_n_f32(0.0f), p1 = p0, p2 = p0, p3 = p0;
+            for (uint32_t i = 0; i < hd; i += 16) {
+                p0 = vaddq_f32(p0, vmulq_f32(vld1q_f32(kf + i), vld1q_f32(qr + i)));
+                p1 = vaddq_f32(p1, vmulq_f32(vld1q_f32(kf + i + 4), vld1q_f32(qr + i + 4)));
+                p2 = vaddq_f32(p2, vmulq_f32(vld1q_f32(kf + i + 8), vld1q_f32(qr + i + 8)));
+                p3 = vaddq_f32(p3, vmulq_f32(vld1q_f32(kf + i + 12), vld1q_f32(qr + i + 12)));
+            }
+            /* rt__reduce16: r_j = (p_j + p_{4+j}) + (p_{8+j} + p_{12+j}), then
+             * (r_0 + r_1) + (r_2 + r_3) */
+            const float32x4_t h = vaddq_f32(vaddq_f32(p0, p1), vaddq_f32(p2, p3));
+            float s = rt_attn_score((vgetq_lane_f32(h, 0) + vgetq_lane_f32(h, 1)) +
+                                        (vgetq_lane_f32(h, 2) + vgetq_lane_f32(h, 3)),
+                                    scale, cap);
+            const float Mold = M[r];
+            float ms = 1.0f, vs = 1.0f;
+            if (s > M[r]) {
+                M[r] = s;
+                ms = expf(Mold - M[r]);
+            } else {
+                vs = expf(s - M[r]);
+            }
+            acc16_update(c, ts->acc16 + (uint64_t)r * hd, vf, ms, vs, hd);
+            S[r] = S[r] * ms + vs;
+        }
+    }
+    for (uint32_t r = 0; r < n_rep; r++) {
+        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+        const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
+        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = rt__h2f(a[i]) * iv;
+    }
+}
+#endif
+
 static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
                        uint32_t g, const float *q, uint32_t first, uint32_t n_kv, float scale,
                        float *out)
@@ -734,6 +809,12 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
     const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
     const bool f16 = kv->type == RT_KV_F16;
     const uint64_t koff = rt_row_bytes(f16 ? GGUF_TYPE_F16 : GGUF_TYPE_Q8_0, (uint64_t)g * hd);
+#if RT_FWD_NEON
+    if (f16 && hd % 16 == 0) {
+        attn_chunk_f16_neon(c, ts, il, g, q, first, n_kv, scale, out);
+        return;
+    }
+#endif
     float *M = ts->ms, *S = ts->ms + n_rep;
     for (uint32_t r = 0; r < n_rep; r++) {
         c->kact->quantize(q + (uint64_t)r * hd, ts->qact + r * ts->qact_stride, hd);
