@@ -726,12 +726,34 @@ static void acc16_update(const struct rt_ctx *c, uint16_t *a, const float *v, fl
 }
 
 #if RT_FWD_NEON
+/* acc16_update for n % 8 == 0, eight lanes at a time and inlined: per
+ * element the same conversions (round to nearest even) and separate
+ * products and sums. */
+static inline __attribute__((always_inline)) void acc16_neon8(uint16_t *a, const float *v, float ms,
+                                                              float vs, uint32_t n)
+{
+    const float32x4_t vms = vdupq_n_f32(ms), vvs = vdupq_n_f32(vs);
+    const bool rescale = ms != 1.0f;
+    for (uint32_t i = 0; i < n; i += 8) {
+        const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(a + i));
+        float32x4_t x0 = vcvt_f32_f16(vget_low_f16(h)), x1 = vcvt_high_f32_f16(h);
+        if (rescale) {
+            x0 = vcvt_f32_f16(vcvt_f16_f32(vmulq_f32(x0, vms)));
+            x1 = vcvt_f32_f16(vcvt_f16_f32(vmulq_f32(x1, vms)));
+        }
+        x0 = vaddq_f32(x0, vmulq_f32(vld1q_f32(v + i), vvs));
+        x1 = vaddq_f32(x1, vmulq_f32(vld1q_f32(v + i + 4), vvs));
+        vst1q_u16(a + i, vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(x0), x1)));
+    }
+}
+
 /* attn_chunk for an f16 cache on aarch64, hd % 16 == 0: each position's K
  * and V rows are converted to f32 once for the n_rep heads, and the dot,
  * the softmax step and the accumulator step run inline. The operations are
  * attn_chunk's: the query in f16 (kact), the F16 x F16 dot's 16 partials
  * (product i into partial i % 16, multiply then add, from +0) reduced as
- * rt__reduce16, expf, acc16_update — so the bits are the same. */
+ * rt__reduce16, expf, acc16_update's steps (acc16_neon8) — so the bits are
+ * the same. */
 static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
                                 uint32_t g, const float *q, uint32_t first, uint32_t n_kv,
                                 float scale, float *out)
@@ -788,7 +810,7 @@ static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch
             } else {
                 vs = expf(s - M[r]);
             }
-            acc16_update(c, ts->acc16 + (uint64_t)r * hd, vf, ms, vs, hd);
+            acc16_neon8(ts->acc16 + (uint64_t)r * hd, vf, ms, vs, hd);
             S[r] = S[r] * ms + vs;
         }
     }
