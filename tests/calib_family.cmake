@@ -8,7 +8,8 @@
 # tokenizer files or python3 are missing.
 if(NOT MW_MINIMAL)
   # a Check binary that takes arguments: built here, run by calib_family.sh
-  add_executable(check_calib_family check_calib_family.c)
+  add_executable(check_calib_family check_calib_family.c ck_mark.c)
+  target_link_options(check_calib_family PRIVATE "LINKER:--wrap=_mark_point") # tests/ck_mark.c
   target_link_libraries(check_calib_family PRIVATE mw_methods mw_calib mw_hf mw_runtime mw_quant
                         mw_gguf mw_core mw_check Threads::Threads m)
   target_compile_definitions(check_calib_family PRIVATE MW_DATASETS_DIR="${MW_DATASETS_DIR}")
