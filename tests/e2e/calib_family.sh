@@ -11,7 +11,8 @@
 #    learned rounding, the output matrix: every step of the other methods)
 #    from the HF directory, and gptq, awq+gptq-act from the F16 GGUF; quant
 #    --size / --bpw with the corpus (the allocation must list the tied
-#    token_embd); every output passes `memwall verify --deep`;
+#    token_embd; --bpw reports its output-KL probes, --size runs with
+#    --no-probes); every output passes `memwall verify --deep`;
 #  - the AWQ log says what it folded and skipped, with the family's reasons;
 #  - memwall plan prints the family's KV layout, the same from the HF dir and
 #    the GGUF (gemma: sliding layers keep the window);
@@ -134,22 +135,29 @@ for k in ${MW_FAMILY_KINDS:-qwen3 gemma3 gemma2 phi3 phi3long}; do
   # budgets: --bpw from the GGUF (GPTQ), then --size from the HF dir (AWQ+GPTQ)
   # at what that file took plus 64 KiB (the fixtures' rows of 64/128 leave
   # the allocation Q8_0 and F16 only); the allocation must weigh the tied /
-  # large embedding (token_embd listed)
+  # large embedding (token_embd listed). The output-KL probes (one forward
+  # pass per tensor through the family's 150k-262k vocabulary: 80 % of this
+  # test's time when both runs probed) run in the --bpw run, which must report
+  # them; the --size run allocates from the same losses unprobed (the same
+  # family forward from the HF dir is check_calib_family's)
   $mw quant "$T/$k-f16.gguf" -o "$T/$k-bpw.gguf" --bpw 9 --no-iquants "${C[@]}" --method gptq > "$T/bpw.log" 2>&1 \
       || { cat "$T/bpw.log"; fail "$k: quant --bpw 9 from the GGUF"; }
   [ -f "$T/$k-bpw.gguf" ] && out_ok "$T/$k-bpw.gguf" "$k --bpw" &&
       echo "  --bpw 9: $(grep 'memwall quant: wrote' "$T/bpw.log" | sed 's/.*gguf (//; s/ in [0-9.]*s$//')"
   grep -q '^  token_embd.weight ' "$T/bpw.log" || fail "$k: the --bpw allocation does not list token_embd.weight"
+  grep -q 'losses scaled to the output KL divergence of [1-9][0-9]* probes' "$T/bpw.log" ||
+      fail "$k: the --bpw allocation reports no output-KL probes"
   base=$(stat -c %s "$T/$k-bpw.gguf" 2>/dev/null || echo 0)
   if [ "$base" -gt 0 ]; then
     base=$((base + 65536))
-    $mw quant "$d" -o "$T/$k-size.gguf" --size "$base" "${C[@]}" --method awq+gptq > "$T/size.log" 2>&1 \
+    $mw quant "$d" -o "$T/$k-size.gguf" --size "$base" "${C[@]}" --method awq+gptq --no-probes > "$T/size.log" 2>&1 \
         || { cat "$T/size.log"; fail "$k: quant --size $base"; }
     if [ -f "$T/$k-size.gguf" ]; then
       out_ok "$T/$k-size.gguf" "$k --size"
       got=$(stat -c %s "$T/$k-size.gguf")
       [ "$got" -le "$base" ] || fail "$k: --size $base wrote $got bytes"
       grep -q '^  token_embd.weight ' "$T/size.log" || fail "$k: the --size allocation does not list token_embd.weight"
+      grep -q 'probe' "$T/size.log" && fail "$k: --size --no-probes still probed"
       echo "  --size $base: $(grep 'memwall quant: wrote' "$T/size.log" | sed 's/.*gguf (//; s/ in [0-9.]*s$//')"
     fi
   fi
