@@ -3,7 +3,8 @@
 # `memwall calib` and `memwall quant --corpus` with the methods whose
 # products cover every BLAS call (gptq-act, awq+gptq+round, awq+gptq-act: rtn,
 # gptq, awq, round and awq+gptq alone run subsets of them), and with --size /
-# --bpw, give byte-identical files at -t 1 and 8 (calib also at 2; 3 under the
+# --bpw (--bpw with its output-KL probes, --size with --no-probes), give
+# byte-identical files at -t 1 and 8 (calib also at 2; 3 under the
 # other kernels) and across two runs, under OpenBLAS's default kernel for this CPU and with
 # OPENBLAS_CORETYPE set to Haswell, Sandybridge and Prescott (each where this
 # CPU can run it). OpenBLAS returns other bits for other row counts and
@@ -74,8 +75,10 @@ check() {
         same_bytes "$tag quant --method $m" "$T/$tag-$m-1.gguf" "${files[@]}"
         rm -f "$T/$tag-$m-"*.gguf
     done
-    # mixed precision: --bpw with gptq-act; with the full matrix also --size
-    # with gptq (AWQ's part is the methods' above)
+    # mixed precision: --bpw with gptq-act (its output-KL probes, one forward
+    # pass per tensor, included); with the full matrix also --size with gptq
+    # (AWQ's part is the methods' above) and --no-probes (the probes are the
+    # --bpw run's; probing twice was 35 s of CPU)
     local tb=(1 3)
     [ "$full" = 1 ] && tb=(1 8)
     [ "$full" = 1 ] || [ "$k" = Haswell ] || { rm -f "$T/$tag-"*; return; }
@@ -83,7 +86,8 @@ check() {
         run 0 quant "$F16" -o "$T/$tag-bpw-$t.gguf" --bpw 4.5 --no-iquants --method gptq-act "${S[@]}" -t $t ||
             return
         [ "$full" = 1 ] || continue
-        run 0 quant "$F16" -o "$T/$tag-size-$t.gguf" --size 4.5M --no-iquants --method gptq "${S[@]}" -t $t ||
+        run 0 quant "$F16" -o "$T/$tag-size-$t.gguf" --size 4.5M --no-iquants --no-probes --method gptq \
+            "${S[@]}" -t $t ||
             return
     done
     local sz=() bp=()
