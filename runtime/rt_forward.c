@@ -924,6 +924,40 @@ static inline void acc_tile_neon(float *a, const float *v, const float *p, uint3
     }
 }
 
+/* kq[tk] = rt_attn_score(dot8_plain(q, K row tk), scale, cap) for tk < qt,
+ * -inf for tk < t0 (masked): four K rows at a time, each dot with
+ * dot8_plain's partials, and the four final reductions (r0 + r1) + (r2 + r3)
+ * as pairwise adds across the four rows' vectors — the same additions in
+ * the same order. hd % 8 == 0. */
+static inline void kq_tile_neon(float *kq, const float *q, const float *kt, uint32_t t0, uint32_t qt,
+                                uint32_t hd, float scale, float cap)
+{
+    uint32_t tk = 0;
+    const float32x4_t vs = vdupq_n_f32(scale);
+    for (; tk + 4 <= qt; tk += 4) {
+        float32x4_t r[4];
+        for (int j = 0; j < 4; j++) {
+            const float *k = kt + (uint64_t)(tk + (uint32_t)j) * hd;
+            float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);
+            for (uint32_t i = 0; i < hd; i += 8) {
+                a0 = vaddq_f32(a0, vmulq_f32(vld1q_f32(q + i), vld1q_f32(k + i)));
+                a1 = vaddq_f32(a1, vmulq_f32(vld1q_f32(q + i + 4), vld1q_f32(k + i + 4)));
+            }
+            r[j] = vaddq_f32(a0, a1);
+        }
+        const float32x4_t d = vpaddq_f32(vpaddq_f32(r[0], r[1]), vpaddq_f32(r[2], r[3]));
+        if (cap > 0.0f) {
+            float t[4];
+            vst1q_f32(t, d);
+            for (int j = 0; j < 4; j++) kq[tk + (uint32_t)j] = rt_attn_score(t[j], scale, cap);
+        } else {
+            vst1q_f32(kq + tk, vmulq_f32(d, vs));
+        }
+    }
+    for (; tk < qt; tk++) kq[tk] = rt_attn_score(dot8_plain(q, kt + (uint64_t)tk * hd, hd), scale, cap);
+    for (tk = 0; tk < t0 && tk < qt; tk++) kq[tk] = -INFINITY;
+}
+
 /* exp_tile_plain's operations, four lanes at a time (the x86 exp_tile_avx's
  * sequence: the same bits). */
 static inline void exp_tile_neon(float *x, float m, uint32_t n)
@@ -1007,10 +1041,16 @@ attn_tiled_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t i
             for (uint32_t r = 0; r < n_rep; r++) {
                 const uint32_t h = qi * n_rep + r;
                 float *kq = ts->kq + (uint64_t)h * RT_FA_TILE;
+#if RT_FWD_NEON
+                (void)simd;
+                kq_tile_neon(kq, q + (uint64_t)r * hd, ts->kt, first[qi] > ic ? first[qi] - ic : 0, qt, hd,
+                             scale, cap);
+#else
                 for (uint32_t tk = 0; tk < qt; tk++)
                     kq[tk] = ic + tk < first[qi]
                                  ? -INFINITY
                                  : rt_attn_score(DOT8(q + (uint64_t)r * hd, ts->kt + (uint64_t)tk * hd, hd), scale, cap);
+#endif
                 float tmax = -INFINITY;
                 for (uint32_t tk = 0; tk < qt; tk++) tmax = kq[tk] > tmax ? kq[tk] : tmax;
                 const float Mnew = fmaxf(M[h], tmax);
