@@ -281,8 +281,10 @@ RT__INL void kquad_sdot(enum nshape sh, const struct ndec *k, const int32x4_t e[
 {
     const int32x4_t z = vdupq_n_s32(0);
     int32x4_t acc[4] = {z, z, z, z}, iv[4];
+#pragma GCC unroll 2
     for (int h = 0; h < 2; h++) {
         const int8x16x4_t u0 = vld1q_s8_x4(k->q + 128 * h), u1 = vld1q_s8_x4(k->q + 128 * h + 64);
+#pragma GCC unroll 4
         for (int t = 0; t < 4; t++) {
             const int8x16x4_t x0 = vld1q_s8_x4(a[t]->qs + 128 * h), x1 = vld1q_s8_x4(a[t]->qs + 128 * h + 64);
             if (sh == NS_PAIR) {
@@ -298,11 +300,13 @@ RT__INL void kquad_sdot(enum nshape sh, const struct ndec *k, const int32x4_t e[
                 RT__MLA_LANE(iv[t], acc[t], e[h], 3);
             } else {
                 /* eight 16-element groups 8h .. 8h + 7 */
+#pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) {
                     acc[t] = vdotq_s32(acc[t], u0.val[i], x0.val[i]);
                     if (h == 0 && i == 0) iv[t] = vmulq_laneq_s32(acc[t], e[0], 0);
                     else RT__MLA_LANE(iv[t], acc[t], e[2 * h], i);
                 }
+#pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) {
                     acc[t] = vdotq_s32(acc[t], u1.val[i], x1.val[i]);
                     RT__MLA_LANE(iv[t], acc[t], e[2 * h + 1], i);
