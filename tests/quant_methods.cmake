@@ -6,10 +6,15 @@ if(NOT MW_MINIMAL)
 endif()
 if(NOT MW_MINIMAL AND NOT MW_SANITIZE)
   mw_shell_test(quant_methods_cli e2e/quant_methods_cli.sh)
-  mw_shell_test(quant_methods_peer e2e/quant_methods_cli.sh peer)
+  # peer scores the CLI run's gptq and awq+gptq+round files (same command, same
+  # input) instead of making them again: the CLI test is its fixture
+  mw_shell_test(quant_methods_peer e2e/quant_methods_cli.sh peer
+                ${CMAKE_CURRENT_BINARY_DIR}/tmp-quant_methods_cli)
   set_tests_properties(quant_methods_cli quant_methods_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600
                        COST 800)
-  set_tests_properties(quant_methods_peer PROPERTIES LABELS peer)
+  set_tests_properties(quant_methods_cli PROPERTIES FIXTURES_SETUP quant_methods_files)
+  set_tests_properties(quant_methods_peer PROPERTIES LABELS peer FIXTURES_REQUIRED quant_methods_files
+                       COST 400)
 endif()
 # thread-count determinism of calib and every method, under several OpenBLAS
 # kernels (OPENBLAS_CORETYPE); release builds only (the sanitizer build runs

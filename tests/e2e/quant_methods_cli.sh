@@ -10,10 +10,14 @@
 # llama.cpp (tests/peer llama-peer) loads the gptq and awq+gptq+round
 # files and a --size (mixed precision) file, and its
 # perplexity equals memwall's within 0.5 %.
+#   quant_methods_cli.sh [peer [CLI_SCRATCH_DIR]]: peer takes the gptq and
+#   awq+gptq+round files of the CLI run from that dir when they are there
+#   (made and judged by it: CTest runs it first), else makes them itself.
 set -u
 SKIP=77
 . "$(dirname "$0")/skip.sh"
 T=${MW_TMP:?}; mkdir -p "$T"
+rm -f "$T"/*.gguf "$T"/log-*.txt # a previous run's files are never taken for this run's
 mw="$MW_EMU $MW_BIN/memwall"
 f16=$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf
 [ -f "$f16" ] || { skip "no $f16"; }
@@ -29,7 +33,14 @@ $mw quant "$f16" -o "$T/mm.gguf" --preset Q4_K_M --corpus "$T/calib30k.txt" --ma
 [ -e "$T/mm.gguf" ] && fail "--max-memory 1M left an output"
 methods="rtn gptq awq awq+gptq gptq-act round awq+gptq+round"
 [ "${1:-}" = peer ] && methods="gptq awq+gptq+round"
+# peer with the CLI run's scratch dir (CTest fixture quant_methods_files): its
+# gptq and awq+gptq+round files, already judged there, are the ones scored
+# here (the same command on the same input: re-making them was half this test)
+from=${2:-}
 for m in $methods; do
+  if [ "${1:-}" = peer ] && [ -n "$from" ] && [ -s "$from/$m.gguf" ] && [ -s "$from/log-$m.txt" ]; then
+    cp "$from/$m.gguf" "$T/$m.gguf" && echo "  $m: the file of $(basename "$from")" && continue
+  fi
   $mw quant "$f16" -o "$T/$m.gguf" --preset Q4_K_M --corpus "$T/calib30k.txt" --method "$m" -t 4 \
       > "$T/log-$m.txt" 2>&1 || { cat "$T/log-$m.txt"; fail "quant --method $m"; continue; }
   case $m in
