@@ -554,7 +554,7 @@ static inline void exp_tile_plain(float *x, float m, uint32_t n)
 /* The x86 F16C lanes of acc16_update: VCVTPH2PS / VCVTPS2PH (round to nearest
  * even) are the exact conversions of rt__h2f / rt__f2h; products and sums
  * are separate instructions (never fused). Returns the elements done. */
-RT__AVX static uint32_t acc16_update_f16c(uint16_t *a, const float *v, float ms, float vs, uint32_t n)
+RT__AVX static inline uint32_t acc16_update_f16c(uint16_t *a, const float *v, float ms, float vs, uint32_t n)
 {
     uint32_t i = 0;
     const __m256 vms = _mm256_set1_ps(ms), vvs = _mm256_set1_ps(vs);
@@ -566,6 +566,132 @@ RT__AVX static uint32_t acc16_update_f16c(uint16_t *a, const float *v, float ms,
         _mm_storeu_si128((__m128i *)(a + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
     }
     return i;
+}
+
+/* attn_chunk for an f16 cache on an F16C CPU, hd % 16 == 0. The positions
+ * go by tiles of RT_FA_TILE: their K and V rows are converted once for the
+ * n_rep heads (the generic path converts K once per head, inside the F16
+ * dot kernel); then per head the tile's scores, its softmax steps (the
+ * running max, one expf per position, the sum) and its accumulator steps,
+ * the f16 accumulator held in registers as exact f16 values across the
+ * tile. Per head and position the operations are attn_chunk's, in the same
+ * order: the query in f16 (kact), the F16 x F16 dot's 16 partials (product
+ * i into partial i % 16, multiply then add) reduced as rt__reduce16, expf,
+ * then a = f16(f32(a) * ms) when ms != 1 and a = f16(f32(a) + v * vs) — so
+ * the bits are the same. hd: a constant in the specialised instances. */
+RT__AVX static inline __attribute__((always_inline)) void
+attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il, uint32_t g,
+                    const float *q, uint32_t first, uint32_t n_kv, float scale, float *out,
+                    const uint32_t hd)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const struct rt_kv *kv = &c->kv;
+    const uint32_t n_rep = hp->n_head / hp->n_head_kv;
+    const uint64_t koff = 2 * (uint64_t)g * hd;
+    float *M = ts->ms, *S = ts->ms + n_rep;
+    /* (n_rep, hd) f32 queries; (RT_FA_TILE, hd) K and V rows; per position
+     * of the tile its score, ms and vs (kq holds RT_FA_QT * n_rep tiles) */
+    float *qf = ts->acc, *kt = ts->kt, *vt = ts->vt;
+    float *sc = ts->kq, *msv = ts->kq + RT_FA_TILE, *vsv = ts->kq + 2 * RT_FA_TILE;
+    for (uint32_t r = 0; r < n_rep; r++) {
+        uint8_t *qa = ts->qact + r * ts->qact_stride;
+        c->kact->quantize(q + (uint64_t)r * hd, qa, hd);
+        for (uint32_t i = 0; i < hd; i += 8)
+            _mm256_storeu_ps(qf + (uint64_t)r * hd + i,
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(qa + 2 * i))));
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+    }
+    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+    const float cap = hp->attn_softcap;
+    for (uint32_t t0 = first; t0 < n_kv; t0 += RT_FA_TILE) {
+        const uint32_t nt = n_kv - t0 < RT_FA_TILE ? n_kv - t0 : RT_FA_TILE;
+        for (uint32_t t = 0; t < nt; t++) {
+            const uint8_t *kr = rt__kv_k(kv, il, t0 + t) + koff, *vr = rt__kv_v(kv, il, t0 + t) + koff;
+            for (uint32_t i = 0; i < hd; i += 8) {
+                _mm256_storeu_ps(kt + (uint64_t)t * hd + i,
+                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + 2 * i))));
+                _mm256_storeu_ps(vt + (uint64_t)t * hd + i,
+                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + 2 * i))));
+            }
+        }
+        for (uint32_t r = 0; r < n_rep; r++) {
+            const float *qr = qf + (uint64_t)r * hd;
+            for (uint32_t t = 0; t < nt; t++) {
+                const float *kr = kt + (uint64_t)t * hd;
+                __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+                for (uint32_t i = 0; i < hd; i += 16) {
+                    s0 = _mm256_add_ps(s0, _mm256_mul_ps(_mm256_loadu_ps(kr + i), _mm256_loadu_ps(qr + i)));
+                    s1 = _mm256_add_ps(s1, _mm256_mul_ps(_mm256_loadu_ps(kr + i + 8), _mm256_loadu_ps(qr + i + 8)));
+                }
+                /* rt__reduce16: r_j = (p_j + p_{4+j}) + (p_{8+j} + p_{12+j}),
+                 * then (r_0 + r_1) + (r_2 + r_3) */
+                const __m128 h = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1)),
+                                            _mm_add_ps(_mm256_castps256_ps128(s1), _mm256_extractf128_ps(s1, 1)));
+                const __m128 h2 = _mm_add_ss(h, _mm_movehdup_ps(h));             /* r0 + r1 */
+                const __m128 h3 = _mm_movehl_ps(h, h);                            /* r2, r3 */
+                const __m128 h4 = _mm_add_ss(h3, _mm_movehdup_ps(h3));           /* r2 + r3 */
+                sc[t] = rt_attn_score(_mm_cvtss_f32(_mm_add_ss(h2, h4)), scale, cap);
+            }
+            float m = M[r], sum = S[r];
+            for (uint32_t t = 0; t < nt; t++) {
+                const float s = sc[t], Mold = m;
+                float ms = 1.0f, vs = 1.0f;
+                if (s > m) {
+                    m = s;
+                    ms = expf(Mold - m);
+                } else {
+                    vs = expf(s - m);
+                }
+                msv[t] = ms;
+                vsv[t] = vs;
+                sum = sum * ms + vs;
+            }
+            M[r] = m;
+            S[r] = sum;
+            uint16_t *a16 = ts->acc16 + (uint64_t)r * hd;
+            for (uint32_t c0 = 0; c0 < hd; c0 += 64) {
+                const uint32_t nv = (hd - c0 < 64 ? hd - c0 : 64) / 8;
+                __m256 acc[8];
+                for (uint32_t j = 0; j < nv; j++)
+                    acc[j] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a16 + c0 + 8 * j)));
+                for (uint32_t t = 0; t < nt; t++) {
+                    const float *vr = vt + (uint64_t)t * hd + c0;
+                    const __m256 vs = _mm256_set1_ps(vsv[t]);
+                    if (msv[t] != 1.0f) {
+                        const __m256 ms = _mm256_set1_ps(msv[t]);
+                        for (uint32_t j = 0; j < nv; j++)
+                            acc[j] = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(acc[j], ms), _MM_FROUND_TO_NEAREST_INT));
+                    }
+                    for (uint32_t j = 0; j < nv; j++)
+                        acc[j] = _mm256_cvtph_ps(_mm256_cvtps_ph(
+                            _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_loadu_ps(vr + 8 * j), vs)),
+                            _MM_FROUND_TO_NEAREST_INT));
+                }
+                for (uint32_t j = 0; j < nv; j++)
+                    _mm_storeu_si128((__m128i *)(a16 + c0 + 8 * j),
+                                     _mm256_cvtps_ph(acc[j], _MM_FROUND_TO_NEAREST_INT));
+            }
+        }
+    }
+    for (uint32_t r = 0; r < n_rep; r++) {
+        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+        const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
+        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = rt__h2f(a[i]) * iv;
+    }
+}
+
+RT__AVX static void attn_chunk_f16_avx(const struct rt_ctx *c, struct rt_thread_scratch *ts,
+                                       uint32_t il, uint32_t g, const float *q, uint32_t first,
+                                       uint32_t n_kv, float scale, float *out)
+{
+    const uint32_t hd = c->m->hp.head_dim;
+    if (hd == 64)
+        attn_chunk_f16_body(c, ts, il, g, q, first, n_kv, scale, out, 64);
+    else if (hd == 128)
+        attn_chunk_f16_body(c, ts, il, g, q, first, n_kv, scale, out, 128);
+    else
+        attn_chunk_f16_body(c, ts, il, g, q, first, n_kv, scale, out, hd);
 }
 
 /* a[i] = a[i] * ms (when ms != 1), then a[i] += v[i] * p: element by element,
@@ -830,6 +956,12 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
     const struct rt_kv *kv = &c->kv;
     const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
     const bool f16 = kv->type == RT_KV_F16;
+#if RT_FWD_X86
+    if (f16 && kv->f16c && hd % 16 == 0) {
+        attn_chunk_f16_avx(c, ts, il, g, q, first, n_kv, scale, out);
+        return;
+    }
+#endif
     const uint64_t koff = rt_row_bytes(f16 ? GGUF_TYPE_F16 : GGUF_TYPE_Q8_0, (uint64_t)g * hd);
 #if RT_FWD_NEON
     if (f16 && hd % 16 == 0) {
