@@ -257,6 +257,17 @@ RT__INL int32x4_t nhsum4(int32x4_t s0, int32x4_t s1, int32x4_t s2, int32x4_t s3)
 #else
 #define RT__MLA_LANE(iv, acc, e, lane) ((iv) = vmlaq_laneq_s32((iv), (acc), (e), (lane)))
 #endif
+/* The same with a lane that is a constant only once the loop around it is
+ * unrolled (each case spells its lane; the switch folds away). */
+#define RT__MLA_LANEV(iv, acc, e, lane)                                                           \
+    do {                                                                                          \
+        switch ((lane) & 3) {                                                                     \
+        case 0: RT__MLA_LANE(iv, acc, e, 0); break;                                               \
+        case 1: RT__MLA_LANE(iv, acc, e, 1); break;                                               \
+        case 2: RT__MLA_LANE(iv, acc, e, 2); break;                                               \
+        default: RT__MLA_LANE(iv, acc, e, 3); break;                                              \
+        }                                                                                         \
+    } while (0)
 
 /* Scale differences for kquad_sdot: e[g] = sc[g] - sc[g + 1], the last one
  * sc itself (8 groups for NS_PAIR, else 16). */
@@ -304,12 +315,12 @@ RT__INL void kquad_sdot(enum nshape sh, const struct ndec *k, const int32x4_t e[
                 for (int i = 0; i < 4; i++) {
                     acc[t] = vdotq_s32(acc[t], u0.val[i], x0.val[i]);
                     if (h == 0 && i == 0) iv[t] = vmulq_laneq_s32(acc[t], e[0], 0);
-                    else RT__MLA_LANE(iv[t], acc[t], e[2 * h], i);
+                    else RT__MLA_LANEV(iv[t], acc[t], e[2 * h], i);
                 }
 #pragma GCC unroll 4
                 for (int i = 0; i < 4; i++) {
                     acc[t] = vdotq_s32(acc[t], u1.val[i], x1.val[i]);
-                    RT__MLA_LANE(iv[t], acc[t], e[2 * h + 1], i);
+                    RT__MLA_LANEV(iv[t], acc[t], e[2 * h + 1], i);
                 }
             }
         }

@@ -41,6 +41,18 @@
 #else
 #define RT__MLA_LANE(iv, acc, e, lane) ((iv) = vmlaq_laneq_s32((iv), (acc), (e), (lane)))
 #endif
+/* The same with a lane that is a constant only once the loop around it is
+ * unrolled (each case spells its lane: valid at any optimization level and
+ * for clang; the switch folds away when unrolled). */
+#define RT__MLA_LANEV(iv, acc, e, lane)                                                           \
+    do {                                                                                          \
+        switch ((lane) & 3) {                                                                     \
+        case 0: RT__MLA_LANE(iv, acc, e, 0); break;                                               \
+        case 1: RT__MLA_LANE(iv, acc, e, 1); break;                                               \
+        case 2: RT__MLA_LANE(iv, acc, e, 2); break;                                               \
+        default: RT__MLA_LANE(iv, acc, e, 3); break;                                              \
+        }                                                                                         \
+    } while (0)
 
 
 /* Four f16 scales -> f32 lanes (exact). */
