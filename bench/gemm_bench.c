@@ -44,10 +44,11 @@ int main(int argc, char **argv)
     const uint64_t rows = argc > 2 ? strtoull(argv[2], NULL, 10) : 512;
     const uint64_t n = argc > 3 ? strtoull(argv[3], NULL, 10) : 2048;
     const uint64_t nc = argc > 4 ? strtoull(argv[4], NULL, 10) : 64;
+    const int reps = argc > 5 ? atoi(argv[5]) : 3;
     const struct gguf_type_info *ti = gguf_type_get(t);
     const uint64_t rb = rt_row_bytes(t, n);
     if (!ti || !rb || ti->blck == 1 || rows == 0 || nc == 0) {
-        fprintf(stderr, "usage: gemm_bench TYPE_ID(quantized) [ROWS COLS(multiple of the block) TOKENS]\n");
+        fprintf(stderr, "usage: gemm_bench TYPE_ID(quantized) [ROWS COLS(multiple of the block) TOKENS [REPS]]\n");
         return 2;
     }
     uint8_t *w = malloc(rows * rb);
@@ -66,8 +67,8 @@ int main(int argc, char **argv)
     for (uint64_t i = 0; i < n; i++) x[i] = (float)((int)(i * 7919 % 2001) - 1000) / 500.0f;
     const struct rt_kernels *v[6];
     const int nv = rt_kernels_variants(v, 6);
-    printf("%s: %llu x %llu weights, %llu tokens, best of 3 (GMAC/s)\n", ti->name, (unsigned long long)rows,
-           (unsigned long long)n, (unsigned long long)nc);
+    printf("%s: %llu x %llu weights, %llu tokens, best of %d (GMAC/s)\n", ti->name, (unsigned long long)rows,
+           (unsigned long long)n, (unsigned long long)nc, reps);
     for (int vi = 0; vi < nv; vi++) {
         const struct rt_kernel *k = rt_kernel_get(v[vi], t);
         if (!k) continue;
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
         if (!act) return 3;
         for (uint64_t c = 0; c < nc; c++) af->quantize(x, act + c * astride, n);
         double best_mv = 1e30, best_mm = 1e30;
-        for (int rep = 0; rep < 3; rep++) {
+        for (int rep = 0; rep < reps; rep++) {
             const double t0 = cpu_s();
             for (uint64_t c = 0; c < nc; c++) rt_matvec(k, w, rows, n, act + c * astride, out + c * rows);
             const double t1 = cpu_s();

@@ -63,7 +63,6 @@ static inline RT__AVX2 int32_t hsum8_avx2(__m256i v)
 #define RT__MACC_AVX2(acc, x, s) _mm256_add_epi32(acc, _mm256_madd_epi16(x, s))
 #define RT__MACC_VNNI(acc, x, s) _mm256_dpwssd_avx_epi32(acc, x, s)
 RT__KVEC4(avx2, RT__AVX2, RT__MACC_AVX2)
-RT__KVEC4(vnni, RT__VNNI, RT__MACC_VNNI)
 
 /* One token against one decoded block (a panel's last tokens): isum lanes
  * (sum = isum) and msum lanes (sum = msum), and their sums. */
@@ -86,7 +85,6 @@ RT__KVEC4(vnni, RT__VNNI, RT__MACC_VNNI)
                                              _mm256_loadu_si256((const __m256i *)a->bsums)));     \
     }
 RT__KDOT1(avx2, RT__AVX2, RT__MACC_AVX2)
-RT__KDOT1(vnni, RT__VNNI, RT__MACC_VNNI)
 
 /* Lane sums of four vectors: [sum v0, sum v1, sum v2, sum v3]. */
 static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
@@ -244,9 +242,161 @@ static inline RT__AVX2 void dec_q6_k_x(const uint8_t *w, struct kdec *k)
 }
 
 #define RT__GEMM_AVX2(t, mode, bs) RT__GEMM_X86(t, mode, bs, avx2, RT__AVX2)
-#define RT__GEMM_VNNI(t, mode, bs) RT__GEMM_X86(t, mode, bs, vnni, RT__VNNI)
 RT__KTYPES(RT__GEMM_AVX2)
+
+/* --- AVX-VNNI: tokens in the lanes ---
+ * VPDPBUSD multiplies 4 unsigned bytes by 4 signed bytes and adds the four
+ * products to an int32 lane: one instruction per 32 products, with no
+ * int16 step. Its lanes hold tokens: the panel's activations are
+ * transposed once per block column into octets of 8 tokens (vector k of an
+ * octet = bytes 4k..4k+3 of each token's qs, token t in lane t), and each
+ * weight group of 4 bytes is broadcast to the 8 lanes, so one weight load
+ * serves 8 tokens and the decoded block (struct kdec) is read 4 bytes at a
+ * time. Per scale group (16 or 32 elements: Q4_K/Q5_K's pairs of groups
+ * share a scale) the lanes' exact dot products are multiplied by the
+ * group's scale (VPMULLD) and summed: isum per token, and msum from the
+ * octet's bsums (transposed too: dword j = bsums 2j, 2j+1) by VPMADDWD
+ * with the group pair's (mc[2j], mc[2j+1]). Integer sums in any order are
+ * the same integers, and the float combine is the reference's per lane:
+ * every result bit-identical to the mat-vec's (check_rt_gemm).
+ * Bounds: a group's lane sum <= 32 * 63 * 128 < 2^18, times |sc| <= 128,
+ * 16 groups: < 2^29; msum as in rt_kern_gemm.h. */
+#define RT_OCT 8                          /* tokens per octet */
+#define RT_VPANEL 32                      /* tokens per panel (one decoded block for them) */
+#define RT_NOCT (RT_VPANEL / RT_OCT)      /* octets per panel */
+struct act_oct {
+    __m256i q[64];    /* vector k: dword t = token t's qs[4k .. 4k + 3] */
+    __m256i bs[8];    /* vector j: dword t = token t's (bsums[2j], bsums[2j + 1]) */
+    float d[RT_OCT];  /* token t's d (0 for a padding lane) */
+};
+
+/* 8x8 transpose of dwords: out[i] dword t = in[t] dword i. */
+static inline RT__VNNI void tr8x8(const __m256i in[8], __m256i out[8])
+{
+    __m256i a[8], b[8];
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm256_unpacklo_epi32(in[i], in[i + 1]);     /* t i, i+1: dw 0 1, 4 5 */
+        a[i + 1] = _mm256_unpackhi_epi32(in[i], in[i + 1]); /* dw 2 3, 6 7 */
+    }
+    for (int i = 0; i < 8; i += 4) {
+        b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);     /* dw 0 (t i..i+3), dw 4 */
+        b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]); /* dw 1, 5 */
+        b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]); /* dw 2, 6 */
+        b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]); /* dw 3, 7 */
+    }
+    for (int i = 0; i < 4; i++) {
+        out[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+        out[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+}
+
+/* Octet o of the panel: tokens c0 + 8o .. (pc tokens in the panel; lanes
+ * past it read the zero block z and have d = 0). */
+static inline RT__VNNI void act_oct_fill(struct act_oct *O, const uint8_t *a0, uint64_t astride,
+                                         int o, int pc, const struct rt_block_q8_k *z)
+{
+    const struct rt_block_q8_k *a[RT_OCT];
+    for (int t = 0; t < RT_OCT; t++) {
+        const int j = RT_OCT * o + t;
+        a[t] = j < pc ? (const struct rt_block_q8_k *)(a0 + (uint64_t)j * astride) : z;
+        O->d[t] = a[t]->d;
+    }
+    for (int m = 0; m < 8; m++) {
+        __m256i in[8];
+        for (int t = 0; t < RT_OCT; t++) in[t] = _mm256_loadu_si256((const __m256i *)(a[t]->qs + 32 * m));
+        tr8x8(in, O->q + 8 * m);
+    }
+    __m256i in[8];
+    for (int t = 0; t < RT_OCT; t++) in[t] = _mm256_loadu_si256((const __m256i *)a[t]->bsums);
+    tr8x8(in, O->bs);
+}
+
+/* One decoded block against the panel's octets: iv[o], mv[o] = the isum and
+ * msum lanes of octet o. G: dwords per scale group (8: Q4_K, Q5_K; 4: the
+ * 16-element groups). */
+static inline RT__VNNI void kdot_oct(const struct kdec *k, const struct act_oct *O, const int G,
+                                     __m256i iv[RT_NOCT], __m256i mv[RT_NOCT])
+{
+    for (int o = 0; o < RT_NOCT; o++) iv[o] = mv[o] = _mm256_setzero_si256();
+    const int ng = 64 / G; /* scale groups per block */
+    for (int g0 = 0; g0 < ng; g0 += 4) {
+        __m256i acc[4][RT_NOCT];
+        for (int gi = 0; gi < 4; gi++)
+            for (int o = 0; o < RT_NOCT; o++) acc[gi][o] = _mm256_setzero_si256();
+        for (int kk = 0; kk < G; kk++)
+            for (int gi = 0; gi < 4; gi++) {
+                const int kq = (g0 + gi) * G + kk; /* dword of the block */
+                int32_t w4;
+                memcpy(&w4, k->u + 4 * kq, 4);
+                const __m256i w = _mm256_set1_epi32(w4);
+                for (int o = 0; o < RT_NOCT; o++)
+                    acc[gi][o] = _mm256_dpbusd_avx_epi32(acc[gi][o], w, O[o].q[kq]);
+            }
+        for (int gi = 0; gi < 4; gi++) {
+            /* the group's scale: scx holds sc[g] at lane 8 * (g % 2) of chunk g / 2 */
+            const int g16 = (g0 + gi) * G / 4;
+            const __m256i sc = _mm256_set1_epi32(k->scx[16 * (g16 / 2) + 8 * (g16 % 2)]);
+            for (int o = 0; o < RT_NOCT; o++)
+                iv[o] = _mm256_add_epi32(iv[o], _mm256_mullo_epi32(acc[gi][o], sc));
+        }
+    }
+    for (int j = 0; j < 8; j++) {
+        int32_t m2;
+        memcpy(&m2, k->mc + 2 * j, 4);
+        const __m256i mc = _mm256_set1_epi32(m2);
+        for (int o = 0; o < RT_NOCT; o++) mv[o] = _mm256_add_epi32(mv[o], _mm256_madd_epi16(mc, O[o].bs[j]));
+    }
+}
+
+#define RT__GEMM_VNNI(t, mode, bs)                                                                \
+    RT__VNNI void rt_gemm_##t##_q8_k_vnni(RT__GEMM_PARAMS)                                        \
+    {                                                                                             \
+        const uint64_t nb = n / RT_QK_K;                                                          \
+        const int G = (bs) == RT_BS_Q4_K || (bs) == RT_BS_Q5_K ? 8 : 4;                           \
+        struct kdec *kd = scratch;                                                                \
+        float(*p)[RT_NACC][RT_VPANEL] =                                                           \
+            (float(*)[RT_NACC][RT_VPANEL])((uint8_t *)scratch + sizeof(struct kdec));         \
+        struct act_oct *O = (struct act_oct *)((uint8_t *)scratch +                               \
+            ((sizeof(struct kdec) + RT_GEMM_MAX_ROWS * sizeof *p + 63) & ~(size_t)63));           \
+        struct rt_block_q8_k *z = (struct rt_block_q8_k *)(O + RT_NOCT);                          \
+        memset(z, 0, sizeof *z);                                                                  \
+        for (uint64_t c0 = 0; c0 < nc; c0 += RT_VPANEL) {                                         \
+            const int pc = nc - c0 < RT_VPANEL ? (int)(nc - c0) : RT_VPANEL;              \
+            memset(p, 0, nr * sizeof *p);                                                         \
+            for (uint64_t b = 0; b < nb; b++) {                                                   \
+                const uint8_t *a0 = (const uint8_t *)act + c0 * astride + b * sizeof(struct rt_block_q8_k); \
+                for (int o = 0; o < RT_NOCT; o++) act_oct_fill(&O[o], a0, astride, o, pc, z);     \
+                for (uint64_t r = 0; r < nr; r++) {                                               \
+                    dec_##t##_x((const uint8_t *)w_rows + r * stride + b * (bs), kd);             \
+                    __m256i iv[RT_NOCT], mv[RT_NOCT];                                             \
+                    kdot_oct(kd, O, G, iv, mv);                                                   \
+                    float *pr = p[r][b % RT_NACC];                                                \
+                    const __m256 d = _mm256_set1_ps(kd->d), dmin = _mm256_set1_ps(kd->dmin);      \
+                    for (int o = 0; o < RT_NOCT; o++) {                                           \
+                        const __m256 da = _mm256_load_ps(O[o].d);                                 \
+                        __m256 v;                                                                 \
+                        if ((mode) == KM_MIN)                                                     \
+                            v = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(da, d), _mm256_cvtepi32_ps(iv[o])), \
+                                              _mm256_mul_ps(_mm256_mul_ps(da, dmin), _mm256_cvtepi32_ps(mv[o]))); \
+                        else                                                                      \
+                            v = _mm256_mul_ps(_mm256_mul_ps(da, d),                               \
+                                              _mm256_cvtepi32_ps(_mm256_sub_epi32(iv[o], mv[o]))); \
+                        _mm256_storeu_ps(pr + RT_OCT * o, _mm256_add_ps(_mm256_loadu_ps(pr + RT_OCT * o), v)); \
+                    }                                                                             \
+                }                                                                                 \
+            }                                                                                     \
+            for (uint64_t r = 0; r < nr; r++)                                                     \
+                for (int j = 0; j < pc; j++) {                                                    \
+                    const float q4[RT_NACC] = {p[r][0][j], p[r][1][j], p[r][2][j], p[r][3][j]};   \
+                    out[(c0 + (uint64_t)j) * ldo + r] = rt__reduce4(q4);                          \
+                }                                                                                 \
+        }                                                                                         \
+    }
 RT__KTYPES(RT__GEMM_VNNI)
+_Static_assert(sizeof(struct kdec) + RT_GEMM_MAX_ROWS * RT_VPANEL * RT_NACC * sizeof(float) + 63 +
+                       RT_NOCT * sizeof(struct act_oct) + sizeof(struct rt_block_q8_k) <=
+                   RT_GEMM_SCRATCH,
+               "the VNNI k-quant gemm's scratch");
 
 // --- x86-64 AVX2: the 32-element block types (x Q8_0 / Q8_1) ---
 /*
