@@ -314,29 +314,30 @@ static inline RT__VNNI void act_oct_fill(struct act_oct *O, const uint8_t *a0, u
 /* One decoded block against the panel's octets: iv[o], mv[o] = the isum and
  * msum lanes of octet o. G: dwords per scale group (8: Q4_K, Q5_K; 4: the
  * 16-element groups). */
-static inline RT__VNNI void kdot_oct(const struct kdec *k, const struct act_oct *O, const int G,
-                                     __m256i iv[RT_NOCT], __m256i mv[RT_NOCT])
+static inline __attribute__((always_inline)) RT__VNNI void
+kdot_oct(const struct kdec *k, const struct act_oct *O, const int G, const int NO,
+         __m256i iv[RT_NOCT], __m256i mv[RT_NOCT])
 {
-    for (int o = 0; o < RT_NOCT; o++) iv[o] = mv[o] = _mm256_setzero_si256();
+    for (int o = 0; o < NO; o++) iv[o] = mv[o] = _mm256_setzero_si256();
     const int ng = 64 / G; /* scale groups per block */
     for (int g0 = 0; g0 < ng; g0 += 4) {
         __m256i acc[4][RT_NOCT];
         for (int gi = 0; gi < 4; gi++)
-            for (int o = 0; o < RT_NOCT; o++) acc[gi][o] = _mm256_setzero_si256();
+            for (int o = 0; o < NO; o++) acc[gi][o] = _mm256_setzero_si256();
         for (int kk = 0; kk < G; kk++)
             for (int gi = 0; gi < 4; gi++) {
                 const int kq = (g0 + gi) * G + kk; /* dword of the block */
                 int32_t w4;
                 memcpy(&w4, k->u + 4 * kq, 4);
                 const __m256i w = _mm256_set1_epi32(w4);
-                for (int o = 0; o < RT_NOCT; o++)
+                for (int o = 0; o < NO; o++)
                     acc[gi][o] = _mm256_dpbusd_avx_epi32(acc[gi][o], w, O[o].q[kq]);
             }
         for (int gi = 0; gi < 4; gi++) {
             /* the group's scale: scx holds sc[g] at lane 8 * (g % 2) of chunk g / 2 */
             const int g16 = (g0 + gi) * G / 4;
             const __m256i sc = _mm256_set1_epi32(k->scx[16 * (g16 / 2) + 8 * (g16 % 2)]);
-            for (int o = 0; o < RT_NOCT; o++)
+            for (int o = 0; o < NO; o++)
                 iv[o] = _mm256_add_epi32(iv[o], _mm256_mullo_epi32(acc[gi][o], sc));
         }
     }
@@ -344,7 +345,7 @@ static inline RT__VNNI void kdot_oct(const struct kdec *k, const struct act_oct 
         int32_t m2;
         memcpy(&m2, k->mc + 2 * j, 4);
         const __m256i mc = _mm256_set1_epi32(m2);
-        for (int o = 0; o < RT_NOCT; o++) mv[o] = _mm256_add_epi32(mv[o], _mm256_madd_epi16(mc, O[o].bs[j]));
+        for (int o = 0; o < NO; o++) mv[o] = _mm256_add_epi32(mv[o], _mm256_madd_epi16(mc, O[o].bs[j]));
     }
 }
 
@@ -359,20 +360,31 @@ static inline RT__VNNI void kdot_oct(const struct kdec *k, const struct act_oct 
         struct act_oct *O = (struct act_oct *)((uint8_t *)scratch +                               \
             ((sizeof(struct kdec) + RT_GEMM_MAX_ROWS * sizeof *p + 63) & ~(size_t)63));           \
         struct rt_block_q8_k *z = (struct rt_block_q8_k *)(O + RT_NOCT);                          \
-        memset(z, 0, sizeof *z);                                                                  \
         for (uint64_t c0 = 0; c0 < nc; c0 += RT_VPANEL) {                                         \
-            const int pc = nc - c0 < RT_VPANEL ? (int)(nc - c0) : RT_VPANEL;              \
+            const int pc = nc - c0 < RT_VPANEL ? (int)(nc - c0) : RT_VPANEL;                      \
+            const int no = (pc + RT_OCT - 1) / RT_OCT;                                           \
+            if (pc < RT_OCT) { /* fewer tokens than lanes: the 4-token AVX2 path (same bits) */   \
+                rt_gemm_##t##_q8_k_avx2(n, nr, (uint64_t)pc, out + c0 * ldo, ldo, w_rows, stride,  \
+                                        (const uint8_t *)act + c0 * astride, astride, scratch);   \
+                continue;                                                                         \
+            }              \
             memset(p, 0, nr * sizeof *p);                                                         \
+            memset(z, 0, sizeof *z);                                                              \
             for (uint64_t b = 0; b < nb; b++) {                                                   \
                 const uint8_t *a0 = (const uint8_t *)act + c0 * astride + b * sizeof(struct rt_block_q8_k); \
-                for (int o = 0; o < RT_NOCT; o++) act_oct_fill(&O[o], a0, astride, o, pc, z);     \
+                for (int o = 0; o < no; o++) act_oct_fill(&O[o], a0, astride, o, pc, z);          \
                 for (uint64_t r = 0; r < nr; r++) {                                               \
                     dec_##t##_x((const uint8_t *)w_rows + r * stride + b * (bs), kd);             \
                     __m256i iv[RT_NOCT], mv[RT_NOCT];                                             \
-                    kdot_oct(kd, O, G, iv, mv);                                                   \
+                    switch (no) { /* octets in use: a short panel computes no padding octet */    \
+                    case 1: kdot_oct(kd, O, G, 1, iv, mv); break;                                 \
+                    case 2: kdot_oct(kd, O, G, 2, iv, mv); break;                                 \
+                    case 3: kdot_oct(kd, O, G, 3, iv, mv); break;                                 \
+                    default: kdot_oct(kd, O, G, 4, iv, mv); break;                                \
+                    }                                                                             \
                     float *pr = p[r][b % RT_NACC];                                                \
                     const __m256 d = _mm256_set1_ps(kd->d), dmin = _mm256_set1_ps(kd->dmin);      \
-                    for (int o = 0; o < RT_NOCT; o++) {                                           \
+                    for (int o = 0; o < no; o++) {                                                \
                         const __m256 da = _mm256_load_ps(O[o].d);                                 \
                         __m256 v;                                                                 \
                         if ((mode) == KM_MIN)                                                     \
