@@ -93,6 +93,19 @@ static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, 
     return _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
 }
 
+/* A panel's results: out[j * ldo + r] = rt__reduce4 of row r's four partials
+ * of token j, the partials at p[(r * RT_NACC + k) * width + j]. */
+static inline void panel_out(const float *p, size_t width, uint64_t nr, int pc, float *out,
+                             uint64_t ldo)
+{
+    for (uint64_t r = 0; r < nr; r++)
+        for (int j = 0; j < pc; j++) {
+            const float *pr = p + r * RT_NACC * width + (size_t)j;
+            const float q4[RT_NACC] = {pr[0], pr[width], pr[2 * width], pr[3 * width]};
+            out[(uint64_t)j * ldo + r] = rt__reduce4(q4);
+        }
+}
+
 /* The AVX2 driver: as RT__GEMM_K_BODY, but four tokens at a time share the
  * reductions and the float combine, lane j = token j (the reference's
  * operations per lane: (da * d) * isum - (da * dmin) * msum, or
@@ -142,11 +155,7 @@ static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, 
                     }                                                                             \
                 }                                                                                 \
             }                                                                                     \
-            for (uint64_t r = 0; r < nr; r++)                                                     \
-                for (int j = 0; j < pc; j++) {                                                    \
-                    const float q4[RT_NACC] = {p[r][0][j], p[r][1][j], p[r][2][j], p[r][3][j]};   \
-                    out[(c0 + (uint64_t)j) * ldo + r] = rt__reduce4(q4);                          \
-                }                                                                                 \
+            panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo);  \
         }                                                                                         \
     }
 
@@ -397,11 +406,7 @@ kdot_oct(const struct kdec *k, const struct act_oct *O, const int G, const int N
                     }                                                                             \
                 }                                                                                 \
             }                                                                                     \
-            for (uint64_t r = 0; r < nr; r++)                                                     \
-                for (int j = 0; j < pc; j++) {                                                    \
-                    const float q4[RT_NACC] = {p[r][0][j], p[r][1][j], p[r][2][j], p[r][3][j]};   \
-                    out[(c0 + (uint64_t)j) * ldo + r] = rt__reduce4(q4);                          \
-                }                                                                                 \
+            panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo);  \
         }                                                                                         \
     }
 RT__KTYPES(RT__GEMM_VNNI)
