@@ -240,34 +240,7 @@ RT__INL int32x4_t nhsum4(int32x4_t s0, int32x4_t s1, int32x4_t s2, int32x4_t s3)
 #pragma GCC target("arch=armv8.2-a+dotprod")
 #endif
 
-/* GCC's pre-allocation scheduling hoists the SDOTs of the running
- * accumulators ahead of the multiplies that read them, which then need a
- * copy each: source order is shorter. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define RT__NOSCHED1 __attribute__((optimize("no-schedule-insns")))
-#else
-#define RT__NOSCHED1
-#endif
-
-/* iv += acc * e[lane], as an asm statement: GCC reassociates a chain of
- * vmlaq_laneq_s32 into a tree that keeps every partial accumulator alive. */
-#if defined(__GNUC__) && !defined(__clang__)
-#define RT__MLA_LANE(iv, acc, e, lane)                                                            \
-    __asm__("mla %0.4s, %1.4s, %2.s[%3]" : "+w"(iv) : "w"(acc), "w"(e), "i"(lane))
-#else
-#define RT__MLA_LANE(iv, acc, e, lane) ((iv) = vmlaq_laneq_s32((iv), (acc), (e), (lane)))
-#endif
-/* The same with a lane that is a constant only once the loop around it is
- * unrolled (each case spells its lane; the switch folds away). */
-#define RT__MLA_LANEV(iv, acc, e, lane)                                                           \
-    do {                                                                                          \
-        switch ((lane) & 3) {                                                                     \
-        case 0: RT__MLA_LANE(iv, acc, e, 0); break;                                               \
-        case 1: RT__MLA_LANE(iv, acc, e, 1); break;                                               \
-        case 2: RT__MLA_LANE(iv, acc, e, 2); break;                                               \
-        default: RT__MLA_LANE(iv, acc, e, 3); break;                                              \
-        }                                                                                         \
-    } while (0)
+/* RT__NOSCHED1, RT__MLA_LANE, RT__MLA_LANEV: rt_kern_int.h */
 
 /* Scale differences for kquad_sdot: e[g] = sc[g] - sc[g + 1], the last one
  * sc itself (8 groups for NS_PAIR, else 16). */

@@ -280,4 +280,41 @@ RT__DECL_GEMM(q5_k_q8_k_i8mm)
 RT__DECL_GEMM(q6_k_q8_k_i8mm)
 #endif
 
+
+#if RT_HAVE_NEON
+/* aarch64 helpers of the four-row mat-vecs (rt_kern_neon.c) and the SDOT /
+ * SMMLA gemms (rt_kern_gemm_neon.c). Used where arm_neon.h is included. */
+/* GCC's pre-allocation scheduling pass hoists the loads and SDOTs of the
+ * four-row kernels ahead of the multiplies that read each accumulator, and
+ * then has to copy (and spill) every intermediate accumulator: source order
+ * needs about a third fewer instructions there. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define RT__NOSCHED1 __attribute__((optimize("no-schedule-insns")))
+#else
+#define RT__NOSCHED1
+#endif
+
+/* iv += acc * e[lane]. GCC reassociates a chain of vmlaq_laneq_s32 into a
+ * tree, which keeps every intermediate accumulator alive (a copy each, then
+ * spills): as an asm statement the multiply stays where it is written. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define RT__MLA_LANE(iv, acc, e, lane)                                                            \
+    __asm__("mla %0.4s, %1.4s, %2.s[%3]" : "+w"(iv) : "w"(acc), "w"(e), "i"(lane))
+#else
+#define RT__MLA_LANE(iv, acc, e, lane) ((iv) = vmlaq_laneq_s32((iv), (acc), (e), (lane)))
+#endif
+/* The same with a lane that is a constant only once the loop around it is
+ * unrolled (each case spells its lane: valid at any optimization level and
+ * for clang; the switch folds away when unrolled). */
+#define RT__MLA_LANEV(iv, acc, e, lane)                                                           \
+    do {                                                                                          \
+        switch ((lane) & 3) {                                                                     \
+        case 0: RT__MLA_LANE(iv, acc, e, 0); break;                                               \
+        case 1: RT__MLA_LANE(iv, acc, e, 1); break;                                               \
+        case 2: RT__MLA_LANE(iv, acc, e, 2); break;                                               \
+        default: RT__MLA_LANE(iv, acc, e, 3); break;                                              \
+        }                                                                                         \
+    } while (0)
+#endif
+
 #endif /* MW_RT_KERN_INT_H */
