@@ -515,23 +515,40 @@ struct attn_stage {
  * e^y on [-87.3, 0], the softmax's range (checked on every float there);
  * y < -87.3 (masked positions: -inf) gives exactly 0, NaN stays NaN. */
 #define RT_EXP_LO -87.3f
+/* exp_poly's constants, shared by the plain, AVX2 and NEON paths (the same
+ * bits need the same constants and the same operations): */
+#define RT_EXP_HI 88.3f
+#define RT_EXP_MAGIC 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer */
+#define RT_EXP_LOG2E 1.44269504088896341f
+#define RT_EXP_LN2_HI 0.693359375f
+#define RT_EXP_LN2_LO -2.12194440e-4f
+/* p = ((((c0 r + c1) r + c2) r + c3) r + c4) r + c5, with the path's
+ * multiply, add and broadcast */
+#define RT__EXP_HORNER(p, r, MUL, ADD, SET)                                                       \
+    do {                                                                                          \
+        (p) = SET(1.9875691500e-4f);                                                              \
+        (p) = ADD(MUL(p, r), SET(1.3981999507e-3f));                                              \
+        (p) = ADD(MUL(p, r), SET(8.3334519073e-3f));                                              \
+        (p) = ADD(MUL(p, r), SET(4.1665795894e-2f));                                              \
+        (p) = ADD(MUL(p, r), SET(1.6666665459e-1f));                                              \
+        (p) = ADD(MUL(p, r), SET(5.0000001201e-1f));                                              \
+    } while (0)
+#define RT__FMUL(a, b) ((a) * (b))
+#define RT__FADD(a, b) ((a) + (b))
+#define RT__FSET(c) (c)
 static inline float exp_poly(float y, float *two_n)
 {
-    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    const float t = y * 1.44269504088896341f + magic;
+    const float magic = RT_EXP_MAGIC;
+    const float t = y * RT_EXP_LOG2E + magic;
     const float n = t - magic;
     int32_t ni;
     memcpy(&ni, &t, 4);
     ni -= 0x4B400000; /* the integer n */
     const uint32_t e = (uint32_t)(ni + 127) << 23;
     memcpy(two_n, &e, 4);
-    const float r = (y - n * 0.693359375f) - n * -2.12194440e-4f;
-    float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
+    const float r = (y - n * RT_EXP_LN2_HI) - n * RT_EXP_LN2_LO;
+    float p;
+    RT__EXP_HORNER(p, r, RT__FMUL, RT__FADD, RT__FSET);
     return (p * (r * r) + r) + 1.0f;
 }
 
@@ -543,7 +560,7 @@ static inline void exp_tile_plain(float *x, float m, uint32_t n)
             x[i] = 0.0f;
             continue;
         }
-        y = y > 88.3f ? 88.3f : y;
+        y = y > RT_EXP_HI ? RT_EXP_HI : y;
         float two_n;
         const float p = exp_poly(y, &two_n);
         x[i] = p * two_n;
@@ -732,24 +749,20 @@ RT__AVX static inline void acc_tile_avx(float *a, const float *v, const float *p
 RT__AVX static inline void exp_tile_avx(float *x, float m, uint32_t n)
 {
     uint32_t i = 0;
-    const __m256 vm = _mm256_set1_ps(m), lo = _mm256_set1_ps(RT_EXP_LO), hi = _mm256_set1_ps(88.3f);
-    const __m256 magic = _mm256_set1_ps(12582912.0f);
+    const __m256 vm = _mm256_set1_ps(m), lo = _mm256_set1_ps(RT_EXP_LO), hi = _mm256_set1_ps(RT_EXP_HI);
+    const __m256 magic = _mm256_set1_ps(RT_EXP_MAGIC);
     for (; i + 8 <= n; i += 8) {
         __m256 y = _mm256_sub_ps(_mm256_loadu_ps(x + i), vm);
         const __m256 small = _mm256_cmp_ps(y, lo, _CMP_LT_OQ);
         y = _mm256_blendv_ps(y, hi, _mm256_cmp_ps(y, hi, _CMP_GT_OQ));
-        const __m256 t = _mm256_add_ps(_mm256_mul_ps(y, _mm256_set1_ps(1.44269504088896341f)), magic);
+        const __m256 t = _mm256_add_ps(_mm256_mul_ps(y, _mm256_set1_ps(RT_EXP_LOG2E)), magic);
         const __m256 nf = _mm256_sub_ps(t, magic);
         const __m256i ni = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000));
         const __m256 two_n = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(ni, _mm256_set1_epi32(127)), 23));
-        const __m256 r = _mm256_sub_ps(_mm256_sub_ps(y, _mm256_mul_ps(nf, _mm256_set1_ps(0.693359375f))),
-                                       _mm256_mul_ps(nf, _mm256_set1_ps(-2.12194440e-4f)));
-        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.3981999507e-3f));
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(8.3334519073e-3f));
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(4.1665795894e-2f));
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.6666665459e-1f));
-        p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(5.0000001201e-1f));
+        const __m256 r = _mm256_sub_ps(_mm256_sub_ps(y, _mm256_mul_ps(nf, _mm256_set1_ps(RT_EXP_LN2_HI))),
+                                       _mm256_mul_ps(nf, _mm256_set1_ps(RT_EXP_LN2_LO)));
+        __m256 p;
+        RT__EXP_HORNER(p, r, _mm256_mul_ps, _mm256_add_ps, _mm256_set1_ps);
         p = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(p, _mm256_mul_ps(r, r)), r), _mm256_set1_ps(1.0f));
         _mm256_storeu_ps(x + i, _mm256_andnot_ps(small, _mm256_mul_ps(p, two_n)));
     }
@@ -1095,24 +1108,20 @@ static inline void kq_tile_neon(float *kq, const float *q, const float *kt, uint
 static inline void exp_tile_neon(float *x, float m, uint32_t n)
 {
     uint32_t i = 0;
-    const float32x4_t vm = vdupq_n_f32(m), lo = vdupq_n_f32(RT_EXP_LO), hi = vdupq_n_f32(88.3f);
-    const float32x4_t magic = vdupq_n_f32(12582912.0f);
+    const float32x4_t vm = vdupq_n_f32(m), lo = vdupq_n_f32(RT_EXP_LO), hi = vdupq_n_f32(RT_EXP_HI);
+    const float32x4_t magic = vdupq_n_f32(RT_EXP_MAGIC);
     for (; i + 4 <= n; i += 4) {
         float32x4_t y = vsubq_f32(vld1q_f32(x + i), vm);
         const uint32x4_t small = vcltq_f32(y, lo);
         y = vbslq_f32(vcgtq_f32(y, hi), hi, y);
-        const float32x4_t t = vaddq_f32(vmulq_f32(y, vdupq_n_f32(1.44269504088896341f)), magic);
+        const float32x4_t t = vaddq_f32(vmulq_f32(y, vdupq_n_f32(RT_EXP_LOG2E)), magic);
         const float32x4_t nf = vsubq_f32(t, magic);
         const int32x4_t ni = vsubq_s32(vreinterpretq_s32_f32(t), vdupq_n_s32(0x4B400000));
         const float32x4_t two_n = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(ni, vdupq_n_s32(127)), 23));
-        const float32x4_t r = vsubq_f32(vsubq_f32(y, vmulq_f32(nf, vdupq_n_f32(0.693359375f))),
-                                        vmulq_f32(nf, vdupq_n_f32(-2.12194440e-4f)));
-        float32x4_t p = vdupq_n_f32(1.9875691500e-4f);
-        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(1.3981999507e-3f));
-        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(8.3334519073e-3f));
-        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(4.1665795894e-2f));
-        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(1.6666665459e-1f));
-        p = vaddq_f32(vmulq_f32(p, r), vdupq_n_f32(5.0000001201e-1f));
+        const float32x4_t r = vsubq_f32(vsubq_f32(y, vmulq_f32(nf, vdupq_n_f32(RT_EXP_LN2_HI))),
+                                        vmulq_f32(nf, vdupq_n_f32(RT_EXP_LN2_LO)));
+        float32x4_t p;
+        RT__EXP_HORNER(p, r, vmulq_f32, vaddq_f32, vdupq_n_f32);
         p = vaddq_f32(vaddq_f32(vmulq_f32(p, vmulq_f32(r, r)), r), vdupq_n_f32(1.0f));
         const float32x4_t e = vmulq_f32(p, two_n);
         vst1q_f32(x + i, vreinterpretq_f32_u32(vbicq_u32(vreinterpretq_u32_f32(e), small)));
