@@ -4,10 +4,10 @@
  *
  * What it computes: out[r] = dot(W row r, x) for a weight matrix W stored in
  * one of the ggml block types the quantizer emits (F32, F16, BF16, Q8_0,
- * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS;
- * docs/formats.md §3) and an activation row x that the caller first
- * converts, once per mat-vec, to the weight type's partner format
- * (docs/formats.md §10):
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS,
+ * IQ3_S, IQ3_XXS, IQ2_S, IQ2_XS, IQ2_XXS, IQ1_M, IQ1_S; docs/formats.md §3)
+ * and an activation row x that the caller first converts, once per mat-vec,
+ * to the weight type's partner format (docs/formats.md §10):
  *
  *   weight type                      activation (act_type)
  *   F32                              F32   (plain floats)
@@ -16,6 +16,8 @@
  *   Q8_0 Q4_0 Q5_0 IQ4_NL            Q8_0  (32 x i8, f16 scale)
  *   Q4_1 Q5_1                        Q8_1  (32 x i8, f16 scale, f16 d*sum)
  *   Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_XS  Q8_K  (256 x i8, f32 scale, 16 i16 sums)
+ *   IQ3_S IQ3_XXS IQ2_S IQ2_XS       Q8_K
+ *   IQ2_XXS IQ1_M IQ1_S              Q8_K
  *   (IQ4_XS: no NEON variant yet, the scalar kernel in the aarch64 tables)
  *
  * Quantized kernels accumulate integer products per block (exact) and then
