@@ -322,19 +322,21 @@ static inline RT__VNNI void act_oct_fill(struct act_oct *O, const uint8_t *a0, u
 
 /* One decoded block against the panel's octets: iv[o], mv[o] = the isum and
  * msum lanes of octet o. G: dwords per scale group (8: Q4_K, Q5_K; 4: the
- * 16-element groups). */
+ * 16-element groups). Two scale groups at a time: their 2 x NO accumulators,
+ * the NO isums and the broadcast weight fit the 16 ymm registers (four
+ * groups at a time spilled to the stack on every product). */
 static inline __attribute__((always_inline)) RT__VNNI void
 kdot_oct(const struct kdec *k, const struct act_oct *O, const int G, const int NO,
          __m256i iv[RT_NOCT], __m256i mv[RT_NOCT])
 {
     for (int o = 0; o < NO; o++) iv[o] = mv[o] = _mm256_setzero_si256();
     const int ng = 64 / G; /* scale groups per block */
-    for (int g0 = 0; g0 < ng; g0 += 4) {
-        __m256i acc[4][RT_NOCT];
-        for (int gi = 0; gi < 4; gi++)
+    for (int g0 = 0; g0 < ng; g0 += 2) {
+        __m256i acc[2][RT_NOCT];
+        for (int gi = 0; gi < 2; gi++)
             for (int o = 0; o < NO; o++) acc[gi][o] = _mm256_setzero_si256();
         for (int kk = 0; kk < G; kk++)
-            for (int gi = 0; gi < 4; gi++) {
+            for (int gi = 0; gi < 2; gi++) {
                 const int kq = (g0 + gi) * G + kk; /* dword of the block */
                 int32_t w4;
                 memcpy(&w4, k->u + 4 * kq, 4);
@@ -342,7 +344,7 @@ kdot_oct(const struct kdec *k, const struct act_oct *O, const int G, const int N
                 for (int o = 0; o < NO; o++)
                     acc[gi][o] = _mm256_dpbusd_avx_epi32(acc[gi][o], w, O[o].q[kq]);
             }
-        for (int gi = 0; gi < 4; gi++) {
+        for (int gi = 0; gi < 2; gi++) {
             /* the group's scale: scx holds sc[g] at lane 8 * (g % 2) of chunk g / 2 */
             const int g16 = (g0 + gi) * G / 4;
             const __m256i sc = _mm256_set1_epi32(k->scx[16 * (g16 / 2) + 8 * (g16 % 2)]);
@@ -350,11 +352,13 @@ kdot_oct(const struct kdec *k, const struct act_oct *O, const int G, const int N
                 iv[o] = _mm256_add_epi32(iv[o], _mm256_mullo_epi32(acc[gi][o], sc));
         }
     }
+    /* msum: VPDPWSSD adds the pair of int16 products to the lane, as
+     * VPMADDWD then VPADDD would (no saturation; the bounds above) */
     for (int j = 0; j < 8; j++) {
         int32_t m2;
         memcpy(&m2, k->mc + 2 * j, 4);
         const __m256i mc = _mm256_set1_epi32(m2);
-        for (int o = 0; o < NO; o++) mv[o] = _mm256_add_epi32(mv[o], _mm256_madd_epi16(mc, O[o].bs[j]));
+        for (int o = 0; o < NO; o++) mv[o] = _mm256_dpwssd_avx_epi32(mv[o], mc, O[o].bs[j]);
     }
 }
 
@@ -381,6 +385,11 @@ kdot_oct(const struct kdec *k, const struct act_oct *O, const int G, const int N
             memset(z, 0, sizeof *z);                                                              \
             for (uint64_t b = 0; b < nb; b++) {                                                   \
                 const uint8_t *a0 = (const uint8_t *)act + c0 * astride + b * sizeof(struct rt_block_q8_k); \
+                if (b + 1 < nb) /* the next block column of the rows, from memory meanwhile */    \
+                    for (uint64_t r = 0; r < nr; r++)                                             \
+                        for (uint64_t l = 0; l < (bs); l += 64)                                   \
+                            _mm_prefetch((const char *)w_rows + r * stride + (b + 1) * (bs) + l,  \
+                                         _MM_HINT_T0);                                            \
                 for (int o = 0; o < no; o++) act_oct_fill(&O[o], a0, astride, o, pc, z);          \
                 for (uint64_t r = 0; r < nr; r++) {                                               \
                     dec_##t##_x((const uint8_t *)w_rows + r * stride + b * (bs), kd);             \
