@@ -93,13 +93,50 @@ static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, 
     return _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
 }
 
-/* A panel's results: out[j * ldo + r] = rt__reduce4 of row r's four partials
- * of token j, the partials at p[(r * RT_NACC + k) * width + j]. */
-static inline void panel_out(const float *p, size_t width, uint64_t nr, int pc, float *out,
-                             uint64_t ldo)
+/* 8x8 transpose of dwords: out[i] dword t = in[t] dword i. */
+static inline RT__AVX2 void tr8x8(const __m256i in[8], __m256i out[8])
 {
+    __m256i a[8], b[8];
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm256_unpacklo_epi32(in[i], in[i + 1]);     /* t i, i+1: dw 0 1, 4 5 */
+        a[i + 1] = _mm256_unpackhi_epi32(in[i], in[i + 1]); /* dw 2 3, 6 7 */
+    }
+    for (int i = 0; i < 8; i += 4) {
+        b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);     /* dw 0 (t i..i+3), dw 4 */
+        b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]); /* dw 1, 5 */
+        b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]); /* dw 2, 6 */
+        b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]); /* dw 3, 7 */
+    }
+    for (int i = 0; i < 4; i++) {
+        out[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+        out[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+}
+
+/* A panel's results: out[j * ldo + r] = rt__reduce4 of row r's four partials
+ * of token j, the partials at p[(r * RT_NACC + k) * width + j]. Blocks of 8
+ * rows x 8 tokens: the reductions with 8 lanes (the same two adds per lane),
+ * transposed, 8 contiguous floats stored per token; the rest one by one. */
+static inline RT__AVX2 void panel_out(const float *p, size_t width, uint64_t nr, int pc,
+                                      float *out, uint64_t ldo)
+{
+    const uint64_t nr8 = nr / 8 * 8;
+    const int pc8 = pc / 8 * 8;
+    for (uint64_t r0 = 0; r0 < nr8; r0 += 8)
+        for (int j0 = 0; j0 < pc8; j0 += 8) {
+            __m256i v[8], t[8];
+            for (int i = 0; i < 8; i++) {
+                const float *pr = p + (r0 + (uint64_t)i) * RT_NACC * width + (size_t)j0;
+                v[i] = _mm256_castps_si256(_mm256_add_ps(
+                    _mm256_add_ps(_mm256_loadu_ps(pr), _mm256_loadu_ps(pr + width)),
+                    _mm256_add_ps(_mm256_loadu_ps(pr + 2 * width), _mm256_loadu_ps(pr + 3 * width))));
+            }
+            tr8x8(v, t);
+            for (int i = 0; i < 8; i++)
+                _mm256_storeu_ps(out + (uint64_t)(j0 + i) * ldo + r0, _mm256_castsi256_ps(t[i]));
+        }
     for (uint64_t r = 0; r < nr; r++)
-        for (int j = 0; j < pc; j++) {
+        for (int j = r < nr8 ? pc8 : 0; j < pc; j++) {
             const float *pr = p + r * RT_NACC * width + (size_t)j;
             const float q4[RT_NACC] = {pr[0], pr[width], pr[2 * width], pr[3 * width]};
             out[(uint64_t)j * ldo + r] = rt__reduce4(q4);
@@ -278,26 +315,6 @@ struct act_oct {
     __m256i bs[8];    /* vector j: dword t = token t's (bsums[2j], bsums[2j + 1]) */
     float d[RT_OCT];  /* token t's d (0 for a padding lane) */
 };
-
-/* 8x8 transpose of dwords: out[i] dword t = in[t] dword i. */
-static inline RT__VNNI void tr8x8(const __m256i in[8], __m256i out[8])
-{
-    __m256i a[8], b[8];
-    for (int i = 0; i < 8; i += 2) {
-        a[i] = _mm256_unpacklo_epi32(in[i], in[i + 1]);     /* t i, i+1: dw 0 1, 4 5 */
-        a[i + 1] = _mm256_unpackhi_epi32(in[i], in[i + 1]); /* dw 2 3, 6 7 */
-    }
-    for (int i = 0; i < 8; i += 4) {
-        b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);     /* dw 0 (t i..i+3), dw 4 */
-        b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]); /* dw 1, 5 */
-        b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]); /* dw 2, 6 */
-        b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]); /* dw 3, 7 */
-    }
-    for (int i = 0; i < 4; i++) {
-        out[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
-        out[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
-    }
-}
 
 /* Octet o of the panel: tokens c0 + 8o .. (pc tokens in the panel; lanes
  * past it read the zero block z and have d = 0). */
