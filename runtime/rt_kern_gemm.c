@@ -441,6 +441,145 @@ _Static_assert(sizeof(struct kdec) + RT_GEMM_MAX_ROWS * RT_VPANEL * RT_NACC * si
                    RT_GEMM_SCRATCH,
                "the VNNI k-quant gemm's scratch");
 
+/* --- AVX-512 VNNI: 16 tokens in the lanes of a zmm ---
+ * The AVX-VNNI product above with 512-bit vectors: a hexadectet holds 16
+ * tokens (vector k: dword t = token t's qs[4k .. 4k + 3]), a panel 64
+ * tokens, so one broadcast weight group feeds four VPDPBUSD of 64 products
+ * and a decoded block serves twice the tokens. 32 zmm registers hold four
+ * scale groups' accumulators for four hexadectets. Lanes, integers and the
+ * per-lane float combine are the octet path's: the same bits. */
+#define RT__AVX512 __attribute__((target("avx2,fma,f16c,avxvnni,avx512f,avx512bw,avx512vl,avx512vnni")))
+#define RT_HEX 16                        /* tokens per hexadectet */
+#define RT_ZPANEL 64                     /* tokens per panel */
+#define RT_NHEX (RT_ZPANEL / RT_HEX)     /* hexadectets per panel */
+struct act_hex {
+    __m512i q[64];   /* vector k: dword t = token t's qs[4k .. 4k + 3] */
+    __m512i bs[8];   /* vector j: dword t = token t's (bsums[2j], bsums[2j + 1]) */
+    float d[RT_HEX]; /* token t's d (0 for a padding lane) */
+};
+
+/* Hexadectet h of the panel: tokens 16h .. 16h + 15 (pc tokens in the panel;
+ * lanes past it read the zero block z and have d = 0), as two octets: the
+ * low and high 256 bits of each vector. */
+static inline RT__AVX512 void act_hex_fill(struct act_hex *H, const uint8_t *a0, uint64_t astride,
+                                           int h, int pc, const struct rt_block_q8_k *z)
+{
+    const struct rt_block_q8_k *a[RT_HEX];
+    for (int t = 0; t < RT_HEX; t++) {
+        const int j = RT_HEX * h + t;
+        a[t] = j < pc ? (const struct rt_block_q8_k *)(a0 + (uint64_t)j * astride) : z;
+        H->d[t] = a[t]->d;
+    }
+    for (int half = 0; half < 2; half++) {
+        const struct rt_block_q8_k *const *ah = a + 8 * half;
+        __m256i in[8], o[8];
+        for (int m = 0; m < 8; m++) {
+            for (int t = 0; t < 8; t++) in[t] = _mm256_loadu_si256((const __m256i *)(ah[t]->qs + 32 * m));
+            tr8x8(in, o);
+            for (int i = 0; i < 8; i++) _mm256_store_si256((__m256i *)&H->q[8 * m + i] + half, o[i]);
+        }
+        for (int t = 0; t < 8; t++) in[t] = _mm256_loadu_si256((const __m256i *)ah[t]->bsums);
+        tr8x8(in, o);
+        for (int i = 0; i < 8; i++) _mm256_store_si256((__m256i *)&H->bs[i] + half, o[i]);
+    }
+}
+
+/* kdot_oct with hexadectets: iv[h], mv[h] = the isum and msum lanes of
+ * hexadectet h. Four scale groups at a time (16 accumulators). */
+static inline __attribute__((always_inline)) RT__AVX512 void
+kdot_hex(const struct kdec *k, const struct act_hex *H, const int G, const int NH,
+         __m512i iv[RT_NHEX], __m512i mv[RT_NHEX])
+{
+    for (int h = 0; h < NH; h++) iv[h] = mv[h] = _mm512_setzero_si512();
+    const int ng = 64 / G;
+    for (int g0 = 0; g0 < ng; g0 += 4) {
+        __m512i acc[4][RT_NHEX];
+        for (int gi = 0; gi < 4; gi++)
+            for (int h = 0; h < NH; h++) acc[gi][h] = _mm512_setzero_si512();
+        for (int kk = 0; kk < G; kk++)
+            for (int gi = 0; gi < 4; gi++) {
+                const int kq = (g0 + gi) * G + kk;
+                int32_t w4;
+                memcpy(&w4, k->u + 4 * kq, 4);
+                const __m512i w = _mm512_set1_epi32(w4);
+                for (int h = 0; h < NH; h++) acc[gi][h] = _mm512_dpbusd_epi32(acc[gi][h], w, H[h].q[kq]);
+            }
+        for (int gi = 0; gi < 4; gi++) {
+            const int g16 = (g0 + gi) * G / 4;
+            const __m512i sc = _mm512_set1_epi32(k->scx[16 * (g16 / 2) + 8 * (g16 % 2)]);
+            for (int h = 0; h < NH; h++) iv[h] = _mm512_add_epi32(iv[h], _mm512_mullo_epi32(acc[gi][h], sc));
+        }
+    }
+    for (int j = 0; j < 8; j++) {
+        int32_t m2;
+        memcpy(&m2, k->mc + 2 * j, 4);
+        const __m512i mc = _mm512_set1_epi32(m2);
+        for (int h = 0; h < NH; h++) mv[h] = _mm512_dpwssd_epi32(mv[h], mc, H[h].bs[j]);
+    }
+}
+
+#define RT__GEMM_AVX512(t, mode, bs)                                                              \
+    RT__AVX512 void rt_gemm_##t##_q8_k_avx512(RT__GEMM_PARAMS)                                    \
+    {                                                                                             \
+        const uint64_t nb = n / RT_QK_K;                                                          \
+        const int G = (bs) == RT_BS_Q4_K || (bs) == RT_BS_Q5_K ? 8 : 4;                           \
+        struct kdec *kd = scratch;                                                                \
+        float(*p)[RT_NACC][RT_ZPANEL] =                                                           \
+            (float(*)[RT_NACC][RT_ZPANEL])((uint8_t *)scratch + sizeof(struct kdec));             \
+        struct act_hex *H = (struct act_hex *)((uint8_t *)scratch +                               \
+            ((sizeof(struct kdec) + RT_GEMM_MAX_ROWS * sizeof *p + 63) & ~(size_t)63));           \
+        struct rt_block_q8_k *z = (struct rt_block_q8_k *)(H + RT_NHEX);                          \
+        for (uint64_t c0 = 0; c0 < nc; c0 += RT_ZPANEL) {                                         \
+            const int pc = nc - c0 < RT_ZPANEL ? (int)(nc - c0) : RT_ZPANEL;                      \
+            const int nh = (pc + RT_HEX - 1) / RT_HEX;                                            \
+            if (pc < RT_OCT) { /* fewer tokens than 8 lanes: the 4-token AVX2 path (same bits) */ \
+                rt_gemm_##t##_q8_k_avx2(n, nr, (uint64_t)pc, out + c0 * ldo, ldo, w_rows, stride,  \
+                                        (const uint8_t *)act + c0 * astride, astride, scratch);   \
+                continue;                                                                         \
+            }                                                                                     \
+            memset(p, 0, nr * sizeof *p);                                                         \
+            memset(z, 0, sizeof *z);                                                              \
+            for (uint64_t b = 0; b < nb; b++) {                                                   \
+                const uint8_t *a0 = (const uint8_t *)act + c0 * astride + b * sizeof(struct rt_block_q8_k); \
+                if (b + 1 < nb)                                                                   \
+                    for (uint64_t r = 0; r < nr; r++)                                             \
+                        for (uint64_t l = 0; l < (bs); l += 64)                                   \
+                            _mm_prefetch((const char *)w_rows + r * stride + (b + 1) * (bs) + l,  \
+                                         _MM_HINT_T0);                                            \
+                for (int h = 0; h < nh; h++) act_hex_fill(&H[h], a0, astride, h, pc, z);          \
+                for (uint64_t r = 0; r < nr; r++) {                                               \
+                    dec_##t##_x((const uint8_t *)w_rows + r * stride + b * (bs), kd);             \
+                    __m512i iv[RT_NHEX], mv[RT_NHEX];                                             \
+                    switch (nh) {                                                                 \
+                    case 1: kdot_hex(kd, H, G, 1, iv, mv); break;                                 \
+                    case 2: kdot_hex(kd, H, G, 2, iv, mv); break;                                 \
+                    case 3: kdot_hex(kd, H, G, 3, iv, mv); break;                                 \
+                    default: kdot_hex(kd, H, G, 4, iv, mv); break;                                \
+                    }                                                                             \
+                    float *pr = p[r][b % RT_NACC];                                                \
+                    const __m512 d = _mm512_set1_ps(kd->d), dmin = _mm512_set1_ps(kd->dmin);      \
+                    for (int h = 0; h < nh; h++) {                                                \
+                        const __m512 da = _mm512_load_ps(H[h].d);                                 \
+                        __m512 v;                                                                 \
+                        if ((mode) == KM_MIN)                                                     \
+                            v = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(da, d), _mm512_cvtepi32_ps(iv[h])), \
+                                              _mm512_mul_ps(_mm512_mul_ps(da, dmin), _mm512_cvtepi32_ps(mv[h]))); \
+                        else                                                                      \
+                            v = _mm512_mul_ps(_mm512_mul_ps(da, d),                               \
+                                              _mm512_cvtepi32_ps(_mm512_sub_epi32(iv[h], mv[h]))); \
+                        _mm512_storeu_ps(pr + RT_HEX * h, _mm512_add_ps(_mm512_loadu_ps(pr + RT_HEX * h), v)); \
+                    }                                                                             \
+                }                                                                                 \
+            }                                                                                     \
+            panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo);  \
+        }                                                                                         \
+    }
+RT__KTYPES(RT__GEMM_AVX512)
+_Static_assert(sizeof(struct kdec) + RT_GEMM_MAX_ROWS * RT_ZPANEL * RT_NACC * sizeof(float) + 63 +
+                       RT_NHEX * sizeof(struct act_hex) + sizeof(struct rt_block_q8_k) <=
+                   RT_GEMM_SCRATCH,
+               "the AVX-512 k-quant gemm's scratch");
+
 // --- x86-64 AVX2: the 32-element block types (x Q8_0 / Q8_1) ---
 /*
  * Eight blocks (256 elements) of a row are decoded at a time to signed

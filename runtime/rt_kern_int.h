@@ -264,6 +264,7 @@ RT__GEMM_TYPES(RT__DECL_GEMM, ref)
 #if RT_HAVE_X86
 RT__GEMM_TYPES(RT__DECL_GEMM, avx2)
 RT__GEMM_TYPES(RT__DECL_GEMM, vnni)
+RT__GEMM_TYPES(RT__DECL_GEMM, avx512)
 /* the 32-element block types x Q8_0 / Q8_1 */
 #define RT__LGEMM_DECLS(V)                                                                        \
     RT__DECL_GEMM(q8_0_##V) RT__DECL_GEMM(q4_0_##V) RT__DECL_GEMM(q5_0_##V)                       \

@@ -48,17 +48,22 @@ static struct rt_cpu cpu_hw(void)
     unsigned a, b, cx, d;
     if (__get_cpuid(1, &a, &b, &cx, &d)) {
         const bool fma = cx & (1u << 12), osxsave = cx & (1u << 27), f16c = cx & (1u << 29);
-        bool ymm = false;
+        bool ymm = false, zmm = false;
         if (osxsave) {
             unsigned lo, hi;
             __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
             ymm = (lo & 6u) == 6u;
+            zmm = (lo & 0xE6u) == 0xE6u; /* + opmask, ZMM_Hi256, Hi16_ZMM state */
         }
         if (fma && f16c && ymm && __get_cpuid_max(0, NULL) >= 7) {
             __cpuid_count(7, 0, a, b, cx, d);
             c.avx2 = b & (1u << 5);
+            /* AVX512F (b16), AVX512BW (b30), AVX512VL (b31), AVX512_VNNI (c11) */
+            const bool avx512 = zmm && (b & (1u << 16)) && (b & (1u << 30)) && (b & (1u << 31)) &&
+                                (cx & (1u << 11));
             __cpuid_count(7, 1, a, b, cx, d);
             c.avxvnni = c.avx2 && (a & (1u << 4));
+            c.avx512 = c.avxvnni && avx512;
         }
     }
 #endif
@@ -78,6 +83,9 @@ struct rt_cpu rt_cpu_detect(void)
         c.i8mm = false;
     } else if (e && strcmp(e, "avx2") == 0) {
         c.avxvnni = false;
+        c.avx512 = false;
+    } else if (e && strcmp(e, "vnni") == 0) {
+        c.avx512 = false;
     }
     return c;
 }
@@ -105,6 +113,7 @@ struct rt_cpu rt_cpu_detect(void)
 #define RT__GEMM_I8MM_q6_k_q8_k rt_gemm_q6_k_q8_k_i8mm
 #define RT__GEMM_avx2(nm) rt_gemm_##nm##_avx2
 #define RT__GEMM_vnni(nm) rt_gemm_##nm##_vnni
+#define RT__GEMM_avx512(nm) rt_gemm_##nm##_avx512
 
 /* Four-row kernels (rt_dot4_fn) where a variant has them. */
 #define RT__DOT4_ref(nm) NULL
@@ -173,8 +182,9 @@ static const struct rt_kernels table_i8mm = {
 
 #if RT_HAVE_X86
 /* x86-64 tables (V = avx2 or vnni): the AVX2 / AVX-VNNI kernels and
- * quantizers of rt_kern_x86.c, every weight type included. */
-#define RT__KERNELS_X86(V)                                  \
+ * quantizers of rt_kern_x86.c, every weight type included; KG: the k-quant
+ * gemms' variant (V, or avx512 beside the vnni mat-vecs). */
+#define RT__KERNELS_X86(V, KG)                              \
     KER(F32, F32, rt_dot_f32_f32_##V),                      \
     KER(F16, F16, rt_dot_f16_f16_##V),                      \
     KER(BF16, BF16, rt_dot_bf16_bf16_##V),                  \
@@ -192,20 +202,27 @@ static const struct rt_kernels table_i8mm = {
     KER(IQ3_S, Q8_K, rt_dot_iq3_s_q8_k_##V),                \
     KER(IQ1_S, Q8_K, rt_dot_iq1_s_q8_k_##V),                \
     KER(IQ1_M, Q8_K, rt_dot_iq1_m_q8_k_##V),                \
-    KERG(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V, NULL, RT__GEMM_##V(q2_k_q8_k)), \
-    KERG(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V, NULL, RT__GEMM_##V(q3_k_q8_k)), \
-    KERG(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, rt_dot4_q4_k_q8_k_##V, RT__GEMM_##V(q4_k_q8_k)), \
-    KERG(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V, NULL, RT__GEMM_##V(q5_k_q8_k)), \
-    KERG(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V, NULL, RT__GEMM_##V(q6_k_q8_k))
+    KERG(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V, NULL, RT__GEMM_##KG(q2_k_q8_k)), \
+    KERG(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V, NULL, RT__GEMM_##KG(q3_k_q8_k)), \
+    KERG(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, rt_dot4_q4_k_q8_k_##V, RT__GEMM_##KG(q4_k_q8_k)), \
+    KERG(Q5_K, Q8_K, rt_dot_q5_k_q8_k_##V, NULL, RT__GEMM_##KG(q5_k_q8_k)), \
+    KERG(Q6_K, Q8_K, rt_dot_q6_k_q8_k_##V, NULL, RT__GEMM_##KG(q6_k_q8_k))
 
 static const struct rt_kernels table_avx2 = {
     .name = "avx2",
-    .kernel = {RT__KERNELS_X86(avx2)},
+    .kernel = {RT__KERNELS_X86(avx2, avx2)},
     .act = {RT__ACTS(avx2)},
 };
 static const struct rt_kernels table_avx2_vnni = {
     .name = "avx2+vnni",
-    .kernel = {RT__KERNELS_X86(vnni)},
+    .kernel = {RT__KERNELS_X86(vnni, vnni)},
+    .act = {RT__ACTS(vnni)},
+};
+/* AVX-512 (F, BW, VL, VNNI) beside AVX-VNNI (Sapphire Rapids, Zen 4 and
+ * later): the AVX-VNNI table with the zmm k-quant gemms. */
+static const struct rt_kernels table_avx512 = {
+    .name = "avx512+vnni",
+    .kernel = {RT__KERNELS_X86(vnni, avx512)},
     .act = {RT__ACTS(vnni)},
 };
 #endif
@@ -217,6 +234,7 @@ const struct rt_kernels *rt_kernels_select(const struct rt_cpu *cpu)
     if (cpu && cpu->neon && cpu->dotprod) return &table_sdot;
     if (cpu && cpu->neon) return &table_neon;
 #elif RT_HAVE_X86
+    if (cpu && cpu->avx2 && cpu->avxvnni && cpu->avx512) return &table_avx512;
     if (cpu && cpu->avx2 && cpu->avxvnni) return &table_avx2_vnni;
     if (cpu && cpu->avx2) return &table_avx2;
 #else
@@ -238,6 +256,7 @@ int rt_kernels_variants(const struct rt_kernels **v, int max)
 #elif RT_HAVE_X86
     if (hw.avx2) all[n++] = &table_avx2;
     if (hw.avx2 && hw.avxvnni) all[n++] = &table_avx2_vnni;
+    if (hw.avx2 && hw.avxvnni && hw.avx512) all[n++] = &table_avx512;
 #else
     (void)hw;
 #endif

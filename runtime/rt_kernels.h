@@ -71,6 +71,8 @@ struct rt_cpu {
     bool i8mm;    /* SMMLA (HWCAP2_I8MM; Cortex-A510/A710/X2, Neoverse N2 and later) */
     bool avx2;    /* x86-64: AVX2 + FMA + F16C, enabled by the OS (Haswell, Zen 1 and later) */
     bool avxvnni; /* x86-64: AVX-VNNI (VEX VPDPBUSD/VPDPWSSD on ymm; Alder Lake, Zen 4) */
+    bool avx512;  /* x86-64: AVX-512 F+BW+VL+VNNI with the zmm state enabled, and AVX-VNNI
+                     (Sapphire Rapids, Zen 4 and later): the zmm k-quant gemms */
 };
 
 /* Features of the running CPU (aarch64: getauxval(AT_HWCAP / AT_HWCAP2);
@@ -79,7 +81,8 @@ struct rt_cpu {
  *   "scalar"   -> nothing
  *   "neon"     -> neon only (no dotprod, no i8mm)
  *   "dotprod"  -> neon + dotprod (no i8mm)
- *   "avx2"     -> avx2 only (no avxvnni)
+ *   "avx2"     -> avx2 only (no avxvnni, no avx512)
+ *   "vnni"     -> avx2 + avxvnni (no avx512)
  *   anything else / unset -> as detected.
  * A build with -DMW_FORCE_SCALAR=ON always returns nothing. Reads the
  * environment; call once at start-up. */
@@ -154,14 +157,16 @@ struct rt_kernel {
 /* One variant's function-pointer tables. Indexed by ggml type id; rows that
  * are not supported have dot == NULL (kernel) / quantize == NULL (act). */
 struct rt_kernels {
-    const char *name; /* "scalar", "neon", "neon+dotprod", "neon+i8mm", "avx2", "avx2+vnni" */
+    const char *name; /* "scalar", "neon", "neon+dotprod", "neon+i8mm", "avx2", "avx2+vnni",
+                         "avx512+vnni" */
     struct rt_kernel kernel[GGUF_TYPE_COUNT]; /* by weight type */
     struct rt_act_format act[GGUF_TYPE_COUNT]; /* by activation type */
 };
 
 /* The best table for cpu: aarch64: NEON+SDOT+SMMLA if cpu->i8mm (and
  * dotprod), NEON+SDOT if cpu->dotprod, NEON if cpu->neon; x86-64:
- * AVX2+VNNI if cpu->avxvnni (and avx2), AVX2 if cpu->avx2; else the scalar
+ * AVX-512+VNNI if cpu->avx512 (and avxvnni, avx2), AVX2+VNNI if
+ * cpu->avxvnni (and avx2), AVX2 if cpu->avx2; else the scalar
  * reference. Variants not compiled into this binary (the other ISA, or
  * MW_FORCE_SCALAR) fall back to scalar. Never NULL; points to static const
  * data (no allocation, no state). cpu == NULL means scalar. Do not select a

@@ -249,16 +249,17 @@ START_TEST(test_cpu_and_tables)
 {
     const struct rt_cpu hw = rt_cpu_detect();
     const struct rt_kernels *best = rt_kernels_select(&hw);
-    printf("rt_kernels: cpu neon=%d dotprod=%d i8mm=%d avx2=%d avxvnni=%d -> table \"%s\"\n",
-           hw.neon, hw.dotprod, hw.i8mm, hw.avx2, hw.avxvnni, best->name);
+    printf("rt_kernels: cpu neon=%d dotprod=%d i8mm=%d avx2=%d avxvnni=%d avx512=%d -> table \"%s\"\n",
+           hw.neon, hw.dotprod, hw.i8mm, hw.avx2, hw.avxvnni, hw.avx512, best->name);
     const char *expect = getenv("MW_RT_EXPECT");
     if (expect) ck_assert_str_eq(best->name, expect);
 #if !RT_HAVE_NEON
     ck_assert(!hw.neon && !hw.dotprod && !hw.i8mm);
 #endif
 #if !RT_HAVE_X86
-    ck_assert(!hw.avx2 && !hw.avxvnni);
+    ck_assert(!hw.avx2 && !hw.avxvnni && !hw.avx512);
 #endif
+    ck_assert(!hw.avx512 || hw.avxvnni); /* the avx512 table runs the vnni mat-vecs */
 #if !RT_HAVE_NEON && !RT_HAVE_X86
     ck_assert_str_eq(best->name, "scalar");
 #endif
@@ -276,7 +277,7 @@ START_TEST(test_cpu_and_tables)
     /* MW_RT_KERNELS caps what detection reports */
     ck_assert_int_eq(setenv("MW_RT_KERNELS", "scalar", 1), 0);
     struct rt_cpu c = rt_cpu_detect();
-    ck_assert(!c.neon && !c.dotprod && !c.i8mm && !c.avx2 && !c.avxvnni);
+    ck_assert(!c.neon && !c.dotprod && !c.i8mm && !c.avx2 && !c.avxvnni && !c.avx512);
     ck_assert_int_eq(setenv("MW_RT_KERNELS", "neon", 1), 0);
     c = rt_cpu_detect();
     ck_assert(c.neon == hw.neon && !c.dotprod && !c.i8mm);
@@ -285,7 +286,11 @@ START_TEST(test_cpu_and_tables)
     ck_assert(c.dotprod == hw.dotprod && !c.i8mm);
     ck_assert_int_eq(setenv("MW_RT_KERNELS", "avx2", 1), 0);
     c = rt_cpu_detect();
-    ck_assert(c.avx2 == hw.avx2 && !c.avxvnni);
+    ck_assert(c.avx2 == hw.avx2 && !c.avxvnni && !c.avx512);
+    ck_assert_int_eq(setenv("MW_RT_KERNELS", "vnni", 1), 0);
+    c = rt_cpu_detect();
+    ck_assert(c.avx2 == hw.avx2 && c.avxvnni == hw.avxvnni && !c.avx512);
+    if (hw.avxvnni) ck_assert_str_eq(rt_kernels_select(&c)->name, "avx2+vnni");
     ck_assert_int_eq(unsetenv("MW_RT_KERNELS"), 0);
 
     ck_assert_uint_eq(rt_row_bytes(GGUF_TYPE_Q4_K, 4096), 16 * 144);
