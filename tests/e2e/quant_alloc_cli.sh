@@ -7,7 +7,11 @@
 # recorded in memwall.quant.budget, bad budgets are usage errors (exit 2).
 # The --method gptq path runs on a 30 KB slice of calib.txt, 8 samples.
 # With "small" (the sanitizer build): one --size run and the usage errors,
-# without the runs that measure the i-quant candidates.
+# without the runs that measure the i-quant candidates; its two runs that
+# measure every candidate of every tensor (--size, --bpw 3) take tinyllama-8m
+# and its imatrix cut to layer 0 (tests/fixtures/gguf_cut_layers.py: every
+# kind of tensor, a third of the weights; 2 minutes of CPU each at -O0 with
+# all 8 layers).
 set -u
 small=${1:-}
 source "$(dirname "$0")/common.sh"
@@ -45,14 +49,20 @@ size_ok() { # FILE TARGET LABEL: <= target, >= 99% of it, verify OK, predicted e
 
 # --size: llama.cpp's Q4_K_M and Q3_K_M file sizes, and a suffix
 targets="5339584 4449728"
-[ "$small" = small ] && targets=4449728
+src=$f16 srcim=$im # the input of the runs that measure every tensor
+if [ "$small" = small ]; then
+    python3 "$FIX/gguf_cut_layers.py" "$f16" "$T/l1.gguf" 1 &&
+        python3 "$FIX/gguf_cut_layers.py" "$im" "$T/l1.imatrix" 1 || fail "gguf_cut_layers.py"
+    src=$T/l1.gguf srcim=$T/l1.imatrix
+    targets=$(( $(stat -c %s "$src") * 4449728 / 16891328 )) # Q3_K_M's share of the F16 file
+fi
 for target in $targets; do
-    run 0 quant "$f16" -o "$T/s$target.gguf" --size "$target" --imatrix "$im" --no-iquants -t 2 &&
+    run 0 quant "$src" -o "$T/s$target.gguf" --size "$target" --imatrix "$srcim" --no-iquants -t 2 &&
         size_ok "$T/s$target.gguf" "$target" "--size $target"
 done
 has "$err" "output.weight" "--size table"
-b=$(kv_value "$T/s4449728.gguf" memwall.quant.budget)
-[ "$b" = "size=4449728" ] || fail "memwall.quant.budget is '$b'"
+b=$(kv_value "$T/s$target.gguf" memwall.quant.budget)
+[ "$b" = "size=$target" ] || fail "memwall.quant.budget is '$b'"
 if [ "$small" != small ]; then
 run 0 quant "$f16" -o "$T/s4m.gguf" --size 4MiB --imatrix "$im" --no-iquants -t 2 -q &&
     { [ "$(stat -c %s "$T/s4m.gguf")" -le 4194304 ] || fail "--size 4MiB exceeded"; }
@@ -111,7 +121,7 @@ run 2 quant "$f16" -o "$T/x.gguf" --bpw 1 && has "$err" "below the smallest" "--
 run 2 quant "$f16" -o "$T/x.gguf" --preset Q4_K_M --no-iquants && has "$err" "goes with --bpw" "--no-iquants alone"
 # --no-iquants: the k-quants only (Q2_K everywhere is then the floor)
 run 2 quant "$f16" -o "$T/x.gguf" --bpw 2.5 --imatrix "$im" --no-iquants && has "$err" "below the smallest" "--bpw 2.5 --no-iquants"
-run 0 quant "$f16" -o "$T/k.gguf" --bpw 3 --imatrix "$im" --no-iquants -q
+run 0 quant "$src" -o "$T/k.gguf" --bpw 3 --imatrix "$srcim" --no-iquants -q
 run 0 inspect "$T/k.gguf"
 [[ $out != *" iq1_"* && $out != *" iq2_"* && $out != *" iq3_"* ]] || fail "--no-iquants chose an i-quant"
 if [ "$small" != small ]; then
