@@ -105,15 +105,6 @@ void rt__kv_free(struct rt_kv *kv)
     kv->cap = NULL;
 }
 
-void rt__kv_store(const struct rt_kv *kv, uint8_t *row, const float *x)
-{
-    if (kv->type == RT_KV_Q8_0) {
-        kv->q8->from_float(x, row, kv->kv_dim, NULL);
-    } else {
-        for (uint32_t i = 0; i < kv->kv_dim; i++) mw_put_le16(row + 2 * i, rt__f2h(x[i]));
-    }
-}
-
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(MW_FORCE_SCALAR)
 #include <immintrin.h>
 /* VCVTPH2PS: the exact conversion, as rt__h2f (only called when the CPU has
@@ -125,10 +116,40 @@ __attribute__((target("avx,f16c"))) static uint32_t h2f_f16c(const uint8_t *p, u
         _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 2 * i))));
     return i;
 }
+__attribute__((target("avx,f16c"))) static uint32_t f2h_f16c(const float *x, uint32_t n, uint8_t *p)
+{
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(p + 2 * i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    return i;
+}
 #define RT_KV_F16C 1
 #else
 #define RT_KV_F16C 0
 #endif
+
+/* An f32 row into the cache: rt__f2h per element, 8 (F16C, VCVTPS2PH) or 4
+ * (NEON, FCVTN) at a time — the same round to nearest even, so the same
+ * bits (a NaN stays a quiet NaN; F16C keeps its top payload bits where
+ * rt__f2h writes 0x7e00). */
+void rt__kv_store(const struct rt_kv *kv, uint8_t *row, const float *x)
+{
+    if (kv->type == RT_KV_Q8_0) {
+        kv->q8->from_float(x, row, kv->kv_dim, NULL);
+        return;
+    }
+    const uint32_t n = kv->kv_dim;
+    uint32_t i = 0;
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(MW_FORCE_SCALAR)
+    for (; i + 4 <= n; i += 4)
+        vst1_u8(row + 2 * i, vreinterpret_u8_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+#endif
+#if RT_KV_F16C
+    if (kv->f16c) i = f2h_f16c(x, n, row);
+#endif
+    for (; i < n; i++) mw_put_le16(row + 2 * i, rt__f2h(x[i]));
+}
 
 void rt__kv_load(const struct rt_kv *kv, const uint8_t *row, uint32_t off, uint32_t n, float *out)
 {
