@@ -11,7 +11,13 @@ add_executable(corrupt_sweep tools/corrupt_sweep.c)
 target_link_libraries(corrupt_sweep PRIVATE mw_verify)
 
 mw_check_test(check_verify SOURCES check_verify.c LIBS mw_test_fixtures mw_verify)
-mw_shell_test(verify_truncation_sweep e2e/truncation_sweep.sh $<TARGET_FILE:mkgguf>)
+# ASan: every 5th length through the CLI (odd: all residues mod 4 and 8 in
+# turn), every length in-process (corrupt_sweep, verify_corruption_sweep)
+if(MW_SANITIZE)
+  mw_shell_test(verify_truncation_sweep e2e/truncation_sweep.sh $<TARGET_FILE:mkgguf> 5)
+else()
+  mw_shell_test(verify_truncation_sweep e2e/truncation_sweep.sh $<TARGET_FILE:mkgguf>)
+endif()
 mw_shell_test(verify_corruption_sweep e2e/corruption_sweep.sh $<TARGET_FILE:mkgguf>
               $<TARGET_FILE:corrupt_sweep>)
 

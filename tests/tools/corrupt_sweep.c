@@ -9,7 +9,8 @@
  * and 0x01, a copy with that byte XOR-ed must fail verification with exit
  * code 1 (never 0, never a resource error); and every proper prefix of the
  * file (truncation at each length) must fail with MW_E_TRUNC. Each miss is
- * printed. Exit status 0 when all are detected, 1 otherwise, 2 usage/I/O.
+ * printed (each prefix in a buffer of its own length: ASan flags any read
+ * past it). Exit status 0 when all are detected, 1 otherwise, 2 usage/I/O.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,7 +89,13 @@ int main(int argc, char **argv)
         }
     }
     for (size_t len = 0; len < n; len++) {
-        const enum mw_status s = verify_mem(orig, len, "trunc", NULL, &rep);
+        /* the prefix in a buffer of exactly len bytes: under ASan a read
+         * past the end of the truncated file is a report, not the next byte */
+        uint8_t *prefix = realloc(copy, len ? len : 1);
+        if (!prefix) return 2;
+        copy = prefix;
+        memcpy(copy, orig, len);
+        const enum mw_status s = verify_mem(copy, len, "trunc", NULL, &rep);
         cases++;
         if (s != MW_E_TRUNC) {
             misses++;
