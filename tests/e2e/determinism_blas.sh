@@ -21,6 +21,10 @@
 # statistics, the AWQ search, GPTQ's Hessian, Cholesky and inverse with
 # act-order) at -t 1, 3 and again; --bpw (the allocator running gptq-act for
 # every candidate type: the same products) under Haswell only.
+# When OpenBLAS's default kernel for this CPU is Haswell (OPENBLAS_VERBOSE=2
+# names it: a Zen 4 box gets it), the Haswell pass would repeat the default
+# pass's products bit for bit (the same kernel table): its checks (check_calib,
+# the -t 3 runs) join the default pass instead.
 # Usage: determinism_blas.sh CHECK_CALIB [quick]   (quick: the default kernel only)
 . "$(dirname "$0")/common.sh"
 CHECK_CALIB=${1:?usage: determinism_blas.sh CHECK_CALIB [quick]}
@@ -40,17 +44,20 @@ same_bytes() {
     done
 }
 
-# check KERNEL: the whole matrix under one OPENBLAS_CORETYPE ("" = default)
+# check KERNEL FULL [ALSO]: the whole matrix under one OPENBLAS_CORETYPE ("" =
+# default); ALSO=Haswell: the default kernel is Haswell, the Haswell pass's
+# checks run here too (check_calib, -t 3)
 check() {
-    local k=$1 tag=${1:-default} full=$2
-    echo "== OpenBLAS kernel: $tag"
-    if [ "$k" = Haswell ]; then # the kernel the bug was reported on
+    local k=$1 tag=${1:-default} full=$2 also=${3:-}
+    echo "== OpenBLAS kernel: $tag${also:+ (= $also)}"
+    if [ "$k" = Haswell ] || [ "$also" = Haswell ]; then # the kernel the bug was reported on
         CK_TIMEOUT_MULTIPLIER=10 "$CHECK_CALIB" > "$T/check_calib.log" 2>&1 ||
             { tail -5 "$T/check_calib.log"; fail "check_calib under OPENBLAS_CORETYPE=$k"; }
     fi
     # calib: -t 1 2 3 8, and -t 1 again (other kernels: -t 1 3 8)
     local ct=(1 3 8)
     [ "$full" = 1 ] && ct=(1 2 8 1b)
+    [ -n "$also" ] && ct=(1 2 3 8 1b)
     for t in "${ct[@]}"; do
         run 0 calib "$F16" "${S[@]}" -o "$T/$tag-c$t.imatrix" -t ${t%b} || return
     done
@@ -63,11 +70,13 @@ check() {
         threads=(1 8)
     fi
     for m in "${methods[@]}"; do
-        for t in "${threads[@]}"; do
+        local mt=("${threads[@]}")
+        [ -n "$also" ] && [ "$m" = awq+gptq-act ] && mt=(1 3 8)
+        for t in "${mt[@]}"; do
             run 0 quant "$F16" -o "$T/$tag-$m-$t.gguf" --preset Q8_0 --method "$m" "${S[@]}" -t $t || return
         done
         local files=()
-        for t in "${threads[@]:1}"; do files+=("$T/$tag-$m-$t.gguf"); done
+        for t in "${mt[@]:1}"; do files+=("$T/$tag-$m-$t.gguf"); done
         if [ "$m" = awq+gptq-act ]; then
             run 0 quant "$F16" -o "$T/$tag-$m-again.gguf" --preset Q8_0 --method "$m" "${S[@]}" -t 1
             files+=("$T/$tag-$m-again.gguf")
@@ -81,17 +90,21 @@ check() {
     # --bpw run's; probing twice was 35 s of CPU)
     local tb=(1 3)
     [ "$full" = 1 ] && tb=(1 8)
+    [ -n "$also" ] && tb=(1 3 8)
     [ "$full" = 1 ] || [ "$k" = Haswell ] || { rm -f "$T/$tag-"*; return; }
     for t in "${tb[@]}"; do
         run 0 quant "$F16" -o "$T/$tag-bpw-$t.gguf" --bpw 4.5 --no-iquants --method gptq-act "${S[@]}" -t $t ||
             return
-        [ "$full" = 1 ] || continue
+        [ "$full" = 1 ] && [ "$t" != 3 ] || continue
         run 0 quant "$F16" -o "$T/$tag-size-$t.gguf" --size 4.5M --no-iquants --no-probes --method gptq \
             "${S[@]}" -t $t ||
             return
     done
     local sz=() bp=()
-    for t in "${tb[@]:1}"; do sz+=("$T/$tag-size-$t.gguf"); bp+=("$T/$tag-bpw-$t.gguf"); done
+    for t in "${tb[@]:1}"; do
+        [ "$t" = 3 ] || sz+=("$T/$tag-size-$t.gguf")
+        bp+=("$T/$tag-bpw-$t.gguf")
+    done
     same_bytes "$tag quant --bpw --method gptq-act" "$T/$tag-bpw-1.gguf" "${bp[@]}"
     [ "$full" = 1 ] && same_bytes "$tag quant --size --method gptq" "$T/$tag-size-1.gguf" "${sz[@]}"
     rm -f "$T/$tag-"*
@@ -109,10 +122,20 @@ can_run() {
 }
 
 unset OPENBLAS_CORETYPE
-check "" 1
-if [ "${2:-}" != quick ] && [ "$(uname -m)" = x86_64 ]; then
+others=
+[ "${2:-}" != quick ] && [ "$(uname -m)" = x86_64 ] && others=1
+# the default kernel's name (a DYNAMIC_ARCH OpenBLAS prints "Core: NAME" as it loads)
+core=$(OPENBLAS_VERBOSE=2 $MW_EMU "$MEMWALL" --version 2>&1 | sed -n 's/^Core: *//p' | head -n 1)
+if [ -n "$others" ] && [ "$core" = Haswell ]; then
+    check "" 1 Haswell
+else
+    check "" 1
+fi
+if [ -n "$others" ]; then
     for k in Haswell Sandybridge Prescott; do
-        if can_run $k; then
+        if [ $k = Haswell ] && [ "$core" = Haswell ]; then
+            echo "== OpenBLAS kernel $k: the default kernel here (checked above)"
+        elif can_run $k; then
             OPENBLAS_CORETYPE=$k check $k 0
         else
             echo "== OpenBLAS kernel $k: this CPU cannot run it (not checked)"
