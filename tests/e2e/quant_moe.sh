@@ -164,10 +164,12 @@ read -r g r u <<< "$(xpaths "$T/c3.gguf")"
 echo "17 rows of calibration: expert matrices by rounding $r, unrouted $u"
 # a budget with a corpus: the allocation weighs each expert by its routed rows
 SIZE4=$(( $(stat -c %s "$T/r4.gguf") * 85 / 100 ))
-# (4 x 128 as above: the allocation, its probes and the method see 516 rows;
-# 4 x 256 took twice as long for the same checks)
+# (4 x 128 as above: the allocation and its probes see 516 rows; 4 x 256 took
+# twice as long for the same checks. --method rtn: the size is the
+# allocation's, whatever the method; GPTQ per expert is c1/c2's above, and
+# awq+gptq here was half of this run's 77 s of CPU)
 run 0 quant "$T/mx4.gguf" -o "$T/c4.gguf" --size "$SIZE4" --no-iquants --corpus "$CAL" --samples 4 \
-    --seq-len 128 -t 2 -q || finish
+    --seq-len 128 --method rtn -t 2 -q || finish
 got=$(stat -c %s "$T/c4.gguf")
 [ "$got" -le "$SIZE4" ] && [ "$got" -ge $((SIZE4 * 97 / 100)) ] ||
     fail "--size $SIZE4 --corpus on a MoE: $got bytes"
