@@ -22,7 +22,8 @@
 # act-order) at -t 1, 3 and again; --bpw (the allocator running gptq-act for
 # every candidate type: the same products) under Haswell only.
 # When OpenBLAS's default kernel for this CPU is Haswell (OPENBLAS_VERBOSE=2
-# names it: a Zen 4 box gets it), the Haswell pass would repeat the default
+# names it; Zen 1-3, Haswell..Skylake client; OpenBLAS 0.3.21 gives this Zen 4
+# VM Cooperlake, so there nothing changes), the Haswell pass would repeat the default
 # pass's products bit for bit (the same kernel table): its checks (check_calib,
 # the -t 3 runs) join the default pass instead.
 # Usage: determinism_blas.sh CHECK_CALIB [quick]   (quick: the default kernel only)
