@@ -379,25 +379,49 @@ kdot_oct(const struct kdec *k, const struct act_oct *O, const int G, const int N
     }
 }
 
-#define RT__GEMM_VNNI(t, mode, bs)                                                                \
-    RT__VNNI void rt_gemm_##t##_q8_k_vnni(RT__GEMM_PARAMS)                                        \
+/* The float combine of one lane group (octet or hexadectet) of a decoded
+ * block, the reference's operations per lane: (da * d) * isum - (da * dmin)
+ * * msum (KM_MIN) or (da * d) * (isum - msum), added to the partials pr. */
+static inline __attribute__((always_inline)) RT__VNNI void
+combine_oct(const float *da_, float d_, float dmin_, __m256i iv, __m256i mv, float *pr, int mode)
+{
+    const __m256 da = _mm256_load_ps(da_), d = _mm256_set1_ps(d_), dmin = _mm256_set1_ps(dmin_);
+    __m256 v;
+    if (mode == KM_MIN)
+        v = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(da, d), _mm256_cvtepi32_ps(iv)),
+                          _mm256_mul_ps(_mm256_mul_ps(da, dmin), _mm256_cvtepi32_ps(mv)));
+    else
+        v = _mm256_mul_ps(_mm256_mul_ps(da, d), _mm256_cvtepi32_ps(_mm256_sub_epi32(iv, mv)));
+    _mm256_storeu_ps(pr, _mm256_add_ps(_mm256_loadu_ps(pr), v));
+}
+
+/* The tokens-in-lanes driver, for octets (AVX-VNNI) and hexadectets
+ * (AVX-512): per panel of PANEL tokens and block column, the panel's
+ * activations transposed once into lane groups of LANES tokens (FILL), then
+ * per row the decoded block against them (KDOT: the isum and msum lanes)
+ * and the float combine (COMBINE) into the partials p[r][b % 4][token]. A
+ * short panel computes only the lane groups it uses; one of fewer than 8
+ * tokens takes the 4-token AVX2 path (same bits). */
+#define RT__GEMM_LANES(t, mode, bs, SFX, ATTR, PANEL, LANES, ACT, VI, FILL, KDOT, COMBINE)         \
+    ATTR void rt_gemm_##t##_q8_k_##SFX(RT__GEMM_PARAMS)                                           \
     {                                                                                             \
+        enum { NG = (PANEL) / (LANES) }; /* lane groups per panel */                              \
         const uint64_t nb = n / RT_QK_K;                                                          \
         const int G = (bs) == RT_BS_Q4_K || (bs) == RT_BS_Q5_K ? 8 : 4;                           \
         struct kdec *kd = scratch;                                                                \
-        float(*p)[RT_NACC][RT_VPANEL] =                                                           \
-            (float(*)[RT_NACC][RT_VPANEL])((uint8_t *)scratch + sizeof(struct kdec));         \
-        struct act_oct *O = (struct act_oct *)((uint8_t *)scratch +                               \
-            ((sizeof(struct kdec) + RT_GEMM_MAX_ROWS * sizeof *p + 63) & ~(size_t)63));           \
-        struct rt_block_q8_k *z = (struct rt_block_q8_k *)(O + RT_NOCT);                          \
-        for (uint64_t c0 = 0; c0 < nc; c0 += RT_VPANEL) {                                         \
-            const int pc = nc - c0 < RT_VPANEL ? (int)(nc - c0) : RT_VPANEL;                      \
-            const int no = (pc + RT_OCT - 1) / RT_OCT;                                           \
-            if (pc < RT_OCT) { /* fewer tokens than lanes: the 4-token AVX2 path (same bits) */   \
+        float(*p)[RT_NACC][PANEL] =                                                               \
+            (float(*)[RT_NACC][PANEL])((uint8_t *)scratch + sizeof(struct kdec));                 \
+        ACT *O = (ACT *)((uint8_t *)scratch +                                                     \
+                         ((sizeof(struct kdec) + RT_GEMM_MAX_ROWS * sizeof *p + 63) & ~(size_t)63)); \
+        struct rt_block_q8_k *z = (struct rt_block_q8_k *)(O + NG);                               \
+        for (uint64_t c0 = 0; c0 < nc; c0 += (PANEL)) {                                           \
+            const int pc = nc - c0 < (PANEL) ? (int)(nc - c0) : (PANEL);                          \
+            const int no = (pc + (LANES) - 1) / (LANES);                                          \
+            if (pc < RT_OCT) {                                                                    \
                 rt_gemm_##t##_q8_k_avx2(n, nr, (uint64_t)pc, out + c0 * ldo, ldo, w_rows, stride,  \
                                         (const uint8_t *)act + c0 * astride, astride, scratch);   \
                 continue;                                                                         \
-            }              \
+            }                                                                                     \
             memset(p, 0, nr * sizeof *p);                                                         \
             memset(z, 0, sizeof *z);                                                              \
             for (uint64_t b = 0; b < nb; b++) {                                                   \
@@ -407,34 +431,27 @@ kdot_oct(const struct kdec *k, const struct act_oct *O, const int G, const int N
                         for (uint64_t l = 0; l < (bs); l += 64)                                   \
                             _mm_prefetch((const char *)w_rows + r * stride + (b + 1) * (bs) + l,  \
                                          _MM_HINT_T0);                                            \
-                for (int o = 0; o < no; o++) act_oct_fill(&O[o], a0, astride, o, pc, z);          \
+                for (int o = 0; o < no; o++) FILL(&O[o], a0, astride, o, pc, z);                  \
                 for (uint64_t r = 0; r < nr; r++) {                                               \
                     dec_##t##_x((const uint8_t *)w_rows + r * stride + b * (bs), kd);             \
-                    __m256i iv[RT_NOCT], mv[RT_NOCT];                                             \
-                    switch (no) { /* octets in use: a short panel computes no padding octet */    \
-                    case 1: kdot_oct(kd, O, G, 1, iv, mv); break;                                 \
-                    case 2: kdot_oct(kd, O, G, 2, iv, mv); break;                                 \
-                    case 3: kdot_oct(kd, O, G, 3, iv, mv); break;                                 \
-                    default: kdot_oct(kd, O, G, 4, iv, mv); break;                                \
+                    VI iv[NG], mv[NG];                                                            \
+                    switch (no) { /* lane groups in use: constants for KDOT's loops */            \
+                    case 1: KDOT(kd, O, G, 1, iv, mv); break;                                     \
+                    case 2: KDOT(kd, O, G, 2, iv, mv); break;                                     \
+                    case 3: KDOT(kd, O, G, 3, iv, mv); break;                                     \
+                    default: KDOT(kd, O, G, 4, iv, mv); break;                                    \
                     }                                                                             \
-                    float *pr = p[r][b % RT_NACC];                                                \
-                    const __m256 d = _mm256_set1_ps(kd->d), dmin = _mm256_set1_ps(kd->dmin);      \
-                    for (int o = 0; o < no; o++) {                                                \
-                        const __m256 da = _mm256_load_ps(O[o].d);                                 \
-                        __m256 v;                                                                 \
-                        if ((mode) == KM_MIN)                                                     \
-                            v = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(da, d), _mm256_cvtepi32_ps(iv[o])), \
-                                              _mm256_mul_ps(_mm256_mul_ps(da, dmin), _mm256_cvtepi32_ps(mv[o]))); \
-                        else                                                                      \
-                            v = _mm256_mul_ps(_mm256_mul_ps(da, d),                               \
-                                              _mm256_cvtepi32_ps(_mm256_sub_epi32(iv[o], mv[o]))); \
-                        _mm256_storeu_ps(pr + RT_OCT * o, _mm256_add_ps(_mm256_loadu_ps(pr + RT_OCT * o), v)); \
-                    }                                                                             \
+                    for (int o = 0; o < no; o++)                                                  \
+                        COMBINE(O[o].d, kd->d, kd->dmin, iv[o], mv[o], p[r][b % RT_NACC] + (LANES) * o, mode); \
                 }                                                                                 \
             }                                                                                     \
             panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo);  \
         }                                                                                         \
     }
+_Static_assert(RT_NOCT == 4, "kdot_oct's cases: up to 4 octets");
+#define RT__GEMM_VNNI(t, mode, bs)                                                                \
+    RT__GEMM_LANES(t, mode, bs, vnni, RT__VNNI, RT_VPANEL, RT_OCT, struct act_oct, __m256i,       \
+                   act_oct_fill, kdot_oct, combine_oct)
 RT__KTYPES(RT__GEMM_VNNI)
 _Static_assert(sizeof(struct kdec) + RT_GEMM_MAX_ROWS * RT_VPANEL * RT_NACC * sizeof(float) + 63 +
                        RT_NOCT * sizeof(struct act_oct) + sizeof(struct rt_block_q8_k) <=
@@ -518,62 +535,24 @@ kdot_hex(const struct kdec *k, const struct act_hex *H, const int G, const int N
     }
 }
 
+/* combine_oct on 16 lanes. */
+static inline __attribute__((always_inline)) RT__AVX512 void
+combine_hex(const float *da_, float d_, float dmin_, __m512i iv, __m512i mv, float *pr, int mode)
+{
+    const __m512 da = _mm512_load_ps(da_), d = _mm512_set1_ps(d_), dmin = _mm512_set1_ps(dmin_);
+    __m512 v;
+    if (mode == KM_MIN)
+        v = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(da, d), _mm512_cvtepi32_ps(iv)),
+                          _mm512_mul_ps(_mm512_mul_ps(da, dmin), _mm512_cvtepi32_ps(mv)));
+    else
+        v = _mm512_mul_ps(_mm512_mul_ps(da, d), _mm512_cvtepi32_ps(_mm512_sub_epi32(iv, mv)));
+    _mm512_storeu_ps(pr, _mm512_add_ps(_mm512_loadu_ps(pr), v));
+}
+
+_Static_assert(RT_NHEX == 4, "kdot_hex's cases: up to 4 hexadectets");
 #define RT__GEMM_AVX512(t, mode, bs)                                                              \
-    RT__AVX512 void rt_gemm_##t##_q8_k_avx512(RT__GEMM_PARAMS)                                    \
-    {                                                                                             \
-        const uint64_t nb = n / RT_QK_K;                                                          \
-        const int G = (bs) == RT_BS_Q4_K || (bs) == RT_BS_Q5_K ? 8 : 4;                           \
-        struct kdec *kd = scratch;                                                                \
-        float(*p)[RT_NACC][RT_ZPANEL] =                                                           \
-            (float(*)[RT_NACC][RT_ZPANEL])((uint8_t *)scratch + sizeof(struct kdec));             \
-        struct act_hex *H = (struct act_hex *)((uint8_t *)scratch +                               \
-            ((sizeof(struct kdec) + RT_GEMM_MAX_ROWS * sizeof *p + 63) & ~(size_t)63));           \
-        struct rt_block_q8_k *z = (struct rt_block_q8_k *)(H + RT_NHEX);                          \
-        for (uint64_t c0 = 0; c0 < nc; c0 += RT_ZPANEL) {                                         \
-            const int pc = nc - c0 < RT_ZPANEL ? (int)(nc - c0) : RT_ZPANEL;                      \
-            const int nh = (pc + RT_HEX - 1) / RT_HEX;                                            \
-            if (pc < RT_OCT) { /* fewer tokens than 8 lanes: the 4-token AVX2 path (same bits) */ \
-                rt_gemm_##t##_q8_k_avx2(n, nr, (uint64_t)pc, out + c0 * ldo, ldo, w_rows, stride,  \
-                                        (const uint8_t *)act + c0 * astride, astride, scratch);   \
-                continue;                                                                         \
-            }                                                                                     \
-            memset(p, 0, nr * sizeof *p);                                                         \
-            memset(z, 0, sizeof *z);                                                              \
-            for (uint64_t b = 0; b < nb; b++) {                                                   \
-                const uint8_t *a0 = (const uint8_t *)act + c0 * astride + b * sizeof(struct rt_block_q8_k); \
-                if (b + 1 < nb)                                                                   \
-                    for (uint64_t r = 0; r < nr; r++)                                             \
-                        for (uint64_t l = 0; l < (bs); l += 64)                                   \
-                            _mm_prefetch((const char *)w_rows + r * stride + (b + 1) * (bs) + l,  \
-                                         _MM_HINT_T0);                                            \
-                for (int h = 0; h < nh; h++) act_hex_fill(&H[h], a0, astride, h, pc, z);          \
-                for (uint64_t r = 0; r < nr; r++) {                                               \
-                    dec_##t##_x((const uint8_t *)w_rows + r * stride + b * (bs), kd);             \
-                    __m512i iv[RT_NHEX], mv[RT_NHEX];                                             \
-                    switch (nh) {                                                                 \
-                    case 1: kdot_hex(kd, H, G, 1, iv, mv); break;                                 \
-                    case 2: kdot_hex(kd, H, G, 2, iv, mv); break;                                 \
-                    case 3: kdot_hex(kd, H, G, 3, iv, mv); break;                                 \
-                    default: kdot_hex(kd, H, G, 4, iv, mv); break;                                \
-                    }                                                                             \
-                    float *pr = p[r][b % RT_NACC];                                                \
-                    const __m512 d = _mm512_set1_ps(kd->d), dmin = _mm512_set1_ps(kd->dmin);      \
-                    for (int h = 0; h < nh; h++) {                                                \
-                        const __m512 da = _mm512_load_ps(H[h].d);                                 \
-                        __m512 v;                                                                 \
-                        if ((mode) == KM_MIN)                                                     \
-                            v = _mm512_sub_ps(_mm512_mul_ps(_mm512_mul_ps(da, d), _mm512_cvtepi32_ps(iv[h])), \
-                                              _mm512_mul_ps(_mm512_mul_ps(da, dmin), _mm512_cvtepi32_ps(mv[h]))); \
-                        else                                                                      \
-                            v = _mm512_mul_ps(_mm512_mul_ps(da, d),                               \
-                                              _mm512_cvtepi32_ps(_mm512_sub_epi32(iv[h], mv[h]))); \
-                        _mm512_storeu_ps(pr + RT_HEX * h, _mm512_add_ps(_mm512_loadu_ps(pr + RT_HEX * h), v)); \
-                    }                                                                             \
-                }                                                                                 \
-            }                                                                                     \
-            panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo);  \
-        }                                                                                         \
-    }
+    RT__GEMM_LANES(t, mode, bs, avx512, RT__AVX512, RT_ZPANEL, RT_HEX, struct act_hex, __m512i,   \
+                   act_hex_fill, kdot_hex, combine_hex)
 RT__KTYPES(RT__GEMM_AVX512)
 _Static_assert(sizeof(struct kdec) + RT_GEMM_MAX_ROWS * RT_ZPANEL * RT_NACC * sizeof(float) + 63 +
                        RT_NHEX * sizeof(struct act_hex) + sizeof(struct rt_block_q8_k) <=
