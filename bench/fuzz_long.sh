@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long fuzzing campaigns (issue 7): every libFuzzer target of a clang
+# Long fuzzing campaigns: every libFuzzer target of a clang
 # -DMW_FUZZ=ON -DMW_SANITIZE=ON build (ASan + UBSan), for a long time, on a
 # corpus that persists between campaigns. The test command runs the same
 # targets for a bounded time (scripts/fuzz.sh); this is for nights and

@@ -23,7 +23,7 @@
 # are llama.cpp's SentencePiece ones (scores: minus the rank of each NORMAL
 # piece in id order, 0 for the others, as spm_model() writes them).
 #
-# Mixture of experts (issue 14): qwen3moe (two shards, split inside a
+# Mixture of experts: qwen3moe (two shards, split inside a
 # layer's experts), mixtral, qwen2moe (shared expert): the converter's
 # Qwen2MoeModel / Qwen3MoeModel / LlamaModel expert stacking; qwen3moe-fused:
 # the same checkpoint in transformers 5's fused layout (mlp.experts.gate_up_proj

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/method_cost.sh — issue 15's "quant time and peak RSS per method":
+# bench/method_cost.sh — "quant time and peak RSS per method":
 # memwall quant --corpus --method M for every method
 #   (a) on tinyllama-8m, --preset Q4_K_M, calib.txt: wall s, CPU s, peak RSS,
 #       memwall's time line, KLD to F16 on eval.txt's first 60 KB (ctx 256,

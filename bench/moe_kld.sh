@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/moe_kld.sh — quality per byte on a mixture of experts (issue 14):
+# bench/moe_kld.sh — quality per byte on a mixture of experts:
 # tinyllama-8m's dense F16 weights upcycled into 8 experts, top-2
 # (tests/tools/moe_upcycle: experts = the dense FFN with 15 % multiplicative
 # noise, a random router), then for llama.cpp's Q4_K_M, Q3_K_M and Q2_K

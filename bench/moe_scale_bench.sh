@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/moe_scale_bench.sh — Qwen3-30B-A3B at scale (issue 14): a synthetic
+# bench/moe_scale_bench.sh — Qwen3-30B-A3B at scale: a synthetic
 # BF16 Hugging Face checkpoint with its shapes (hidden 2048, 32 / 4 heads of
 # 128, q/k norm, 128 experts top-8 of width 768, vocab 151936, untied head;
 # bench/synth_moe_ckpt.py, the real Qwen3 tokenizer) for 1 and for LAYERS

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/probe_rank.sh — how well the allocator's per-tensor loss ranks the
 # tensors of tinyllama-8m by the damage they do, before and after the probes
-# (issue 15, docs/commands.md "Probes").
+# (docs/commands.md "Probes").
 #   truth: llama.cpp's KLD to F16 (eval.txt first 20 KB, ctx 256: text the
 #          probes never saw) of a file where ONE tensor is Q3_K (with the
 #          corpus imatrix, as memwall's probe quantizes it) and all others F16;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/scale_bench.sh — the 8 GB workstation (issue 13): memwall quant --corpus
+# bench/scale_bench.sh — the 8 GB workstation: memwall quant --corpus
 # --method awq+gptq --max-memory on a synthetic F16 GGUF with the layer shapes
 # of a 32B-class model (hidden 5120, intermediate 27648, 64 q heads / 8 kv
 # heads, head dim 128; vocab 4096 with tinyllama-8m's tokenizer so the corpus

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/size_targets.sh — issue 15's three targets with the plain commands
+# bench/size_targets.sh — three targets with the plain commands
 #   memwall quant F16 -o OUT --size 4449984 --corpus calib.txt
 #   memwall quant F16 -o OUT --size 3622592 --corpus calib.txt
 #   memwall quant F16 -o OUT --bpw 2.5      --corpus calib.txt
@@ -62,4 +62,4 @@ print(" ".join(f"{k}:{n}" for k,n in sorted(c.items())))')
 done
 printf '\nllama.cpp (datasets/reference/anchors.md): Q2_K-im 3622592 B 3.36 bpw KLD 0.019885; '
 printf 'Q3_K_M-im 4449984 4.15 0.004175; Q4_K_M-im 5339840 5.00 0.001137\n'
-printf 'issue 15 targets: <= 4449984 B KLD <= 0.001137; <= 3622592 B KLD <= 0.004175; 2.5 bpw KLD <= 0.0199\n'
+printf 'targets: <= 4449984 B KLD <= 0.001137; <= 3622592 B KLD <= 0.004175; 2.5 bpw KLD <= 0.0199\n'

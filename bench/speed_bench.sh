@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/speed_bench.sh — issue 16's x86-64 target table in one command:
+# bench/speed_bench.sh — x86-64 target table in one command:
 # memwall-run against llama.cpp's llama-bench (-p 512 -n 128 -d 0,512),
 # measured in the same run, on the same files, at 1, 2 and 4 threads.
 #
@@ -26,7 +26,7 @@
 #                prompts (said in the table's header)
 #   peak RSS     /usr/bin/time -f %M of memwall-run's 512+128 run and of the
 #                llama-bench process (all four of its tests) / llama-peer bench
-# Targets (issue 16, at 2 threads): prompt >= 0.7x pp512, decode at depth
+# Targets (at 2 threads): prompt >= 0.7x pp512, decode at depth
 # 512 >= 0.9x tg128 @ d512, peak RSS <= llama.cpp's.
 #
 # Environment:
@@ -247,7 +247,7 @@ TABLE=$OUT/table.txt
     for name in $MODELS; do
         echo "# $name: $(basename "${FILE[$name]}") ($(stat -c %s "${FILE[$name]}") bytes), quantized by ${QUANTIZER[$name]}"
     done
-    echo "# tok/s; x = memwall/llama.cpp; targets: pp x >= 0.70, tg@512 x >= 0.90 (issue 16, 2 threads); RSS in MiB"
+    echo "# tok/s; x = memwall/llama.cpp; targets: pp x >= 0.70, tg@512 x >= 0.90 (2 threads); RSS in MiB"
     printf '%-5s %2s | %8s %8s %5s | %8s %8s %5s | %8s %8s %5s | %6s %6s | %6s\n' \
         model T "pp mw" "pp512" x "tg@512mw" "tg@512" x "tg@0 mw" "tg@0" x "RSS mw" "RSS ll" "GB/s"
     tail -n +2 "$CSV" | while IFS=, read -r name t a b c d e g r1 r2 gbs _ _; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/workstation_bench.sh — the 8 GB workstation end to end (issue 13): a
+# bench/workstation_bench.sh — the 8 GB workstation end to end: a
 # synthetic Hugging Face llama checkpoint with 32B-class layer shapes (hidden
 # 5120, FFN 27648, 64 / 8 heads; vocab 4096 with tinyllama-8m's tokenizer;
 # values from an LCG with rare 10x outliers, bench/synth_ckpt.py), then

@@ -20,7 +20,7 @@
  *       X_down = silu(X_ffn Wgate^T)*(X_ffn Wup^T)  group FFN_DOWN (down reads it;
  *                                                streamed in row batches, never all T rows)
  *       hs    += X_down Wdown^T
- *     a mixture-of-experts layer (issue 14) replaces the FFN: every row of
+ *     a mixture-of-experts layer replaces the FFN: every row of
  *       X_ffn goes through the f32 router (top-k, rt_moe_route), then each
  *       expert in turn over the rows routed to it (its own FFN_IN / FFN_DOWN
  *       statistics, see calib_stats_expert), the weighted outputs summed
@@ -287,7 +287,7 @@ bool calib_stats_entry(const struct calib_stats *st, uint32_t il, enum calib_wki
  * (see calib_stats_entry_at) n_layer * (4 + 4, + 4 with a shared expert). */
 uint64_t calib_stats_n_entries(const struct calib_stats *st);
 /* Every importance-matrix entry, layer by layer: a weight tensor and the
- * statistics of its input. A MoE layer (issue 14) has, after q, k, v, o:
+ * statistics of its input. A MoE layer has, after q, k, v, o:
  * ffn_gate_inp (the router: every row), with a shared expert (qwen2moe)
  * ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp and ffn_gate_inp_shexp
  * (every row), then ffn_gate_exps, ffn_up_exps (n_mat = n_expert: expert
@@ -308,7 +308,7 @@ uint32_t calib_stats_n_expert(const struct calib_stats *st);
 const struct calib_group_stats *calib_stats_expert(const struct calib_stats *st, uint32_t layer,
                                                    enum calib_group g, uint32_t ex);
 uint32_t calib_stats_n_samples(const struct calib_stats *st);
-/* Where calib_run's time went (issue 13; wall seconds, CLOCK_MONOTONIC):
+/* Where calib_run's time went (wall seconds, CLOCK_MONOTONIC):
  * the forward GEMMs (every linear of every pass, flop = 2 rows n_in n_out),
  * the Hessian accumulations (flop = the 256-blocks of the upper triangle,
  * 2 x 256² x rows each), the on_group callbacks in all (the methods: AWQ
@@ -401,7 +401,7 @@ typedef enum mw_status (*calib_layer_fn)(void *ud, struct calib_layer *ly, struc
 typedef void (*calib_progress_fn)(void *ud, uint32_t layers_done, uint32_t n_layer,
                                   double seconds);
 
-/* Progress by stage (issue 13): calib_run reports the start and the end of
+/* Progress by stage: calib_run reports the start and the end of
  * each stage of each layer, in order:
  *   "embed"   (layer = first_layer; the embedding rows, or load_hidden on a
  *             resumed run)
@@ -424,7 +424,7 @@ struct calib_stage_event {
 };
 typedef void (*calib_stage_fn)(void *ud, const struct calib_stage_event *ev);
 
-/* Resume (issue 13): fill rows [row0, row0 + n_rows) of the hidden states
+/* Resume: fill rows [row0, row0 + n_rows) of the hidden states
  * that enter layer first_layer (n_rows x n_embd floats, row-major: what
  * calib_layer_hidden gave in the previous layer's on_layer), called in row
  * order, n_rows <= calib_layer_max_rows()-sized batches of whole samples. */
@@ -442,7 +442,7 @@ uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g
 const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
                                                   enum calib_group g);
 
-/* Mixture of experts (issue 14; see calib_stats_entry_at). In a MoE layer
+/* Mixture of experts (see calib_stats_entry_at). In a MoE layer
  * the FFN stages run per expert: on_group(FFN_IN) then on_group(FFN_DOWN)
  * once for each expert in turn (calib_layer_expert() >= 0), after the
  * shared expert's own FFN_IN / FFN_DOWN calls (qwen2moe; expert -1; a layer
@@ -561,7 +561,7 @@ struct calib_run_opts {
     void *progress_ud;
     uint64_t max_memory;       /* bytes calib_run's own allocations may reach (activations,
                                 * statistics, Hessians; not the mapped model, not the
-                                * callbacks'); 0: no bound. (issue 7: --max-memory) */
+                                * callbacks'); 0: no bound. (--max-memory) */
     calib_stage_fn on_stage;   /* progress per stage (may be NULL) */
     void *on_stage_ud;
     uint32_t first_layer;      /* resume: start here (0: from the embeddings); the layers
@@ -577,7 +577,7 @@ struct calib_run_opts {
                                 * Files are unlinked as soon as they are created. */
 };
 /*
- * max_memory (issue 7): calib_run plans its allocations before making any
+ * max_memory: calib_run plans its allocations before making any
  * (calib_run_peak_bytes: statistics, hidden states T x n_embd, RoPE table,
  * the batch scratch, n_threads x n_pos^2 attention scores, the larger of
  * the embedding step and one layer's f32 weights — plus, with an on_group

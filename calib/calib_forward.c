@@ -256,7 +256,7 @@ struct engine {
     uint64_t T, rows_b;
     uint64_t E, Q, KV, F, hd;  /* F: n_ff; a MoE model's shared expert's (0: none) */
     uint32_t n_rep;
-    /* mixture of experts (issue 14): experts, used per row, one expert's width;
+    /* mixture of experts: experts, used per row, one expert's width;
      * per MoE layer the routing of every row, the FFN output summed before
      * the residual, the rows of the current expert, and chunk scratch */
     uint64_t NX, K, FX;
@@ -293,7 +293,7 @@ struct engine {
     float *w[CALIB_T_COUNT];   /* views (fused parts point into their tensor); NULL:
                                 * parked (lean) */
     float *wown[CALIB_T_COUNT]; /* the buffers loaded from the model */
-    /* lean mode (issue 13, --max-memory): the hidden states (hs_file), the
+    /* lean mode (--max-memory): the hidden states (hs_file), the
      * attention outputs (xo_fd) and the layer's seven big weights (w_fd, f32
      * at woff[owner]) live in unlinked scratch files; the engine's GEMMs
      * stream a parked weight in panels of panel_rows rows (whole 256-column
@@ -1352,7 +1352,7 @@ static enum mw_status load_layer(struct engine *e, uint32_t il, struct mw_err *e
     return MW_OK;
 }
 
-// --- mixture of experts (issue 14) --------------------------------------------------
+// --- mixture of experts --------------------------------------------------
 /*
  * A MoE layer's FFN (llama.cpp's build_moe_ffn, as runtime/rt.h): after the
  * attention residual, one pass over the batches normalizes every row

@@ -32,7 +32,7 @@ enum calib_tslot {
     CALIB_T_Q_NORM, CALIB_T_K_NORM,        /* head_dim floats, applied per head */
     CALIB_T_ATTN_POST_NORM, CALIB_T_FFN_POST_NORM, /* n_embd: sandwich norms */
     CALIB_T_WQKV,                          /* attn_qkv.weight: q rows, k rows, v rows */
-    /* mixture of experts (rt_hparams n_expert > 0; issue 14): the router, the
+    /* mixture of experts (rt_hparams n_expert > 0): the router, the
      * stacked experts, qwen2moe's shared-expert gate. A MoE model's shared
      * expert (ffn_{gate,up,down}_shexp) sits in CALIB_T_WGATE/WUP/WDOWN,
      * n_ff_shexp wide; without one those slots are absent. */

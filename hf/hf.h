@@ -160,7 +160,7 @@ enum hf_arch {
     HF_ARCH_GEMMA3,  /* Gemma3ForCausalLM, and the text model of
                       * Gemma3ForConditionalGeneration -> GGUF "gemma3" */
     HF_ARCH_PHI3,    /* Phi3ForCausalLM (Phi-3, Phi-4) -> GGUF "phi3" */
-    /* mixture of experts (issue 14): experts stacked into 3-D tensors */
+    /* mixture of experts: experts stacked into 3-D tensors */
     HF_ARCH_QWEN2MOE, /* Qwen2MoeForCausalLM -> GGUF "qwen2moe" (shared expert) */
     HF_ARCH_QWEN3MOE, /* Qwen3MoeForCausalLM -> GGUF "qwen3moe" */
     HF_ARCH_MIXTRAL,  /* MixtralForCausalLM  -> GGUF "llama" with experts */
@@ -203,7 +203,7 @@ struct hf_config {
     bool attention_bias;     /* llama: q/k/v/o biases present */
     bool mlp_bias;           /* llama: gate/up/down biases present */
     char torch_dtype[16];    /* informational, "" if absent */
-    /* --- the families of issue 12 (zero for llama / mistral / qwen2) --- */
+    /* --- the Qwen3 / Gemma 2-3 / Phi-3 families (zero for llama / mistral / qwen2) --- */
     bool multimodal;         /* Gemma3ForConditionalGeneration: the text model's keys
                               * are under text_config (Gemma3TextConfig defaults for
                               * the absent ones), its tensors under model.language_model. */
@@ -221,7 +221,7 @@ struct hf_config {
     uint32_t n_rope_factors; /* phi3 LongRoPE: entries of rope_long / rope_short */
     float rope_long[HF_MAX_ROPE_FACTORS];
     float rope_short[HF_MAX_ROPE_FACTORS];
-    /* --- mixture of experts (issue 14; zero for the dense families) --- */
+    /* --- mixture of experts (zero for the dense families) --- */
     uint32_t n_expert;       /* num_experts (qwen) / num_local_experts (mixtral) */
     uint32_t n_expert_used;  /* num_experts_per_tok, 1 .. n_expert */
     uint32_t n_ff_exp;       /* one expert's FFN width: moe_intermediate_size (qwen);

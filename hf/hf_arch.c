@@ -1,6 +1,6 @@
 /* hf/hf_arch.c — HF tensor names -> llama.cpp GGUF names, shapes and types
- * for llama / mistral / qwen2 (docs/formats.md §5, §6) and the families of
- * issue 12 (as llama.cpp's converter maps them: qwen3 q_norm/k_norm ->
+ * for llama / mistral / qwen2 (docs/formats.md §5, §6) and the Qwen3 /
+ * Gemma 2-3 / Phi-3 families (as llama.cpp's converter maps them: qwen3 q_norm/k_norm ->
  * attn_q_norm/attn_k_norm; gemma2/3 post_attention_layernorm ->
  * post_attention_norm, pre_feedforward_layernorm -> ffn_norm,
  * post_feedforward_layernorm -> post_ffw_norm, every *norm.weight + 1,
@@ -8,7 +8,7 @@
  * model.language_model. with the vision tower and projector skipped; phi3
  * qkv_proj -> attn_qkv, gate_up_proj -> ffn_up, LongRoPE factors generated
  * first as rope_factors_long / rope_factors_short), the mixture-of-experts
- * families of issue 14 (qwen2moe, qwen3moe, mixtral: the router mlp.gate /
+ * mixture-of-experts families (qwen2moe, qwen3moe, mixtral: the router mlp.gate /
  * block_sparse_moe.gate -> ffn_gate_inp (F32), every expert's 2-D
  * gate/up/down stacked into ffn_{gate,up,down}_exps 3-D tensors placed where
  * llama.cpp's converter yields them — at the layer's last expert tensor in
@@ -28,9 +28,9 @@ enum role {
     R_TOKEN_EMBD, R_OUTPUT_NORM, R_OUTPUT,
     R_ATTN_NORM, R_Q, R_K, R_V, R_O, R_QB, R_KB, R_VB, R_OB,
     R_FFN_NORM, R_GATE, R_UP, R_DOWN, R_GATEB, R_UPB, R_DOWNB,
-    /* the families of issue 12 */
+    /* the Qwen3 / Gemma 2-3 / Phi-3 families */
     R_Q_NORM, R_K_NORM, R_POST_ATTN_NORM, R_POST_FFW_NORM, R_QKV, R_GATE_UP,
-    /* mixture of experts (issue 14); the experts themselves: see parse_expert */
+    /* mixture of experts; the experts themselves: see parse_expert */
     R_GATE_INP, R_GATE_SHEXP, R_UP_SHEXP, R_DOWN_SHEXP, R_GATE_INP_SHEXP,
     R_COUNT
 };

@@ -326,7 +326,7 @@ static enum mw_status cfg_rope(const cJSON *root, struct hf_config *c, struct mw
                     "RoPE scaling '%s' is not supported (linear, llama3)", type);
 }
 
-// --- the families of issue 12 ------------------------------------------------
+// --- the Qwen3 / Gemma 2-3 / Phi-3 families ------------------------------------------------
 
 /* Keys that belong to one family only: one of them in another family's
  * config is a mixed-up config (MW_E_FORMAT naming it). */
@@ -767,7 +767,7 @@ static enum mw_status cfg_family(const cJSON *root, struct hf_config *c, struct 
 }
 
 /* The experts of Qwen2MoeForCausalLM, Qwen3MoeForCausalLM and
- * MixtralForCausalLM (issue 14). Refused, naming the key, what llama.cpp's
+ * MixtralForCausalLM. Refused, naming the key, what llama.cpp's
  * converter or runtime would get wrong: dense layers among the sparse ones
  * (decoder_sparse_step > 1, mlp_only_layers: the converter cannot map their
  * mlp, the runtime has experts in every layer), a norm_topk_prob other than

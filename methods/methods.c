@@ -75,7 +75,7 @@ struct quant_methods_src {
                                       * with a work dir: its tensors.bin (owned by j) */
     uint64_t fend;                   /* its size */
     uint64_t *hash;                  /* XXH3 of each spilled tensor (checked when read back) */
-    struct mwj *j;                   /* the work dir's journal (issue 13), or NULL */
+    struct mwj *j;                   /* the work dir's journal, or NULL */
     struct mwj_spill *pend;          /* tensors spilled in the current layer (journal) */
     uint32_t n_pend, cap_pend;
     char method_label[QUANT_METHODS_LABEL_MAX + 1];   /* memwall.quant.method */
@@ -108,7 +108,7 @@ struct quant_methods_src {
         uint8_t *b;
         uint64_t rows, filled, row_bytes;
     } fb[3];              /* 3: a MoE layer's ffn_{gate,up,down}_exps fill expert by expert */
-    /* MoE (issue 14): expert matrices quantized with GPTQ on the rows routed
+    /* MoE: expert matrices quantized with GPTQ on the rows routed
      * to them, with importance-weighted rounding (too few rows for GPTQ), or
      * plainly (no row reached the expert) */
     uint32_t x_gptq, x_rtn, x_unrouted;
@@ -1192,7 +1192,7 @@ static enum mw_status on_layer(void *ud, struct calib_layer *ly, struct mw_err *
     return h->mo->work_dir ? on_layer_journal(ud, ly, err) : MW_OK;
 }
 
-/* --- the work dir (issue 13; methods_journal.c) --- */
+/* --- the work dir (methods_journal.c) --- */
 
 /* on_layer with a work dir: the layer's tensors are in tensors.bin; record
  * them, the AWQ tally and the layer's output hidden states. */

@@ -70,7 +70,7 @@ enum mw_status quant_gptq(uint32_t type, float *w, uint64_t n_out, uint64_t n_in
 
 /* GPTQ in two steps, so that one factorization serves every weight that
  * reads the same input (q/k/v, gate/up) and the Hessian's own buffer holds
- * the factor (no second n_in² copy: issue 13). quant_gptq = a copy of H,
+ * the factor (no second n_in² copy). quant_gptq = a copy of H,
  * prepare (retrying with more dampening), apply: the same bits.
  * prepare: H (n_in x n_in, symmetric, row-major) is DESTROYED: it becomes
  * the upper Cholesky factor U of (P (H + damp I) Pᵀ)^-1, P the act-order
@@ -248,7 +248,7 @@ struct quant_methods_opts {
     const char *scratch_prefix;     /* the spill file is created as PREFIX.tmp.spill-XXXXXX
                                      * and unlinked at once (pass the output path);
                                      * NULL: $TMPDIR or /tmp */
-    /* issue 13: resumable runs. work_dir: the quantized tensors, the hidden
+    /* resumable runs. work_dir: the quantized tensors, the hidden
      * states after each finished layer and a journal of finished layers are
      * kept there (methods_journal.c); NULL: none (the unlinked spill file).
      * resume: continue the journal found in work_dir (refused, naming the

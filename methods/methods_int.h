@@ -1,7 +1,7 @@
 /*
  * methods/methods_int.h — internals of mw_methods shared between its files:
  * the work-dir journal of resumable `memwall quant --corpus` runs
- * (methods_journal.c, issue 13).
+ * (methods_journal.c).
  *
  * Work dir layout (quant_methods_opts.work_dir):
  *   DIR/journal      a header record (the run's identity) and one record per
@@ -35,7 +35,7 @@
 #include "calib/calib.h"
 #include "core/mw.h"
 
-#define MWJ_VERSION 2 /* 2: the expert counters (issue 14) */
+#define MWJ_VERSION 2 /* 2: the expert counters */
 #define MWJ_MAGIC 0x524a574du /* "MWJR" little-endian */
 #define MWJ_KIND_HEADER 1u
 #define MWJ_KIND_LAYER 2u

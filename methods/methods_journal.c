@@ -1,6 +1,6 @@
 /*
  * methods/methods_journal.c — the work dir of resumable `memwall quant
- * --corpus` runs (issue 13): the journal of finished layers, the spilled
+ * --corpus` runs: the journal of finished layers, the spilled
  * tensors' file and the hidden states between layers. Layout and record
  * format: methods_int.h.
  *

@@ -1,5 +1,5 @@
 /*
- * methods/methods_probe.c — the probes of a budget under --corpus (issue 15;
+ * methods/methods_probe.c — the probes of a budget under --corpus (see
  * quant_alloc.h "end-to-end sensitivity"): the model's output KL divergence
  * to the unquantized model when one tensor (or one group of tensors, on a
  * model with more than QUANT_PROBE_MAX_RUNS of them) is quantized to its

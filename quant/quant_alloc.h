@@ -106,7 +106,7 @@ enum mw_status quant_alloc_read_f32(const struct quant_source *src, uint64_t i, 
 /* Weights (elements) of all tensors of p: the denominator of its bpw. */
 uint64_t quant_plan_n_elements(const struct quant_plan *p);
 
-/* --- end-to-end sensitivity (issue 15) ---
+/* --- end-to-end sensitivity ---
  *
  * The losses above are squared output errors of each tensor in that
  * tensor's own units: how far the model's output distribution moves per

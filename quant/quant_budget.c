@@ -13,7 +13,7 @@
 #include <string.h>
 
 /* Candidate types, cheapest first (bits per weight): the i-quants below 4
- * bits (issue 15) beside the k-quants. A type ggml quantizes only with
+ * bits beside the k-quants. A type ggml quantizes only with
  * importance weights (IQ2_XXS, IQ2_XS, IQ1_S) is a candidate only for a
  * tensor that has them. */
 static const uint32_t cand_types[] = {
@@ -79,7 +79,7 @@ static enum mw_status tensor_loss(const struct quant_plan_entry *e, const float 
     const uint64_t n = e->src->ne[0], ne1 = e->src->ne[1], nex = rows / (ne1 ? ne1 : 1);
     enum mw_status s;
     if (nex > 1 && e->imatrix) { /* per-expert importance */
-        /* routing frequency (issue 14): with the rows the calibration sent
+        /* routing frequency: with the rows the calibration sent
          * to each expert, expert ex's loss counts nex * rows_ex / all rows
          * (uniform routing: 1 each, as without counts); an expert no row
          * reached costs nothing (the corpus never used it) */

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # valgrind memcheck over every memwall command, end to end, on small inputs
-# (issue 7): inspect, verify (--deep, --json), convert, quant (file and HF
+#: inspect, verify (--deep, --json), convert, quant (file and HF
 # directory sources, --imatrix, --dry-run), run, perplexity, calib, plan,
 # and memwall-run, on success and on error paths; then the cheap Check
 # suites with CK_FORK=no. A run fails on any memcheck error, on a definite

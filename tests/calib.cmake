@@ -4,7 +4,7 @@
 # fuzz target's replay.
 if(NOT MW_MINIMAL)
   mw_check_test(check_calib SOURCES check_calib.c LIBS mw_calib mw_hf mw_runtime mw_quant mw_gguf mw_core ZLIB::ZLIB)
-  # mixture of experts (issue 14): tiny synthetic MoE GGUFs (tests/tools/rt_fixture)
+  # mixture of experts: tiny synthetic MoE GGUFs (tests/tools/rt_fixture)
   mw_check_test(check_calib_moe SOURCES check_calib_moe.c LIBS mw_calib mw_runtime mw_rt_fixture
                 mw_quant mw_gguf mw_core)
   target_include_directories(check_calib_moe PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/tools)

@@ -863,7 +863,7 @@ START_TEST(mem_matches_runtime)
 }
 END_TEST
 
-// --- --max-memory (issue 7) ---
+// --- --max-memory ---
 
 /* FNV-1a over every Hessian the callback asks for, in order */
 static enum mw_status hess_group(void *ud, struct calib_layer *ly, enum calib_group g,
@@ -981,7 +981,7 @@ START_TEST(max_memory_scratch_file)
 }
 END_TEST
 
-/* --- the lean mode (issue 13): everything a consumer sees is bitwise the
+/* --- the lean mode: everything a consumer sees is bitwise the
  * in-memory run's --- */
 struct lean_ud {
     uint64_t h;      /* FNV-1a over everything seen */

@@ -1,4 +1,4 @@
-/* Calibration of mixture-of-experts models (issue 14) on tiny GGUF fixtures
+/* Calibration of mixture-of-experts models on tiny GGUF fixtures
  * (tests/tools/rt_fixture: qwen3moe 8 experts top-3, qwen2moe 6 top-2 with a
  * gated shared expert, Mixtral-layout llama 4 top-2; f32 weights, random
  * routers that spread the tokens):

@@ -465,7 +465,7 @@ START_TEST(test_config_errors)
 }
 END_TEST
 
-/* --- the families of issue 12 --- */
+/* --- the Qwen3 / Gemma 2-3 / Phi-3 families --- */
 #define CFG_QWEN3                                                                                  \
     "\"architectures\":[\"Qwen3ForCausalLM\"],\"model_type\":\"qwen3\",\"hidden_size\":64,"        \
     "\"num_hidden_layers\":2,\"intermediate_size\":128,\"num_attention_heads\":4,"                 \
@@ -497,7 +497,7 @@ END_TEST
     "\"hidden_act\":\"silu\",\"sliding_window\":2047,\"tie_word_embeddings\":false"
 #define LONGROPE16                                                                                 \
     "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,2]"
-/* mixture of experts (issue 14): the dense keys (CORE), the experts' */
+/* mixture of experts: the dense keys (CORE), the experts' */
 #define CFG_QWEN3MOE_CORE                                                                          \
     "\"architectures\":[\"Qwen3MoeForCausalLM\"],\"model_type\":\"qwen3_moe\",\"hidden_size\":64,"  \
     "\"num_hidden_layers\":2,\"intermediate_size\":192,\"num_attention_heads\":4,"                 \
@@ -596,7 +596,7 @@ START_TEST(test_config_families)
     ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
     ck_assert_uint_eq(c.n_rot, 24);
 
-    /* mixture of experts (issue 14) */
+    /* mixture of experts */
     j = "{" CFG_QWEN3MOE "}";
     ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
     ck_assert_int_eq(c.arch, HF_ARCH_QWEN3MOE);
@@ -622,7 +622,7 @@ START_TEST(test_config_families)
 END_TEST
 
 static const struct cfg_case fam_cases[] = {
-    /* mixture of experts (issue 14) */
+    /* mixture of experts */
     {"qwen3moe-topk", "{" CFG_QWEN3MOE_CORE ",\"num_experts\":8,\"moe_intermediate_size\":32,"
      "\"num_experts_per_tok\":9,\"norm_topk_prob\":true}",
      MW_E_FORMAT, "num_experts_per_tok", "9 is more than num_experts 8"},

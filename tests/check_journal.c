@@ -1,5 +1,5 @@
 /* Unit tests for the work-dir journal of resumable quant runs
- * (methods/methods_int.h, methods_journal.c; issue 13):
+ * (methods/methods_int.h, methods_journal.c):
  *  - records round-trip (header identity, layer records with tensors,
  *    tallies and hidden-file fields);
  *  - every truncation of a journal scans without error and keeps exactly

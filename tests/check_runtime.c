@@ -614,7 +614,7 @@ START_TEST(test_shift)
 }
 END_TEST
 
-// --- the families of issue 12 ---
+// --- the Qwen3 / Gemma 2-3 / Phi-3 families ---
 
 static float gelu_ref(float x) /* ggml_gelu_f32 */
 {

@@ -1,6 +1,6 @@
-# The families of issue 12 (Qwen3, Gemma 3 incl. Gemma3ForConditionalGeneration's
-# text model, Gemma 2, Phi-3 with and without LongRoPE) and the MoE ones of
-# issue 14 (Qwen3-MoE, Mixtral, Qwen2-MoE): `memwall convert` of
+# The Qwen3 / Gemma 2-3 / Phi-3 families (Qwen3, Gemma 3 incl. Gemma3ForConditionalGeneration's
+# text model, Gemma 2, Phi-3 with and without LongRoPE) and the MoE ones
+# (Qwen3-MoE, Mixtral, Qwen2-MoE): `memwall convert` of
 # each family fixture (tests/fixtures/mk_family_fixture.py) against the
 # digests of llama.cpp's converter output (tests/fixtures/llamacpp_ref/,
 # bench/llamacpp_ref.sh), calib_hparams_from_hf against the runtime's reading
@@ -19,7 +19,7 @@ if(NOT MW_MINIMAL)
   if(MW_SANITIZE)
     set_property(TEST hf_convert_families APPEND PROPERTY ENVIRONMENT "MW_FAMILIES_TYPES=f16")
   else()
-    # issue 14: peak RSS of stacking the experts of a ~525 MiB MoE checkpoint
+    # peak RSS of stacking the experts of a ~525 MiB MoE checkpoint
     # stays under 48 MiB (release builds: sanitizers inflate RSS)
     mw_shell_test(hf_convert_moe_memory e2e/convert_families.sh moemem)
     set_tests_properties(hf_convert_moe_memory PROPERTIES SKIP_RETURN_CODE 77 COST 30)

@@ -1,4 +1,4 @@
-# Hardening (issue 7): faults during convert/quant (disk full, SIGKILL, a
+# Hardening: faults during convert/quant (disk full, SIGKILL, a
 # source that shrinks or vanishes while it is read), files over 4 GiB,
 # byte-identical output across thread counts and runs. The fault and huge-
 # file tests run natively only: they stop, kill and truncate under a running

@@ -1,4 +1,4 @@
-# Mixture-of-experts (issue 14): tests/tools/moe_upcycle (a Mixtral-layout MoE
+# Mixture-of-experts: tests/tools/moe_upcycle (a Mixtral-layout MoE
 # upcycled from tinyllama-8m's dense weights: structured, not noise) and
 # `memwall quant --preset` on it against llama.cpp's quantizer (label peer).
 add_executable(moe_upcycle tools/moe_upcycle.c)

@@ -1,4 +1,4 @@
-# --progress=auto|none|json of quant --corpus, calib and convert (issue 13):
+# --progress=auto|none|json of quant --corpus, calib and convert:
 # the JSON event stream, none, no escape codes in a file, the terminal line
 # under a pty (util-linux script). Full builds only (calib); a few seconds.
 if(NOT MW_MINIMAL)

@@ -1,4 +1,4 @@
-# Resumable `memwall quant --corpus` runs (issue 13: --work-dir, --resume):
+# Resumable `memwall quant --corpus` runs (--work-dir, --resume):
 # the journal's record parser against truncation and corruption, and the
 # work dir's refusals (check_journal); end to end on tinyllama-8m, runs
 # killed after several layers (and mid-layer, and with the last journal

@@ -1,4 +1,4 @@
-# memwall-run on the families of issue 12 (qwen3, gemma3, gemma2, phi3)
+# memwall-run on the Qwen3 / Gemma 2-3 / Phi-3 families (qwen3, gemma3, gemma2, phi3)
 # against llama.cpp itself (tests/peer): tests/e2e/run_families_peer.sh.
 # Perplexity within 0.3% and teacher-forced top-1 agreement >= 99% on each
 # fixture of tests/fixtures/mk_family_fixture.py converted by memwall.
@@ -8,7 +8,7 @@ if(NOT CMAKE_CROSSCOMPILING)
                        TIMEOUT 1800 COST 600)
 endif()
 # memwall-run on mixture-of-experts models (qwen3moe, qwen2moe with its shared
-# expert, Mixtral-layout llama; issue 14) against llama.cpp itself:
+# expert, Mixtral-layout llama) against llama.cpp itself:
 # tests/e2e/run_moe_peer.sh. Perplexity within 0.3% on F16, Q8_0 and Q4_K_M
 # (memwall quant --preset) files of rt_mkmodel's MoE fixtures, and of
 # tinyllama-8m upcycled into experts by moe_upcycle (tests/moe.cmake) when

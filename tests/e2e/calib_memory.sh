@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# memwall calib --max-memory (issue 7) on tinyllama-8m:
+# memwall calib --max-memory on tinyllama-8m:
 #  - a bound that forces fewer samples per batch gives a byte-identical
 #    imatrix (the statistics do not depend on the batch) and a lower peak RSS;
 #  - a tighter bound moves the hidden states to a scratch file in $TMPDIR
@@ -103,7 +103,7 @@ if [ -n "$least" ]; then
     has "$err" "$T/no/such/dir/memwall-calib-" "TMPDIR missing: the path"
     [ -e "$T/small.imatrix" ] && fail "output written although the scratch file failed"
 fi
-# quant --corpus (awq+gptq) under --max-memory (issue 13): at the least
+# quant --corpus (awq+gptq) under --max-memory: at the least
 # bound it names, the lean mode (hidden states, attention outputs and the
 # layer's weights in scratch files; one weight and one Hessian in memory)
 # writes the same bytes as the unbounded run; a byte less is exit 3 before

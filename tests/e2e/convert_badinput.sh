@@ -4,7 +4,7 @@
 # unknown dtype, a wrong-shaped tensor, malformed config.json, malformed
 # tokenizer.json and tokenizer.model; mixture-of-experts configs llama.cpp
 # cannot represent and missing / misshapen / out-of-range expert tensors
-# (issue 14). Damage is made on copies by
+#. Damage is made on copies by
 # tests/fixtures/hf_corrupt.py on the fixtures of mk_hf_fixture.py.
 source "$(dirname "${BASH_SOURCE[0]}")/hf_common.sh"
 have_python || { skip "python3 needed for the fixtures"; }
@@ -58,7 +58,7 @@ if [ -n "$SRC" ]; then
     rm "$T/spm/tokenizer.model" && cp "$SRC/tokenizer.model" "$T/spm/"
     case_ spm-truncate "$T/spm" spm-truncate -- "tokenizer.model" "offset"
 fi
-# the families of issue 12 (tests/fixtures/mk_family_fixture.py): a config
+# the Qwen3 / Gemma 2-3 / Phi-3 families (tests/fixtures/mk_family_fixture.py): a config
 # mixing families, lacking a key the family needs, or contradicting itself
 # -> exit 1 naming the key's JSON path, no output
 TOKDIR=$(bash "$FIX/fetch_tokenizers.sh" 2> "$T/fetch.log" | tail -n 1)
@@ -111,7 +111,7 @@ json.dump(c, open(sys.argv[2], "w"), indent=2)' "$base/config.json" "$d/config.j
     fam phi3-gemma-key "$T/phi3long" 'c["sliding_window_pattern"] = 6' -- \
         "config.json" "sliding_window_pattern" "not a Phi3ForCausalLM key"
 
-    # mixture of experts (issue 14): configs llama.cpp cannot represent, and
+    # mixture of experts: configs llama.cpp cannot represent, and
     # expert tensors missing, misshapen or out of range -> exit 1 naming the
     # JSON path / the tensor, no output
     for k in mixtral qwen2moe; do

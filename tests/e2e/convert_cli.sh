@@ -54,7 +54,7 @@ run 0 convert "$SRC" -o "$T/t-f16c.gguf" -q --name tiny
 cmp -s "$T/t-f16b.gguf" "$T/t-f16c.gguf" || fail "two conversions differ (not deterministic)"
 run 0 inspect "$T/t-f16b.gguf"
 has "$out" '"tiny"' "--name"
-# --threads: the same bytes for 1, 2 and 8 threads (issue 7), F16/BF16/Q8_0,
+# --threads: the same bytes for 1, 2 and 8 threads, F16/BF16/Q8_0,
 # from the F16 checkpoint and (when present) the BF16 one
 BF=$(model_dir tinyllama-8m-bf16)
 for src in "$SRC" $BF; do

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The families of issue 12 against llama.cpp's converter: each fixture of
+# The Qwen3 / Gemma 2-3 / Phi-3 families against llama.cpp's converter: each fixture of
 # tests/fixtures/mk_family_fixture.py (qwen3, gemma3, gemma3mm, gemma2, phi3,
 # phi3long: real config.json layouts and tokenizer files, random BF16
 # weights; gemma2-f16src: gemma2 with F16 weights) is converted by `memwall convert` to f16, bf16 and q8_0 and
@@ -23,7 +23,7 @@
 # twin itself (tokenizer.model + tokenizer.json) is converted as well and
 # judged on every key.
 #
-# Mixture of experts (issue 14): qwen3moe (two shards, split inside layer
+# Mixture of experts: qwen3moe (two shards, split inside layer
 # 1's experts), mixtral (arch llama with experts), qwen2moe (shared expert,
 # q8_0 falling back to F16 for ffn_down_exps), qwen3moe-fused (transformers
 # 5's fused mlp.experts.gate_up_proj / down_proj, f16): the experts stacked into

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Thread-count determinism of everything that runs on OpenBLAS (issue 10):
+# Thread-count determinism of everything that runs on OpenBLAS:
 # `memwall calib` and `memwall quant --corpus` with the methods whose
 # products cover every BLAS call (gptq-act, awq+gptq+round, awq+gptq-act: rtn,
 # gptq, awq, round and awq+gptq alone run subsets of them), and with --size /

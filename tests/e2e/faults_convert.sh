@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `memwall convert` under faults (issue 7). Every case ends with a clear
+# `memwall convert` under faults. Every case ends with a clear
 # message and exit 3 (or 1 for bad input), no temp file left (after SIGKILL:
 # at most one, and only under the temp name), an existing output byte-
 # identical, and a rerun that gives the reference bytes.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Determinism (issue 7, style.md §2.6): the same inputs and options give a
+# Determinism (style.md §2.6): the same inputs and options give a
 # byte-identical file whatever the thread count, across runs, and wherever
 # the command is started from.
 #   quant: Q4_K_M (K-quant search; Q4_K and Q6_K tensors), Q4_K_M with an

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `memwall quant` under faults (issue 7), the same guarantees as
+# `memwall quant` under faults, the same guarantees as
 # faults_convert.sh: a clear message, exit 3 (1 for bad input), no temp or
 # scratch file left (after SIGKILL: only under a temp name), an existing
 # output byte-identical, a rerun that gives the reference bytes.

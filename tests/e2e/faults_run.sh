@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The runtime under faults (issue 7): the model is mmap'd, and a model file
+# The runtime under faults: the model is mmap'd, and a model file
 # truncated while memwall-run (or `memwall perplexity`) computes from it
 # raises SIGBUS on the next access to a lost page. The shared handler
 # (tools/cmd_signals.c) must name the file and the offset, say it changed or

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --progress=auto|none|json (issue 13) of `memwall quant --corpus`, `memwall
+# --progress=auto|none|json of `memwall quant --corpus`, `memwall
 # calib` and `memwall convert`, on tinyllama-8m with a small corpus run:
 #   json: every line starting with '{' parses as JSON and every other line is
 #     a "memwall CMD:" text line (with -q: every line is JSON); the stage

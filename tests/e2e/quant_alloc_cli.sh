@@ -143,7 +143,7 @@ run 2 quant "$f16" -o "$T/x.gguf" --bpw 4 --size 4M && has "$err" "at a time" "t
 run 2 quant "$f16" -o "$T/x.gguf" --bpw 4 --no-probes && has "$err" "goes with --corpus" "--no-probes without --corpus"
 [ ! -e "$T/x.gguf" ] || fail "a failed run left an output"
 
-# issue 7: tensor names from the file are printed escaped (plan and notices)
+# tensor names from the file are printed escaped (plan and notices)
 python3 - "$f16" "$T/esc.gguf" <<'PY'
 import sys
 b = bytearray(open(sys.argv[1], 'rb').read())
@@ -161,7 +161,7 @@ run 0 quant "$T/esc.gguf" --dry-run --preset Q4_K_M --imatrix "$im" &&
 head -c 30000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib30k.txt"
 run 0 quant "$f16" -o "$T/g.gguf" --size 4449728 --imatrix "$im" --corpus "$T/calib30k.txt" --no-iquants \
     --method gptq --samples 4 --seq-len 256 -t 2 && size_ok "$T/g.gguf" 4449728 "gptq --size" bound
-# the losses are scaled by one output-KL probe per tensor (issue 15): the
+# the losses are scaled by one output-KL probe per tensor: the
 # table gives each probe, the summary how well the unscaled losses ranked them
 has "$err" "losses scaled to the output KL divergence of 58 probes" "probe summary"
 has "$err" "probe KLD" "probe columns"

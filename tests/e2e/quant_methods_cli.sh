@@ -75,7 +75,7 @@ if [ "${1:-}" = peer ]; then
     [ -f "$T/$m.gguf" ] || continue
     "$peer" ppl "$T/$m.gguf" "$T/ev20k.txt" --ctx 256 --chunks 8 > "$T/peer-$m.txt" 2>&1 \
         || { cat "$T/peer-$m.txt"; fail "llama.cpp did not load/score the $m file"; continue; }
-    # issue 6: llama.cpp's perplexity equals our runtime's within 0.5 %
+    # llama.cpp's perplexity equals our runtime's within 0.5 %
     a=$($mw perplexity "$T/$m.gguf" "$T/ev20k.txt" --ctx 256 --chunks 8 -q 2>&1 |
         awk '$1 == "ppl" { print $2; exit }')
     b=$(awk '$1 == "ppl" { print $2; exit }' "$T/peer-$m.txt")

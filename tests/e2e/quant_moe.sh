@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `memwall quant` on mixture-of-experts files (issue 14), against llama.cpp's
+# `memwall quant` on mixture-of-experts files, against llama.cpp's
 # own quantizer (llama-peer quantize: libllama of node-llama-cpp 3.21.1).
 # Fixtures: tinyllama-8m's dense F16 weights upcycled into a Mixtral-layout
 # MoE (tests/tools/moe_upcycle: stacked ffn_{gate,up,down}_exps, an F32

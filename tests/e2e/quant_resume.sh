@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# memwall quant --corpus --work-dir DIR [--resume] (issue 13) on tinyllama-8m
+# memwall quant --corpus --work-dir DIR [--resume] on tinyllama-8m
 # (8 layers; 2 samples of 32 tokens, GPTQ: a run takes seconds):
 #   - a run with a work dir writes the same bytes as one without;
 #   - runs killed with SIGKILL after layer 0, 3 and 6 (MW_TEST_KILL_AT, a

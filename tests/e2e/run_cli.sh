@@ -103,7 +103,7 @@ has "$err" "q8_0" "q8_0 KV accounting"
 # generation past the context slides the window instead of failing
 mr 0 -m "$T/m.gguf" -p "It was" -n 60 --ctx 24 --temp 0 --tokens -q
 [ "$(wc -w <<< "$out")" -eq 60 ] || fail "generation past --ctx: $(wc -w <<< "$out") ids"
-# the families of issue 12 (tiny rt_fixture models; against llama.cpp: run_families_peer.sh)
+# the Qwen3 / Gemma 2-3 / Phi-3 families (tiny rt_fixture models; against llama.cpp: run_families_peer.sh)
 for a in qwen3 gemma2 gemma3 phi3; do
     $MW_EMU "$MK" model "$T/$a.gguf" --arch $a --swa 8 --orig-ctx 16 || { fail "rt_mkmodel $a"; continue; }
     mr 0 -m "$T/$a.gguf" -p "It was" -n 40 --ctx 64 --temp 0 --tokens -q -t 2 &&

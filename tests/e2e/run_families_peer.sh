@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# memwall-run on the model families of issue 12 against llama.cpp itself
+# memwall-run on the model Qwen3 / Gemma 2-3 / Phi-3 families against llama.cpp itself
 # (tests/peer: llama-peer = llama.cpp 80fb11ac, CPU). Skipped (77) when
 # llama-peer cannot be built here or no fixture can be made (python3 or the
 # real tokenizer files of tests/fixtures/fetch_tokenizers.sh missing).
 #
 # For each KIND of tests/fixtures/mk_family_fixture.py (qwen3, gemma3, the
 # text model of gemma3mm, gemma2, phi3, phi3long, and the mixtures of experts
-# qwen3moe, mixtral, qwen2moe of issue 14): the fixture checkpoint
+# qwen3moe, mixtral, qwen2moe ): the fixture checkpoint
 # (the family's real config.json layout and tokenizer, small random BF16
 # weights) converted by `memwall convert` (F16), then on eval.txt with
 # llama-perplexity's protocol, context 128 (> the fixtures' sliding window

@@ -26,11 +26,11 @@ GREEDY_F16="265 667 1353 317 295 265 803 4034 278 265 667 1353 317 295 265 803 4
 GREEDY_Q8="265 667 1353 317 295 265 803 4034 278 265 667 1353 317 295 265 803 4034 278 265 667 1353 4034 278 265 667 1353 4034 278 265 667 1353 4034"
 # perplexity of the Q8_0 copy: ours (x86-64 release) and llama.cpp's. Ours
 # moved by 2e-4 relative (was 39.552992 / 50.361284) when the tiled
-# attention took its fixed 8-lane dot and its own exp (issue 16): the same
+# attention took its fixed 8-lane dot and its own exp: the same
 # bits on every ISA, a different rounding from the old sequential sum/expf;
 # then by -3e-4 / -2e-4 (was 39.561275 / 50.371233) when it took fused
 # multiply-adds, Arm's vector expf and an 8-partial f32 sum of each tile's
-# exps (issue 16's aarch64 prompt target), again the same bits everywhere.
+# exps (aarch64 prompt target), again the same bits everywhere.
 PPL_Q8_1=39.548910   LCPP_Q8_1=39.535947    # 1 chunk
 PPL_Q8_4=50.360448   LCPP_Q8_4=50.338826    # 4 chunks
 

@@ -87,8 +87,8 @@ struct rt_fx_defect_info {
 const struct rt_fx_defect_info *rt_fx_defect_get(enum rt_fx_defect d);
 
 struct rt_fx_spec {
-    const char *arch;      /* "llama" or "qwen2" (q/k/v biases, NEOX rope), or a family of
-                            * issue 12 in llama.cpp's layout: "qwen3" (q/k norms), "gemma2"
+    const char *arch;      /* "llama" or "qwen2" (q/k/v biases, NEOX rope), or a later family
+                            * in llama.cpp's layout: "qwen3" (q/k norms), "gemma2"
                             * (sandwich norms, tied, soft-capping 50/30), "gemma3" (sandwich
                             * and q/k norms), "phi3" (fused attn_qkv and ffn_up); MoE:
                             * "qwen3moe", "qwen2moe", "llama" with n_expert (below) */
