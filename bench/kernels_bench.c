@@ -10,17 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "runtime/rt_kernels.h"
 #include "core/mw.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rs = 88172645463325252ull;
 static uint64_t rnd(void)
@@ -63,10 +55,10 @@ int main(int argc, char **argv)
             const struct rt_kernel *k = rt_kernel_get(v[vi], t);
             double best = 1e30;
             for (int r = 0; r < reps; r++) {
-                const double t0 = now();
+                const double t0 = mw_now_s();
                 rt_quantize_act(v[vi], k, x, act, cols);
                 rt_matvec(k, W, rows, cols, act, out);
-                const double dt = now() - t0;
+                const double dt = mw_now_s() - t0;
                 if (dt < best) best = dt;
             }
             printf("%-7s %-13s %10.3f %10.2f %10.3f\n", gguf_type_get(t)->name, v[vi]->name,

@@ -17,16 +17,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "core/mw.h"
 #include "runtime/rt.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int fail(const struct mw_err *err)
 {
@@ -62,9 +55,9 @@ int main(int argc, char **argv)
     double best_p = 1e30, best_d = 1e30;
     for (int r = 0; r < reps; r++) {
         rt_ctx_reset(c);
-        double t0 = now();
+        double t0 = mw_now_s();
         if (rt_eval(c, tok, np, 0, NULL, &err) != MW_OK) return fail(&err);
-        double t = now() - t0;
+        double t = mw_now_s() - t0;
         best_p = t < best_p ? t : best_p;
     }
     rt_ctx_reset(c);
@@ -74,9 +67,9 @@ int main(int argc, char **argv)
     }
     for (int r = 0; r < 5 * reps; r++) {
         rt_ctx_truncate(c, depth);
-        double t0 = now();
+        double t0 = mw_now_s();
         if (rt_eval(c, tok + depth, 1, 0, NULL, &err) != MW_OK) return fail(&err);
-        double t = now() - t0;
+        double t = mw_now_s() - t0;
         best_d = t < best_d ? t : best_d;
     }
     printf("%s threads %u: prompt %u tokens %.1f tok/s, decode at depth %u %.3f ms (%.1f tok/s), "

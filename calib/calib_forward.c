@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 // --- statistics ---------------------------------------------------------------------
@@ -44,13 +43,6 @@ struct calib_stats {
 };
 
 const struct calib_timing *calib_stats_timing(const struct calib_stats *st) { return &st->tm; }
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 void calib_stats_free(struct calib_stats *st)
 {
@@ -311,7 +303,7 @@ struct engine {
     calib_stage_fn on_stage;
     void *on_stage_ud;
     uint32_t first_layer, layers_done;
-    struct timespec t_start;
+    double t_start; /* mw_now_s() at the start of the run */
     struct calib_stats *st;
     struct calib_layer ly;
 };
@@ -438,9 +430,9 @@ static void linear(struct engine *e, const float *X, uint64_t nr, uint64_t n_in,
 {
     /* fixed tiles, row tiles per sample: the same bits for any thread count
      * and any samples per batch (mw_blas.h) */
-    const double t0 = now_s();
+    const double t0 = mw_now_s();
     mw_gemm(e->pool, false, true, nr, n_out, n_in, 1.0f, X, n_in, W, n_in, 0.0f, Y, ldy, e->n_pos);
-    e->st->tm.gemm_s += now_s() - t0;
+    e->st->tm.gemm_s += mw_now_s() - t0;
     e->st->tm.gemm_flop += 2.0 * (double)nr * (double)n_in * (double)n_out;
     if (bias) {
         if (ldy == n_out) {
@@ -651,10 +643,10 @@ static enum mw_status linear_w(struct engine *e, const float *X, uint64_t nr, ui
                                e->woff[o] + (row0 + c0) * n_in * sizeof(float), e->panel,
                                (c1 - c0) * n_in * sizeof(float), "parked weights", err);
         if (s) return s;
-        const double t0 = now_s();
+        const double t0 = mw_now_s();
         mw_gemm(e->pool, false, true, nr, c1 - c0, n_in, 1.0f, X, n_in, e->panel, n_in, 0.0f,
                 Y + c0, ldy, e->n_pos);
-        e->st->tm.gemm_s += now_s() - t0;
+        e->st->tm.gemm_s += mw_now_s() - t0;
         e->st->tm.gemm_flop += 2.0 * (double)nr * (double)n_in * (double)(c1 - c0);
     }
     if (e->w[b]) {
@@ -1194,10 +1186,10 @@ static enum mw_status expert_hessian(struct calib_layer *ly, enum calib_group g,
     for (uint64_t c0 = 0; c0 < e->xn; c0 += XCHUNK) {
         const uint64_t nr = e->xn - c0 < XCHUNK ? e->xn - c0 : XCHUNK;
         expert_chunk(e, c0, nr, g == CALIB_G_FFN_DOWN);
-        const double t0 = now_s();
+        const double t0 = mw_now_s();
         mw_gram_acc(e->pool, n, nr, g == CALIB_G_FFN_IN ? e->xe : e->ge, n, c0 == 0, ly->H[g],
                     XCHUNK);
-        e->st->tm.hess_s += now_s() - t0;
+        e->st->tm.hess_s += mw_now_s() - t0;
         const double nb = (double)((n + MW_BLAS_TILE_N - 1) / MW_BLAS_TILE_N);
         e->st->tm.hess_flop += nb * (nb + 1.0) * (double)MW_BLAS_TILE_N * MW_BLAS_TILE_N *
                                (double)nr;
@@ -1243,9 +1235,9 @@ static enum mw_status hessian(struct calib_layer *ly, enum calib_group g, struct
             if ((s = group_rows(e, g, r0, nr, e->ubuf, err))) return s;
             X = e->ubuf;
         }
-        const double t0 = now_s();
+        const double t0 = mw_now_s();
         mw_gram_acc(e->pool, n, nr, X, n, s0 == 0, Hm, e->n_pos);
-        e->st->tm.hess_s += now_s() - t0;
+        e->st->tm.hess_s += mw_now_s() - t0;
         /* the upper 256-blocks: nb (nb + 1) / 2 tiles of 2 x 256² x nr */
         const double nb = (double)((n + MW_BLAS_TILE_N - 1) / MW_BLAS_TILE_N);
         e->st->tm.hess_flop += nb * (nb + 1.0) * (double)MW_BLAS_TILE_N * MW_BLAS_TILE_N *
@@ -1280,12 +1272,7 @@ enum mw_status calib_layer_hessian_take(struct calib_layer *ly, enum calib_group
 
 // --- run --------------------------------------------------------------------------------
 
-static double since_start(const struct engine *e)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)(t.tv_sec - e->t_start.tv_sec) + 1e-9 * (double)(t.tv_nsec - e->t_start.tv_nsec);
-}
+static double since_start(const struct engine *e) { return mw_now_s() - e->t_start; }
 
 static void stage_ev(const struct engine *e, const char *name, bool end, uint32_t layer)
 {
@@ -1304,9 +1291,9 @@ static enum mw_status call_group(struct engine *e, const struct calib_run_opts *
     struct calib_layer *ly = &e->ly;
     ly->stage = (int)g;
     ly->live = 0;
-    const double t0 = now_s();
+    const double t0 = mw_now_s();
     enum mw_status s = o->on_group(o->on_group_ud, ly, g, err);
-    e->st->tm.callback_s += now_s() - t0;
+    e->st->tm.callback_s += mw_now_s() - t0;
     ly->stage = STAGE_NONE;
     ly->live = 0;
     if (!s) s = park_all(e, err); /* lean: what the callback held goes back */
@@ -1376,9 +1363,9 @@ static enum mw_status load_layer(struct engine *e, uint32_t il, struct mw_err *e
 static void xlinear(struct engine *e, const float *X, uint64_t nr, uint64_t n_in, const float *W,
                     uint64_t n_out, float *Y)
 {
-    const double t0 = now_s();
+    const double t0 = mw_now_s();
     mw_gemm(e->pool, false, true, nr, n_out, n_in, 1.0f, X, n_in, W, n_in, 0.0f, Y, n_out, XCHUNK);
-    e->st->tm.gemm_s += now_s() - t0;
+    e->st->tm.gemm_s += mw_now_s() - t0;
     e->st->tm.gemm_flop += 2.0 * (double)nr * (double)n_in * (double)n_out;
 }
 
@@ -2151,7 +2138,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "--threads %u exceeds the limit %u",
                        opt.n_threads, CALIB_MAX_THREADS);
     struct engine e = {0};
-    clock_gettime(CLOCK_MONOTONIC, &e.t_start);
+    e.t_start = mw_now_s();
     engine_dims(&e, m, s, &opt);
     const struct rt_hparams *hp = e.hp;
     e.on_stage = opt.on_stage;
@@ -2255,7 +2242,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
         goto fail;
     }
     if ((st = rope_tables(&e, &ok, err))) goto fail;
-    const double t_run = now_s();
+    const double t_run = mw_now_s();
     stage_ev(&e, "embed", false, e.first_layer);
     if ((st = e.first_layer || opt.load_hidden ? load_hidden(&e, &opt, err) : embed(&e, err)))
         goto fail;
@@ -2269,7 +2256,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
         stage_ev(&e, "layer", true, il);
         if (opt.progress) opt.progress(opt.progress_ud, il + 1, hp->n_layer, since_start(&e));
     }
-    e.st->tm.total_s = now_s() - t_run;
+    e.st->tm.total_s = mw_now_s() - t_run;
     *out = e.st;
     e.st = NULL;
     engine_free(&e);

@@ -47,6 +47,9 @@ const char *mw_status_msg(enum mw_status s);
 /* Process exit code for a status (0 ok, 1 bad input, 2 usage, 3 I/O or resource). */
 int mw_status_exit_code(enum mw_status s);
 
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC), for durations only. */
+double mw_now_s(void);
+
 #define MW_ERR_OFF_NONE UINT64_MAX
 
 struct mw_err {

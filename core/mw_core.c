@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const status_names[] = {
@@ -27,6 +28,13 @@ static const int status_exit[] = {
     MW_STATUS_MAP(MW__EXIT)
 #undef MW__EXIT
 };
+
+double mw_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 const char *mw_status_name(enum mw_status s)
 {

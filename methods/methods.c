@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #define XXH_INLINE_ALL
@@ -22,13 +21,6 @@
 #include "core/mw_pool.h"
 #include "methods/methods.h"
 #include "methods/methods_int.h"
-
-static double mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 bool quant_method_parse(const char *s, enum quant_method *out)
 {
@@ -377,9 +369,9 @@ static enum mw_status awq_group(struct quant_methods_src *h, struct calib_layer 
     G.imp = imp;
     G.H = H;
     float alpha = 0;
-    const double t0 = mono_s();
+    const double t0 = mw_now_s();
     s = quant_awq_group(&G, &alpha, err);
-    h->t_awq += mono_s() - t0;
+    h->t_awq += mw_now_s() - t0;
     if (s == MW_OK) quant_awq_scales(ma, G.n_in, alpha, sc);
     free(ma);
     free(imp);
@@ -492,9 +484,9 @@ static enum mw_status gptq_factor(struct quant_methods_src *h, struct calib_laye
     for (unsigned attempt = 0;; attempt++) {
         bool retry = false;
         if ((s = calib_layer_hessian_take(ly, g, &h->U[g], err)) != MW_OK) break;
-        const double t0 = mono_s();
+        const double t0 = mw_now_s();
         s = quant_gptq_prepare(h->U[g], n, go, attempt, h->U_imp[g], h->U_perm[g], &retry, err);
-        h->t_factor += mono_s() - t0;
+        h->t_factor += mw_now_s() - t0;
         if (s == MW_OK) return MW_OK;
         free(h->U[g]);
         h->U[g] = NULL;
@@ -544,10 +536,10 @@ static enum mw_status round_one(struct quant_methods_src *h, const struct calib_
 {
     const struct quant_round_opts ro = {.n_threads = h->mo->n_threads};
     struct quant_round_stats rs;
-    const double t0 = mono_s();
+    const double t0 = mw_now_s();
     enum mw_status s =
         quant_round_refine(t, w0, cw->n_out, cw->n_in, h->Hr[g], &ro, q, cw->w, &rs, err);
-    h->t_round += mono_s() - t0;
+    h->t_round += mw_now_s() - t0;
     if (s != MW_OK) {
         mw_err_set_where(err, "tensor '%s'", cw->name);
         return s;
@@ -616,10 +608,10 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
             free(q);
             return s;
         }
-        const double t0 = mono_s();
+        const double t0 = mw_now_s();
         s = quant_gptq_apply(t, cw.w, cw.n_out, cw.n_in, h->U[g], h->U_imp[g], h->U_perm[g], &go,
                              q, err);
-        h->t_apply += mono_s() - t0;
+        h->t_apply += mw_now_s() - t0;
         if (s != MW_OK) {
             mw_err_set_where(err, "tensor '%s'", cw.name);
             free(w0);
@@ -641,10 +633,10 @@ static enum mw_status quant_one(struct quant_methods_src *h, struct calib_layer 
             imp[j] = gs && gs->count ? (float)(gs->sum_sq[j] / cnt) : 1.0f;
             if (awq_s) imp[j] /= awq_s[j] * awq_s[j]; /* the input is x / s now */
         }
-        const double t0 = mono_s();
+        const double t0 = mw_now_s();
         s = quant_rows_mode(t, QUANT_MODE_BEST, cw.w, cw.n_out, cw.n_in, imp, q,
                             mo->n_threads ? mo->n_threads : 1, err);
-        h->t_rtn += mono_s() - t0;
+        h->t_rtn += mw_now_s() - t0;
         free(imp);
         if (s != MW_OK) {
             free(w0);
@@ -1047,7 +1039,7 @@ static enum mw_status output_method(struct quant_methods_src *h, struct calib_la
                  "output: importance-weighted rounding (%s)", why);
         return MW_OK;
     }
-    const double t0 = mono_s();
+    const double t0 = mw_now_s();
     /* one sample's rows at a time (Σ yᵀy in row order: the same bits for any
      * batching of whole samples) */
     const uint64_t T = calib_layer_n_rows(ly), mr = calib_layer_n_pos(ly);
@@ -1165,7 +1157,7 @@ static enum mw_status output_method(struct quant_methods_src *h, struct calib_la
              gq ? "GPTQ" : "importance-weighted rounding", rd ? " + learned rounding" : "",
              (unsigned long long)T);
 out:
-    h->t_output += mono_s() - t0;
+    h->t_output += mw_now_s() - t0;
     mw_pool_free(pool);
     free(H);
     free(U);

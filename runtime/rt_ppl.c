@@ -15,17 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define F32_MAGIC "MWPEERL1"
 #define LCPP_MAGIC "_logits_"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* llama.cpp log_softmax: -(l[tok] - max - log(sum exp(l - max))) */
 static double nll_row(uint32_t n_vocab, const float *l, int32_t tok)
@@ -283,7 +275,7 @@ enum mw_status rt_perplexity(struct rt_ctx *c, const struct rt_tok *t, const cha
     uint64_t count = 0;
     struct kld_acc k;
     memset(&k, 0, sizeof k);
-    const double t0 = now_s();
+    const double t0 = mw_now_s();
     for (uint32_t ci = 0; ci < n_chunk; ci++) {
         memcpy(chunk, tokens + (size_t)ci * n_ctx, (size_t)n_ctx * sizeof *chunk);
         if (add_bos) chunk[0] = rt_tok_bos(t);
@@ -317,7 +309,7 @@ enum mw_status rt_perplexity(struct rt_ctx *c, const struct rt_tok *t, const cha
             o->progress(o->progress_ud, ci + 1, n_chunk, exp(sofar / (double)count));
         }
     }
-    res->seconds = now_s() - t0;
+    res->seconds = mw_now_s() - t0;
     (void)n_score;
     if (b.f) {
         nll = k.sum_nll;

@@ -92,7 +92,6 @@ struct cmd_progress {
     bool on, drawn;
     double t0, last;
 };
-double cmd_now_s(void); /* CLOCK_MONOTONIC seconds */
 void cmd_progress_init(struct cmd_progress *p, bool quiet);
 void cmd_progress_draw(struct cmd_progress *p, const char *what, double frac, const char *detail);
 void cmd_progress_end(struct cmd_progress *p);

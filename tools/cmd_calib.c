@@ -148,7 +148,7 @@ int cmd_calib(int argc, char **argv)
     struct calib_samples *smp = NULL;
     struct calib_stats *st = NULL;
     rc = 0;
-    const double t0 = cmd_now_s();
+    const double t0 = mw_now_s();
     struct cmd_progress prog;
     cmd_progress_init(&prog, true); /* drawn from calib_run on */
     struct cmd_stage_progress sp;
@@ -159,7 +159,7 @@ int cmd_calib(int argc, char **argv)
     const struct rt_hparams *hp = calib_model_hparams(m);
     so.n_ctx_max = hp->n_ctx_train;
     if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, &err))) goto fail;
-    const double t_tok = cmd_now_s();
+    const double t_tok = mw_now_s();
     const uint32_t ns = calib_samples_count(smp), np = calib_samples_n_pos(smp);
     if (!quiet) {
         fprintf(stderr,
@@ -197,7 +197,7 @@ int cmd_calib(int argc, char **argv)
     s = calib_run(m, smp, &ro, &st, &err);
     cmd_progress_end(&prog);
     if (s) goto fail;
-    const double t_run = cmd_now_s();
+    const double t_run = mw_now_s();
     const char *base = strrchr(corpus, '/');
     const char *ds[1] = {base ? base + 1 : corpus};
     const struct calib_imatrix_meta meta = {.datasets = ds, .n_datasets = 1};
@@ -213,7 +213,7 @@ int cmd_calib(int argc, char **argv)
                 "memwall calib: wrote %s (%s, %llu entries, %u chunks of %u; read back ok) "
                 "in %.2fs (forward %.2fs, %u thread%s); peak RSS %.1f MiB\n",
                 out, legacy ? "legacy .dat" : "GGUF imatrix", (unsigned long long)n_entries, ns,
-                np, cmd_now_s() - t0, t_run - t_tok, ro.n_threads, ro.n_threads == 1 ? "" : "s",
+                np, mw_now_s() - t0, t_run - t_tok, ro.n_threads, ro.n_threads == 1 ? "" : "s",
                 (double)ru.ru_maxrss / 1024.0);
     }
     goto done;

@@ -11,7 +11,6 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 bool cmd_is_help(const char *arg) { return strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0; }
@@ -138,25 +137,18 @@ int cmd_finish_output(const char *cmd, int rc)
     return rc;
 }
 
-double cmd_now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 void cmd_progress_init(struct cmd_progress *p, bool quiet)
 {
     p->on = !quiet && isatty(STDERR_FILENO);
     p->drawn = false;
-    p->t0 = cmd_now_s();
+    p->t0 = mw_now_s();
     p->last = -1.0;
 }
 
 void cmd_progress_draw(struct cmd_progress *p, const char *what, double frac, const char *detail)
 {
     if (!p->on) return;
-    const double t = cmd_now_s();
+    const double t = mw_now_s();
     if (frac < 1.0 && p->last >= 0 && t - p->last < 0.2) return;
     p->last = t;
     const double el = t - p->t0;
@@ -176,7 +168,7 @@ void cmd_progress_end(struct cmd_progress *p)
 void cmd_progress_line(struct cmd_progress *p, bool force, const char *line)
 {
     if (!p->on) return;
-    const double t = cmd_now_s();
+    const double t = mw_now_s();
     if (!force && p->last >= 0 && t - p->last < 0.2) return;
     p->last = t;
     fprintf(stderr, "\r\033[K%s", line);
@@ -192,7 +184,7 @@ void cmd_stage_progress_init(struct cmd_stage_progress *sp, const char *what, in
                              struct cmd_progress *line)
 {
     *sp = (struct cmd_stage_progress){.what = what, .mode = mode, .line = line,
-                                      .t0 = cmd_now_s(), .t_first = -1.0, .t_done = -1.0,
+                                      .t0 = mw_now_s(), .t_first = -1.0, .t_done = -1.0,
                                       .t_write = -1.0, .write_ti = UINT64_MAX};
 }
 
@@ -268,7 +260,7 @@ void cmd_stage_progress_on_stage(void *ud, const struct calib_stage_event *ev)
     if (sp->mode == CMD_PROGRESS_NONE) return;
     const bool json = sp->mode == CMD_PROGRESS_JSON;
     if (!json && !(sp->line && sp->line->on)) return;
-    const double t = cmd_now_s();
+    const double t = mw_now_s();
     const bool embed = strcmp(ev->stage, "embed") == 0;
     if (embed && !ev->end) {
         /* a new pass */
@@ -331,7 +323,7 @@ void cmd_stage_progress_write(struct cmd_stage_progress *sp, uint64_t done, uint
                               uint64_t ti, uint64_t nt, const char *name)
 {
     if (sp->mode != CMD_PROGRESS_JSON || sp->write_last) return;
-    const double t = cmd_now_s();
+    const double t = mw_now_s();
     if (sp->t_write < 0) sp->t_write = t;
     const bool last = done >= total;
     if (ti == sp->write_ti && !last) return;
@@ -358,6 +350,6 @@ void cmd_stage_progress_done(struct cmd_stage_progress *sp, int rc, const char *
     if (!jl_begin(&j, sp, "done")) return;
     fprintf(j.f, ",\"ok\":%s,\"exit\":%d,\"output\":", rc == 0 ? "true" : "false", rc);
     jw_str(&j.w, rc == 0 ? output : NULL);
-    jl_num(&j, "elapsed_s", cmd_now_s() - sp->t0, 3);
+    jl_num(&j, "elapsed_s", mw_now_s() - sp->t0, 3);
     jl_end(&j);
 }

@@ -99,7 +99,7 @@ int cmd_convert(int argc, char **argv)
     }
     struct mw_err err;
     mw_err_clear(&err);
-    const double t0 = cmd_now_s();
+    const double t0 = mw_now_s();
     sp.t_write = t0;
     enum mw_status s = hf_convert(dir, out, &opts, &err);
     cmd_progress_end(&prog);
@@ -112,7 +112,7 @@ int cmd_convert(int argc, char **argv)
     if (!quiet) {
         long long size = (stat(out, &st) == 0) ? (long long)st.st_size : -1;
         fprintf(stderr, "memwall convert: wrote %s (%s, %lld bytes) in %.2fs\n", out,
-                hf_out_type_name(opts.type), size, cmd_now_s() - t0);
+                hf_out_type_name(opts.type), size, mw_now_s() - t0);
     }
     cmd_stage_progress_done(&sp, 0, out);
     return 0;

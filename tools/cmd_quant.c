@@ -485,7 +485,7 @@ int cmd_quant(int argc, char **argv)
         mo.on_stage = kill_at_stage, mo.on_stage_ud = &ka;
 #endif
     enum mw_status s = MW_OK;
-    const double t0 = cmd_now_s();
+    const double t0 = mw_now_s();
 
     if (imatrix_path) {
         if ((s = quant_imatrix_load(imatrix_path, &im, &err)) != MW_OK) goto fail;
@@ -555,7 +555,7 @@ int cmd_quant(int argc, char **argv)
     struct quant_stats qs;
     /* the clock starts with the writing */
     cmd_progress_init(&ui.pr, quiet || dry || progress != CMD_PROGRESS_AUTO);
-    ui.sp.t_write = cmd_now_s();
+    ui.sp.t_write = mw_now_s();
     s = quant_plan_write(plan, out, &qs, &err);
     cmd_progress_end(&ui.pr);
     if (s != MW_OK) goto fail;
@@ -575,7 +575,7 @@ int cmd_quant(int argc, char **argv)
                 (unsigned long long)qs.file_bytes,
                 ne ? (double)quant_plan_out_bytes(plan) * 8.0 / (double)ne : 0.0,
                 (unsigned long long)qs.n_quantized, (unsigned long long)qs.n_copied,
-                qs.n_fallback ? ", some with the row-length fallback" : "", cmd_now_s() - t0);
+                qs.n_fallback ? ", some with the row-length fallback" : "", mw_now_s() - t0);
     }
     rc = 0;
     goto cleanup;

@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/mw.h"
@@ -135,13 +134,6 @@ static int fail(const struct cli *cl, const struct mw_err *err)
     char buf[1200];
     fprintf(stderr, "%s: %s\n", cl->prog, mw_err_format(err, buf, sizeof buf));
     return mw_status_exit_code(err->code);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -337,7 +329,7 @@ static enum mw_status generate(struct gen *g, uint64_t n, bool *stopped_eog, str
 {
     enum mw_status s;
     *stopped_eog = false;
-    const double t0 = now_s();
+    const double t0 = mw_now_s();
     for (uint64_t i = 0; i < n; i++) {
         const int32_t id = rt_sample(g->s, rt_ctx_logits(g->c));
         if (!g->o->ignore_eos && rt_tok_is_eog(g->t, id)) {
@@ -355,7 +347,7 @@ static enum mw_status generate(struct gen *g, uint64_t n, bool *stopped_eog, str
         }
         if ((s = rt_eval(g->c, &id, 1, 0, NULL, err))) return s;
     }
-    g->t_gen += now_s() - t0;
+    g->t_gen += mw_now_s() - t0;
     return MW_OK;
 }
 
@@ -480,9 +472,9 @@ static int run_prompt(struct gen *g, struct mw_err *err)
         fputs(g->o->prompt, stdout);
         fflush(stdout);
     }
-    const double t0 = now_s();
+    const double t0 = mw_now_s();
     s = rt_eval(g->c, toks, (uint32_t)n, 0, NULL, err);
-    const double t_prompt = now_s() - t0;
+    const double t_prompt = mw_now_s() - t0;
     free(toks);
     if (s) return fail(cl, err);
     if (g->o->teacher) return run_teacher(g, err);
@@ -747,7 +739,7 @@ int run_cli_main(const char *prog, enum run_cli_mode mode, int argc, char **argv
     if ((s = rt_model_open(o.model, &mo, &m, &err))) return fail(&cl, &err);
     const struct rt_hparams *hp = rt_model_hparams(m);
     if (o.verify) {
-        const double t0 = now_s();
+        const double t0 = mw_now_s();
         uint64_t n_checked = 0;
         if ((s = rt_model_verify(m, &n_checked, &err))) {
             rc = fail(&cl, &err);
@@ -756,7 +748,7 @@ int run_cli_main(const char *prog, enum run_cli_mode mode, int argc, char **argv
         if (!o.quiet) {
             if (n_checked)
                 fprintf(stderr, "%s: verified the header and %" PRIu64 " tensor checksums "
-                                "(xxh3-64) in %.3f s\n", cl.prog, n_checked, now_s() - t0);
+                                "(xxh3-64) in %.3f s\n", cl.prog, n_checked, mw_now_s() - t0);
             else
                 fprintf(stderr, "%s: warning: %s has no memwall checksums; nothing verified\n",
                         cl.prog, o.model);
