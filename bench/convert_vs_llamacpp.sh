@@ -3,8 +3,8 @@
 # llama.cpp's own converter (convert_hf_to_gguf.py from the llama.cpp source
 # bundled with node-llama-cpp 3.21.1) on the same checkpoints: wall time,
 # CPU time and peak RSS (/usr/bin/time), and whether the tensor data of the
-# two outputs is byte-identical (bench/gguf_tensor_cmp.py: same names, types,
-# shapes, bytes; metadata differs by design).
+# two outputs is byte-identical (tests/lib/mwgguf.py tensors-cmp: same names,
+# types, shapes, bytes; metadata differs by design).
 #
 #   1. datasets/tinyllama-8m (and ../shared/models/tinyllama-8m-bf16 if
 #      present) to f16, bf16 and q8_0: a quick correctness check.
@@ -68,7 +68,7 @@ timed() {
         "$(awk -v b="$bytes" -v s="$T_WALL" 'BEGIN{print (s > 0) ? b/1e6/s : 0}')")"
 }
 header() { say "$(printf '%-38s %8s %8s %8s %9s %9s' "$1" "wall s" "user s" "sys s" "RSS MB" "MB/s")"; }
-compare() { say "  tensor data, $1: $("$PY" "$here/gguf_tensor_cmp.py" "$2" "$3" || true)"; }
+compare() { say "  tensor data, $1: $("$PY" "$repo/tests/lib/mwgguf.py" tensors-cmp "$2" "$3" 2>&1 | head -n 4 | tr "\n" " ")"; }
 
 # --- 1. the bundled model -----------------------------------------------------
 for src in "$repo/datasets/tinyllama-8m" "$repo/../shared/models/tinyllama-8m-bf16"; do

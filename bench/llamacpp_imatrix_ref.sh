@@ -10,7 +10,7 @@
 # output, perplexity pass on) over /work/shared/corpora/calib.txt, run in the
 # corpus directory so imatrix.datasets holds "calib.txt", not a path.
 # Compare memwall's MoE calibration with them using
-# tests/fixtures/imatrix_cmp_moe.py. Not run by the tests.
+# `tests/lib/mwgguf.py imatrix-cmp-experts`. Not run by the tests.
 #
 # Needs: the llama.cpp source at commit 80fb11ac (the peer's; re-clone from
 # node-llama-cpp's llama/gitRelease.bundle), cmake and a C++ compiler

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/llamacpp_ref.sh — regenerate tests/fixtures/llamacpp_ref/<kind>-<type>.json:
-# digests (tests/fixtures/gguf_digest.py: every KV, every tensor's name,
+# digests (tests/lib/mwgguf.py digest: every KV, every tensor's name,
 # type, shape and sha256) of what llama.cpp's own converter
 # (convert_hf_to_gguf.py at the bundled commit) writes for each family
 # fixture (tests/fixtures/mk_family_fixture.py) in f16, bf16 and q8_0.
@@ -75,16 +75,8 @@ for k in "${kinds[@]}"; do
             tail -n 20 "$W/$k-$t.log"
             exit 1
         }
-        "$PY" "$repo/tests/fixtures/gguf_digest.py" "$W/$k-$t.gguf" > "$W/$k-$t.json"
-        "$PY" - "$W/$k-$t.json" "$OUT/$k-$t.json" "$commit" "$fk ${spm[*]:-}" << 'EOF'
-import json, sys
-d = json.load(open(sys.argv[1]))
-d["source"] = {"converter": "llama.cpp convert_hf_to_gguf.py", "commit": sys.argv[3],
-               "fixture": "tests/fixtures/mk_family_fixture.py " + sys.argv[4].strip()}
-with open(sys.argv[2], "w", encoding="utf-8") as f:
-    json.dump(d, f, indent=0, ensure_ascii=False, sort_keys=False)
-    f.write("\n")
-EOF
+        "$PY" "$repo/tests/lib/mwgguf.py" digest "$W/$k-$t.gguf" --indent 0 \
+            --source "$commit" "$fk ${spm[*]:-}" > "$OUT/$k-$t.json"
         echo "llamacpp_ref: $OUT/$k-$t.json"
     done
     rm -f "$W/$k"-*.gguf

@@ -30,6 +30,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
 BUILD=$(cd "${1:-$repo/build}" && pwd)
 MEMWALL=$BUILD/tools/memwall
+MWGGUF=$repo/tests/lib/mwgguf.py # the GGUF toolkit of the tests
 [ -x "$MEMWALL" ] || { echo "no $MEMWALL (build first)"; exit 2; }
 W=${MW_BENCH_DIR:-$repo/bench/out}
 TH=${MW_BENCH_THREADS:-$(nproc)}
@@ -63,55 +64,9 @@ if [ ! -f "$SYN" ]; then
     mv "$SYN.part" "$SYN"
 fi
 if [ ! -f "$SYNIM" ]; then
-    python3 - "$SYN" "$SYNIM" << 'PY'
-import struct, sys, random
-src, out = sys.argv[1], sys.argv[2]
-d = open(src, 'rb').read(1 << 20)
-pos = 4
-def rd(f):
-    global pos
-    v = struct.unpack_from('<' + f, d, pos); pos += struct.calcsize('<' + f); return v[0]
-def rs():
-    global pos
-    n = rd('Q'); s = d[pos:pos + n]; pos += n; return s
-SZ = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-def skip(t):
-    global pos
-    if t == 8: rs()
-    elif t == 9:
-        et = rd('I'); n = rd('Q')
-        for _ in range(n): skip(et)
-    else: pos += SZ[t]
-rd('I'); nt = rd('Q'); nkv = rd('Q')
-for _ in range(nkv): rs(); skip(rd('I'))
-ents = []
-for _ in range(nt):
-    name = rs().decode(); nd = rd('I'); ne = [rd('Q') for _ in range(nd)]; rd('I'); rd('Q')
-    if name.startswith('blk.') and nd == 2 and not name.endswith('_norm.weight'):
-        ents.append((name, ne[0]))
-random.seed(7)
-def gs(s):
-    s = s.encode(); return struct.pack('<Q', len(s)) + s
-kv = gs('general.type') + struct.pack('<I', 8) + gs('imatrix')
-kv += gs('imatrix.datasets') + struct.pack('<IIQ', 9, 8, 1) + gs('synthetic.txt')
-kv += gs('imatrix.chunk_count') + struct.pack('<II', 4, 100)
-kv += gs('imatrix.chunk_size') + struct.pack('<II', 4, 512)
-tinfo, blob = b'', b''
-ents.sort()
-for name, n in ents:
-    for suf, vals in (('.in_sum2', [random.uniform(1.0, 100.0) for _ in range(n)]), ('.counts', [51200.0])):
-        tinfo += gs(name + suf) + struct.pack('<IQQIQ', 2, len(vals), 1, 0, len(blob))
-        blob += struct.pack('<%df' % len(vals), *vals)
-        blob += b'\0' * ((-len(blob)) % 32)
-h = b'GGUF' + struct.pack('<IQQ', 3, 2 * len(ents), 4) + kv + tinfo
-h += b'\0' * ((-len(h)) % 32)
-open(out, 'wb').write(h + blob)
-PY
+    python3 "$MWGGUF" imatrix-synth "$SYN" "$SYNIM"
 fi
 
-# the GGUF helper of the tests (tests/e2e/quant_common.sh)
-sed -n "/^cat > \"\$T\/qtool.py\" << 'PYEOF'\$/,/^PYEOF\$/p" "$repo/tests/e2e/quant_common.sh" |
-    sed '1d;$d' > "$W/qtool.py"
 mb() { awk -v b="$1" -v s="$2" 'BEGIN { printf "%.1f", b / 1e6 / s }'; }
 # timed NAME CMD...: best wall time, the peak RSS and CPU seconds of that run
 # into $best / $rss / $cpu
@@ -152,7 +107,7 @@ bench_model() { # LABEL F16 IMATRIX
             $((rl / 1024)) "$cl" | tee -a "$REPORT"
         say "$(printf '%-26s %9s %9s' "ratio (memwall/llama.cpp)" "" \
             "$(awk -v a="$tl" -v b="$tm" 'BEGIN { printf "%.2fx", a / b }')")"
-        say "  files: $(python3 "$W/qtool.py" cmp "$W/q-mw.gguf" "$W/q-lc.gguf" | head -n 1)" \
+        say "  files: $(python3 "$MWGGUF" cmp "$W/q-mw.gguf" "$W/q-lc.gguf" | head -n 1)" \
             "(once memwall.* KVs are dropped)"
     done
     [ "${MW_BENCH_KEEP:-0}" = 1 ] || rm -f "$W/q-mw.gguf" "$W/q-lc.gguf"
@@ -185,7 +140,7 @@ row() { # NAME PRESET [--imatrix F]
     "$MEMWALL" quant "$F16T" -o "$W/t-mw.gguf" --preset "$p" -t "$TH" -q "$@"
     "$PEER" --threads "$TH" quantize "$F16T" "$W/t-lc.gguf" "$p" "$@" > /dev/null 2>&1
     local same=differs
-    if python3 "$W/qtool.py" cmp "$W/t-mw.gguf" "$W/t-lc.gguf" > /dev/null 2>&1; then
+    if python3 "$MWGGUF" cmp "$W/t-mw.gguf" "$W/t-lc.gguf" > /dev/null 2>&1; then
         same="identical"
     fi
     "$PEER" --threads "$TH" ppl "$W/t-mw.gguf" "$W/eval60k.txt" --ctx 256 --kld-base "$W/f16.logits" > "$W/ppl.txt" 2>&1

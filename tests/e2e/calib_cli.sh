@@ -45,22 +45,16 @@ cmp -s "$T/t1.imatrix" "$T/t3.imatrix" || fail "imatrix differs between 1 and 3 
 # gzip'd corpus = the same text
 gzip -nc "$CALIB" > "$T/calib.txt.gz"
 run 0 calib "$TINY" --corpus "$T/calib.txt.gz" -o "$T/gz.imatrix" "${small[@]}" -q
-have_python && { python3 "$CMP" "$T/gz.imatrix" "$T/t1.imatrix" --max-rel 0 > /dev/null ||
+have_python && { mwgguf imatrix-cmp "$T/gz.imatrix" "$T/t1.imatrix" --max-rel 0 > /dev/null ||
     fail "gzip'd corpus gives other statistics"; }
 # legacy .dat, read back by the command itself
 run 0 calib "$TINY" --corpus "$CALIB" -o "$T/t.dat" --legacy "${small[@]}" &&
     has "$err" "legacy .dat" "legacy"
-have_python && { python3 "$CMP" "$T/t.dat" "$T/t1.imatrix" --max-rel 1e-6 > /dev/null ||
+have_python && { mwgguf imatrix-cmp "$T/t.dat" "$T/t1.imatrix" --max-rel 1e-6 > /dev/null ||
     fail "legacy .dat values differ from the GGUF imatrix"; }
 # JSONL (one paragraph per line), gzip'd
 if have_python; then
-    python3 - "$CALIB" "$T/c.jsonl" << 'PY'
-import json, sys
-paras = [p for p in open(sys.argv[1], encoding="utf-8").read().split("\n\n") if p.strip()]
-with open(sys.argv[2], "w", encoding="utf-8") as f:
-    for p in paras[:400]:
-        f.write(json.dumps({"text": p}) + "\n")
-PY
+    python3 "$FIX/mk_jsonl_corpus.py" "$CALIB" "$T/c.jsonl"
     gzip -nf "$T/c.jsonl"
     run 0 calib "$TINY" --corpus "$T/c.jsonl.gz" -o "$T/j.imatrix" "${small[@]}" &&
         has "$err" "jsonl, gzip" "jsonl corpus"

@@ -33,7 +33,7 @@ run 0 calib "$TINY" --corpus "$CALIB" -o "$T/ref.imatrix" --samples all --seq-le
     has "$err" "345 samples x 257 positions" "reference protocol"
 echo "$err"
 if [ -f "$NPZ" ]; then
-    r=$(python3 "$CMP" "$T/ref.imatrix" "$NPZ" --max-rel 1e-5 --mean-rel 1e-7) ||
+    r=$(mwgguf imatrix-cmp "$T/ref.imatrix" "$NPZ" --max-rel 1e-5 --mean-rel 1e-7) ||
         fail "numpy reference: $r"
     echo "vs numpy FP32 reference (npz): $r"
 else
@@ -41,9 +41,9 @@ else
 fi
 run 0 calib "$TINY" --corpus "$CALIB" -o "$T/lc.imatrix" --samples all --seq-len 256 \
     --llamacpp-chunks -t 2 -q
-r=$(python3 "$CMP" "$T/lc.imatrix" "$LC_IMATRIX" --max-rel 2e-3 --mean-rel 1e-4) ||
+r=$(mwgguf imatrix-cmp "$T/lc.imatrix" "$LC_IMATRIX" --max-rel 2e-3 --mean-rel 1e-4) ||
     fail "llama.cpp imatrix: $r"
 echo "vs llama.cpp's imatrix (llama.cpp chunking): $r"
-r=$(python3 "$CMP" "$T/ref.imatrix" "$LC_IMATRIX") || true
+r=$(mwgguf imatrix-cmp "$T/ref.imatrix" "$LC_IMATRIX") || true
 echo "vs llama.cpp's imatrix (reference protocol, 257 vs 256 positions per chunk): $r"
 finish

@@ -34,6 +34,10 @@ finish() {
 have_python() {
     command -v python3 > /dev/null 2>&1 && python3 -c 'import json, struct, zipfile' 2> /dev/null
 }
+# The Python helpers of the tests (tests/lib): mwgguf SUBCOMMAND ARGS... is
+# the GGUF toolkit (python3 tests/lib/mwgguf.py help lists its subcommands)
+PYLIB="$MW_SRC/tests/lib"
+mwgguf() { python3 "$PYLIB/mwgguf.py" "$@"; }
 
 # run WANT_RC ARGS...: memwall with stdout in $out, stderr in $err, exit in $rc
 run() {

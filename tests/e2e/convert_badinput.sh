@@ -142,33 +142,7 @@ json.dump(c, open(sys.argv[2], "w"), indent=2)' "$base/config.json" "$d/config.j
         rm -rf "$d" && mkdir -p "$d"
         for f in "$base"/*; do ln -s "$f" "$d/$(basename "$f")"; done
         rm "$d/model.safetensors"
-        python3 -c 'import json, struct, sys
-src, dst, mode, name, new = sys.argv[1:6]
-b = open(src, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-h = json.loads(b[8:8 + n])
-data = b[8 + n:]
-meta = h.pop("__metadata__", None)
-out, blobs, off = {}, [], 0
-for k, v in sorted(h.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-    d = data[v["data_offsets"][0]:v["data_offsets"][1]]
-    if k == name:
-        if mode == "drop":
-            continue
-        if mode == "transpose":
-            v["shape"] = v["shape"][::-1]
-        if mode == "rename":
-            k = new
-    out[k] = dict(v, data_offsets=[off, off + len(d)])
-    off += len(d)
-    blobs.append(d)
-if k not in out and mode != "drop" or name not in h:
-    sys.exit("no tensor " + name)
-if meta is not None:
-    out["__metadata__"] = meta
-hj = json.dumps(out).encode()
-hj += b" " * ((8 - len(hj) % 8) % 8)
-open(dst, "wb").write(struct.pack("<Q", len(hj)) + hj + b"".join(blobs))' \
+        python3 "$FIX/hf_rewrite.py" \
             "$base/model.safetensors" "$d/model.safetensors" "$mode" "$tensor" "$new" ||
             { fail "$name: rewrite failed"; return; }
         run 1 convert "$d" -o "$T/out-$name.gguf"

@@ -88,17 +88,10 @@ if [ "$WITH_PEER" = moemem ]; then
         [ -n "$rss" ] && [ "$rss" -lt "$bound" ] ||
             fail "convert moebig --type $t: peak RSS ${rss:-?} KiB, bound $bound KiB (the experts must stream)"
         # the stacked tensors are there, 3-D, in llama.cpp's layout
-        python3 "$FIX/gguf_digest.py" "$T/big-$t.gguf" > "$T/dig" ||
-            { fail "gguf_digest.py big-$t.gguf"; continue; }
-        python3 -c '
-import json, sys
-d = json.load(open(sys.argv[1]))
-sh = {t["name"]: t["shape"] for t in d["tensors"]}
-want = {"blk.1.ffn_down_exps.weight": [512, 1024, 64], "blk.1.ffn_gate_exps.weight": [1024, 512, 64],
-        "blk.1.ffn_up_exps.weight": [1024, 512, 64], "blk.1.ffn_gate_inp.weight": [1024, 64]}
-bad = [(k, sh.get(k)) for k, v in want.items() if sh.get(k) != v]
-sys.exit("%s" % bad if bad else 0)' "$T/dig" > "$T/shp" 2>&1 ||
-            fail "big-$t: stacked tensors: $(tail -n 1 "$T/shp")"
+        mwgguf shapes "$T/big-$t.gguf" blk.1.ffn_down_exps.weight=512x1024x64 \
+            blk.1.ffn_gate_exps.weight=1024x512x64 blk.1.ffn_up_exps.weight=1024x512x64 \
+            blk.1.ffn_gate_inp.weight=1024x64 > "$T/shp" 2>&1 ||
+            fail "big-$t: stacked tensors: $(tr '\n' ' ' < "$T/shp")"
         rm -f "$T/big-$t.gguf"
     done
     finish
@@ -133,21 +126,21 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
             case $k in
             gemma3|gemma3mm)
                 if [ "${MW_FAMILIES_GEMMA3_TOK:-}" = strict ]; then
-                    python3 "$FIX/gguf_digest.py" --cmp "$ref" "$g" "${IGN[@]}" > "$T/cmp" ||
+                    mwgguf digest-cmp "$ref" "$g" "${IGN[@]}" > "$T/cmp" ||
                         fail "$k $t differs from llama.cpp: $(head -n 8 "$T/cmp")"
                 else
-                    python3 "$FIX/gguf_digest.py" --cmp "$ref" "$g" "${IGN[@]}" \
+                    mwgguf digest-cmp "$ref" "$g" "${IGN[@]}" \
                         --ignore-kv 'tokenizer.*' > "$T/cmp" ||
                         fail "$k $t differs from llama.cpp: $(head -n 8 "$T/cmp")"
                     if [ $t = f16 ]; then
-                        python3 "$FIX/gguf_digest.py" --cmp "$ref" "$g" "${IGN[@]}" > "$T/cmp-tok"
+                        mwgguf digest-cmp "$ref" "$g" "${IGN[@]}" > "$T/cmp-tok"
                         sed -n 's/^kv \(tokenizer\.[^:]*\):.*/NOTE: '"$k"': tokenizer key \1 differs from the tokenizer.model twin/p' \
                             "$T/cmp-tok"
                     fi
                 fi
                 ;;
             *)
-                python3 "$FIX/gguf_digest.py" --cmp "$ref" "$g" "${IGN[@]}" > "$T/cmp" ||
+                mwgguf digest-cmp "$ref" "$g" "${IGN[@]}" > "$T/cmp" ||
                     fail "$k $t differs from llama.cpp: $(head -n 8 "$T/cmp")"
                 ;;
             esac
@@ -186,7 +179,7 @@ print(c.get("vocab_size") or c.get("text_config", {}).get("vocab_size") or 26220
             { fail "mk_family_fixture.py $k --spm: $(tail -n 2 "$T/mk.log")"; continue; }
         for t in ${MW_FAMILIES_TYPES:-f16 q8_0}; do
             run 0 convert "$T/$k-spm" -o "$T/$k-spm-$t.gguf" --type $t -q || continue
-            python3 "$FIX/gguf_digest.py" --cmp "$REF/$k-$t.json" "$T/$k-spm-$t.gguf" "${IGN[@]}" > "$T/cmp" ||
+            mwgguf digest-cmp "$REF/$k-$t.json" "$T/$k-spm-$t.gguf" "${IGN[@]}" > "$T/cmp" ||
                 fail "$k (tokenizer.model) $t differs from llama.cpp: $(head -n 8 "$T/cmp")"
         done
         rm -rf "${T:?}/$k-spm" "$T/$k-spm"-*.gguf

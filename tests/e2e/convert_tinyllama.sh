@@ -18,7 +18,7 @@ run 0 convert "$SRC" -o "$T/t-q8_0.gguf" --type q8_0 -q || finish
 REF="$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf"
 [ -f "$REF" ] || REF="$MW_SHARED/models/reference/tinyllama-8m.llamacpp-f16.gguf"
 if have_python && [ -f "$REF" ]; then
-    python3 "$FIX/gguf_tensors.py" "$T/t-f16.gguf" "$REF" > "$T/cmp" ||
+    mwgguf tensors-cmp "$T/t-f16.gguf" "$REF" > "$T/cmp" ||
         fail "tensor data differs from llama.cpp's F16 conversion: $(cat "$T/cmp")"
     echo "vs llama.cpp's convert_hf_to_gguf.py F16: $(cat "$T/cmp")"
 fi
@@ -34,7 +34,7 @@ grep -q '^n_vocab 4096$' "$T/info" || fail "n_vocab: $(grep n_vocab "$T/info")"
 if have_python; then
     "$PEER" quantize "$T/t-f16.gguf" "$T/t-q8_0-llamacpp.gguf" Q8_0 > /dev/null 2> "$T/q.err" ||
         fail "llama-peer quantize: $(tail -n 2 "$T/q.err")"
-    python3 "$FIX/gguf_tensors.py" "$T/t-q8_0.gguf" "$T/t-q8_0-llamacpp.gguf" > "$T/cmpq" ||
+    mwgguf tensors-cmp "$T/t-q8_0.gguf" "$T/t-q8_0-llamacpp.gguf" > "$T/cmpq" ||
         fail "q8_0 differs from llama.cpp's Q8_0: $(cat "$T/cmpq")"
     echo "q8_0 vs llama-quantize Q8_0: $(cat "$T/cmpq")"
 fi

@@ -77,35 +77,12 @@ LC_ALL=C grep -q $'[\x1b\x07]' "$T/err" && fail "config.json escapes: raw contro
 has "$err" '\x1b]0;pwned\x07\x1b[31mRED' "config.json escapes"
 cp "$T/config.json.saved" "$S/config.json"
 
-# a sharded checkpoint (tinyllama-8m split in two by a few lines of Python)
+# a sharded checkpoint (tinyllama-8m split in two by tests/fixtures/hf_shard.py)
 if command -v python3 > /dev/null 2>&1; then
     SH=$T/sharded
     mkdir -p "$SH"
     cp "$S"/*.json "$S"/tokenizer.model "$SH"/
-    python3 - "$S/model.safetensors" "$SH" << 'EOF' || fail "could not shard the checkpoint"
-import json, struct, sys
-src, out = sys.argv[1], sys.argv[2]
-b = open(src, "rb").read()
-n = struct.unpack("<Q", b[:8])[0]
-hdr = json.loads(b[8:8 + n])
-meta = hdr.pop("__metadata__", None)
-names = sorted(hdr)
-groups = [names[: len(names) // 2], names[len(names) // 2:]]
-wm = {}
-for k, g in enumerate(groups):
-    fn = "model-%05d-of-00002.safetensors" % (k + 1)
-    h, data, off = {}, [], 0
-    for nm in g:
-        e = dict(hdr[nm]); a, z = e["data_offsets"]
-        e["data_offsets"] = [off, off + z - a]; off += z - a
-        h[nm] = e; data.append(b[8 + n + a: 8 + n + z]); wm[nm] = fn
-    if meta is not None: h["__metadata__"] = meta
-    j = json.dumps(h, separators=(",", ":")).encode()
-    j += b" " * (-len(j) % 8)
-    with open(out + "/" + fn, "wb") as f:
-        f.write(struct.pack("<Q", len(j)) + j + b"".join(data))
-json.dump({"metadata": {}, "weight_map": wm}, open(out + "/model.safetensors.index.json", "w"))
-EOF
+    python3 "$FIX/hf_shard.py" "$S/model.safetensors" "$SH" || fail "could not shard the checkpoint"
     run 0 convert "$SH" -o "$T/ref-sharded.gguf" --type q8_0 -q
     cp "$SH/model-00002-of-00002.safetensors" "$T/shard2.saved"
     put_keep

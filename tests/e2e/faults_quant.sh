@@ -64,16 +64,7 @@ has "$(cat "$T/out")" "fifo.gguf: not a regular file" "verify FIFO"
 # names from the file never reach the terminal raw: a tensor name and a key
 # carrying escape sequences (ESC, BEL, C1 CSI) are printed as \xNN
 if command -v python3 > /dev/null 2>&1; then
-    python3 - "$T/esc.gguf" << 'EOF2'
-import struct, sys
-def s(b): return struct.pack("<Q", len(b)) + b
-out = b"GGUF" + struct.pack("<IQQ", 3, 1, 2)
-out += s(b"\x1b]0;pwned\x07key") + struct.pack("<II", 4, 1)
-out += s(b"general.architecture") + struct.pack("<I", 8) + s(b"llama")
-out += s(b"\x1b[2Jt\xc2\x9b31m") + struct.pack("<IQIQ", 1, 32, 99, 0)  # type 99: bad
-out += b"\0" * (-len(out) % 32) + b"\0" * 64
-open(sys.argv[1], "wb").write(out)
-EOF2
+    python3 "$FIX/mk_esc_gguf.py" "$T/esc.gguf"
     for c in verify inspect "quant --preset Q8_0 -o $O/o.gguf"; do
         # shellcheck disable=SC2086
         $MW_EMU "$MEMWALL" $c "$T/esc.gguf" > "$T/out" 2>&1

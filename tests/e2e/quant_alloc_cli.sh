@@ -11,7 +11,7 @@
 # With "small" (the sanitizer build): one --size run and the usage errors,
 # without the runs that measure the i-quant candidates; its two runs that
 # measure every candidate of every tensor (--size, --bpw 3) take tinyllama-8m
-# and its imatrix cut to layer 0 (tests/fixtures/gguf_cut_layers.py: every
+# and its imatrix cut to layer 0 (tests/lib/mwgguf.py cut-layers: every
 # kind of tensor, a third of the weights; 2 minutes of CPU each at -O0 with
 # all 8 layers).
 set -u
@@ -53,8 +53,8 @@ size_ok() { # FILE TARGET LABEL: <= target, >= 99% of it, verify OK, predicted e
 targets="5339584 4449728"
 src=$f16 srcim=$im # the input of the runs that measure every tensor
 if [ "$small" = small ]; then
-    python3 "$FIX/gguf_cut_layers.py" "$f16" "$T/l1.gguf" 1 &&
-        python3 "$FIX/gguf_cut_layers.py" "$im" "$T/l1.imatrix" 1 || fail "gguf_cut_layers.py"
+    mwgguf cut-layers "$f16" "$T/l1.gguf" 1 + cut-layers "$im" "$T/l1.imatrix" 1 ||
+        fail "mwgguf cut-layers"
     src=$T/l1.gguf srcim=$T/l1.imatrix
     targets=$(( $(stat -c %s "$src") * 4449728 / 16891328 )) # Q3_K_M's share of the F16 file
 fi
@@ -144,13 +144,8 @@ run 2 quant "$f16" -o "$T/x.gguf" --bpw 4 --no-probes && has "$err" "goes with -
 [ ! -e "$T/x.gguf" ] || fail "a failed run left an output"
 
 # tensor names from the file are printed escaped (plan and notices)
-python3 - "$f16" "$T/esc.gguf" <<'PY'
-import sys
-b = bytearray(open(sys.argv[1], 'rb').read())
-i = b.index(b'blk.0.attn_q.weight')
-b[i + 5] = 0x1b  # blk.0<ESC>attn_q.weight: same length, still a quantizable 2-D weight
-open(sys.argv[2], 'wb').write(b)
-PY
+# blk.0<ESC>attn_q.weight: still a quantizable 2-D weight
+mwgguf rename "$f16" "$T/esc.gguf" blk.0.attn_q.weight $'blk.0\x1battn_q.weight'
 run 0 quant "$T/esc.gguf" --dry-run --preset Q4_K_M --imatrix "$im" &&
     { has "$out" 'blk.0\x1battn_q.weight' "escaped name in the plan"
       has "$err" 'blk.0\x1battn_q.weight' "escaped name in the notice"

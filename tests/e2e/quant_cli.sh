@@ -113,7 +113,7 @@ if part imatrix && [ -n "$IMAT" ]; then
     has "$out" "quantize.imatrix.chunks_count" "llama.cpp imatrix keys"
     [ -f "$T/Q3_K_M.gguf" ] || run 0 quant "$F16" -o "$T/Q3_K_M.gguf" --preset Q3_K_M -t 2 -q
     if have_python; then
-        qtool sameblob "$T/im.gguf" "$T/Q3_K_M.gguf" && fail "the imatrix changed no tensor data"
+        mwgguf same-data "$T/im.gguf" "$T/Q3_K_M.gguf" && fail "the imatrix changed no tensor data"
     else
         cmp -s "$T/im.gguf" "$T/Q3_K_M.gguf" && fail "the imatrix changed nothing"
     fi
@@ -135,20 +135,20 @@ if part imatrix && [ -n "$IMAT" ]; then
 
     if have_python; then
         # legacy .dat (ncall 1: the very same values) -> the same tensor data
-        qtool dat "$IMAT" "$T/im.dat" --trailer
+        mwgguf imatrix-dat "$IMAT" "$T/im.dat" --trailer
         run 0 quant "$F16" -o "$T/im-dat.gguf" --preset Q3_K_M --imatrix "$T/im.dat" -q
         run 0 inspect "$T/im-dat.gguf"
         has "$out" 'quantize.imatrix.dataset' "legacy dataset name"
-        qtool sameblob "$T/im.gguf" "$T/im-dat.gguf" || fail "legacy .dat: tensor data differs"
+        mwgguf same-data "$T/im.gguf" "$T/im-dat.gguf" || fail "legacy .dat: tensor data differs"
         # ncall 7 (values * 7 / 7): still loads and quantizes
-        qtool dat "$IMAT" "$T/im7.dat" --ncall 7
+        mwgguf imatrix-dat "$IMAT" "$T/im7.dat" --ncall 7
         run 0 quant "$F16" -o "$T/im7.gguf" --preset Q4_0 --imatrix "$T/im7.dat" -q
         # a name the model lacks: warning, still written
-        qtool dat "$IMAT" "$T/bogus.dat" --bogus
+        mwgguf imatrix-dat "$IMAT" "$T/bogus.dat" --bogus
         run 0 quant "$F16" -o "$T/bogus.gguf" --preset Q4_0 --imatrix "$T/bogus.dat"
         has "$err" "warning: imatrix entry 'blk.99.bogus.weight' names no tensor" "bogus name"
         # a wrong length: error naming tensor, expected and actual
-        qtool dat "$IMAT" "$T/badlen.dat" --badlen blk.2.ffn_down.weight
+        mwgguf imatrix-dat "$IMAT" "$T/badlen.dat" --badlen blk.2.ffn_down.weight
         run 1 quant "$F16" -o "$T/x.gguf" --preset Q4_K_M --imatrix "$T/badlen.dat"
         has "$err" "tensor 'blk.2.ffn_down.weight'" "bad length: tensor"
         has "$err" "has 767 values, expected 768" "bad length: lengths"

@@ -38,169 +38,6 @@ have_python || skip "no python3"
 find_peer
 [ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
 
-# iqtool.py (standard library only; commands chained with '+': one python
-# start-up, which costs 0.4 s on a loaded machine):
-#   slim IN OUT ROWS   IN with every tensor cut to its first ROWS rows (per
-#                      expert); KVs, names, row lengths kept
-#   types F OUT        "name type" per tensor of F, in file order (ggml type
-#                      names), into OUT
-#   cmp NAME A B       "NAME bytes(A) bytes(B) bytes(A's memwall.* KVs) identical N"
-#                      when A minus its memwall.* KVs is B byte for byte (as
-#                      quant_common.sh's qtool cmp), else "NAME ... differs: WHAT"
-#   drop IN OUT NAME   IN (an imatrix GGUF) without NAME's tensors (NAME.*)
-#   header OUT ARCH EMBD FF LAYERS HEADS KV VOCAB TIED EXPERTS [ROWS]
-#                      a llama-shaped GGUF: header only, or with ROWS given
-#                      zero weights of at most ROWS rows per tensor; EXPERTS
-#                      > 0: stacked ffn_*_exps and an F32 router
-cat > "$T/iqtool.py" << 'PYEOF'
-import os, struct, sys
-
-NAMES = {0: 'f32', 1: 'f16', 2: 'q4_0', 3: 'q4_1', 6: 'q5_0', 7: 'q5_1', 8: 'q8_0', 10: 'q2_K',
-         11: 'q3_K', 12: 'q4_K', 13: 'q5_K', 14: 'q6_K', 16: 'iq2_xxs', 17: 'iq2_xs',
-         18: 'iq3_xxs', 19: 'iq1_s', 20: 'iq4_nl', 21: 'iq3_s', 22: 'iq2_s', 23: 'iq4_xs',
-         29: 'iq1_m', 30: 'bf16'}
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import qtool # quant_common.sh's, written beside this file
-
-def parse(path):
-    """(data, version, raw KV records, (name, ne, type, offset) per tensor, data start)"""
-    d, ver, kvs, infos, ds = qtool.parse(path)
-    return d, ver, [raw for _, raw in kvs], [i[:4] for i in infos], ds
-
-def gstr(s):
-    s = s.encode() if isinstance(s, str) else s
-    return struct.pack('<Q', len(s)) + s
-
-def tinfo(name, ne, ty, off):
-    return (gstr(name) + struct.pack('<I', len(ne)) + b''.join(struct.pack('<Q', x) for x in ne)
-            + struct.pack('<IQ', ty, off))
-
-def cmd_slim(src, out, rows):
-    rows = int(rows)
-    d, ver, kvs, infos, ds = parse(src)
-    esize = {0: 4, 1: 2, 30: 2}
-    h = b'GGUF' + struct.pack('<IQQ', ver, len(infos), len(kvs)) + b''.join(kvs)
-    blobs, off = [], 0
-    for name, ne, ty, o in infos:
-        row = ne[0] * esize[ty]
-        if len(ne) == 1:
-            b, ne2 = d[ds + o:ds + o + row], ne
-        else:
-            keep = min(ne[1], rows)
-            ne2 = [ne[0], keep] + ne[2:]
-            n_mat = 1
-            for x in ne[2:]: n_mat *= x
-            b = b''.join(d[ds + o + k * ne[1] * row:ds + o + (k * ne[1] + keep) * row]
-                         for k in range(n_mat))
-        h += tinfo(name, ne2, ty, off)
-        blobs.append(b + b'\0' * ((-len(b)) % 32))
-        off += len(blobs[-1])
-    h += b'\0' * ((-len(h)) % 32)
-    open(out, 'wb').write(h + b''.join(blobs))
-
-def cmd_drop(src, out, name):
-    d, ver, kvs, infos, ds = parse(src)
-    pre = name.encode() + b'.'
-    ends = [x[3] for x in infos[1:]] + [len(d) - ds]
-    keep = [(x, e) for x, e in zip(infos, ends) if not x[0].startswith(pre)]
-    h = b'GGUF' + struct.pack('<IQQ', ver, len(keep), len(kvs)) + b''.join(kvs)
-    blobs, off = [], 0
-    for (n, ne, ty, o), e in keep:
-        h += tinfo(n, ne, ty, off)
-        blobs.append(d[ds + o:ds + e])
-        off += len(blobs[-1])
-    h += b'\0' * ((-len(h)) % 32)
-    open(out, 'wb').write(h + b''.join(blobs))
-
-def cmd_types(path, out):
-    with open(out, 'w') as f:
-        for name, ne, ty, o in parse(path)[3]:
-            f.write('%s %s\n' % (name.decode(), NAMES.get(ty, str(ty))))
-
-def stripped(path):
-    """The file without its memwall.* KVs (what llama-quantize would have
-    written), its size, and the bytes those KVs took."""
-    d, ver, kvs, infos, ds = parse(path)
-    keep = [kv for kv in kvs if kv[8:16] != b'memwall.']
-    p0 = 24 + sum(len(kv) for kv in kvs)  # the tensor infos follow the KVs
-    p = p0
-    for _ in infos:
-        p += 8 + struct.unpack_from('<Q', d, p)[0]
-        p += 4 + 8 * struct.unpack_from('<I', d, p)[0] + 12
-    h = b'GGUF' + struct.pack('<IQQ', ver, len(infos), len(keep)) + b''.join(keep) + d[p0:p]
-    h += b'\0' * ((-len(h)) % 32)
-    return h + d[ds:], len(d), sum(len(kv) for kv in kvs) - sum(len(kv) for kv in keep)
-
-def cmd_cmp(name, a, b):
-    sa, la, ma = stripped(a)
-    sb, lb, mb = stripped(b)
-    if sa == sb:
-        print(name, la, lb, ma, 'identical', len(sa))
-        return
-    why = []
-    da, va, ka, ia, dsa = parse(a)
-    db, vb, kb, ib, dsb = parse(b)
-    if [k for k in ka if k[8:16] != b'memwall.'] != [k for k in kb if k[8:16] != b'memwall.']:
-        why.append('KVs')
-    ends = lambda inf, d, ds: [x[3] for x in inf[1:]] + [len(d) - ds]
-    for x, y, xe, ye in zip(ia, ib, ends(ia, da, dsa), ends(ib, db, dsb)):
-        if x[:3] != y[:3]:
-            why.append('info of %s' % x[0].decode())
-        elif da[dsa + x[3]:dsa + xe] != db[dsb + y[3]:dsb + ye]:
-            why.append('data of %s' % x[0].decode())
-    print(name, la, lb, ma, 'differs:', ', '.join(why[:4]) + (' ...' if len(why) > 4 else ''))
-
-def cmd_header(out, arch, embd, ff, nl, nh, nkv, vocab, tied, nx, rows=None):
-    embd, ff, nl, nh, nkv, vocab, tied, nx = map(int, (embd, ff, nl, nh, nkv, vocab, tied, nx))
-    kvd = embd // nh * nkv
-    kv = [('general.architecture', 8, gstr(arch))]
-    keys = [('block_count', nl), ('context_length', 4096), ('embedding_length', embd),
-            ('feed_forward_length', ff), ('attention.head_count', nh),
-            ('attention.head_count_kv', nkv), ('vocab_size', vocab)]
-    if nx: keys += [('expert_count', nx), ('expert_used_count', 2)]
-    for k, v in keys: kv.append(('%s.%s' % (arch, k), 4, struct.pack('<I', v)))
-    for k in ('layer_norm_rms_epsilon', 'layer_norm_epsilon'):
-        kv.append(('%s.attention.%s' % (arch, k), 6, struct.pack('<f', 1e-5)))
-    kv.append(('general.file_type', 4, struct.pack('<I', 1)))
-    t = [('token_embd.weight', [embd, vocab], 1), ('output_norm.weight', [embd], 0)]
-    if not tied: t.append(('output.weight', [embd, vocab], 1))
-    for l in range(nl):
-        p = 'blk.%d.' % l
-        t += [(p + 'attn_norm.weight', [embd], 0), (p + 'attn_q.weight', [embd, embd], 1),
-              (p + 'attn_k.weight', [embd, kvd], 1), (p + 'attn_v.weight', [embd, kvd], 1),
-              (p + 'attn_output.weight', [embd, embd], 1), (p + 'ffn_norm.weight', [embd], 0)]
-        if nx:
-            t += [(p + 'ffn_gate_inp.weight', [embd, nx], 0),
-                  (p + 'ffn_gate_exps.weight', [embd, ff, nx], 1),
-                  (p + 'ffn_up_exps.weight', [embd, ff, nx], 1),
-                  (p + 'ffn_down_exps.weight', [ff, embd, nx], 1)]
-        else:
-            t += [(p + 'ffn_gate.weight', [embd, ff], 1), (p + 'ffn_up.weight', [embd, ff], 1),
-                  (p + 'ffn_down.weight', [ff, embd], 1)]
-    if rows is not None:
-        t = [(n, ne if len(ne) == 1 else [ne[0], min(ne[1], int(rows))] + ne[2:], ty)
-             for n, ne, ty in t]
-    h = b'GGUF' + struct.pack('<IQQ', 3, len(t), len(kv))
-    for k, ty, v in kv: h += gstr(k) + struct.pack('<I', ty) + v
-    off = 0
-    for name, ne, ty in t:
-        h += tinfo(name, ne, ty, off)
-        n = 1
-        for x in ne: n *= x
-        off += (n * (4 if ty == 0 else 2) + 31) // 32 * 32
-    h += b'\0' * ((-len(h)) % 32)
-    open(out, 'wb').write(h + (b'\0' * off if rows is not None else b''))
-
-CMDS = {'slim': cmd_slim, 'drop': cmd_drop, 'types': cmd_types, 'cmp': cmd_cmp,
-        'header': cmd_header}
-args = sys.argv[1:]
-while args:
-    n = args.index('+') if '+' in args else len(args)
-    CMDS[args[0]](*args[1:n])
-    args = args[n + 1:]
-PYEOF
-iqtool() { python3 "$T/iqtool.py" "$@"; }
 # par CMD...: in the background, two at a time (llama.cpp's grid set-up is
 # single-threaded: two runs side by side use both cores)
 par() {
@@ -231,9 +68,10 @@ fi
 # the sources, and the header-only shapes for llama_quant_compute_types
 # (Llama-2-7B, Llama-3-8B, a 70B, qwen2-0.5B-like with tied embeddings, a
 # 200-wide toy, MoE with 8 and with 4 experts), and small zero-weight 70B
-# candidates (jais2 68 layers, qwen2 80 layers)
+# candidates (jais2 68 layers, qwen2 80 layers); mwgguf's subcommands chained
+# with '+': one python start-up, which costs 0.4 s on a loaded machine
 SHAPES="l2-7b l3-8b l2-70b q2-05b toy200 moe8 moe4"
-iqtool slim "$F16" "$SLIM" 32 "${moe_slim[@]}" \
+mwgguf slim "$F16" "$SLIM" 32 "${moe_slim[@]}" \
     + drop "$IMAT" "$T/im-noattnk.gguf" blk.0.attn_k.weight \
     + header "$T/l2-7b.gguf" llama 4096 11008 32 32 32 32000 0 0 \
     + header "$T/l3-8b.gguf" llama 4096 14336 32 32 8 128256 0 0 \
@@ -296,7 +134,7 @@ for n in $pairs; do
     elif [ "$(cat "$T/m-$n.rc")" != 0 ]; then
         fail "memwall quant $n: exit $(cat "$T/m-$n.rc"): $(head -n 2 "$T/m-$n.err")"
     else
-        pyargs+=(+ cmp "$n" "$T/m-$n.gguf" "$T/l-$n.gguf")
+        pyargs+=(+ cmp --label "$n" "$T/m-$n.gguf" "$T/l-$n.gguf")
     fi
 done
 for m in jais68 qwen80; do
@@ -314,10 +152,10 @@ for p in $NO_IMATRIX_OK; do
     elif [ "$(cat "$T/m-$p.rc")" != 0 ]; then
         fail "memwall quant $p without an imatrix: $(head -n 2 "$T/m-$p.err")"
     else
-        pyargs+=(+ cmp "$p" "$T/m-$p.gguf" "$T/l-$p.gguf")
+        pyargs+=(+ cmp --label "$p" "$T/m-$p.gguf" "$T/l-$p.gguf")
     fi
 done
-[ ${#pyargs[@]} -gt 0 ] && { iqtool "${pyargs[@]:1}" > "$T/cmp.out" || fail "iqtool failed"; }
+[ ${#pyargs[@]} -gt 0 ] && { mwgguf "${pyargs[@]:1}" > "$T/cmp.out" || fail "mwgguf failed"; }
 
 n_types=0
 for p in $IQ_PRESETS; do

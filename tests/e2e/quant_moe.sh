@@ -52,7 +52,7 @@ for m in mx8 mx4; do
         run 0 quant "$T/$m.gguf" -o "$T/a.gguf" --preset "$p" -t 2 -q || continue
         "$PEER" --threads 2 quantize "$T/$m.gguf" "$T/b.gguf" "$p" > /dev/null 2> "$T/lq.err" ||
             { fail "llama-peer quantize $m $p: $(tail -n 2 "$T/lq.err")"; continue; }
-        c=$(qtool cmp "$T/a.gguf" "$T/b.gguf") || { fail "$m $p: $c"; continue; }
+        c=$(mwgguf cmp "$T/a.gguf" "$T/b.gguf") || { fail "$m $p: $c"; continue; }
         n_ok=$((n_ok + 1))
     done
 done
@@ -72,24 +72,7 @@ run 0 plan "$T/mx8.gguf" || finish
 cp "$T/out" "$T/plan"
 has "$(cat "$T/plan")" "mixture of experts: 8 experts, 2 routed per token, expert ffn 768" plan
 # expected: every tensor's bytes, 2 of 8 slabs of each *_exps tensor, one row of token_embd
-want=$(python3 "$MW_SRC/tests/fixtures/gguf_digest.py" "$T/q4.gguf" | python3 -c '
-import json, sys
-sys.path.insert(0, sys.argv[1])
-from gguf_digest import BLOCK
-d = json.load(sys.stdin)
-tot = act = 0
-names = [t["name"] for t in d["tensors"]]
-for t in d["tensors"]:
-    ne = t["shape"] + [1] * (4 - len(t["shape"]))
-    be, bb = BLOCK[t["type"]]
-    b = ne[0] // be * bb * ne[1] * ne[2] * ne[3]
-    tot += b
-    if "_exps." in t["name"]:
-        b = b // ne[2] * 2
-    elif t["name"] == "token_embd.weight" and "output.weight" in names:
-        b = b // ne[1]
-    act += b
-print(tot, act)' "$MW_SRC/tests/fixtures")
+want=$(mwgguf active-bytes "$T/q4.gguf" 2)
 read -r w_tot w_act <<< "$want"
 awk -v t="$w_tot" '$1 == "Q4_K_M" && $5 == t { f = 1 } END { exit !f }' "$T/plan" ||
     fail "plan: Q4_K_M weights are not $w_tot bytes: $(grep -m1 '^ *Q4_K_M' "$T/plan")"
@@ -110,7 +93,7 @@ REF="$MW_SRC/tests/fixtures/llamacpp_ref/mx8-calib16.imatrix.gguf"
 # differently in its precision, so the bounds are those of routing flips, not of a bug
 run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16.imatrix" --samples 16 --seq-len 256 \
     --llamacpp-chunks -t 2 -q || finish
-r=$(python3 "$MW_SRC/tests/fixtures/imatrix_cmp_moe.py" "$T/m16.imatrix" "$REF" \
+r=$(mwgguf imatrix-cmp-experts "$T/m16.imatrix" "$REF" \
     --max-rel 1.0 --mean-rel 1e-3 --counts-rel 1e-2) || fail "llama-imatrix reference: $r"
 echo "imatrix vs llama-imatrix (8 experts, 16 x 256): $r"
 run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16b.imatrix" --samples 16 --seq-len 256 \
@@ -124,7 +107,7 @@ run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16c.imatrix" --samples 16 --se
 run 0 quant "$T/mx8.gguf" -o "$T/a.gguf" --preset Q4_K_M --imatrix "$T/m16.imatrix" -t 2 -q &&
 "$PEER" --threads 2 quantize "$T/mx8.gguf" "$T/b.gguf" Q4_K_M --imatrix "$T/m16.imatrix" \
     > /dev/null 2> "$T/lq.err" || fail "llama-peer quantize --imatrix (MoE): $(tail -n 2 "$T/lq.err")"
-c=$(qtool cmp "$T/a.gguf" "$T/b.gguf") || fail "Q4_K_M with a MoE imatrix: $c"
+c=$(mwgguf cmp "$T/a.gguf" "$T/b.gguf") || fail "Q4_K_M with a MoE imatrix: $c"
 
 # quant --corpus (awq+gptq): GPTQ per expert on its routed rows; the same bytes at
 # -t 1 and -t 2; a lower KL divergence than plain rounding (scored by llama.cpp)
@@ -179,7 +162,7 @@ if python3 "$MW_SRC/tests/fixtures/mk_family_fixture.py" qwen2moe "$T/q2m" > "$T
     run 0 convert "$T/q2m" -o "$T/q2m.gguf" --type f16 -q &&
     "$PEER" --threads 2 quantize "$T/q2m.gguf" "$T/q2m-q.gguf" Q4_K_M --imatrix "$T/q2m.imatrix" \
         > /dev/null 2> "$T/lq.err" || fail "llama-peer quantize --imatrix (qwen2moe): $(tail -n 2 "$T/lq.err")"
-    python3 "$MW_SRC/tests/tools/imatrix_compare.py" "$T/q2m.imatrix" "$T/q2m.imatrix" > "$T/cmp.out"
+    mwgguf imatrix-cmp "$T/q2m.imatrix" "$T/q2m.imatrix" > "$T/cmp.out"
     grep -q "entries 24," "$T/cmp.out" || fail "qwen2moe imatrix entries: $(cat "$T/cmp.out")"
     run 0 quant "$T/q2m" -o "$T/q2m-c.gguf" --preset Q4_K_M --corpus "$CAL" --samples 4 \
         --seq-len 64 -t 2 -q && run 0 verify --deep "$T/q2m-c.gguf" > /dev/null

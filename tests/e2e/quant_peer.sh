@@ -32,10 +32,10 @@ check_pair() { # NAME PRESET [--imatrix F]
     "$PEER" --threads 2 quantize "$F16" "$T/l-$name.gguf" "$p" "$@" > /dev/null 2> "$T/lq.err" ||
         { fail "llama-peer quantize $p: $(tail -n 2 "$T/lq.err")"; return; }
     local c ours theirs extra
-    c=$(qtool cmp "$T/m-$name.gguf" "$T/l-$name.gguf") || fail "$name: $c"
+    c=$(mwgguf cmp "$T/m-$name.gguf" "$T/l-$name.gguf") || fail "$name: $c"
     ours=$(stat -c %s "$T/m-$name.gguf")
     theirs=$(stat -c %s "$T/l-$name.gguf")
-    extra=$(qtool memwall_bytes "$T/m-$name.gguf")
+    extra=$(mwgguf memwall-bytes "$T/m-$name.gguf")
     printf '%-10s %10d %10d %8d  %s\n' "$name" "$ours" "$theirs" "$extra" "$(echo "$c" | head -n 1)"
     rm -f "$T/l-$name.gguf"
 }
@@ -83,11 +83,11 @@ ftype_of() {
     Q6_K) echo 18 ;; IQ4_NL) echo 25 ;;
     esac
 }
-qtool header "$T/l2-7b.gguf" llama 4096 11008 32 32 32 32000 0
-qtool header "$T/l3-8b.gguf" llama 4096 14336 32 32 8 128256 0
-qtool header "$T/l2-70b.gguf" llama 8192 28672 80 64 8 32000 0
-qtool header "$T/q2-05b.gguf" qwen2 896 4864 24 14 2 151936 1
-qtool header "$T/toy200.gguf" llama 200 600 4 4 2 1000 0
+mwgguf header "$T/l2-7b.gguf" llama 4096 11008 32 32 32 32000 0 \
+    + header "$T/l3-8b.gguf" llama 4096 14336 32 32 8 128256 0 \
+    + header "$T/l2-70b.gguf" llama 8192 28672 80 64 8 32000 0 \
+    + header "$T/q2-05b.gguf" qwen2 896 4864 24 14 2 151936 1 \
+    + header "$T/toy200.gguf" llama 200 600 4 4 2 1000 0
 n_cmp=0
 types_case() { # MODEL PRESET [memwall flags] -- [llama flags]
     local model=$1 p=$2

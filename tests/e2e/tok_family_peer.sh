@@ -56,13 +56,7 @@ names=(multilingual special odd)
 [ -f "$EVAL" ] && { texts+=("$EVAL"); names+=(eval.txt); }
 
 # nfc IN OUT: the NFC form of IN (invalid bytes kept)
-nfc() {
-    python3 - "$1" "$2" << 'EOF'
-import sys, unicodedata
-s = open(sys.argv[1], "rb").read().decode("utf-8", "surrogateescape")
-open(sys.argv[2], "wb").write(unicodedata.normalize("NFC", s).encode("utf-8", "surrogateescape"))
-EOF
-}
+nfc() { python3 "$PYLIB/nfc.py" "$1" "$2"; }
 
 for fam in qwen3 gemma3 gemma3mm gemma2; do
     fam_total=0
