@@ -39,7 +39,7 @@
  * RMSNorm sums squares in double; softmax(q.k/sqrt(hd)) causal within a
  * sample, grouped-query; SiLU x/(1+exp(-x)). No KV cache: every sample is
  * one full causal sequence.
- * The issue-12 families (rt_hparams' family fields, the ops of
+ * The other families (rt_hparams' family fields, the ops of
  * runtime/rt_ops.h): qwen3/gemma3 per-head q/k RMSNorm before RoPE; gemma
  * embeddings times sqrtf(n_embd), sandwich norms (post_attention_norm on the
  * attention output, post_ffw_norm on the FFN output, before each residual

@@ -1,12 +1,13 @@
 /*
  * calib/calib_int.h — internals shared by calib/'s files: the thread pool,
- * the model's weight source, and a few helpers. Not for use outside calib/
- * and its tests.
+ * the model's weight source, the forward engine's state and steps, and a
+ * few helpers. Not for use outside calib/ and its tests.
  */
 #ifndef MW_CALIB_INT_H
 #define MW_CALIB_INT_H
 
 #include "calib/calib.h"
+#include "calib/mw_blas.h"
 #include "core/mw_pool.h"
 
 #include <pthread.h>
@@ -87,5 +88,279 @@ enum mw_status calib__corpus_parse_capped(const void *buf, uint64_t n, const cha
                                           struct calib_corpus **out, struct mw_err *err);
 /* Offset of the first invalid UTF-8 sequence in s[0, n), or n if valid. */
 size_t calib__utf8_check(const uint8_t *s, size_t n);
+
+// --- the forward engine (calib_forward.c and its parts) ---
+/*
+ * calib_run's state, shared by the files of the engine:
+ *   calib_forward.c  the run and the layer loop: row ops, GEMMs, attention,
+ *                    SwiGLU, the fused and staged passes, embedding, RoPE
+ *   calib_stats.c    the statistics handle, its imatrix entries, accumulation
+ *   calib_layer.c    the per-layer callback API (calib_layer_*), Hessians
+ *   calib_moe.c      the mixture-of-experts FFN
+ *   calib_spill.c    lean mode (--max-memory): hidden states, attention
+ *                    outputs and parked weights in unlinked scratch files
+ *   calib_plan.c     memory planning: samples per batch, lean or not, peak bytes
+ */
+
+struct calib_stats {
+    uint32_t n_layer, n_samples, n_pos;
+    bool fused_qkv, fused_gate_up; /* names of the imatrix entries (calib_stats_entry) */
+    uint32_t n_expert;           /* MoE: experts per layer (0: dense) */
+    bool shexp;                  /* MoE: a shared expert (qwen2moe) */
+    struct calib_group_stats *g; /* (n_layer, CALIB_G_COUNT) */
+    double *buf;
+    struct calib_group_stats *xg; /* MoE: (n_layer, 2 (FFN_IN, FFN_DOWN), n_expert) */
+    double *xbuf;
+    struct calib_timing tm;
+};
+
+#define CALIB_STAGE_NONE (-1)          /* outside callbacks (engine work, on_layer) */
+#define CALIB_XCHUNK MW_BLAS_TILE_M    /* MoE: rows per expert chunk (a fixed tiling) */
+
+struct calib_engine;
+
+struct calib_layer {
+    struct calib_engine *e;
+    uint32_t il;
+    int stage;            /* group whose callback runs, or CALIB_STAGE_NONE */
+    bool ffn_phase;       /* hs already holds the attention output */
+    unsigned live;        /* slots handed out mutable in this callback */
+    bool xo_stale;
+    float *H[CALIB_G_COUNT];
+    bool H_valid[CALIB_G_COUNT];
+    char names[CALIB_W_COUNT][GGUF_MAX_NAME + 1];
+    int32_t expert;       /* MoE: the expert whose callback runs, or -1 */
+    char xnames[3][GGUF_MAX_NAME + 1]; /* ffn_{gate,up,down}_exps.weight */
+};
+
+struct calib_engine {
+    const struct calib_model *m;
+    const struct rt_hparams *hp;
+    const struct calib_samples *s;
+    struct mw_pool *pool;
+    uint32_t n_samples, n_pos, spb;
+    uint64_t T, rows_b;
+    uint64_t E, Q, KV, F, hd;  /* F: n_ff; a MoE model's shared expert's (0: none) */
+    uint32_t n_rep;
+    /* mixture of experts: experts, used per row, one expert's width;
+     * per MoE layer the routing of every row, the FFN output summed before
+     * the residual, the rows of the current expert, and chunk scratch */
+    uint64_t NX, K, FX;
+    int32_t *sel;    /* (T, K) routed experts */
+    float *wt;       /* (T, K) their weights */
+    float *sgate;    /* (T) qwen2moe: the shared expert's gate logit */
+    float *acc;      /* (T, E) */
+    uint64_t *xrow;  /* (T) rows routed to the current expert, ascending */
+    float *xw;       /* (T) their weights */
+    uint64_t xn;
+    float *lg;       /* (rows_b, NX) router logits */
+    float *xe, *ge, *ue, *ye; /* CALIB_XCHUNK rows: normed input, gate (then act), up, output */
+    int32_t *ridx;   /* (NX) argsort scratch */
+    float kq_scale;
+    uint64_t max_memory; /* 0: no bound; else at most one Hessian is cached */
+    /* hidden states on disk (--max-memory, statistics-only runs): hs is NULL,
+     * the (T, E) floats live in an unlinked scratch file, a batch at a time
+     * in hsb (rows [hsb_r0, hsb_r0 + rows_b)) */
+    bool hs_file;
+    int hs_fd;
+    float *hsb;
+    uint64_t hsb_r0;
+    char hs_path[256];
+    float *hs;    /* (T, E) hidden states */
+    float *xo;    /* (T, Q) attention output, staged mode only */
+    float *rope;  /* (n_pos, n_rot) cos/sin of the layers that do not slide */
+    float *rope_swa; /* (n_pos, n_rot) of sliding layers (own base/scale; NULL: none) */
+    const float *rope_l; /* the current layer's table */
+    bool swa_l;   /* the current layer slides (rt_layer_is_swa) */
+    float q_mul;  /* queries times this after RoPE (0: no) — rt_attn_scales */
+    /* batch scratch (rows_b rows) */
+    float *xin, *q, *k, *v, *att, *g, *u, *y, *ubuf, *S;
+    float *one;   /* (n_pos, Q): one sample's attention output */
+    float *w[CALIB_T_COUNT];   /* views (fused parts point into their tensor); NULL:
+                                * parked (lean) */
+    float *wown[CALIB_T_COUNT]; /* the buffers loaded from the model */
+    /* lean mode (--max-memory): the hidden states (hs_file), the
+     * attention outputs (xo_fd) and the layer's seven big weights (w_fd, f32
+     * at woff[owner]) live in unlinked scratch files; the engine's GEMMs
+     * stream a parked weight in panels of whole 256-column tiles of mw_gemm
+     * (the same bits); a callback's calib_layer_weight makes one resident
+     * until calib_layer_weight_release or the callback's end. */
+    bool lean;
+    int xo_fd, w_fd;
+    char xo_path[256], w_path[256];
+    uint64_t woff[CALIB_T_COUNT];
+    bool dirty[CALIB_T_COUNT];
+    float *panel;
+    uint64_t hsb_n;  /* rows of hsb that hold [hsb_r0, hsb_r0 + hsb_n) */
+    float *hsv;      /* calib_layer_hidden's buffer (hs_file: rows_b x E) */
+    const char *scratch_dir;
+    calib_stage_fn on_stage;
+    void *on_stage_ud;
+    uint32_t first_layer, layers_done;
+    double t_start; /* mw_now_s() at the start of the run */
+    struct calib_stats *st;
+    struct calib_layer ly;
+};
+
+static inline uint64_t calib__max3(uint64_t a, uint64_t b, uint64_t c)
+{
+    const uint64_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* samples in the batch that starts at sample s0 */
+static inline uint32_t calib__batch_samples(const struct calib_engine *e, uint32_t s0)
+{
+    return e->n_samples - s0 < e->spb ? e->n_samples - s0 : e->spb;
+}
+
+/* hidden-state row r0: in memory, or in the batch loaded from the scratch file */
+static inline float *calib__hs_at(const struct calib_engine *e, uint64_t r0)
+{
+    return e->hs_file ? e->hsb + (r0 - e->hsb_r0) * e->E : e->hs + r0 * e->E;
+}
+
+// --- the engine's steps (calib_forward.c) ---
+
+/* floats for n (a * b) elements, the product checked; NULL and *ok false on
+ * failure, nothing allocated once *ok is false */
+float *calib__alloc_f(uint64_t n, bool *ok);
+float *calib__alloc_f2(uint64_t a, uint64_t b, bool *ok);
+
+/* row-parallel small ops: RMSNorm, RoPE and SwiGLU are the runtime's own
+ * (runtime/rt_ops.h) */
+enum calib_row_op {
+    CALIB_OP_NORM,   /* dst = rmsnorm(src) * w        (E) */
+    CALIB_OP_ADD,    /* dst += src                     (n) */
+    CALIB_OP_BIAS,   /* dst += w                       (n per row) */
+    CALIB_OP_ROPE,   /* q/k norm (qk_norm), rope q and k rows (pos = row0 + r mod n_pos),
+                      * queries times q_mul */
+    CALIB_OP_SWIGLU, /* dst = act(dst) * src           (F; SiLU or GELU-tanh) */
+    CALIB_OP_GNORM,  /* dst = rmsnorm(hs[idx[r]]) * w  (E; gathered rows, MoE) */
+};
+struct calib_row_job {
+    struct calib_engine *e;
+    enum calib_row_op op;
+    uint64_t n_rows, n;   /* rows, elements per row */
+    uint64_t row0;        /* first row's index within its sample sequence (ROPE) */
+    float *dst;
+    const float *src;
+    const float *w;
+    const uint64_t *idx;  /* CALIB_OP_GNORM */
+};
+/* a calib_row_job's rows split over the pool's threads (mw_pool_run) */
+void calib__row_task(void *arg, unsigned ith, unsigned nth);
+void calib__run_rows(struct calib_engine *e, enum calib_row_op op, uint64_t n_rows, uint64_t n,
+                     float *dst, const float *src, const float *w, uint64_t row0);
+/* Y (nr, n_out, row stride ldy) = X (nr, n_in) W^T in mw_gemm's fixed
+ * tiles, row tiles of `tile` rows; timed in the statistics */
+void calib__gemm(struct calib_engine *e, const float *X, uint64_t nr, uint64_t n_in,
+                 const float *W, uint64_t n_out, float *Y, uint64_t ldy, uint64_t tile);
+/* Y (nr, n_out) = X (nr, n_in) W^T (+ bias); X's first row starts a sample */
+void calib__linear(struct calib_engine *e, const float *X, uint64_t nr, uint64_t n_in,
+                   const float *W, const float *bias, uint64_t n_out, float *Y, uint64_t ldy);
+/* the same with slot t's weight and slot b's bias, resident or parked (lean) */
+enum mw_status calib__linear_w(struct calib_engine *e, const float *X, uint64_t nr, uint64_t n_in,
+                               enum calib_tslot t, enum calib_tslot b, uint64_t n_out, float *Y,
+                               uint64_t ldy, struct mw_err *err);
+/* nr rows of hs from row r0 -> normed by slot norm into dst */
+void calib__norm_rows(struct calib_engine *e, uint64_t r0, uint64_t nr, enum calib_tslot norm,
+                      float *dst);
+/* attention of ns whole samples whose normed input is X (ns*n_pos, E) ->
+ * out (ns*n_pos rows, Q, row stride ldo) */
+enum mw_status calib__attention(struct calib_engine *e, const float *X, uint32_t ns, float *out,
+                                uint64_t ldo, struct mw_err *err);
+/* SwiGLU of nr rows of normed input X -> e->g (nr, F) */
+enum mw_status calib__swiglu(struct calib_engine *e, const float *X, uint64_t nr,
+                             struct mw_err *err);
+/* the sandwich norm (gemma) of the block whose output projection is w, in
+ * place over nr rows of Y (E wide) */
+void calib__post_norm(struct calib_engine *e, enum calib_tslot w, float *Y, uint64_t nr);
+/* attn_qkv, ffn_up, the seven projections: the tensors lean mode parks */
+bool calib__big_slot(enum calib_tslot t);
+/* The tensor that holds slot t (fused parts: attn_qkv, ffn_up), and t's
+ * first row in it */
+enum calib_tslot calib__owner_of(const struct calib_engine *e, enum calib_tslot t,
+                                 uint64_t *row0);
+/* the views of the fused parts into their owner's buffer */
+void calib__set_views(struct calib_engine *e);
+/* on_stage's event (name, start or end) of a layer */
+void calib__stage_ev(const struct calib_engine *e, const char *name, bool end, uint32_t layer);
+/* The dimensions of a run of m over s with o (batch_rows's samples per
+ * batch, no memory bound applied yet) */
+void calib__engine_dims(struct calib_engine *e, const struct calib_model *m,
+                        const struct calib_samples *s, const struct calib_run_opts *o);
+
+// --- statistics (calib_stats.c) ---
+
+/* e->st for the engine's dimensions, zeroed */
+enum mw_status calib__stats_alloc(struct calib_engine *e, struct mw_err *err);
+/* group g of the current layer (MoE: of expert ex) += nr rows of X */
+void calib__accum(struct calib_engine *e, enum calib_group g, const float *X, uint64_t nr);
+void calib__accum_x(struct calib_engine *e, enum calib_group g, uint64_t ex, const float *X,
+                    uint64_t nr);
+
+// --- the layer callback API (calib_layer.c) ---
+
+/* e->ly for layer il: no callback running, no expert, names set */
+void calib__layer_reset(struct calib_engine *e, uint32_t il);
+/* o->on_group for group g of the current layer (lean: what the callback
+ * held is parked again afterwards) */
+enum mw_status calib__call_group(struct calib_engine *e, const struct calib_run_opts *o,
+                                 enum calib_group g, struct mw_err *err);
+
+// --- mixture of experts (calib_moe.c) ---
+
+/* The FFN of a MoE layer; cb: with on_group callbacks */
+enum mw_status calib__moe_ffn(struct calib_engine *e, const struct calib_run_opts *o, bool cb,
+                              struct mw_err *err);
+/* the per-layer routing buffers freed */
+void calib__moe_free(struct calib_engine *e);
+/* the run's MoE batch and chunk scratch (*ok false on failure), freed with
+ * the engine */
+void calib__moe_scratch(struct calib_engine *e, bool *ok);
+/* rows [c0, c0 + n) of the current expert's list: xe = their normed input;
+ * with act also ge = act(xe Wgate^T) * (xe Wup^T) */
+void calib__moe_expert_chunk(struct calib_engine *e, uint64_t c0, uint64_t n, bool act);
+
+// --- lean mode (calib_spill.c) ---
+
+/* n bytes at off of a scratch file <-> buf; what names the file's content */
+enum mw_status calib__spill_io(int fd, const char *path, bool write, uint64_t off, void *buf,
+                               uint64_t n, const char *what, struct mw_err *err);
+/* read: hidden-state rows [r0, r0 + nr) of the scratch file -> hsb (the
+ * window starts at r0); write: those rows, which must lie in the window,
+ * back to the file */
+enum mw_status calib__hs_io(struct calib_engine *e, bool write, uint64_t r0, uint64_t nr,
+                            struct mw_err *err);
+/* hidden-state rows [r0, r0 + nr) (nr <= rows_b) available through calib__hs_at */
+enum mw_status calib__hs_need(struct calib_engine *e, uint64_t r0, uint64_t nr,
+                              struct mw_err *err);
+/* attention outputs X_o rows [r0, r0 + nr) <-> buf (the scratch file) */
+enum mw_status calib__xo_io(struct calib_engine *e, bool write, uint64_t r0, uint64_t nr,
+                            float *buf, struct mw_err *err);
+/* owner slot o resident (read back from the weights file) / back to the
+ * weights file (written if changed) and freed; no-ops outside lean mode */
+enum mw_status calib__w_resident(struct calib_engine *e, enum calib_tslot o, struct mw_err *err);
+enum mw_status calib__w_park(struct calib_engine *e, enum calib_tslot o, struct mw_err *err);
+enum mw_status calib__park_all(struct calib_engine *e, struct mw_err *err);
+/* Y = X W_t^T for parked slot t, streamed from the weights file in panels */
+enum mw_status calib__spill_gemm(struct calib_engine *e, const float *X, uint64_t nr,
+                                 uint64_t n_in, enum calib_tslot t, uint64_t n_out, float *Y,
+                                 uint64_t ldy, struct mw_err *err);
+/* floats of the panel buffer */
+uint64_t calib__panel_floats(const struct calib_engine *e);
+/* the scratch files (reserved now: a full disk fails here) and the lean
+ * buffers (*ok false when one cannot be allocated) */
+enum mw_status calib__spill_open(struct calib_engine *e, const struct calib_run_opts *o,
+                                 bool *ok, struct mw_err *err);
+void calib__spill_close(struct calib_engine *e);
+
+// --- memory planning (calib_plan.c) ---
+
+/* Samples per batch under o->max_memory, and whether the run is lean
+ * (*file); 0: the bound cannot be met (err, which may be NULL, says why) */
+uint32_t calib__plan_batch(const struct calib_engine *e, const struct calib_run_opts *o,
+                           bool *file, struct mw_err *err);
 
 #endif /* MW_CALIB_INT_H */
