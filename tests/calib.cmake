@@ -3,7 +3,10 @@
 # file accepted by llama.cpp's quantizer through tests/peer), and the corpus
 # fuzz target's replay.
 if(NOT MW_MINIMAL)
-  mw_check_test(check_calib SOURCES check_calib.c LIBS mw_calib mw_hf mw_runtime mw_quant mw_gguf mw_core ZLIB::ZLIB)
+  mw_check_test(check_calib SOURCES check_calib.c LIBS mw_calib mw_hf mw_runtime mw_quant mw_gguf mw_core)
+  # the corpus (text, JSONL, gzip) and the samples drawn from it
+  mw_check_test(check_calib_corpus SOURCES check_calib_corpus.c LIBS mw_calib mw_hf mw_runtime
+                mw_quant mw_gguf mw_core ZLIB::ZLIB)
   # mixture of experts: tiny synthetic MoE GGUFs (tests/tools/rt_fixture)
   mw_check_test(check_calib_moe SOURCES check_calib_moe.c LIBS mw_calib mw_runtime mw_rt_fixture
                 mw_quant mw_gguf mw_core)

@@ -1,9 +1,10 @@
 /* tests/check_calib_common.h — helpers shared by the calibration Check
- * suites (check_calib.c, check_calib_family.c, check_calib_moe.c): open a
- * model, draw samples from datasets/corpora/calib.txt, run the statistics
- * pass, read a tensor as floats, compare calib's forward with the runtime's
- * logits. Each asserts success (ck_assert). Define CALIB_TXT before
- * including. Header-only, static: one copy per test binary. */
+ * suites (check_calib.c, check_calib_corpus.c, check_calib_family.c,
+ * check_calib_moe.c): open a model, draw samples from
+ * datasets/corpora/calib.txt, run the statistics pass, read a tensor as
+ * floats, compare calib's forward with the runtime's logits. Each asserts
+ * success (ck_assert). Define CALIB_TXT before including. Header-only,
+ * static: one copy per test binary. */
 #ifndef MW_CHECK_CALIB_COMMON_H
 #define MW_CHECK_CALIB_COMMON_H
 

@@ -35,6 +35,7 @@
 
 #define CALIB_TXT MW_DATASETS_DIR "/corpora/calib.txt"
 #include "check_calib_common.h"
+#include "check_common.h"
 
 static const char *g_kind, *g_dir, *g_gguf;
 
@@ -272,9 +273,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, stats_entries);
     tcase_add_test(tc, plan_kv_matches_runtime);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    const int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return run_suite(su);
 }

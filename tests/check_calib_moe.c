@@ -25,6 +25,7 @@
 
 #define CALIB_TXT MW_DATASETS_DIR "/corpora/calib.txt"
 #include "check_calib_common.h"
+#include "check_common.h"
 
 static void moe_spec(struct rt_fx_spec *s, int which)
 {
@@ -265,9 +266,5 @@ int main(void)
     tcase_add_loop_test(tc, statistics, 0, 3);
     tcase_add_loop_test(tc, expert_callbacks, 0, 3);
     suite_add_tcase(su, tc);
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    const int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return run_suite(su);
 }

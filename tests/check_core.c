@@ -16,6 +16,8 @@
 #include "core/mw.h"
 #include "core/mw_file.h"
 
+#include "check_common.h"
+
 START_TEST(test_status_exit_codes)
 {
     ck_assert_int_eq(mw_status_exit_code(MW_OK), 0);
@@ -185,14 +187,6 @@ END_TEST
 
 /* --- atomic output files, mapped-page release (core/mw_file.h) --- */
 
-/* A new directory under the test build directory; the caller frees it. */
-static char *core_tmpdir(void)
-{
-    char *d = strdup(MW_TEST_TMPDIR "/core-XXXXXX");
-    ck_assert_ptr_nonnull(d && mkdtemp(d) ? d : NULL);
-    return d;
-}
-
 /* Names in dir other than . and .., joined by spaces into buf. */
 static int dir_names(const char *dir, char *buf, size_t cap)
 {
@@ -213,7 +207,7 @@ static int dir_names(const char *dir, char *buf, size_t cap)
 
 START_TEST(test_outfile_atomic)
 {
-    char *dir = core_tmpdir();
+    char *dir = make_tmpdir("core");
     char path[512], names[1024];
     snprintf(path, sizeof path, "%s/out.bin", dir);
     struct mw_err err;
@@ -280,7 +274,7 @@ END_TEST
  * are harmless. */
 START_TEST(test_map_drop)
 {
-    char *dir = core_tmpdir();
+    char *dir = make_tmpdir("core");
     char path[512];
     snprintf(path, sizeof path, "%s/m.bin", dir);
     const long pg = sysconf(_SC_PAGESIZE);
@@ -334,9 +328,5 @@ static Suite *core_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(core_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(core_suite());
 }

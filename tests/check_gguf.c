@@ -17,57 +17,7 @@
 
 #include "gguf/gguf.h"
 
-/* --- helpers --- */
-
-static char *make_tmpdir(void)
-{
-    static const char base[] = MW_TEST_TMPDIR "/gguf-XXXXXX";
-    char *d = malloc(sizeof base);
-    memcpy(d, base, sizeof base);
-    ck_assert_ptr_nonnull(mkdtemp(d));
-    return d;
-}
-
-static char *path_in(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static uint8_t *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(sz > 0 ? (size_t)sz : 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
-static void write_file(const char *path, const void *d, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(d, 1, n, f), n);
-    fclose(f);
-}
-
-/* Number of directory entries other than . and .. */
-static int count_entries(const char *dir)
-{
-    DIR *d = opendir(dir);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
-    closedir(d);
-    return n;
-}
+#include "check_common.h"
 
 /* --- byte builder for hand-made files --- */
 
@@ -478,7 +428,7 @@ static void write_sample(const char *path, const uint8_t *nested_src, size_t nes
  * the reader takes them back. */
 START_TEST(test_mem_output)
 {
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("gguf");
     char *p = path_in(dir, "file.gguf");
     write_sample(p, NULL, 0);
     size_t fn = 0;
@@ -514,7 +464,7 @@ END_TEST
 
 START_TEST(test_round_trip)
 {
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("gguf");
     char *p1 = path_in(dir, "one.gguf"), *p2 = path_in(dir, "two.gguf");
     /* a source file with a nested array KV: [[1,2],[3]] of u16 */
     struct bb nb = {.n = 0};
@@ -640,7 +590,7 @@ START_TEST(test_ggml_example_bytes)
     /* docs/formats.md §1.7: ggml's own writer produces these 352 bytes. Without
      * checksum keys ours must be identical. Check a few fixed points and the
      * exact size; the full SHA-256 is checked by tests/e2e/ggml_example.sh. */
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("gguf");
     char *p = path_in(dir, "ex.gguf");
     struct gguf_writer *w;
     struct mw_err err;
@@ -677,7 +627,7 @@ END_TEST
 
 START_TEST(test_writer_misuse)
 {
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("gguf");
     char *p = path_in(dir, "m.gguf");
     struct mw_err err;
     mw_err_clear(&err);
@@ -759,7 +709,7 @@ static const char old_content[] = "previous model file, must survive";
 
 START_TEST(test_atomic_fsize_limit)
 {
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("gguf");
     char *p = path_in(dir, "out.gguf");
     write_file(p, old_content, sizeof old_content);
     pid_t pid = fork();
@@ -802,7 +752,7 @@ END_TEST
 
 START_TEST(test_atomic_sigkill)
 {
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("gguf");
     char *p = path_in(dir, "out.gguf");
     write_file(p, old_content, sizeof old_content);
     int fds[2];
@@ -872,9 +822,5 @@ static Suite *gguf_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(gguf_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(gguf_suite());
 }

@@ -23,6 +23,8 @@
 #include "gguf/gguf.h"
 #include "hf/hf_tok.h"
 
+#include "check_common.h"
+
 /* bundled in datasets/: a missing file is a broken checkout (a failure) */
 #define TINY_DIR MW_DATASETS_DIR "/tinyllama-8m"
 #define TINY_REF MW_DATASETS_DIR "/reference/tinyllama-8m.llamacpp-f16.gguf"
@@ -36,63 +38,6 @@ static const char QWEN2_RX[] =
 
 /* ------------------------------------------------------------------ */
 /* helpers                                                            */
-
-static bool file_exists(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0;
-}
-
-static uint8_t *read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    const long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = malloc(sz > 0 ? (size_t)sz : 1);
-    *n = fread(b, 1, (size_t)sz, f);
-    fclose(f);
-    return b;
-}
-
-static void write_file(const char *dir, const char *name, const void *d, size_t n)
-{
-    char p[1024];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(d, 1, n, f), n);
-    fclose(f);
-}
-
-static void write_str(const char *dir, const char *name, const char *s)
-{
-    write_file(dir, name, s, strlen(s));
-}
-
-static char *make_tmpdir(void)
-{
-    static const char base[] = MW_TEST_TMPDIR "/hftok-XXXXXX";
-    char *d = malloc(sizeof base);
-    memcpy(d, base, sizeof base);
-    ck_assert_ptr_nonnull(mkdtemp(d));
-    return d;
-}
-
-static void rm_tree(const char *dir)
-{
-    static const char *const names[] = {
-        "tokenizer.json", "tokenizer.model", "tokenizer_config.json", "config.json",
-        "generation_config.json", "special_tokens_map.json", "added_tokens.json",
-        "chat_template.jinja", "out.gguf"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char p[1024];
-        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
-        unlink(p);
-    }
-    rmdir(dir);
-}
 
 /* Write t's KVs into a GGUF file at path and open it. */
 static struct gguf_file *tok_to_gguf(const struct hf_tok *t, const char *path)
@@ -195,7 +140,7 @@ START_TEST(tinyllama_matches_llamacpp)
     ck_assert_int_eq(hf_tok_token_type(t, 0), 3); /* added_tokens_decoder: special */
     ck_assert(hf_tok_score(t, 1) == -1000.0f);
 
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("hftok");
     char path[1024];
     snprintf(path, sizeof path, "%s/out.gguf", dir);
     struct gguf_file *ours = tok_to_gguf(t, path);
@@ -205,7 +150,7 @@ START_TEST(tinyllama_matches_llamacpp)
     gguf_close(ref);
     gguf_close(ours);
     hf_tok_free(t);
-    rm_tree(dir);
+    rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -336,7 +281,7 @@ START_TEST(spm_small_model)
 
     /* add_dummy_prefix false -> tokenizer.ggml.add_space_prefix false */
     ck_assert_int_eq(hf_tok_parse_spm(p.b, p.n, "mem.model", -1, &t, &err), MW_OK);
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("hftok");
     char path[1024];
     snprintf(path, sizeof path, "%s/out.gguf", dir);
     struct gguf_file *f = tok_to_gguf(t, path);
@@ -346,7 +291,7 @@ START_TEST(spm_small_model)
     ck_assert(gguf_value_as_bool(gguf_kv_value(f, (uint64_t)i), &v) && v == false);
     gguf_close(f);
     hf_tok_free(t);
-    rm_tree(dir);
+    rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -617,7 +562,7 @@ START_TEST(json_merge_forms_identical)
     ck_assert_int_eq(hf_tok_token_type(t1, 12), 3); /* not special but looks special */
     ck_assert_int_eq(hf_tok_add_bos(t1), 1);         /* TemplateProcessing */
 
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("hftok");
     char p1[1024], p2[1024];
     snprintf(p1, sizeof p1, "%s/out.gguf", dir);
     snprintf(p2, sizeof p2, "%s/out2.gguf", dir);
@@ -630,7 +575,7 @@ START_TEST(json_merge_forms_identical)
     gguf_close(f1);
     gguf_close(f2);
     unlink(p2);
-    rm_tree(dir);
+    rm_rf(dir);
     free(dir);
     hf_tok_free(t1);
     hf_tok_free(t2);
@@ -893,17 +838,17 @@ END_TEST
 
 START_TEST(load_llama3_dir)
 {
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("hftok");
     char *j = make_tokjson(2, LLAMA3_RX, true);
-    write_str(dir, "tokenizer.json", j);
+    write_text_in(dir, "tokenizer.json", j);
     cJSON_free(j);
-    write_str(dir, "tokenizer_config.json",
-              "{\"bos_token\":\"<|begin_of_text|>\",\"eos_token\":\"<|endoftext|>\","
-              "\"chat_template\":\"{{ bos_token }}{% for m in messages %}{{ m.content }}"
-              "{% endfor %}\",\"added_tokens_decoder\":{}}");
-    write_str(dir, "config.json",
-              "{\"model_type\":\"llama\",\"vocab_size\":16,\"bos_token_id\":10,"
-              "\"eos_token_id\":9}");
+    write_text_in(dir, "tokenizer_config.json",
+                  "{\"bos_token\":\"<|begin_of_text|>\",\"eos_token\":\"<|endoftext|>\","
+                  "\"chat_template\":\"{{ bos_token }}{% for m in messages %}{{ m.content }}"
+                  "{% endfor %}\",\"added_tokens_decoder\":{}}");
+    write_text_in(dir, "config.json",
+                  "{\"model_type\":\"llama\",\"vocab_size\":16,\"bos_token_id\":10,"
+                  "\"eos_token_id\":9}");
     struct mw_err err;
     mw_err_clear(&err);
     struct hf_tok *t = NULL;
@@ -944,23 +889,23 @@ START_TEST(load_llama3_dir)
     ck_assert_uint_eq(tt->n, 16);
     gguf_close(f);
     hf_tok_free(t);
-    rm_tree(dir);
+    rm_rf(dir);
     free(dir);
 }
 END_TEST
 
 START_TEST(load_qwen2_dir)
 {
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("hftok");
     char *j = make_tokjson(1, QWEN2_RX, false);
-    write_str(dir, "tokenizer.json", j);
+    write_text_in(dir, "tokenizer.json", j);
     cJSON_free(j);
-    write_str(dir, "tokenizer_config.json",
-              "{\"bos_token\":null,\"eos_token\":\"<|im_x|>\",\"pad_token\":\"<|endoftext|>\","
-              "\"add_bos_token\":false}");
-    write_str(dir, "config.json",
-              "{\"model_type\":\"qwen2\",\"vocab_size\":13,\"bos_token_id\":9,"
-              "\"eos_token_id\":9}");
+    write_text_in(dir, "tokenizer_config.json",
+                  "{\"bos_token\":null,\"eos_token\":\"<|im_x|>\",\"pad_token\":\"<|endoftext|>\","
+                  "\"add_bos_token\":false}");
+    write_text_in(dir, "config.json",
+                  "{\"model_type\":\"qwen2\",\"vocab_size\":13,\"bos_token_id\":9,"
+                  "\"eos_token_id\":9}");
     struct mw_err err;
     mw_err_clear(&err);
     struct hf_tok *t = NULL;
@@ -984,37 +929,37 @@ START_TEST(load_qwen2_dir)
     hf_tok_free(t);
 
     /* vocab_size smaller than the ids -> error naming the place */
-    write_str(dir, "config.json", "{\"vocab_size\":10}");
+    write_text_in(dir, "config.json", "{\"vocab_size\":10}");
     mw_err_clear(&err);
     ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_VALUE);
     ck_assert_ptr_nonnull(strstr(err.path, "tokenizer.json"));
     /* malformed side file */
-    write_str(dir, "config.json", "{\"vocab_size\":13}");
-    write_str(dir, "tokenizer_config.json", "{\"bos_token\": }");
+    write_text_in(dir, "config.json", "{\"vocab_size\":13}");
+    write_text_in(dir, "tokenizer_config.json", "{\"bos_token\": }");
     mw_err_clear(&err);
     ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_FORMAT);
     ck_assert_ptr_nonnull(strstr(err.path, "tokenizer_config.json"));
     ck_assert_uint_eq(err.off, 14);
-    rm_tree(dir);
+    rm_rf(dir);
     free(dir);
 }
 END_TEST
 
 START_TEST(load_spm_dir)
 {
-    char *dir = make_tmpdir();
+    char *dir = make_tmpdir("hftok");
     struct pbuf p;
     pb_small_model(&p);
-    write_file(dir, "tokenizer.model", p.b, p.n);
-    write_str(dir, "config.json", "{\"vocab_size\":8}");
-    write_str(dir, "added_tokens.json", "{\"<extra>\": 5, \"<far>\": 99}");
-    write_str(dir, "tokenizer_config.json",
-              "{\"add_bos_token\":true,\"add_eos_token\":true,\"added_tokens_decoder\":{"
-              "\"6\":{\"content\":\"<|im_end|>\",\"special\":false},"
-              "\"7\":{\"content\":\"\xe2\x96\x81hi\",\"special\":false}},"
-              "\"chat_template\":[{\"name\":\"default\",\"template\":\"D\"},"
-              "{\"name\":\"tool use\",\"template\":\"T\"}]}");
-    write_str(dir, "generation_config.json", "{\"bos_token_id\": 1, \"eos_token_id\": [4, 2]}");
+    write_file_in(dir, "tokenizer.model", p.b, p.n);
+    write_text_in(dir, "config.json", "{\"vocab_size\":8}");
+    write_text_in(dir, "added_tokens.json", "{\"<extra>\": 5, \"<far>\": 99}");
+    write_text_in(dir, "tokenizer_config.json",
+                  "{\"add_bos_token\":true,\"add_eos_token\":true,\"added_tokens_decoder\":{"
+                  "\"6\":{\"content\":\"<|im_end|>\",\"special\":false},"
+                  "\"7\":{\"content\":\"\xe2\x96\x81hi\",\"special\":false}},"
+                  "\"chat_template\":[{\"name\":\"default\",\"template\":\"D\"},"
+                  "{\"name\":\"tool use\",\"template\":\"T\"}]}");
+    write_text_in(dir, "generation_config.json", "{\"bos_token_id\": 1, \"eos_token_id\": [4, 2]}");
     struct mw_err err;
     mw_err_clear(&err);
     struct hf_tok *t = NULL;
@@ -1050,15 +995,15 @@ START_TEST(load_spm_dir)
     hf_tok_free(t);
 
     /* bad added_tokens_decoder key */
-    write_str(dir, "tokenizer_config.json",
-              "{\"added_tokens_decoder\":{\"x1\":{\"content\":\"a\"}}}");
+    write_text_in(dir, "tokenizer_config.json",
+                  "{\"added_tokens_decoder\":{\"x1\":{\"content\":\"a\"}}}");
     mw_err_clear(&err);
     ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_FORMAT);
     ck_assert_str_eq(err.where, "added_tokens_decoder[\"x1\"]");
     /* garbled tokenizer.model through the directory loader */
-    write_str(dir, "tokenizer_config.json", "{}");
+    write_text_in(dir, "tokenizer_config.json", "{}");
     p.b[0] = 0x0B; /* a group */
-    write_file(dir, "tokenizer.model", p.b, p.n);
+    write_file_in(dir, "tokenizer.model", p.b, p.n);
     mw_err_clear(&err);
     ck_assert_int_ne(hf_tok_load(dir, &t, &err), MW_OK);
     ck_assert_ptr_nonnull(strstr(err.path, "tokenizer.model"));
@@ -1069,7 +1014,7 @@ START_TEST(load_spm_dir)
     unlink(mp);
     mw_err_clear(&err);
     ck_assert_int_eq(hf_tok_load(dir, &t, &err), MW_E_FORMAT);
-    rm_tree(dir);
+    rm_rf(dir);
     free(dir);
 }
 END_TEST
@@ -1102,9 +1047,5 @@ static Suite *hf_tok_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(hf_tok_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(hf_tok_suite());
 }

@@ -58,6 +58,8 @@
 #include "verify/verify.h"
 #if defined(MW_TEST_HF)
 #include "hf/hf.h"
+
+#include "check_common.h"
 #endif
 
 #define GIB (1ull << 30)
@@ -73,36 +75,6 @@ static float small_val(unsigned i) { return (float)i * 0.25f - 3.0f; }
 static float tail_val(unsigned i) { return 1000.0f + (float)i; }
 
 // --- helpers ---------------------------------------------------------------------
-
-static char *make_tmpdir(void)
-{
-    static const char base[] = MW_TEST_TMPDIR "/huge-XXXXXX";
-    char *d = malloc(sizeof base);
-    memcpy(d, base, sizeof base);
-    ck_assert_ptr_nonnull(mkdtemp(d));
-    return d;
-}
-
-static char *path_in(const char *dir, const char *name)
-{
-    size_t n = strlen(dir) + strlen(name) + 2;
-    char *p = malloc(n);
-    snprintf(p, n, "%s/%s", dir, name);
-    return p;
-}
-
-static void rm_rf(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        unlinkat(dirfd(d), e->d_name, 0);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 static bool pwrite_all(int fd, const void *p, size_t n, uint64_t off)
 {
@@ -314,7 +286,7 @@ static char *g_dir, *g_path; /* one file for the whole test case */
 
 static void huge_setup(void)
 {
-    g_dir = make_tmpdir();
+    g_dir = make_tmpdir("huge");
     g_path = path_in(g_dir, "huge.gguf");
 }
 
@@ -537,9 +509,5 @@ int main(int argc, char **argv)
         if (!sparse_ok(dir, 5 * GIB)) return 77;
         return make_huge_gguf(dir, argv[2]) ? EXIT_SUCCESS : EXIT_FAILURE;
     }
-    SRunner *sr = srunner_create(huge_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(huge_suite());
 }

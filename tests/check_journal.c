@@ -25,6 +25,8 @@
 
 #include "methods/methods_int.h"
 
+#include "check_common.h"
+
 static struct mwj_id test_id(void)
 {
     struct mwj_id id = {.model_bytes = 16891328, .model_hash = 0x1234, .tensors_hash = 0x99,
@@ -252,27 +254,10 @@ START_TEST(test_zero_tail_and_contradiction)
 }
 END_TEST
 
-static void tmpdir_path(char *buf, size_t n, const char *name)
-{
-    snprintf(buf, n, "%s/check_journal-%ld-%s", MW_TEST_TMPDIR, (long)getpid(), name);
-}
-
-static void rm_dir(const char *d)
-{
-    char p[4200];
-    const char *names[] = {"journal", "tensors.bin", "hidden.0", "hidden.1"};
-    for (int i = 0; i < 4; i++) {
-        snprintf(p, sizeof p, "%s/%s", d, names[i]);
-        unlink(p);
-    }
-    rmdir(d);
-}
-
 START_TEST(test_open)
 {
-    char d[4096];
-    tmpdir_path(d, sizeof d, "wd");
-    rm_dir(d);
+    char *d = pid_path("check_journal", "wd");
+    rm_rf(d);
     struct mwj_id id = test_id();
     struct mwj *j = NULL, *j2 = NULL;
     struct mwj_open_info info;
@@ -339,7 +324,8 @@ START_TEST(test_open)
     mw_err_clear(&err);
     ck_assert_int_eq(mwj_open(d, true, &id, &j, &info, &err), MW_E_TRUNC);
     ck_assert_ptr_nonnull(strstr(err.path, "tensors.bin"));
-    rm_dir(d);
+    rm_rf(d);
+    free(d);
 }
 END_TEST
 
@@ -359,9 +345,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

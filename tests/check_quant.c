@@ -22,6 +22,8 @@
 #include "quant/quant.h"
 #include "quant/quant_int.h"
 
+#include "check_common.h"
+
 static uint32_t bits(float f)
 {
     uint32_t u;
@@ -920,9 +922,5 @@ int main(void)
     tcase_add_test(tr, test_best_api);
     suite_add_tcase(s, tr);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

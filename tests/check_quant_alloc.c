@@ -12,6 +12,8 @@
 
 #include "quant/quant_alloc.h"
 
+#include "check_common.h"
+
 /* xorshift64*: deterministic test data */
 static uint64_t rng_next(uint64_t *s)
 {
@@ -258,9 +260,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

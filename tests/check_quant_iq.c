@@ -23,6 +23,8 @@
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 
+#include "check_common.h"
+
 struct iqcase {
     uint32_t type;
     const char *tv;
@@ -285,9 +287,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(suite());
 }

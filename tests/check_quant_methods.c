@@ -35,6 +35,8 @@
 #include "methods/methods.h"
 #include "quant/quant_alloc.h"
 
+#include "check_common.h"
+
 #define N_ROWS 1024 /* calibration rows */
 #define N_IN 512
 #define N_OUT 48
@@ -581,9 +583,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

@@ -16,6 +16,8 @@
 
 #include "runtime/rt_kern_int.h"
 
+#include "check_common.h"
+
 static uint64_t rnd(uint64_t *s)
 {
     *s ^= *s << 13;
@@ -207,9 +209,5 @@ int main(void)
     tcase_add_test(tc, test_gemm_table);
     tcase_add_loop_test(tc, test_gemm_vs_matvec, 0, N_TYPES);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -26,6 +26,8 @@
 #include "quant/quant_int.h"
 #include "runtime/rt_kern_int.h"
 
+#include "check_common.h"
+
 // --- allocation counter (linked with -Wl,--wrap=malloc,... when available) ---
 
 static volatile unsigned long n_allocs; /* volatile: GCC assumes malloc/free touch no globals */
@@ -747,9 +749,5 @@ int main(void)
     tcase_add_loop_test(tq, test_matvec, 0, N_WTYPES);
     suite_add_tcase(s, tq);
 
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

@@ -1,6 +1,6 @@
 /*
  * tests/check_split.h — the pre-tokenizer split check shared by
- * check_runtime.c and check_tok.c (include after <check.h> and
+ * check_runtime_model.c and check_tok.c (include after <check.h> and
  * "runtime/rt_tok_int.h"): SPLIT(pre, text, words...) asserts that
  * rt__pre_split cuts text into exactly those words. Texts and words are
  * bounded: a text of more than CHECK_SPLIT_MAX code points or a word of more

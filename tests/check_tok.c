@@ -12,6 +12,7 @@
 
 #include "runtime/rt_tok_int.h"
 
+#include "check_common.h"
 #include "check_split.h"
 
 START_TEST(classes_of_other_scripts)
@@ -56,9 +57,5 @@ int main(void)
     TCase *tc = tcase_create("classes");
     tcase_add_test(tc, classes_of_other_scripts);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

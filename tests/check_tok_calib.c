@@ -24,6 +24,8 @@
 #include "hf/hf.h"
 #include "runtime/rt.h"
 
+#include "check_common.h"
+
 #define TINY_DIR MW_DATASETS_DIR "/tinyllama-8m"
 #define TINY_GGUF MW_DATASETS_DIR "/reference/tinyllama-8m.llamacpp-f16.gguf"
 #define CALIB_TXT MW_DATASETS_DIR "/corpora/calib.txt"
@@ -31,28 +33,11 @@
 
 // --- helpers ---
 
-static char *read_all(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "cannot open %s", path);
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    const long sz = ftell(f);
-    ck_assert(sz >= 0);
-    rewind(f);
-    char *b = malloc((size_t)sz + 1);
-    ck_assert_ptr_nonnull(b);
-    ck_assert_uint_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    b[sz] = 0;
-    *n = (size_t)sz;
-    return b;
-}
-
 /* multilingual.txt without its "invalid:" line (a calibration corpus must
  * be valid UTF-8; the runtime-vs-llama.cpp test covers the invalid bytes) */
 static char *multilingual_valid(size_t *n)
 {
-    char *b = read_all(FIX_DIR "/multilingual.txt", n);
+    char *b = (char *)read_file_ok(FIX_DIR "/multilingual.txt", n);
     char *p = strstr(b, "\ninvalid:");
     ck_assert_ptr_nonnull(p);
     char *e = memchr(p + 1, '\n', (size_t)(b + *n - (p + 1)));
@@ -201,7 +186,7 @@ START_TEST(tinyllama_calib_ids_are_runtime_ids)
     uint64_t compared = 0;
 
     size_t n = 0, n_ids = 0;
-    char *text = read_all(CALIB_TXT, &n);
+    char *text = (char *)read_file_ok(CALIB_TXT, &n);
     int32_t *ids = encode(g.t, text, n, &n_ids);
     compared += check_samples(m, text, n, "calib.txt", CALIB_CORPUS_TEXT, ids, n_ids, 256,
                               CALIB_CHUNK_BOS_PREPEND);
@@ -280,9 +265,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(suite());
 }

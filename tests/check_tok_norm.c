@@ -9,6 +9,8 @@
 
 #include "runtime/rt_tok_int.h"
 
+#include "check_common.h"
+
 /* UTF-8 -> code points -> normalize -> UTF-8 */
 static void norm(enum rt_norm form, const char *in, char *out, size_t cap)
 {
@@ -142,9 +144,5 @@ int main(void)
     tcase_add_test(tc, nfkc_nfkd);
     tcase_add_test(tc, chat_trim);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

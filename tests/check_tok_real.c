@@ -22,6 +22,8 @@
 #include "hf/hf_tok.h"
 #include "runtime/rt.h"
 
+#include "check_common.h"
+
 static char g_dir[1024];
 
 struct tok {
@@ -222,9 +224,5 @@ int main(void)
     tcase_add_test(tc, qwen3_nfc);
     tcase_add_test(tc, gemma3_spm_bpe);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(s);
 }

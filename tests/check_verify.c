@@ -22,6 +22,8 @@
 #include "verify/verify_int.h"
 #include "tools/fixtures.h"
 
+#include "check_common.h"
+
 // --- scratch files ---
 
 struct scratch {
@@ -31,50 +33,13 @@ struct scratch {
 
 static void scratch_init(struct scratch *s, const char *name)
 {
-    snprintf(s->dir, sizeof s->dir, "%s/verify-XXXXXX", MW_TEST_TMPDIR);
-    ck_assert_ptr_nonnull(mkdtemp(s->dir));
+    char *d = make_tmpdir("verify");
+    snprintf(s->dir, sizeof s->dir, "%s", d);
+    free(d);
     snprintf(s->path, sizeof s->path, "%s/%s.gguf", s->dir, name);
 }
 
-static void scratch_free(struct scratch *s)
-{
-    DIR *d = opendir(s->dir);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-            char p[1024];
-            snprintf(p, sizeof p, "%s/%s", s->dir, e->d_name);
-            unlink(p);
-        }
-        closedir(d);
-    }
-    rmdir(s->dir);
-}
-
-static uint8_t *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
-    const long len = ftell(f);
-    ck_assert_int_ge(len, 0);
-    rewind(f);
-    uint8_t *b = malloc((size_t)len + 64); /* room to append */
-    ck_assert_ptr_nonnull(b);
-    ck_assert_uint_eq(fread(b, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    *n = (size_t)len;
-    return b;
-}
-
-static void spill(const char *path, const uint8_t *b, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    if (n) ck_assert_uint_eq(fwrite(b, 1, n, f), n);
-    ck_assert_int_eq(fclose(f), 0);
-}
+static void scratch_free(struct scratch *s) { rm_rf(s->dir); }
 
 static void make_fixture(const char *path, const struct fx_opts *o)
 {
@@ -181,7 +146,7 @@ START_TEST(test_intact)
 
     /* same bytes through verify_mem */
     size_t n;
-    uint8_t *b = slurp(s.path, &n);
+    uint8_t *b = read_file_ok(s.path, &n);
     ck_assert_int_eq(verify_mem(b, n, "mem", &deep, &r), MW_OK);
     ck_assert_str_eq(r.path, "mem");
     ck_assert_uint_eq(r.n_tensors_hashed, 4);
@@ -329,9 +294,9 @@ START_TEST(test_catalogue)
     struct layout l;
     read_layout(s.path, &l);
     size_t n;
-    uint8_t *b = slurp(s.path, &n);
+    uint8_t *b = read_file_ok(s.path, &n);
     const uint64_t want_off = apply(rw, &l, b, &n);
-    spill(s.path, b, n);
+    write_file(s.path, b, n);
     free(b);
 
     const struct verify_opts o = {.deep = rw->deep};
@@ -432,9 +397,9 @@ START_TEST(test_big_tensor_streaming)
     struct layout l;
     read_layout(s.path, &l);
     size_t n;
-    uint8_t *b = slurp(s.path, &n);
+    uint8_t *b = read_file_ok(s.path, &n);
     b[l.t_off[4] + VERIFY_CHUNK_BYTES + 100] ^= 0x04;
-    spill(s.path, b, n);
+    write_file(s.path, b, n);
     free(b);
     ck_assert_int_eq(verify_file(s.path, NULL, &r), MW_E_CHECKSUM);
     ck_assert_str_eq(first_error(&r)->name, "t.big");
@@ -468,9 +433,9 @@ START_TEST(test_max_items)
     struct layout l;
     read_layout(s.path, &l);
     size_t n;
-    uint8_t *b = slurp(s.path, &n);
+    uint8_t *b = read_file_ok(s.path, &n);
     for (uint64_t i = 0; i < l.n_tensors; i++) b[l.t_off[i]] ^= 0x10;
-    spill(s.path, b, n);
+    write_file(s.path, b, n);
     free(b);
     const struct verify_opts o = {.max_items = 1};
     struct verify_report r;
@@ -597,9 +562,5 @@ static Suite *verify_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(verify_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    const int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(verify_suite());
 }

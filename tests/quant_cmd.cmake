@@ -3,12 +3,14 @@
 # comparison with llama.cpp's own quantizer (label peer: skipped with 77 when
 # tests/peer/setup.sh cannot build llama-peer here).
 mw_check_test(check_quant_preset SOURCES check_quant_preset.c LIBS mw_quant mw_gguf mw_core)
+# importance matrices and the streaming pipeline on a synthetic model
+mw_check_test(check_quant_pipeline SOURCES check_quant_pipeline.c LIBS mw_quant mw_gguf mw_core)
 # two parts side by side (under qemu the whole script was the step's critical
 # path): presets, determinism, dry run, overrides | imatrix, .dat, HF source
 mw_shell_test(quant_cli e2e/quant_cli.sh presets)
 mw_shell_test(quant_cli_imatrix e2e/quant_cli.sh imatrix)
 set_tests_properties(quant_cli quant_cli_imatrix PROPERTIES SKIP_RETURN_CODE 77 COST 700) # long: start first
-set_tests_properties(check_quant_preset PROPERTIES COST 500)
+set_tests_properties(check_quant_preset check_quant_pipeline PROPERTIES COST 500)
 if(MW_SANITIZE) # -O0 + ASan: the lighter variant (as under qemu)
   set_property(TEST quant_cli quant_cli_imatrix APPEND PROPERTY ENVIRONMENT "MW_LIGHT=1")
 endif()
@@ -17,10 +19,10 @@ endif()
 # (lighter qemu variants, before the split); natively 9 s and 14 s at load 2.
 # About 3x margin.
 if(CMAKE_CROSSCOMPILING)
-  set_tests_properties(check_quant_preset PROPERTIES TIMEOUT 600)
+  set_tests_properties(check_quant_preset check_quant_pipeline PROPERTIES TIMEOUT 600)
   set_tests_properties(quant_cli quant_cli_imatrix PROPERTIES TIMEOUT 1500)
 else()
-  set_tests_properties(check_quant_preset PROPERTIES TIMEOUT 300)
+  set_tests_properties(check_quant_preset check_quant_pipeline PROPERTIES TIMEOUT 300)
   set_tests_properties(quant_cli quant_cli_imatrix PROPERTIES TIMEOUT 600)
 endif()
 if(NOT MW_MINIMAL)

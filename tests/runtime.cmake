@@ -1,7 +1,9 @@
 # runtime/ tests (the kernels have tests/runtime_kernels.cmake):
-#   check_runtime       Check unit tests: hostile-model catalogue, tokenizers,
-#                       forward invariance (threads, batch), no allocation in
-#                       rt_eval, KV q8_0 and shift, sampling, perplexity
+#   check_runtime       Check unit tests: forward invariance (threads, batch),
+#                       no allocation in rt_eval, KV q8_0 and shift, the
+#                       families, mixture of experts
+#   check_runtime_model Check unit tests: hostile-model catalogue, tokenizers,
+#                       sampling, chat formats, perplexity
 #   runtime_cli         memwall-run end to end: exit codes, messages naming the
 #                       key/tensor for every hostile model and the gguf fuzz
 #                       corpus, --verify, memory accounting, chat window
@@ -22,6 +24,8 @@ mw_check_test(check_runtime SOURCES check_runtime.c LIBS mw_runtime mw_rt_fixtur
 # count allocator calls inside rt_eval (GNU ld --wrap; fine under ASan)
 target_link_options(check_runtime PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc")
 set_tests_properties(check_runtime PROPERTIES TIMEOUT 600 COST 400) # ~90 s under ASan and qemu
+mw_check_test(check_runtime_model SOURCES check_runtime_model.c LIBS mw_runtime mw_rt_fixture)
+set_tests_properties(check_runtime_model PROPERTIES TIMEOUT 600)
 
 mw_shell_test(runtime_cli e2e/run_cli.sh $<TARGET_FILE:rt_mkmodel>)
 if(MW_SANITIZE)
