@@ -21,18 +21,13 @@
 # A short slice of calib.txt, 4 samples of 48 tokens: the whole test runs in
 # about a minute on 2 cores. Exit 77 when python3 or the tokenizer files are
 # missing. MW_FAMILY_KINDS overrides the list of families.
-set -u
-SKIP=77
-. "$(dirname "$0")/skip.sh"
 check=${1:?usage: calib_family.sh CHECK_CALIB_FAMILY}
-T=${MW_TMP:?}; mkdir -p "$T"
+. "$(dirname "$0")/common.sh"
 mw="$MW_EMU $MW_BIN/memwall"
 command -v python3 > /dev/null || skip "no python3"
 head -c 12000 "$MW_DATASETS/corpora/calib.txt" > "$T/corpus.txt"
 head -c 6000 "$MW_DATASETS/corpora/eval.txt" > "$T/eval.txt"
 C=(--corpus "$T/corpus.txt" --samples 4 --seq-len 48 -t 2)
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 peer=
 if [ -z "${MW_FAMILY_NO_PEER:-}" ]; then
   peer=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log") || peer=
@@ -166,5 +161,4 @@ for k in ${MW_FAMILY_KINDS:-qwen3 gemma3 gemma2 phi3 phi3long}; do
   [ -f "$T/$k-size.gguf" ] && ppl_pair "$T/$k-size.gguf" "$k --size"
   rm -rf "$d" "$T/$k"-*.gguf
 done
-[ $bad -eq 0 ] && echo PASS
-exit $bad
+finish

@@ -4,31 +4,11 @@
 # written by llama.cpp itself (no memwall checksums) when shared/ has it.
 #
 #   cli.sh MKGGUF        (env: MW_BIN, MW_TMP, MW_EMU, MW_SHARED as set by ctest)
-set -u
 MKGGUF=${1:?usage: cli.sh MKGGUF}
-MEMWALL="$MW_BIN/memwall"
-rm -rf "$MW_TMP" && mkdir -p "$MW_TMP" || exit 1
-T=$MW_TMP
-fails=0
+. "$(dirname "$0")/common.sh"
 have_python=0
 command -v python3 > /dev/null 2>&1 && python3 -c 'import json' 2> /dev/null && have_python=1
 
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-
-# run WANT_RC ARGS...: runs memwall, leaves stdout in $out, stderr in $err
-run() {
-    local want=$1
-    shift
-    $MW_EMU "$MEMWALL" "$@" > "$T/out" 2> "$T/err"
-    rc=$?
-    out=$(cat "$T/out")
-    err=$(cat "$T/err")
-    if [ "$rc" -ne "$want" ]; then
-        fail "memwall $*: exit $rc, want $want"
-        echo "--- stdout"; echo "$out"; echo "--- stderr"; echo "$err"
-    fi
-}
-has() { [[ $1 == *"$2"* ]] || fail "$3: output lacks '$2'"; }
 json_ok() {
     [ $have_python -eq 1 ] || return 0
     python3 -c 'import json,sys; json.load(sys.stdin)' < "$T/out" || fail "$1: --json output does not parse"

@@ -39,21 +39,25 @@ have_python() {
 PYLIB="$MW_SRC/tests/lib"
 mwgguf() { python3 "$PYLIB/mwgguf.py" "$@"; }
 
-# run WANT_RC ARGS...: memwall with stdout in $out, stderr in $err, exit in $rc
-run() {
-    local want=$1
-    shift
-    $MW_EMU "$MEMWALL" "$@" > "$T/out" 2> "$T/err"
+# run_bin NAME BIN WANT_RC ARGS...: BIN (under $MW_EMU) with stdout in $out,
+# stderr in $err, exit status in $rc; a status other than WANT_RC is a
+# failure (the command named NAME), shown with the head of both outputs
+run_bin() {
+    local name=$1 bin=$2 want=$3
+    shift 3
+    $MW_EMU "$bin" "$@" > "$T/out" 2> "$T/err"
     rc=$?
     out=$(cat "$T/out")
     err=$(cat "$T/err")
     if [ "$rc" -ne "$want" ]; then
-        fail "memwall $*: exit $rc, want $want"
+        fail "$name $*: exit $rc, want $want"
         echo "--- stdout"; echo "$out" | head -20; echo "--- stderr"; echo "$err" | head -20
         return 1
     fi
     return 0
 }
+# run WANT_RC ARGS...: memwall (run_bin)
+run() { run_bin memwall "$MEMWALL" "$@"; }
 has() { [[ $1 == *"$2"* ]] || fail "$3: output lacks '$2'"; }
 
 # model_dir NAME: datasets/NAME if it holds a checkpoint, else shared/models/NAME; "" if neither

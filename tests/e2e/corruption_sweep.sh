@@ -6,11 +6,9 @@
 # tensor info, padding, each tensor's data, checksum values) and must exit 1.
 #
 #   corruption_sweep.sh MKGGUF CORRUPT_SWEEP   (env: MW_BIN, MW_TMP, MW_EMU)
-set -u
 MKGGUF=${1:?usage: corruption_sweep.sh MKGGUF CORRUPT_SWEEP}
 SWEEP=${2:?usage: corruption_sweep.sh MKGGUF CORRUPT_SWEEP}
-MEMWALL="$MW_BIN/memwall"
-rm -rf "$MW_TMP" && mkdir -p "$MW_TMP" || exit 1
+. "$(dirname "$0")/common.sh"
 full="$MW_TMP/full.gguf"
 bad="$MW_TMP/bad.gguf"
 $MW_EMU "$MKGGUF" small "$full" || { echo "mkgguf failed"; exit 1; }
@@ -27,7 +25,6 @@ flip_at() {
         dd of="$bad" bs=1 seek="$off" count=1 conv=notrunc status=none
 }
 
-fails=0
 n=0
 # a spread of offsets over the whole file, both masks
 for ((off = 0; off < size; off += 37)); do
@@ -37,7 +34,7 @@ for ((off = 0; off < size; off += 37)); do
         rc=$?
         n=$((n + 1))
         if [ $rc -ne 1 ]; then
-            echo "FAIL: byte $off ^ $mask: exit $rc, want 1"; echo "$out"; fails=$((fails + 1))
+            fail "byte $off ^ $mask: exit $rc, want 1"; echo "$out"
         fi
     done
 done
@@ -45,6 +42,6 @@ done
 flip_at $((size - 1)) 1
 $MW_EMU "$MEMWALL" verify --quiet "$bad" > /dev/null 2>&1
 rc=$?
-[ $rc -eq 1 ] || { echo "FAIL: last byte: exit $rc, want 1"; fails=$((fails + 1)); }
+[ $rc -eq 1 ] || fail "last byte: exit $rc, want 1"
 echo "corruption sweep (CLI sample): $((n + 1)) damaged files, $fails failures"
 [ $fails -eq 0 ]

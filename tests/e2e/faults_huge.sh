@@ -7,15 +7,10 @@
 # unclipped. The file lives in the build tree, never on tmpfs (reading the
 # holes of a tmpfs file through a mapping allocates memory for them).
 # Usage (ctest): faults_huge.sh CHECK_HUGE
-set -u
-MEMWALL="$MW_BIN/memwall"
 MAKE_HUGE=$1
-rm -rf "$MW_TMP" && mkdir -p "$MW_TMP" || exit 1
+. "$(dirname "$0")/common.sh"
 H=$MW_TMP/huge.gguf
 trap 'rm -f "$H"' EXIT
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
-has() { [[ $1 == *"$2"* ]] || fail "$3: output lacks '$2'"; }
 
 $MW_EMU "$MAKE_HUGE" --make "$H"
 r=$?
@@ -42,9 +37,5 @@ has "$out" "4563411456" "inspect: byte size above 2^32"
 has "$out" "b.huge" "inspect"
 has "$out" "c.tail" "inspect"
 
-if [ "$fails" -ne 0 ]; then
-    echo "--- last output"; echo "$out" | head -40
-    echo "$fails failure(s)"
-    exit 1
-fi
-echo ok
+[ "$fails" -eq 0 ] || { echo "--- last output"; echo "$out" | head -40; }
+finish

@@ -17,10 +17,7 @@
 #     "layer N/M" and "ETA";
 #   an unknown mode: exit 2.
 # No wall-clock time is asserted.
-set -u
-. "$(dirname "$0")/skip.sh"
-T=${MW_TMP:?}
-rm -rf "$T" && mkdir -p "$T" || exit 1
+. "$(dirname "$0")/common.sh"
 mw="$MW_EMU $MW_BIN/memwall"
 f16=$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf
 hf=$MW_DATASETS/tinyllama-8m
@@ -30,8 +27,6 @@ command -v python3 > /dev/null 2>&1 && python3 -c 'import json' 2> /dev/null ||
     skip "no python3 with json"
 head -c 20000 "$MW_DATASETS/corpora/calib.txt" > "$T/c.txt"
 small=(--samples 4 --seq-len 64 -t 2)
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 
 # check_json FILE CMD KIND STRICT OUTPUT: KIND grouped|forward|none (the stage
 # events expected), STRICT 1: every line must be JSON
@@ -115,8 +110,7 @@ if script -qec true /dev/null > /dev/null 2>&1 < /dev/null; then
             fail "$name --progress=none on a pty"
         grep -q 'ETA' "$T/ttyn-$name.txt" && fail "$name --progress=none drew a line on a pty"
     done
-elif [ $bad -eq 0 ]; then
+elif [ $fails -eq 0 ]; then
     skip "util-linux script (a pty) not available"
 fi
-[ $bad -eq 0 ] && echo PASS
-exit $bad
+finish

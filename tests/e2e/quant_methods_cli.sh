@@ -13,17 +13,12 @@
 #   quant_methods_cli.sh [peer [CLI_SCRATCH_DIR]]: peer takes the gptq and
 #   awq+gptq+round files of the CLI run from that dir when they are there
 #   (made and judged by it: CTest runs it first), else makes them itself.
-set -u
-SKIP=77
-. "$(dirname "$0")/skip.sh"
-T=${MW_TMP:?}; mkdir -p "$T"
+. "$(dirname "$0")/common.sh"
 rm -f "$T"/*.gguf "$T"/log-*.txt # a previous run's files are never taken for this run's
 mw="$MW_EMU $MW_BIN/memwall"
 f16=$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf
 [ -f "$f16" ] || { skip "no $f16"; }
 head -c 30000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib30k.txt"
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 $mw quant "$f16" -o "$T/x.gguf" --preset Q4_K_M --corpus "$T/calib30k.txt" --method nope -q \
     > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "bad --method: exit $rc, expected 2"
@@ -86,5 +81,4 @@ if [ "${1:-}" = peer ]; then
     fi
   done
 fi
-[ $bad -eq 0 ] && echo PASS
-exit $bad
+finish

@@ -13,11 +13,9 @@
 # buffer of exactly its length); the release build runs the CLI on every length.
 #
 #   truncation_sweep.sh MKGGUF [STRIDE]   (env: MW_BIN, MW_TMP, MW_EMU as set by ctest)
-set -u
 MKGGUF=${1:?usage: truncation_sweep.sh MKGGUF [STRIDE]}
 STRIDE=${2:-1}
-MEMWALL="$MW_BIN/memwall"
-rm -rf "$MW_TMP" && mkdir -p "$MW_TMP" || exit 1
+. "$(dirname "$0")/common.sh"
 full="$MW_TMP/full.gguf"
 cuts="$MW_TMP/cuts"
 $MW_EMU "$MKGGUF" small "$full" || { echo "mkgguf failed"; exit 1; }
