@@ -12,11 +12,13 @@
  * output rows (methods.h).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "calib/mw_blas.h"
 #include "methods/methods.h"
+#include "methods/methods_int.h"
 
 /* Σ_rows dᵀ H d with d = w - q, through one GEMM (D H, fixed tiles: the
  * same bits for any thread count) and row dots in order. */
@@ -123,4 +125,287 @@ done:
     free(s);
     free(imp);
     return st;
+}
+
+/* --- the folds of the --corpus driver (methods_int.h) --- */
+
+/* AWQ fold names per group (the log) */
+static const char *const fold_name[CALIB_G_COUNT] = {
+    "attn_norm -> q/k/v", "v -> attn_output", "ffn_norm -> gate/up", "up -> ffn_down"};
+
+void qm_awq_skip(struct quant_methods_src *h, enum calib_group g, uint32_t il, const char *why)
+{
+    struct awq_tally *t = &h->tally[g];
+    if (t->skipped++ == 0) snprintf(t->why, sizeof t->why, "layer %u: %s", il, why);
+}
+
+enum mw_status quant_awq_fold(struct calib_layer *ly, enum calib_group g, const float *sc,
+                              uint32_t q_per_kv, uint32_t head_dim, struct mw_err *err)
+{
+    enum mw_status s = MW_OK;
+    if (g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN) {
+        float *norm;
+        if ((s = calib_layer_norm(ly, g == CALIB_G_ATTN_IN ? CALIB_NORM_ATTN : CALIB_NORM_FFN,
+                                  true, &norm, err)) != MW_OK)
+            return s;
+        const uint64_t n = calib_layer_group_n_in(ly, g);
+        for (uint64_t j = 0; j < n; j++) norm[j] /= sc[j];
+    } else {
+        struct calib_weight pw;
+        if ((s = calib_layer_weight(ly, g == CALIB_G_ATTN_OUT ? CALIB_W_V : CALIB_W_UP, true, &pw,
+                                    err)) != MW_OK)
+            return s;
+        const uint64_t hd = head_dim ? head_dim : 1, grp = q_per_kv ? q_per_kv : 1;
+        for (uint64_t r = 0; r < pw.n_out; r++) {
+            /* v row r = kv head r / hd, dim r % hd: the channel of its first q head */
+            const float f = g == CALIB_G_ATTN_OUT ? sc[(r / hd) * grp * hd + r % hd] : sc[r];
+            for (uint64_t j = 0; j < pw.n_in; j++) pw.w[r * pw.n_in + j] /= f;
+            if (pw.bias) pw.bias[r] /= f;
+        }
+    }
+    for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
+        if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        struct calib_weight cw;
+        if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, true, &cw, err)) != MW_OK) return s;
+        for (uint64_t r = 0; r < cw.n_out; r++)
+            for (uint64_t j = 0; j < cw.n_in; j++) cw.w[r * cw.n_in + j] *= sc[j];
+    }
+    return MW_OK;
+}
+
+bool quant_awq_fold_legal(const struct rt_hparams *hp, enum calib_group g, char *why, size_t n)
+{
+    const char *no = NULL;
+    switch (g) {
+    case CALIB_G_ATTN_IN:
+    case CALIB_G_FFN_IN: break;
+    case CALIB_G_ATTN_OUT:
+        if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0)
+            no = "n_head is not a multiple of n_head_kv: a v row feeds no whole group of "
+                 "query heads";
+        break;
+    case CALIB_G_FFN_DOWN:
+        if (hp->act != RT_ACT_SILU && hp->act != RT_ACT_GELU_TANH)
+            no = "the FFN is not act(gate) * up: down's input is not linear in up's rows";
+        break;
+    default: no = "no such group"; break;
+    }
+    if (no && why && n) snprintf(why, n, "%s", no);
+    return no == NULL;
+}
+
+bool qm_awq_out_folds(const struct quant_methods_src *h)
+{
+    return qm_uses_awq(h->mo->method) && !h->mo->awq_in_only;
+}
+
+enum calib_wkind qm_awq_producer(enum calib_group g)
+{
+    return g == CALIB_G_ATTN_OUT ? CALIB_W_V : CALIB_W_UP;
+}
+
+/* AWQ on group g: search alpha for the group's weights (q/k/v, o, gate/up or
+ * down), then fold: the input is divided by s where it is made (ATTN_IN /
+ * FFN_IN: the norm, written to the output as F32; ATTN_OUT: v's rows — with
+ * grouped-query attention one v row feeds n_head/n_head_kv q heads, so
+ * their channels share one scale; FFN_DOWN: up's rows, since silu(gate)*up
+ * is linear in up) and the group's columns multiplied by s. Sets
+ * h->s_in[g] when it folds. */
+enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
+                                enum calib_group g, struct mw_err *err)
+{
+    enum mw_status s;
+    const bool in_norm = g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN;
+    struct quant_awq_group G = {.n_in = calib_layer_group_n_in(ly, g),
+                                .n_threads = h->mo->n_threads};
+    for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
+        if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        struct calib_weight cw;
+        if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, false, &cw, err)) != MW_OK) return s;
+        const int64_t ti = qm_find_tensor(h, cw.name);
+        if (ti < 0 || h->want[ti] == UINT32_MAX || G.n_w == 3) { /* not all quantized */
+            qm_awq_skip(h, g, calib_layer_index(ly), "a weight of the group stays unquantized");
+            return MW_OK;
+        }
+        const struct gguf_type_info *inf = gguf_type_get(h->want[ti]);
+        if (!inf || cw.n_in % inf->blck) {
+            qm_awq_skip(h, g, calib_layer_index(ly), "row length not a multiple of the block");
+            return MW_OK;
+        }
+        G.w[G.n_w] = cw.w;
+        G.n_out[G.n_w] = cw.n_out;
+        G.type[G.n_w++] = h->want[ti];
+    }
+    if (G.n_w == 0) return MW_OK;
+    int64_t ni = -1; /* the norm tensor (in_norm) */
+    const struct rt_hparams *hp = h->hp;
+    const uint64_t hd = hp->head_dim, grp = hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
+    if (in_norm) {
+        char nname[64];
+        snprintf(nname, sizeof nname, "blk.%u.%s.weight", calib_layer_index(ly),
+                 g == CALIB_G_ATTN_IN ? "attn_norm" : "ffn_norm");
+        ni = qm_find_tensor(h, nname);
+        if (ni < 0 || h->base->tensors[ni].type != GGUF_TYPE_F32) {
+            qm_awq_skip(h, g, calib_layer_index(ly), "the norm is not stored as F32");
+            return MW_OK;
+        }
+    } else {
+        char why_s[160];
+        if (!quant_awq_fold_legal(hp, g, why_s, sizeof why_s)) {
+            qm_awq_skip(h, g, calib_layer_index(ly), why_s);
+            return MW_OK;
+        }
+        /* the producer must be quantized here (else its rescaled rows would
+         * never reach the file) and have no bias */
+        struct calib_weight pw;
+        if ((s = calib_layer_weight(ly, qm_awq_producer(g), false, &pw, err)) != MW_OK) return s;
+        const int64_t pi = qm_find_tensor(h, pw.name);
+        const char *why = NULL;
+        if (pi < 0 || h->want[pi] == UINT32_MAX)
+            why = g == CALIB_G_ATTN_OUT ? "v stays unquantized" : "up stays unquantized";
+        else if (pw.bias)
+            why = g == CALIB_G_ATTN_OUT ? "v has a bias" : "up has a bias";
+        else if (g == CALIB_G_ATTN_OUT &&
+                 (grp == 0 || hp->n_head % hp->n_head_kv || pw.n_out * grp != G.n_in ||
+                  (uint64_t)hp->n_head * hd != G.n_in))
+            why = "o's input is not n_head/n_head_kv copies of v's heads";
+        else if (g == CALIB_G_FFN_DOWN && pw.n_out != G.n_in)
+            why = "down's input is not up's rows";
+        /* calib's lean mode: the producer goes back to its scratch file now,
+         * before the Hessian is made (the fold fetches it again) */
+        if ((s = calib_layer_weight_release(ly, qm_awq_producer(g), err)) != MW_OK) return s;
+        if (why) {
+            qm_awq_skip(h, g, calib_layer_index(ly), why);
+            return MW_OK;
+        }
+    }
+    const struct calib_group_stats *gs = calib_layer_stats(ly, g);
+    const float *H;
+    if ((s = calib_layer_hessian(ly, g, &H, err)) != MW_OK) return s;
+    double *ma = malloc((size_t)G.n_in * sizeof(double));
+    float *imp = malloc((size_t)G.n_in * sizeof(float));
+    float *sc = malloc((size_t)G.n_in * sizeof(float));
+    if (!ma || !imp || !sc) {
+        free(ma);
+        free(imp);
+        free(sc);
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    }
+    const double cnt = gs->count ? (double)gs->count : 1.0;
+    for (uint64_t j = 0; j < G.n_in; j++) {
+        ma[j] = gs->sum_abs[j] / cnt;
+        imp[j] = (float)(gs->sum_sq[j] / cnt);
+    }
+    if (g == CALIB_G_ATTN_OUT && grp > 1) /* one scale per v row: mean over its q heads */
+        for (uint64_t kh = 0; kh < hp->n_head_kv; kh++)
+            for (uint64_t d = 0; d < hd; d++) {
+                double m = 0;
+                for (uint64_t q = 0; q < grp; q++) m += ma[((kh * grp) + q) * hd + d];
+                for (uint64_t q = 0; q < grp; q++) ma[((kh * grp) + q) * hd + d] = m / (double)grp;
+            }
+    G.mean_abs = ma;
+    G.imp = imp;
+    G.H = H;
+    float alpha = 0;
+    const double t0 = mw_now_s();
+    s = quant_awq_group(&G, &alpha, err);
+    h->t_awq += mw_now_s() - t0;
+    if (s == MW_OK) quant_awq_scales(ma, G.n_in, alpha, sc);
+    free(ma);
+    free(imp);
+    if (s != MW_OK || alpha == 0.0f) { /* alpha 0: the plain model, no fold */
+        if (s == MW_OK) h->tally[g].no_gain++;
+        free(sc);
+        return s;
+    }
+    h->tally[g].folded++;
+    s = quant_awq_fold(ly, g, sc, hp->n_head_kv ? (uint32_t)grp : 1, (uint32_t)hd, err);
+    if (s == MW_OK && in_norm) { /* the folded norm goes into the file as F32 */
+        float *norm;
+        uint8_t *nb = malloc((size_t)G.n_in * sizeof(float));
+        if (!nb) s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        if (s == MW_OK)
+            s = calib_layer_norm(ly, g == CALIB_G_ATTN_IN ? CALIB_NORM_ATTN : CALIB_NORM_FFN,
+                                 false, &norm, err);
+        if (s == MW_OK) {
+            for (uint64_t j = 0; j < G.n_in; j++) {
+                uint32_t u;
+                memcpy(&u, &norm[j], 4);
+                mw_put_le32(nb + 4 * j, u);
+            }
+            s = qm_spill(h, ni, nb, G.n_in * sizeof(float), err);
+        }
+        free(nb);
+    }
+    if (s != MW_OK) {
+        free(sc);
+        return s;
+    }
+    free(h->s_in[g]);
+    h->s_in[g] = sc;
+    return MW_OK;
+}
+
+/* The AWQ log: per fold what happened over the layers and why a fold was
+ * left out; then what the family's structure allows and why (the folds are
+ * exact rewrites of the float model; what is not listed is not touched). */
+void qm_awq_report(const struct quant_methods_src *h, const struct quant_opts *qo)
+{
+    const struct rt_hparams *hp = h->hp;
+    char msg[512];
+    for (int g = 0; g < CALIB_G_COUNT; g++) {
+        const struct awq_tally *t = &h->tally[g];
+        const bool off = (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN) && h->mo->awq_in_only;
+        if (off) {
+            snprintf(msg, sizeof msg, "awq: %s: skipped in every layer (AWQ on the norms' "
+                     "inputs only)", fold_name[g]);
+        } else {
+            /* a MoE layer folds up -> down once per expert (and shared expert) */
+            const bool per_x = hp->n_expert && g == CALIB_G_FFN_DOWN;
+            const uint32_t of =
+                per_x ? hp->n_layer * (hp->n_expert + (hp->n_ff_shexp ? 1 : 0)) : hp->n_layer;
+            int k = snprintf(msg, sizeof msg, "awq: %s: folded in %u of %u %s", fold_name[g],
+                             t->folded, of, per_x ? "experts over the layers" : "layers");
+            if (k > 0 && (size_t)k < sizeof msg && t->no_gain)
+                k += snprintf(msg + k, sizeof msg - (size_t)k,
+                              ", %u without gain (alpha 0: left as is)", t->no_gain);
+            if (k > 0 && (size_t)k < sizeof msg && t->skipped)
+                snprintf(msg + k, sizeof msg - (size_t)k, ", skipped in %u (%s)", t->skipped,
+                         t->why);
+        }
+        qm_say(qo, msg);
+    }
+    if (hp->qk_norm)
+        qm_say(qo, "awq: attn_norm -> q/k/v stays exact with the per-head q/k RMSNorm "
+                "(attn_q_norm/attn_k_norm act on Wq x, Wk x, which the fold leaves unchanged); "
+                "attn_q_norm/attn_k_norm themselves are not folded into (their input is a "
+                "projection's output, normalized per head)");
+    if (hp->post_norms)
+        qm_say(qo, "awq: post_attention_norm and post_ffw_norm are skipped: they normalize the "
+                "block outputs (no quantized weight reads them) and are written as they are");
+    if (hp->arch == RT_ARCH_GEMMA2 || hp->arch == RT_ARCH_GEMMA3)
+        qm_say(qo, "awq: gemma's (1 + w) norms are folded in their GGUF form (w + 1, the "
+                "multiplier llama.cpp applies): attn_norm and ffn_norm (pre_feedforward) are "
+                "divided by s and written as F32 multipliers, no +1 is added or removed");
+    if (hp->act == RT_ACT_GELU_TANH)
+        qm_say(qo, "awq: up -> ffn_down is exact with GELU-tanh gating: gelu(gate x) * (up x) is "
+                "linear in up's rows");
+    if (hp->fused_qkv)
+        qm_say(qo, "awq: fused attn_qkv: its q, k and v rows take the attn_norm scales together; "
+                "v -> attn_output rescales the v rows of attn_qkv");
+    if (hp->fused_gate_up)
+        qm_say(qo, "awq: fused ffn_up (gate rows, then up rows): ffn_norm scales both halves; up "
+                "-> ffn_down rescales the up half only");
+    if (hp->tied_output)
+        qm_say(qo, "awq: token_embd (tied output) is not scaled: it is no linear weight of a "
+                "layer");
+}
+
+const char *qm_awq_params(const struct quant_methods_src *h)
+{
+    if (!qm_uses_awq(h->mo->method)) return "";
+    if (h->hp->n_expert > 0) /* a MoE layer: no fold into ffn_norm (the router reads it) */
+        return qm_awq_out_folds(h) ? " awq=attn_norm,attn_v,ffn_up" : " awq=attn_norm";
+    return qm_awq_out_folds(h) ? " awq=attn_norm,ffn_norm,attn_v,ffn_up"
+                               : " awq=attn_norm,ffn_norm";
 }

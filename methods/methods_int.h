@@ -1,7 +1,11 @@
 /*
  * methods/methods_int.h — internals of mw_methods shared between its files:
  * the work-dir journal of resumable `memwall quant --corpus` runs
- * (methods_journal.c).
+ * (methods_journal.c), and the state of the --corpus driver
+ * (struct quant_methods_src) with the functions its files share: the
+ * driver (methods.c), AWQ's folds (methods_awq.c), the output matrix
+ * (methods_output.c) and the driver's side of the work dir
+ * (methods_workdir.c).
  *
  * Work dir layout (quant_methods_opts.work_dir):
  *   DIR/journal      a header record (the run's identity) and one record per
@@ -34,6 +38,7 @@
 
 #include "calib/calib.h"
 #include "core/mw.h"
+#include "methods/methods.h"
 
 #define MWJ_VERSION 2 /* 2: the expert counters */
 #define MWJ_MAGIC 0x524a574du /* "MWJR" little-endian */
@@ -68,7 +73,7 @@ struct mwj_spill {
     uint64_t off, bytes, hash;
 };
 
-struct mwj_tally {  /* struct awq_tally of methods.c after the layer */
+struct mwj_tally {  /* struct awq_tally (below) after the layer */
     uint32_t folded, no_gain, skipped;
     char why[MWJ_WHY_MAX];
 };
@@ -162,5 +167,118 @@ enum mw_status mwj_load_hidden(void *ud, uint64_t row0, uint64_t n_rows, float *
 /* Identity helpers: the model at path (GGUF file or HF directory). */
 enum mw_status mwj_model_identity(const char *path, uint64_t *bytes, uint64_t *hash,
                                   struct mw_err *err);
+
+/* --- the --corpus driver (methods.c and the files below) --- */
+
+/* Rows of the output matrix quantized per step (bounds the f32 buffers at
+ * vocab sizes of 150k and more; qm_output_method). */
+#define OUTPUT_CHUNK_ROWS 4096
+
+struct quant_methods_src {
+    const struct quant_source *base;
+    struct quant_tensor_desc *descs; /* base's table, types replaced */
+    uint32_t *want;                  /* chosen type per source tensor (UINT32_MAX: none) */
+    bool *spilled;                   /* tensor i's replacement is in the spill file */
+    uint64_t *off;                   /* ... at this offset */
+    uint64_t *nbytes;                /* ... of this size */
+    int fd;                          /* the spill file (unlinked at once), -1: none yet;
+                                      * with a work dir: its tensors.bin (owned by j) */
+    uint64_t fend;                   /* its size */
+    uint64_t *hash;                  /* XXH3 of each spilled tensor (checked when read back) */
+    struct mwj *j;                   /* the work dir's journal, or NULL */
+    struct mwj_spill *pend;          /* tensors spilled in the current layer (journal) */
+    uint32_t n_pend, cap_pend;
+    char method_label[QUANT_METHODS_LABEL_MAX + 1];   /* memwall.quant.method */
+    char method_params[QUANT_METHODS_PARAMS_MAX + 1]; /* memwall.quant.method_params */
+    const struct rt_hparams *hp;     /* the calibrated model's shapes */
+    float *s_in[CALIB_G_COUNT];      /* the current block's folded AWQ scales per group */
+    /* GPTQ: per group the factor of its Hessian (quant_gptq_prepare, in the
+     * Hessian's own buffer, taken from calib), shared by the weights that read
+     * the group's input; an attention/FFN input group's lives until the next
+     * block (v and up may be quantized in the following stage), an output
+     * group's is freed after its weight */
+    float *U[CALIB_G_COUNT];
+    float *U_imp[CALIB_G_COUNT];
+    uint32_t *U_perm[CALIB_G_COUNT];
+    double t_factor, t_apply, t_awq, t_rtn; /* seconds in GPTQ's factor / sweep, AWQ, RTN */
+    /* learned rounding: per group a copy of the undamped Hessian (freed with
+     * the factor), what it did over the tensors */
+    float *Hr[CALIB_G_COUNT];
+    double t_round, round_before, round_after;
+    double t_output;                 /* seconds in the output matrix's method */
+    char output_note[160];           /* what the output matrix got (the log) */
+    uint32_t round_tensors, round_fallbacks;
+    uint64_t round_flips;
+    const struct quant_methods_opts *mo;
+    /* fused tensors (phi3 attn_qkv, ffn_up = gate|up): the parts are quantized
+     * one by one (rows are independent) into the tensor's buffer, which is
+     * spilled once every row is in */
+    struct fused_buf {
+        int64_t ti;       /* -1: free */
+        uint8_t *b;
+        uint64_t rows, filled, row_bytes;
+    } fb[3];              /* 3: a MoE layer's ffn_{gate,up,down}_exps fill expert by expert */
+    /* MoE: expert matrices quantized with GPTQ on the rows routed
+     * to them, with importance-weighted rounding (too few rows for GPTQ), or
+     * plainly (no row reached the expert) */
+    uint32_t x_gptq, x_rtn, x_unrouted;
+    /* AWQ: what each fold did over the layers, for the log */
+    struct awq_tally {
+        uint32_t folded, no_gain, skipped;
+        char why[200];    /* the first skip's reason */
+    } tally[CALIB_G_COUNT];
+};
+
+
+/* methods.c: the driver */
+/* Index of the source tensor called name; -1: none. */
+int64_t qm_find_tensor(const struct quant_methods_src *h, const char *name);
+/* Store the replacement bytes of tensor ti in the spill file (a rewrite of
+ * the same tensor, e.g. an AWQ norm, is appended; the old bytes are dead).
+ * With a work dir the file is its tensors.bin and the tensor is noted for
+ * the layer's journal record. A full disk is MW_E_NOSPACE. */
+enum mw_status qm_spill(struct quant_methods_src *h, int64_t ti, const uint8_t *b, uint64_t n,
+                        struct mw_err *err);
+bool qm_uses_awq(enum quant_method m);
+bool qm_uses_act_order(const struct quant_methods_opts *mo);
+/* What one learned-rounding call did, added to the run's totals (the log). */
+void qm_round_tally(struct quant_methods_src *h, const struct quant_round_stats *rs);
+/* An info line through qo->log. */
+void qm_say(const struct quant_opts *qo, const char *msg);
+
+/* methods_awq.c: AWQ's folds in the driver */
+/* Count a skipped fold of group g in layer il; the first reason is kept. */
+void qm_awq_skip(struct quant_methods_src *h, enum calib_group g, uint32_t il, const char *why);
+/* Whether the AWQ scales of o's / down's input are folded into v's / up's
+ * rows (then v and up are quantized in the ATTN_OUT / FFN_DOWN stage, after
+ * the fold, instead of with q/k and gate). */
+bool qm_awq_out_folds(const struct quant_methods_src *h);
+/* The producer whose output rows carry 1/s for group g's input: v for
+ * ATTN_OUT, up for FFN_DOWN. */
+enum calib_wkind qm_awq_producer(enum calib_group g);
+/* AWQ on group g of the layer: the alpha search, then the fold; sets
+ * h->s_in[g] when it folds, counts the outcome in h->tally[g]. */
+enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
+                            enum calib_group g, struct mw_err *err);
+/* The AWQ log after the run (qo->log). */
+void qm_awq_report(const struct quant_methods_src *h, const struct quant_opts *qo);
+/* The folds made, for memwall.quant.method_params (" awq=..."; "" without AWQ). */
+const char *qm_awq_params(const struct quant_methods_src *h);
+
+/* methods_output.c: output.weight under the method, in the last layer's
+ * on_layer (h->output_note says what it got). */
+enum mw_status qm_output_method(struct quant_methods_src *h, struct calib_layer *ly,
+                                struct mw_err *err);
+
+/* methods_workdir.c: the driver's side of the work dir */
+/* Open mo->work_dir for this run and set ro up to continue after its last
+ * recorded layer (*skip_run: every layer is recorded). */
+enum mw_status qm_open_work_dir(struct quant_methods_src *h, const struct quant_opts *qo,
+                                struct calib_model *m, const struct calib_samples *smp,
+                                struct calib_run_opts *ro, bool *skip_run, struct mw_err *err);
+/* on_layer with a work dir: record the layer's spilled tensors, the AWQ
+ * tally and its output hidden states (mwj_commit). */
+enum mw_status qm_on_layer_journal(struct quant_methods_src *h, struct calib_layer *ly,
+                                   struct mw_err *err);
 
 #endif /* MW_METHODS_INT_H */
