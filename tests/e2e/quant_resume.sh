@@ -2,12 +2,14 @@
 # memwall quant --corpus --work-dir DIR [--resume] on tinyllama-8m
 # (8 layers; 2 samples of 32 tokens, GPTQ: a run takes seconds):
 #   - a run with a work dir writes the same bytes as one without;
-#   - runs killed with SIGKILL after layer 0, 3 and 6 (MW_TEST_KILL_AT, a
-#     test hook of tools/cmd_quant.c), killed twice, killed in the middle of
-#     a layer, killed and then the last journal record torn (truncated by a
-#     few bytes, as power loss may leave it) resume where they should and
-#     write a file byte-identical to the uninterrupted run's, also with
-#     another --threads; --resume on a finished journal writes it again;
+#   - runs killed with SIGKILL after layer 0, 3 and 6, killed twice, killed
+#     in the middle of a layer, killed and then the last journal record torn
+#     (truncated by a few bytes, as power loss may leave it) resume where
+#     they should and write a file byte-identical to the uninterrupted run's,
+#     also with another --threads; --resume on a finished journal writes it
+#     again. The kills come from the harness: tests/faults/mw_fault ($1)
+#     runs memwall with --progress=json and sends SIGKILL once the event
+#     that ends a given stage of a given layer is on memwall's stderr;
 #   - --max-memory small enough that the hidden states live in scratch files
 #     (48 samples): killed and resumed, the same bytes;
 #   - AWQ (awq+gptq): killed and resumed, the same file and the same AWQ
@@ -17,17 +19,13 @@
 #     --resume and --resume without --work-dir are exit 2;
 #   - a full disk (a small tmpfs, where this user may mount one; else a note)
 #     fails with exit 3 and the run resumes once there is room.
-set -u
-. "$(dirname "$0")/skip.sh"
-T=${MW_TMP:?}
-rm -rf "$T"
-mkdir -p "$T"
+FAULT=${1:-}
+. "$(dirname "$0")/common.sh"
+[ -x "$FAULT" ] || skip "no mw_fault (tests/faults/mw_fault.c) given"
 mw="$MW_EMU $MW_BIN/memwall"
 f16=$MW_DATASETS/reference/tinyllama-8m.llamacpp-f16.gguf
 [ -f "$f16" ] || skip "no $f16"
 head -c 30000 "$MW_DATASETS/corpora/calib.txt" > "$T/c.txt"
-bad=0
-fail() { echo "FAIL: $*"; bad=1; }
 base=(--preset Q4_K_M --corpus "$T/c.txt" --samples 2 --seq-len 32)
 q() { $mw quant "$f16" "${base[@]}" --method gptq "$@"; }
 
@@ -37,12 +35,22 @@ q -o "$T/ref.gguf" -t 2 -q || { echo "FAIL: reference run"; exit 1; }
 same() { # FILE WHAT
   if cmp -s "$T/ref.gguf" "$1"; then echo "  $2: identical"; else fail "$2: $1 differs from the reference"; fi
 }
-# killed RUN: MW_TEST_KILL_AT=$1, the rest are quant arguments
+# kill_at STAGE:LAYER MEMWALL-ARGS...: memwall under mw_fault with
+# --progress=json, its stderr in $T/events; SIGKILL right after it writes
+# the event that ends STAGE ("layer", "ffn_in", ...) of LAYER. Returns
+# mw_fault's exit status (137: killed).
+kill_at() {
+  local stage=${1%%:*} layer=${1#*:}; shift
+  "$FAULT" --slice-us 50 --at-line "$T/events" \
+      "\"stage\":\"$stage\",\"state\":\"end\",\"layer\":$layer," --kill -- \
+      $mw "$@" --progress=json > /dev/null 2> "$T/events"
+}
+# killed STAGE:LAYER [quant args]: a gptq run killed there
 killed() {
   local at=$1; shift
-  MW_TEST_KILL_AT=$at q "$@" -q > /dev/null 2>&1
+  kill_at "$at" quant "$f16" "${base[@]}" --method gptq "$@" -q
   local rc=$?
-  [ $rc -eq 137 ] || fail "MW_TEST_KILL_AT=$at: exit $rc, expected 137 (SIGKILL)"
+  [ $rc -eq 137 ] || fail "killed at the end of $at: exit $rc, expected 137 (SIGKILL)"
 }
 # resumed OUT DIR WANT [args]: --resume must report WANT (a fixed string)
 resumed() {
@@ -50,6 +58,24 @@ resumed() {
   q -o "$out" --work-dir "$dir" --resume "$@" > "$out.log" 2>&1 \
       || { cat "$out.log"; fail "resume of $dir"; return; }
   grep -qF "$want" "$out.log" || { cat "$out.log"; fail "resume of $dir: no '$want'"; }
+}
+# resumed_at OUT DIR LOW [args]: --resume must start at layer LOW or later.
+# The kill lands right after its event, not exactly at it: memwall may go
+# on for up to one of mw_fault's slices (50 us; longer on a loaded machine)
+# and, in the rare worst case, record another layer before it dies. The
+# kill points are chosen so that what follows the event takes far longer
+# than a slice (a layer's first stage, or the ffn_down stage), so the
+# resume point is LOW in practice; it is reported when it is not.
+resumed_at() {
+  local out=$1 dir=$2 low=$3 at; shift 3
+  resumed "$out" "$dir" "work dir $dir: " "$@"
+  at=$(sed -n 's/.*resuming at layer \([0-9]*\) .*/\1/p; s/.*all \([0-9]*\) layers are recorded.*/\1/p' \
+       "$out.log" | head -n 1)
+  if [ -z "$at" ] || [ "$at" -lt "$low" ]; then
+    cat "$out.log"; fail "resume of $dir: at layer '${at}', expected $low or later"
+  elif [ "$at" -ne "$low" ]; then
+    echo "  note: $dir resumed at layer $at (the kill landed after layer $((low - 1))'s record)"
+  fi
 }
 
 # an uninterrupted run with a work dir; --resume on it when finished
@@ -66,23 +92,25 @@ q -o "$T/x.gguf" --work-dir "$T/wd" -q > "$T/norsm.log" 2>&1; rc=$?
 for k in 0 3 6; do
   killed "layer:$k" -o "$T/k$k.gguf" --work-dir "$T/k$k" -t 2
   [ -e "$T/k$k.gguf" ] && fail "killed after layer $k: an output exists"
-  resumed "$T/k$k.gguf" "$T/k$k" "resuming at layer $((k + 1))" -t 1
+  resumed_at "$T/k$k.gguf" "$T/k$k" $((k + 1)) -t 1
   same "$T/k$k.gguf" "killed after layer $k, resumed"
 done
 # killed twice: after layer 1, then the resumed run after layer 4
 killed layer:1 -o "$T/kk.gguf" --work-dir "$T/kk" -t 2
-MW_TEST_KILL_AT=layer:4 q -o "$T/kk.gguf" --work-dir "$T/kk" --resume -q > /dev/null 2>&1
-rc=$?; [ $rc -eq 137 ] || fail "second kill: exit $rc, expected 137"
-resumed "$T/kk.gguf" "$T/kk" "resuming at layer 5"
+killed layer:4 -o "$T/kk.gguf" --work-dir "$T/kk" --resume
+resumed_at "$T/kk.gguf" "$T/kk" 5
 same "$T/kk.gguf" "killed twice, resumed"
-# killed inside layer 4 (its tensors written, no record yet)
-killed ffn_down:4 -o "$T/mid.gguf" --work-dir "$T/mid" -t 2
-resumed "$T/mid.gguf" "$T/mid" "resuming at layer 4"
+# killed inside layer 4 (its tensors up to ffn_in's written, no record yet):
+# right after ffn_in ends, in the ffn_down stage (the end of ffn_down is
+# followed by the layer's record within milliseconds: too close to kill
+# before it reliably)
+killed ffn_in:4 -o "$T/mid.gguf" --work-dir "$T/mid" -t 2
+resumed_at "$T/mid.gguf" "$T/mid" 4
 same "$T/mid.gguf" "killed inside layer 4, resumed"
-# killed after layer 5, the last record torn
+# killed after layer 5, the last record (layer 5's) torn
 killed layer:5 -o "$T/torn.gguf" --work-dir "$T/torn" -t 2
 truncate -s -5 "$T/torn/journal"
-resumed "$T/torn.gguf" "$T/torn" "resuming at layer 5"
+resumed_at "$T/torn.gguf" "$T/torn" 5
 grep -q "after the last complete record dropped" "$T/torn.gguf.log" \
     || fail "torn record: no notice of the dropped bytes"
 same "$T/torn.gguf" "killed after layer 5, last record torn, resumed"
@@ -114,7 +142,7 @@ else
   fail "general.name not found in $f16"
 fi
 [ -e "$T/r.gguf" ] && fail "a refused resume wrote an output"
-resumed "$T/r.gguf" "$T/r" "resuming at layer 3"
+resumed_at "$T/r.gguf" "$T/r" 3
 same "$T/r.gguf" "after the refusals, resumed"
 $mw quant "$f16" "${base[@]}" -o "$T/x.gguf" --resume -q > /dev/null 2>&1; rc=$?
 [ $rc -eq 2 ] || fail "--resume without --work-dir: exit $rc, expected 2"
@@ -126,8 +154,7 @@ $mw quant "$f16" --preset Q4_K_M -o "$T/x.gguf" --work-dir "$T/y" -q > /dev/null
 # batches): killed after layer 2 and resumed, the same bytes as uninterrupted
 lean=(--preset Q4_K_M --corpus "$T/c.txt" --samples 48 --seq-len 64 --method gptq --max-memory 7M)
 if $mw quant "$f16" "${lean[@]}" -o "$T/lean-ref.gguf" -t 2 -q > "$T/lean.log" 2>&1; then
-  MW_TEST_KILL_AT=layer:2 $mw quant "$f16" "${lean[@]}" -o "$T/lean.gguf" --work-dir "$T/lean" \
-      -t 2 -q > /dev/null 2>&1
+  kill_at layer:2 quant "$f16" "${lean[@]}" -o "$T/lean.gguf" --work-dir "$T/lean" -t 2 -q
   rc=$?; [ $rc -eq 137 ] || fail "--max-memory kill: exit $rc, expected 137"
   $mw quant "$f16" "${lean[@]}" -o "$T/lean.gguf" --work-dir "$T/lean" --resume -t 1 -q \
       || fail "--max-memory resume"
@@ -140,7 +167,7 @@ fi
 # AWQ: the fold tally is journaled (the same log after a resume)
 qa() { $mw quant "$f16" "${base[@]}" --method awq+gptq "$@"; }
 qa -o "$T/awq-ref.gguf" -t 2 > "$T/awq-ref.log" 2>&1 || fail "awq reference run"
-MW_TEST_KILL_AT=layer:3 qa -o "$T/awq.gguf" --work-dir "$T/awq" -t 2 > /dev/null 2>&1
+kill_at layer:3 quant "$f16" "${base[@]}" --method awq+gptq -o "$T/awq.gguf" --work-dir "$T/awq" -t 2
 rc=$?; [ $rc -eq 137 ] || fail "awq kill: exit $rc, expected 137"
 qa -o "$T/awq.gguf" --work-dir "$T/awq" --resume -t 2 > "$T/awq.log" 2>&1 || fail "awq resume"
 if cmp -s "$T/awq-ref.gguf" "$T/awq.gguf"; then echo "  awq+gptq killed after layer 3, resumed: identical"
@@ -167,5 +194,4 @@ if mount -t tmpfs -o size=1200k tmpfs "$T/full" 2> /dev/null; then
 else
   echo "  note: full-disk case not run (this user cannot mount a tmpfs)"
 fi
-[ $bad -eq 0 ] && echo PASS
-exit $bad
+finish

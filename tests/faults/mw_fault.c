@@ -17,6 +17,10 @@
  *                             together; N = 0: one of them exists
  *   --at-ms MS                the child has run for MS milliseconds (the
  *                             sum of its slices, measured)
+ *   --at-line FILE TEXT       a complete line of FILE (text the child writes,
+ *                             e.g. its stderr with `--progress=json`, one
+ *                             JSON event per line) contains TEXT; FILE is read
+ *                             as it grows, from where the last look stopped
  *   --kill                    send SIGKILL (--signal NAME: TERM, INT, HUP,
  *                             BUS or KILL) and wait for the child
  *   --truncate FILE LEN       truncate FILE to LEN bytes, let the child go on
@@ -26,7 +30,9 @@
  * slices (--slice-us, default 500): SIGCONT, sleep, SIGSTOP, look. The child
  * is stopped while the trigger is checked and the action taken, so "the temp
  * file holds >= N bytes" is a state the child was really in, and a truncated
- * file is seen by the child's next read, whatever it was doing.
+ * file is seen by the child's next read, whatever it was doing. With
+ * --at-line the action lands within a slice of the line being written: the
+ * child may have gone on for up to one slice after it.
  *
  *   --report FILE   write "triggered 0|1", "status exit N" or "status signal N"
  *                   and the temp bytes seen at the trigger, one per line
@@ -54,7 +60,8 @@
 #include <unistd.h>
 
 static const char usage_text[] =
-    "usage: mw_fault [--fsize N] [--ignore-xfsz] [--watch DIR --at-size N | --at-ms MS]\n"
+    "usage: mw_fault [--fsize N] [--ignore-xfsz]\n"
+    "                [--watch DIR --at-size N | --at-ms MS | --at-line FILE TEXT]\n"
     "                [--kill [--signal NAME] | --truncate FILE LEN | --unlink FILE]\n"
     "                [--slice-us US] [--timeout S] [--report FILE] -- CMD [ARG...]\n";
 
@@ -66,6 +73,8 @@ struct opts {
     const char *watch;  /* directory of the temp files */
     long long at_size;  /* -1: unused */
     long long at_ms;    /* -1: unused */
+    const char *line_file; /* --at-line FILE TEXT; NULL: unused */
+    const char *line_text;
     enum action act;
     int sig;
     const char *file;   /* truncate / unlink target */
@@ -119,6 +128,38 @@ static long long temp_bytes(const char *dir)
     }
     closedir(d);
     return total;
+}
+
+/* --at-line: FILE read on from *off; the line being read (up to its first
+ * sizeof buf - 1 bytes) is kept in buf between looks. */
+struct line_watch {
+    long long off;
+    char buf[4096];
+    size_t len;
+};
+
+/* Whether a complete line of FILE read since the last look contains TEXT. */
+static bool line_seen(const char *path, const char *text, struct line_watch *w)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return false;
+    bool hit = false;
+    char chunk[4096];
+    ssize_t n;
+    while (!hit && (n = pread(fd, chunk, sizeof chunk, (off_t)w->off)) > 0) {
+        w->off += n;
+        for (ssize_t i = 0; i < n && !hit; i++) {
+            if (chunk[i] != '\n') {
+                if (w->len + 1 < sizeof w->buf) w->buf[w->len++] = chunk[i];
+                continue;
+            }
+            w->buf[w->len] = '\0';
+            hit = strstr(w->buf, text) != NULL;
+            w->len = 0;
+        }
+    }
+    close(fd);
+    return hit;
 }
 
 static void sleep_us(long us)
@@ -184,6 +225,9 @@ int main(int argc, char **argv)
             if (!parse_ll(argv[++i], &o.at_size)) return usage("bad --at-size");
         } else if (strcmp(a, "--at-ms") == 0 && has1) {
             if (!parse_ll(argv[++i], &o.at_ms)) return usage("bad --at-ms");
+        } else if (strcmp(a, "--at-line") == 0 && has2) {
+            o.line_file = argv[++i];
+            o.line_text = argv[++i];
         } else if (strcmp(a, "--kill") == 0) {
             o.act = ACT_SIGNAL;
         } else if (strcmp(a, "--signal") == 0 && has1) {
@@ -211,8 +255,9 @@ int main(int argc, char **argv)
     if (i >= argc) return usage("no command");
     o.cmd = argv + i;
     if (o.at_size >= 0 && !o.watch) return usage("--at-size needs --watch DIR");
-    if ((o.at_size >= 0 || o.at_ms >= 0) && o.act == ACT_NONE) return usage("a trigger needs an action");
-    if (o.act != ACT_NONE && o.at_size < 0 && o.at_ms < 0) return usage("an action needs a trigger");
+    const bool trigger = o.at_size >= 0 || o.at_ms >= 0 || o.line_file;
+    if (trigger && o.act == ACT_NONE) return usage("a trigger needs an action");
+    if (o.act != ACT_NONE && !trigger) return usage("an action needs a trigger");
 
     pid_t pid = fork();
     if (pid < 0) {
@@ -227,6 +272,7 @@ int main(int argc, char **argv)
         return 125;
     }
     bool triggered = false, done = !WIFSTOPPED(st);
+    struct line_watch lw = {0};
     long long seen = -1, ran_us = 0;
     const bool stepping = o.act != ACT_NONE;
     while (!done) {
@@ -234,7 +280,8 @@ int main(int argc, char **argv)
         if (stepping && !triggered) {
             const long long tb = o.watch ? temp_bytes(o.watch) : -1;
             const bool fire = (o.at_size >= 0 && tb >= o.at_size) ||
-                              (o.at_ms >= 0 && ran_us >= o.at_ms * 1000);
+                              (o.at_ms >= 0 && ran_us >= o.at_ms * 1000) ||
+                              (o.line_file && line_seen(o.line_file, o.line_text, &lw));
             if (fire) {
                 triggered = true;
                 seen = tb;
