@@ -380,16 +380,10 @@ static const char *const fixture_kinds[3] = {"qwen2", "llama3", "odd"};
 START_TEST(forward_fixtures_match_runtime)
 {
     const char *kind = fixture_kinds[_i];
-    char dir[512], gguf[600], cmd[1536];
+    char dir[512], gguf[600];
     snprintf(dir, sizeof dir, MW_TEST_TMPDIR "/calib-fix-%s", kind);
     snprintf(gguf, sizeof gguf, "%s.gguf", dir);
-    snprintf(cmd, sizeof cmd,
-             "rm -rf '%s' && python3 '" MW_DATASETS_DIR
-             "/../tests/fixtures/mk_hf_fixture.py' %s '%s' > /dev/null 2>&1",
-             dir, kind, dir);
-    /* python3 is a declared dependency (scripts/deps.sh): no fixture is a
-     * failure, never a silent pass */
-    ck_assert_msg(system(cmd) == 0, "%s: python3 fixture generation failed: %s", kind, cmd);
+    make_hf_fixture(kind, dir);
     struct mw_err err;
     mw_err_clear(&err);
     const struct hf_convert_opts co = {.type = HF_OUT_F32};

@@ -1,7 +1,7 @@
-/* Calibration on the issue-12 families (qwen3, gemma2, gemma3, phi3), driven
- * by tests/e2e/calib_family.sh, which makes the fixture checkpoints
- * (tests/fixtures/mk_family_fixture.py), converts them with memwall convert
- * (F32) and runs
+/* Calibration on the Qwen3 / Gemma 2-3 / Phi-3 families (qwen3, gemma2,
+ * gemma3, phi3), driven by tests/e2e/calib_family.sh, which makes the
+ * fixture checkpoints (tests/fixtures/mk_family_fixture.py), converts them
+ * with memwall convert (F32) and runs
  *     check_calib_family KIND HF_DIR F32_GGUF
  * Checks, from the HF directory and from the GGUF file:
  *  - calib's forward computes the runtime's model: its final hidden states,

@@ -118,3 +118,14 @@ void rm_rf(const char *path)
 {
     nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
+
+void make_hf_fixture(const char *kind, const char *dir)
+{
+    rm_rf(dir);
+    static const char fmt[] =
+        "python3 '%s/../tests/fixtures/mk_hf_fixture.py' %s '%s' > /dev/null 2>&1";
+    char *cmd = NULL;
+    ck_assert_int_ge(asprintf(&cmd, fmt, MW_DATASETS_DIR, kind, dir), 0);
+    ck_assert_msg(system(cmd) == 0, "%s: python3 fixture generation failed: %s", kind, cmd);
+    free(cmd);
+}

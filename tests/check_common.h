@@ -59,4 +59,10 @@ int count_entries(const char *dir);
 /* Remove path and, for a directory, everything below it; quiet when absent. */
 void rm_rf(const char *path);
 
+/* dir (removed first) becomes the tiny Hugging Face checkpoint KIND of
+ * tests/fixtures/mk_hf_fixture.py. python3 is a declared dependency
+ * (scripts/deps.sh): a fixture that cannot be made fails the test, never
+ * passes it. */
+void make_hf_fixture(const char *kind, const char *dir);
+
 #endif /* MW_TESTS_CHECK_COMMON_H */

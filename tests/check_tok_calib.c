@@ -216,15 +216,10 @@ static const char *const fixture_kinds[3] = {"qwen2", "llama3", "gpt2"};
 START_TEST(fixture_calib_ids_are_runtime_ids)
 {
     const char *kind = fixture_kinds[_i];
-    char dir[512], gguf[600], cmd[1536];
+    char dir[512], gguf[600];
     snprintf(dir, sizeof dir, MW_TEST_TMPDIR "/tokcalib-%s", kind);
     snprintf(gguf, sizeof gguf, "%s.gguf", dir);
-    snprintf(cmd, sizeof cmd,
-             "rm -rf '%s' && python3 '" FIX_DIR "/mk_hf_fixture.py' %s '%s' > /dev/null 2>&1", dir,
-             kind, dir);
-    if (system(cmd) != 0) { /* python3 is a declared dependency: fail, never pass */
-        ck_abort_msg("%s: python3 fixture generation failed: %s", kind, cmd);
-    }
+    make_hf_fixture(kind, dir);
     struct mw_err err;
     mw_err_clear(&err);
     const struct hf_convert_opts co = {.type = HF_OUT_F16};

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Calibration and every quantization method on the issue-12 families
-# (qwen3, gemma3, gemma2, phi3; phi3long for LongRoPE in the forward check).
+# Calibration and every quantization method on the Qwen3 / Gemma 2-3 / Phi-3
+# families (qwen3, gemma3, gemma2, phi3; phi3long for LongRoPE in the forward
+# check).
 # Usage: calib_family.sh CHECK_CALIB_FAMILY_BINARY
 # Per family, on the fixture of tests/fixtures/mk_family_fixture.py:
 #  - memwall convert (F32 for the forward check, F16 as a GGUF source);

@@ -14,9 +14,8 @@ have_python || { skip "python3 not available"; }
 [ -d "$TINY" ] && [ -f "$LC_IMATRIX" ] || { skip "no tinyllama-8m data"; }
 
 if [ "${1:-}" = peer ]; then
-    peer=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log"); prc=$?
-    [ $prc -eq 77 ] && { skip "llama.cpp peer not available"; }
-    [ $prc -eq 0 ] && [ -x "$peer" ] || { cat "$T/peer-setup.log"; fail "peer setup exit $prc"; finish; }
+    need_peer
+    peer=$PEER
     run 0 calib "$TINY" --corpus "$CALIB" -o "$T/p.imatrix" --samples 16 --seq-len 256 -t 2 -q
     for preset in Q4_K_M IQ4_NL Q2_K; do
         if "$peer" quantize "$TINY_GGUF" "$T/q-$preset.gguf" "$preset" --imatrix "$T/p.imatrix" \

@@ -89,3 +89,9 @@ find_peer() {
     fi
     PEER=$(echo "$PEER" | tail -n 1)
 }
+# need_peer: find_peer, and without a peer the test ends there: a skip (77)
+# when the peer is unavailable here, a failure when its setup failed
+need_peer() {
+    find_peer
+    [ -n "$PEER" ] || { [ "$fails" -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+}

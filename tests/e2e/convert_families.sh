@@ -98,8 +98,7 @@ if [ "$WITH_PEER" = moemem ]; then
 fi
 
 if [ "$WITH_PEER" = peer ]; then
-    find_peer
-    [ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+    need_peer
 fi
 
 for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtral qwen2moe \

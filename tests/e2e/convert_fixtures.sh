@@ -38,8 +38,7 @@ has "$out" "llama.rope.scaling.type" "linear rope scaling"
 [[ $out == *rope_freqs* ]] && fail "linear rope scaling wrote rope_freqs"
 
 [ "$WITH_PEER" = peer ] || finish
-find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+need_peer
 
 expect() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$1" "$2"; }
 for k in qwen2 llama3 odd; do

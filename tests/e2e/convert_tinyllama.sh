@@ -24,8 +24,7 @@ if have_python && [ -f "$REF" ]; then
 fi
 
 [ "$WITH_PEER" = peer ] || finish
-find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+need_peer
 "$PEER" info "$T/t-f16.gguf" > "$T/info" 2> "$T/info.err" ||
     { fail "llama.cpp cannot load the F16 file: $(tail -n 3 "$T/info.err")"; finish; }
 grep -q '^n_vocab 4096$' "$T/info" || fail "n_vocab: $(grep n_vocab "$T/info")"

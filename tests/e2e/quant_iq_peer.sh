@@ -35,8 +35,7 @@ NO_IMATRIX_OK="IQ3_S IQ3_M IQ4_XS" # llama-quantize writes these without an imat
 [ -n "$F16" ] || skip "no tinyllama-8m.llamacpp-f16.gguf"
 [ -n "$IMAT" ] || skip "no tinyllama-8m.llamacpp.imatrix.gguf"
 have_python || skip "no python3"
-find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+need_peer
 
 # par CMD...: in the background, two at a time (llama.cpp's grid set-up is
 # single-threaded: two runs side by side use both cores)

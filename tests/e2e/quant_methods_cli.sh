@@ -57,9 +57,8 @@ for m in $methods; do
 done
 ls "$T" | grep -q 'tmp\.spill' && fail "a spill file was left in $T"
 if [ "${1:-}" = peer ]; then
-  peer=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log"); prc=$?
-  [ $prc -eq 77 ] && { skip "llama.cpp peer not available"; }
-  [ $prc -eq 0 ] && [ -x "$peer" ] || { cat "$T/peer-setup.log"; exit 1; }
+  need_peer
+  peer=$PEER
   # a mixed-precision file too (--size with the corpus's own importance;
   # --no-probes: llama.cpp scores the file whatever ranked its types, and the
   # output-KL probes were most of this run's CPU: quant_alloc_cli checks them)

@@ -25,8 +25,7 @@ UP=${1:-}
 [ -n "$F16" ] || skip "no tinyllama-8m.llamacpp-f16.gguf"
 [ -x "$UP" ] || { fail "moe_upcycle binary '$UP' missing"; finish; }
 have_python || skip "no python3"
-find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+need_peer
 
 $MW_EMU "$UP" "$F16" "$T/mx8.gguf" 8 2 || { fail "moe_upcycle 8 2"; finish; }
 $MW_EMU "$UP" "$F16" "$T/mx4.gguf" 4 2 0.3 || { fail "moe_upcycle 4 2"; finish; }

@@ -19,8 +19,7 @@ REF_Q4KM_PPL=58.304300
 
 [ -n "$F16" ] || { skip "no tinyllama-8m.llamacpp-f16.gguf"; }
 have_python || { skip "no python3"; }
-find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+need_peer
 
 # --- files: byte identity with llama_model_quantize ---
 IM_PRESETS="Q4_K_M Q4_K_S Q3_K_L Q3_K_M Q3_K_S Q2_K Q4_0 Q5_0 IQ4_NL Q8_0"

@@ -37,11 +37,7 @@ BYTES=40000
 MIN_TOP=0.99
 have_python() { command -v python3 > /dev/null 2>&1 && python3 -c 'import json, struct, hashlib' 2> /dev/null; }
 
-PEER=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log")
-prc=$?
-[ $prc -eq 77 ] && skip "llama-peer unavailable: $(tail -n 1 "$T/peer-setup.log")"
-[ $prc -eq 0 ] || { cat "$T/peer-setup.log"; fail "tests/peer/setup.sh failed ($prc)"; finish; }
-PEER=$(echo "$PEER" | tail -n 1)
+need_peer
 [ -f "$EVAL" ] || skip "no eval.txt"
 have_python || [ -n "${MW_FAMILY_GGUF_DIR:-}" ] || skip "python3 needed for the fixtures"
 [ -n "${MW_FAMILY_GGUF_DIR:-}" ] || fetch_tokenizers

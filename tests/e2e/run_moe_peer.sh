@@ -37,11 +37,7 @@ UPCYCLE=${2:-}
 KINDS=${MW_MOE_KINDS:-qwen3moe qwen2moe mixtral upcycled}
 MIN_TOP=0.99
 
-PEER=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log")
-prc=$?
-[ $prc -eq 77 ] && skip "llama-peer unavailable: $(tail -n 1 "$T/peer-setup.log")"
-[ $prc -eq 0 ] || { cat "$T/peer-setup.log"; fail "tests/peer/setup.sh failed ($prc)"; finish; }
-PEER=$(echo "$PEER" | tail -n 1)
+need_peer
 [ -f "$EVAL" ] || skip "no eval.txt"
 
 # make KIND: $T/KIND.gguf (F16); 77 when it cannot be made here

@@ -29,11 +29,7 @@ chunk_arg=(--chunks "$CHUNKS")
 [ "$CHUNKS" = all ] && chunk_arg=()
 TIE=0.02
 
-PEER=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log")
-prc=$?
-[ $prc -eq 77 ] && skip "llama-peer unavailable: $(tail -n 1 "$T/peer-setup.log")"
-[ $prc -eq 0 ] || { cat "$T/peer-setup.log"; fail "tests/peer/setup.sh failed ($prc)"; finish; }
-PEER=$(echo "$PEER" | tail -n 1)
+need_peer
 [ -f "$REF_F16" ] && [ -f "$EVAL" ] || { skip "no tinyllama-8m reference"; }
 
 files=("$REF_F16")

@@ -31,8 +31,7 @@ EVAL="$MW_DATASETS/corpora/eval.txt"
 SAMPLE="$FIX/multilingual.txt"
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
-find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+need_peer
 have_python || skip "python3 missing (fixtures, NFC texts)"
 [ -f "$FIX/mk_family_fixture.py" ] || skip "tests/fixtures/mk_family_fixture.py missing"
 fetch_tokenizers

@@ -27,8 +27,7 @@ EVAL="$MW_DATASETS/corpora/eval.txt"
 REF_F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
 SAMPLE="$FIX/multilingual.txt"
 
-find_peer
-[ -n "$PEER" ] || { [ $fails -eq 0 ] && skip "llama.cpp peer unavailable"; finish; }
+need_peer
 
 source "$(dirname "${BASH_SOURCE[0]}")/tok_common.sh"
 # compare LABEL GGUF TEXT [MODEL]: ids identical, counted
