@@ -93,6 +93,45 @@ static enum mw_status read_back(const char *path, const struct calib_stats *st,
     return s;
 }
 
+/* What is about to run: the model, the corpus, the samples and the memory
+ * they need (not with -q). */
+static void print_intro(const char *model, const char *corpus, const struct calib_model *m,
+                        const struct calib_corpus *c, const struct calib_samples *smp,
+                        const struct calib_sample_opts *so, const struct calib_run_opts *ro,
+                        bool llamacpp, double t_tok_s)
+{
+    const struct rt_hparams *hp = calib_model_hparams(m);
+    const uint32_t ns = calib_samples_count(smp), np = calib_samples_n_pos(smp);
+    fprintf(stderr,
+            "memwall calib: %s (%s, %u layers, hidden %u); corpus %s (%s%s, %llu documents, "
+            "%llu bytes)\n",
+            model, hp->arch_name, hp->n_layer, hp->n_embd, corpus,
+            calib_corpus_format(c) == CALIB_CORPUS_JSONL ? "jsonl" : "text",
+            calib_corpus_gzip(c) ? ", gzip" : "",
+            (unsigned long long)calib_corpus_doc_count(c),
+            (unsigned long long)calib_corpus_text_bytes(c));
+    fprintf(stderr, "memwall calib: %u samples x %u positions (BOS + %u%s) from %llu tokens",
+            ns, np, llamacpp ? np - 1 : calib_samples_seq_len(smp),
+            llamacpp ? ", llama.cpp chunks" : "",
+            (unsigned long long)calib_samples_stream_tokens(smp));
+    if (so->seq_len && calib_samples_seq_len(smp) != so->seq_len)
+        fprintf(stderr, "; --seq-len clamped to %u (context %u)", calib_samples_seq_len(smp),
+                hp->n_ctx_train);
+    if (so->n_samples && ns < so->n_samples)
+        fprintf(stderr, "; the corpus gives only %u of %u samples", ns, so->n_samples);
+    fprintf(stderr, "; tokenized in %.2fs\n", t_tok_s);
+    const uint32_t spb = calib_run_batch_samples(m, smp, ro);
+    fprintf(stderr, "memwall calib: activations and one layer need about %.1f MiB",
+            (double)calib_run_peak_bytes(m, smp, ro) / 1048576.0);
+    if (ro->max_memory && spb)
+        fprintf(stderr, " (--max-memory %.1f MiB: %u sample%s per batch%s)",
+                (double)ro->max_memory / 1048576.0, spb, spb == 1 ? "" : "s",
+                calib_run_hidden_on_disk(m, smp, ro)
+                    ? ", hidden states in a scratch file under $TMPDIR"
+                    : "");
+    fputc('\n', stderr);
+}
+
 int cmd_calib(int argc, char **argv)
 {
     const char *cmd = "calib";
@@ -161,36 +200,7 @@ int cmd_calib(int argc, char **argv)
     if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, &err))) goto fail;
     const double t_tok = mw_now_s();
     const uint32_t ns = calib_samples_count(smp), np = calib_samples_n_pos(smp);
-    if (!quiet) {
-        fprintf(stderr,
-                "memwall calib: %s (%s, %u layers, hidden %u); corpus %s (%s%s, %llu documents, "
-                "%llu bytes)\n",
-                model, hp->arch_name, hp->n_layer, hp->n_embd, corpus,
-                calib_corpus_format(c) == CALIB_CORPUS_JSONL ? "jsonl" : "text",
-                calib_corpus_gzip(c) ? ", gzip" : "",
-                (unsigned long long)calib_corpus_doc_count(c),
-                (unsigned long long)calib_corpus_text_bytes(c));
-        fprintf(stderr, "memwall calib: %u samples x %u positions (BOS + %u%s) from %llu tokens",
-                ns, np, llamacpp ? np - 1 : calib_samples_seq_len(smp),
-                llamacpp ? ", llama.cpp chunks" : "",
-                (unsigned long long)calib_samples_stream_tokens(smp));
-        if (so.seq_len && calib_samples_seq_len(smp) != so.seq_len)
-            fprintf(stderr, "; --seq-len clamped to %u (context %u)", calib_samples_seq_len(smp),
-                    hp->n_ctx_train);
-        if (so.n_samples && ns < so.n_samples)
-            fprintf(stderr, "; the corpus gives only %u of %u samples", ns, so.n_samples);
-        fprintf(stderr, "; tokenized in %.2fs\n", t_tok - t0);
-        const uint32_t spb = calib_run_batch_samples(m, smp, &ro);
-        fprintf(stderr, "memwall calib: activations and one layer need about %.1f MiB",
-                (double)calib_run_peak_bytes(m, smp, &ro) / 1048576.0);
-        if (ro.max_memory && spb)
-            fprintf(stderr, " (--max-memory %.1f MiB: %u sample%s per batch%s)",
-                    (double)ro.max_memory / 1048576.0, spb, spb == 1 ? "" : "s",
-                    calib_run_hidden_on_disk(m, smp, &ro)
-                        ? ", hidden states in a scratch file under $TMPDIR"
-                        : "");
-        fputc('\n', stderr);
-    }
+    if (!quiet) print_intro(model, corpus, m, c, smp, &so, &ro, llamacpp, t_tok - t0);
     cmd_progress_init(&prog, quiet || progress != CMD_PROGRESS_AUTO);
     ro.on_stage = cmd_stage_progress_on_stage;
     ro.on_stage_ud = &sp;

@@ -181,6 +181,184 @@ static const char *const preset_names[] = {"F16",    "Q8_0",   "Q6_K",   "Q5_K_M
 static const double bpw_rows[] = {2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.5};
 #define N_BPW (sizeof bpw_rows / sizeof bpw_rows[0])
 
+/* The weights at each preset (rows of the weight, decode and fit tables). */
+struct presets {
+    uint64_t bytes[N_PRESETS], active[N_PRESETS];
+    bool ok[N_PRESETS];
+};
+
+static void print_model(const char *path, const struct rt_hparams *hp, uint64_t n_q,
+                        uint64_t other)
+{
+    printf("model: %s (%s): %u layers, hidden %u, %u heads / %u kv heads, head dim %u, "
+           "ffn %u, vocab %u, context %u\n",
+           path, hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim,
+           hp->n_ff, hp->n_vocab, hp->n_ctx_train);
+    if (hp->n_expert)
+        printf("       mixture of experts: %u experts, %u routed per token, expert ffn %u%s\n",
+               hp->n_expert, hp->n_expert_used, hp->n_ff_exp ? hp->n_ff_exp : hp->n_ff,
+               hp->n_ff_shexp ? ", a shared expert" : "");
+    printf("       %.3f B parameters in quantizable weights, %.1f MiB of other tensors (f32)\n",
+           (double)n_q / 1e9, mib(other));
+}
+
+/* The weights table; fills *pr. */
+static void print_weights(const struct model *m, uint64_t n_q, uint64_t other,
+                          struct presets *pr)
+{
+    printf("\nweights (tensor data; presets: llama-quantize's per-tensor rules; bpw: all 2-D "
+           "weights at that rate):\n");
+    printf("  %-8s %7s %12s %14s\n", "preset", "bpw", "size", "bytes");
+    if (m->file_bytes)
+        printf("  %-8s %7.2f %12s %14llu  (this file, tensor data)\n", "file",
+               (double)(m->data_bytes - other) * 8.0 / (double)(n_q ? n_q : 1), "",
+               (unsigned long long)m->data_bytes);
+    for (size_t i = 0; i < N_PRESETS; i++) {
+        const bool f16 = strcmp(preset_names[i], "F16") == 0;
+        const struct quant_preset *p = f16 ? NULL : quant_preset_find(preset_names[i]);
+        pr->ok[i] = (f16 || p) && preset_bytes(m, p, &pr->bytes[i], &pr->active[i]);
+        if (!pr->ok[i]) continue;
+        char sz[32];
+        put_size(sz, sizeof sz, pr->bytes[i]);
+        printf("  %-8s %7.2f %12s %14llu\n", preset_names[i],
+               (double)(pr->bytes[i] - other) * 8.0 / (double)(n_q ? n_q : 1), sz,
+               (unsigned long long)pr->bytes[i]);
+    }
+    for (size_t i = 0; i < N_BPW; i++) {
+        char name[16], sz[32];
+        snprintf(name, sizeof name, "%.1f bpw", bpw_rows[i]);
+        const uint64_t b = (uint64_t)((double)n_q * bpw_rows[i] / 8.0) + other;
+        put_size(sz, sizeof sz, b);
+        printf("  %-8s %7.2f %12s %14llu\n", name, bpw_rows[i], sz, (unsigned long long)b);
+    }
+}
+
+/* decode: bytes read per token against the memory bus */
+static void print_decode(const struct rt_hparams *hp, const struct presets *pr)
+{
+    if (hp->n_expert)
+        printf("\ndecode (mixture of experts: %u experts, %u routed per token; a token reads "
+               "the dense tensors, %u of each expert tensor's %u slabs and one embedding row):\n",
+               hp->n_expert, hp->n_expert_used, hp->n_expert_used, hp->n_expert);
+    else
+        printf("\ndecode (a token reads every weight once, the embedding table one row):\n");
+    printf("  %-8s %12s %12s %8s  %s\n", "preset", "active", "bytes", "of file",
+           "tok/s bound at 50 / 60 / 70 GB/s");
+    for (size_t i = 0; i < N_PRESETS; i++) {
+        if (!pr->ok[i] || !pr->active[i]) continue;
+        const uint64_t a = pr->active[i];
+        char sz[32];
+        put_size(sz, sizeof sz, a);
+        printf("  %-8s %12s %12llu %7.1f%%  %.1f / %.1f / %.1f\n", preset_names[i], sz,
+               (unsigned long long)a, 100.0 * (double)a / (double)pr->bytes[i],
+               50e9 / (double)a, 60e9 / (double)a, 70e9 / (double)a);
+    }
+}
+
+/* The KV cache's layout (families other than llama/qwen2, where every
+ * layer keeps every position). */
+static void print_kv_layout(const struct rt_hparams *hp, const struct calib_mem_arch *arch,
+                            uint32_t ctx)
+{
+    uint32_t n_sl = 0, rows = 0;
+    calib_mem_kv_layout(arch, ctx, 0, &n_sl, &rows);
+    printf("  layout (%s): %u layers x %u kv heads x head dim %u (K and V)", hp->arch_name,
+           hp->n_layer, hp->n_head_kv, hp->head_dim);
+    if (n_sl)
+        printf("; %u sliding layer%s (window %u) keep%s a ring of min(ctx, window - 1 + %u) "
+               "positions (%u at ctx %u), the other %u keep%s ctx\n",
+               n_sl, n_sl == 1 ? "" : "s", hp->n_swa, n_sl == 1 ? "s" : "",
+               CALIB_MEM_DEFAULT_BATCH, rows, ctx, hp->n_layer - n_sl,
+               hp->n_layer - n_sl == 1 ? "s" : "");
+    else
+        printf("; every layer keeps ctx positions%s\n",
+               hp->arch == RT_ARCH_PHI3 ? " (no sliding window: llama.cpp disables Phi's)" : "");
+}
+
+/* The KV cache per context length (powers of 2 from 512, and ctx). */
+static void print_kv(const struct rt_hparams *hp, const struct calib_mem_arch *arch,
+                     uint32_t ctx, uint32_t threads)
+{
+    printf("\nKV cache (K+V = 2 * n_layer * n_ctx * n_head_kv * head_dim * bytes; f16 2 B, "
+           "q8_0 34 B per 32):\n");
+    if (hp->arch != RT_ARCH_LLAMA && hp->arch != RT_ARCH_QWEN2) print_kv_layout(hp, arch, ctx);
+    printf("  %8s %12s %12s\n", "ctx", "f16", "q8_0");
+    uint32_t ctxs[24];
+    int n_ctx = 0;
+    for (uint32_t c = 512; c <= RT_MAX_CTX && n_ctx < 20; c *= 2) {
+        if (c > 4096 && c > hp->n_ctx_train && c > ctx) break;
+        ctxs[n_ctx++] = c;
+    }
+    bool have = false;
+    for (int i = 0; i < n_ctx; i++) have = have || ctxs[i] == ctx;
+    if (!have) ctxs[n_ctx++] = ctx;
+    for (int i = 0; i < n_ctx; i++) {
+        char a[32] = "-", b[32] = "-";
+        struct calib_mem mm;
+        struct calib_mem_opts o = {.n_ctx = ctxs[i], .kv_type = RT_KV_F16, .n_threads = threads,
+                                   .weight_type = GGUF_TYPE_Q4_K};
+        if (calib_mem_estimate(arch, &o, &mm, NULL) == MW_OK) put_size(a, sizeof a, mm.kv_bytes);
+        o.kv_type = RT_KV_Q8_0;
+        if (calib_mem_estimate(arch, &o, &mm, NULL) == MW_OK) put_size(b, sizeof b, mm.kv_bytes);
+        printf("  %8u %12s %12s%s\n", ctxs[i], a, b,
+               ctxs[i] > hp->n_ctx_train ? "  (beyond the training context)" : "");
+    }
+}
+
+/* One row of the fit table: device RAM r. */
+static void print_fit_row(uint64_t r, const struct calib_mem *mm, uint64_t n_q, uint64_t other,
+                          const struct presets *pr)
+{
+    const uint64_t left = calib_mem_weight_budget(r, mm);
+    char dev[16], app[32], lw[32], bpw[16];
+    snprintf(dev, sizeof dev, "%.4g GiB", gib(r));
+    put_size(app, sizeof app, calib_mem_app_budget(r));
+    put_size(lw, sizeof lw, left);
+    const double maxb = left > other && n_q ? (double)(left - other) * 8.0 / (double)n_q : 0;
+    if (maxb >= 16.0) snprintf(bpw, sizeof bpw, "16+");
+    else snprintf(bpw, sizeof bpw, "%.2f", maxb);
+    const char *best = "-";
+    char list[256] = "";
+    size_t used = 0;
+    for (size_t k = 0; k < N_PRESETS; k++) {
+        if (!pr->ok[k] || pr->bytes[k] > left) continue;
+        if (best[0] == '-') best = preset_names[k];
+        const int w = snprintf(list + used, sizeof list - used, "%s%s", used ? " " : "",
+                               preset_names[k]);
+        if (w > 0 && (size_t)w < sizeof list - used) used += (size_t)w;
+    }
+    printf("  %-7s %11s %11s %8s %9s  %s\n", dev, app, lw, bpw, best,
+           used ? list : "(nothing fits: lower --ctx or use --kv q8_0)");
+}
+
+/* The runtime at ctx and what fits each device tier (or --ram). */
+static enum mw_status print_fits(const struct calib_mem_arch *arch, uint32_t ctx,
+                                 enum rt_kv_type kv, uint32_t threads, uint64_t ram, uint64_t n_q,
+                                 uint64_t other, const struct presets *pr, struct mw_err *err)
+{
+    struct calib_mem mm;
+    const struct calib_mem_opts o = {.n_ctx = ctx, .kv_type = kv, .n_threads = threads,
+                                     .weight_type = GGUF_TYPE_Q4_K};
+    const enum mw_status s = calib_mem_estimate(arch, &o, &mm, err);
+    if (s) return s;
+    char ov[32], kvs[32];
+    put_size(ov, sizeof ov, mm.overhead_bytes);
+    put_size(kvs, sizeof kvs, mm.kv_bytes);
+    printf("\nruntime at ctx %u, %s KV, %u threads: KV %s, overhead %s (scratch %.1f MiB + "
+           "norms/biases %.1f MiB + base %.0f MiB)\n",
+           ctx, rt_kv_type_name(kv), threads, kvs, ov, mib(mm.scratch_bytes), mib(mm.owned_bytes),
+           mib(mm.base_bytes));
+    printf("\nfits (app budget = %d%% of device RAM; weights get budget - KV - overhead):\n",
+           CALIB_MEM_APP_PERCENT);
+    printf("  %-7s %11s %11s %8s %9s  %s\n", "device", "app budget", "for weights", "max bpw",
+           "best", "presets that fit");
+    const uint64_t tiers[4] = {(uint64_t)8 << 30, (uint64_t)12 << 30, (uint64_t)16 << 30,
+                               (uint64_t)24 << 30};
+    const int n_tiers = ram ? 1 : 4;
+    for (int i = 0; i < n_tiers; i++) print_fit_row(ram ? ram : tiers[i], &mm, n_q, other, pr);
+    return MW_OK;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *cmd = "plan";
@@ -210,161 +388,18 @@ int cmd_plan(int argc, char **argv)
     mw_err_clear(&err);
     struct model m = {0};
     enum mw_status s = model_open(path, &m, &err);
-    if (s) {
-        model_free(&m);
-        return cmd_fail(cmd, &err);
-    }
-    const struct rt_hparams *hp = &m.hp;
-    struct calib_mem_arch arch;
-    calib_mem_arch_from_hparams(hp, m.n_bias, &arch);
-    uint64_t n_q, other;
-    split_params(&m, &n_q, &other);
-
-    printf("model: %s (%s): %u layers, hidden %u, %u heads / %u kv heads, head dim %u, "
-           "ffn %u, vocab %u, context %u\n",
-           path, hp->arch_name, hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim,
-           hp->n_ff, hp->n_vocab, hp->n_ctx_train);
-    if (hp->n_expert)
-        printf("       mixture of experts: %u experts, %u routed per token, expert ffn %u%s\n",
-               hp->n_expert, hp->n_expert_used, hp->n_ff_exp ? hp->n_ff_exp : hp->n_ff,
-               hp->n_ff_shexp ? ", a shared expert" : "");
-    printf("       %.3f B parameters in quantizable weights, %.1f MiB of other tensors (f32)\n",
-           (double)n_q / 1e9, mib(other));
-
-    /* weights */
-    printf("\nweights (tensor data; presets: llama-quantize's per-tensor rules; bpw: all 2-D "
-           "weights at that rate):\n");
-    printf("  %-8s %7s %12s %14s\n", "preset", "bpw", "size", "bytes");
-    if (m.file_bytes)
-        printf("  %-8s %7.2f %12s %14llu  (this file, tensor data)\n", "file",
-               (double)(m.data_bytes - other) * 8.0 / (double)(n_q ? n_q : 1), "",
-               (unsigned long long)m.data_bytes);
-    uint64_t pbytes[N_PRESETS], pactive[N_PRESETS];
-    bool pok[N_PRESETS];
-    for (size_t i = 0; i < N_PRESETS; i++) {
-        const bool f16 = strcmp(preset_names[i], "F16") == 0;
-        const struct quant_preset *p = f16 ? NULL : quant_preset_find(preset_names[i]);
-        pok[i] = (f16 || p) && preset_bytes(&m, p, &pbytes[i], &pactive[i]);
-        if (!pok[i]) continue;
-        char sz[32];
-        put_size(sz, sizeof sz, pbytes[i]);
-        printf("  %-8s %7.2f %12s %14llu\n", preset_names[i],
-               (double)(pbytes[i] - other) * 8.0 / (double)(n_q ? n_q : 1), sz,
-               (unsigned long long)pbytes[i]);
-    }
-    for (size_t i = 0; i < N_BPW; i++) {
-        char name[16], sz[32];
-        snprintf(name, sizeof name, "%.1f bpw", bpw_rows[i]);
-        const uint64_t b = (uint64_t)((double)n_q * bpw_rows[i] / 8.0) + other;
-        put_size(sz, sizeof sz, b);
-        printf("  %-8s %7.2f %12s %14llu\n", name, bpw_rows[i], sz, (unsigned long long)b);
-    }
-
-    /* decode: bytes read per token against the memory bus */
-    if (hp->n_expert)
-        printf("\ndecode (mixture of experts: %u experts, %u routed per token; a token reads "
-               "the dense tensors, %u of each expert tensor's %u slabs and one embedding row):\n",
-               hp->n_expert, hp->n_expert_used, hp->n_expert_used, hp->n_expert);
-    else
-        printf("\ndecode (a token reads every weight once, the embedding table one row):\n");
-    printf("  %-8s %12s %12s %8s  %s\n", "preset", "active", "bytes", "of file",
-           "tok/s bound at 50 / 60 / 70 GB/s");
-    for (size_t i = 0; i < N_PRESETS; i++) {
-        if (!pok[i] || !pactive[i]) continue;
-        char sz[32];
-        put_size(sz, sizeof sz, pactive[i]);
-        printf("  %-8s %12s %12llu %7.1f%%  %.1f / %.1f / %.1f\n", preset_names[i], sz,
-               (unsigned long long)pactive[i], 100.0 * (double)pactive[i] / (double)pbytes[i],
-               50e9 / (double)pactive[i], 60e9 / (double)pactive[i], 70e9 / (double)pactive[i]);
-    }
-
-    /* KV cache */
-    printf("\nKV cache (K+V = 2 * n_layer * n_ctx * n_head_kv * head_dim * bytes; f16 2 B, "
-           "q8_0 34 B per 32):\n");
-    if (hp->arch != RT_ARCH_LLAMA && hp->arch != RT_ARCH_QWEN2) {
-        /* the family's layout (llama/qwen2: every layer keeps every position) */
-        uint32_t n_sl = 0, rows = 0;
-        calib_mem_kv_layout(&arch, ctx, 0, &n_sl, &rows);
-        printf("  layout (%s): %u layers x %u kv heads x head dim %u (K and V)", hp->arch_name,
-               hp->n_layer, hp->n_head_kv, hp->head_dim);
-        if (n_sl)
-            printf("; %u sliding layer%s (window %u) keep%s a ring of min(ctx, window - 1 + %u) "
-                   "positions (%u at ctx %u), the other %u keep%s ctx\n",
-                   n_sl, n_sl == 1 ? "" : "s", hp->n_swa, n_sl == 1 ? "s" : "",
-                   CALIB_MEM_DEFAULT_BATCH, rows, ctx, hp->n_layer - n_sl,
-                   hp->n_layer - n_sl == 1 ? "s" : "");
-        else
-            printf("; every layer keeps ctx positions%s\n",
-                   hp->arch == RT_ARCH_PHI3 ? " (no sliding window: llama.cpp disables Phi's)"
-                                            : "");
-    }
-    printf("  %8s %12s %12s\n", "ctx", "f16", "q8_0");
-    uint32_t ctxs[24];
-    int n_ctx = 0;
-    for (uint32_t c = 512; c <= RT_MAX_CTX && n_ctx < 20; c *= 2) {
-        if (c > 4096 && c > hp->n_ctx_train && c > ctx) break;
-        ctxs[n_ctx++] = c;
-    }
-    bool have = false;
-    for (int i = 0; i < n_ctx; i++) have = have || ctxs[i] == ctx;
-    if (!have) ctxs[n_ctx++] = ctx;
-    for (int i = 0; i < n_ctx; i++) {
-        char a[32] = "-", b[32] = "-";
-        struct calib_mem mm;
-        struct calib_mem_opts o = {.n_ctx = ctxs[i], .kv_type = RT_KV_F16, .n_threads = threads,
-                                   .weight_type = GGUF_TYPE_Q4_K};
-        if (calib_mem_estimate(&arch, &o, &mm, NULL) == MW_OK) put_size(a, sizeof a, mm.kv_bytes);
-        o.kv_type = RT_KV_Q8_0;
-        if (calib_mem_estimate(&arch, &o, &mm, NULL) == MW_OK) put_size(b, sizeof b, mm.kv_bytes);
-        printf("  %8u %12s %12s%s\n", ctxs[i], a, b,
-               ctxs[i] > hp->n_ctx_train ? "  (beyond the training context)" : "");
-    }
-
-    /* fit */
-    struct calib_mem mm;
-    const struct calib_mem_opts o = {.n_ctx = ctx, .kv_type = kv, .n_threads = threads,
-                                     .weight_type = GGUF_TYPE_Q4_K};
-    if ((s = calib_mem_estimate(&arch, &o, &mm, &err))) {
-        model_free(&m);
-        return cmd_fail(cmd, &err);
-    }
-    char ov[32], kvs[32];
-    put_size(ov, sizeof ov, mm.overhead_bytes);
-    put_size(kvs, sizeof kvs, mm.kv_bytes);
-    printf("\nruntime at ctx %u, %s KV, %u threads: KV %s, overhead %s (scratch %.1f MiB + "
-           "norms/biases %.1f MiB + base %.0f MiB)\n",
-           ctx, rt_kv_type_name(kv), threads, kvs, ov, mib(mm.scratch_bytes), mib(mm.owned_bytes),
-           mib(mm.base_bytes));
-    printf("\nfits (app budget = %d%% of device RAM; weights get budget - KV - overhead):\n",
-           CALIB_MEM_APP_PERCENT);
-    printf("  %-7s %11s %11s %8s %9s  %s\n", "device", "app budget", "for weights", "max bpw",
-           "best", "presets that fit");
-    const uint64_t tiers[4] = {(uint64_t)8 << 30, (uint64_t)12 << 30, (uint64_t)16 << 30,
-                               (uint64_t)24 << 30};
-    const int n_tiers = ram ? 1 : 4;
-    for (int i = 0; i < n_tiers; i++) {
-        const uint64_t r = ram ? ram : tiers[i];
-        const uint64_t left = calib_mem_weight_budget(r, &mm);
-        char dev[16], app[32], lw[32], bpw[16];
-        snprintf(dev, sizeof dev, "%.4g GiB", gib(r));
-        put_size(app, sizeof app, calib_mem_app_budget(r));
-        put_size(lw, sizeof lw, left);
-        const double maxb = left > other && n_q ? (double)(left - other) * 8.0 / (double)n_q : 0;
-        if (maxb >= 16.0) snprintf(bpw, sizeof bpw, "16+");
-        else snprintf(bpw, sizeof bpw, "%.2f", maxb);
-        const char *best = "-";
-        char list[256] = "";
-        size_t used = 0;
-        for (size_t k = 0; k < N_PRESETS; k++) {
-            if (!pok[k] || pbytes[k] > left) continue;
-            if (best[0] == '-') best = preset_names[k];
-            const int w = snprintf(list + used, sizeof list - used, "%s%s", used ? " " : "",
-                                   preset_names[k]);
-            if (w > 0 && (size_t)w < sizeof list - used) used += (size_t)w;
-        }
-        printf("  %-7s %11s %11s %8s %9s  %s\n", dev, app, lw, bpw, best,
-               used ? list : "(nothing fits: lower --ctx or use --kv q8_0)");
+    if (s == MW_OK) {
+        struct calib_mem_arch arch;
+        calib_mem_arch_from_hparams(&m.hp, m.n_bias, &arch);
+        uint64_t n_q, other;
+        split_params(&m, &n_q, &other);
+        struct presets pr;
+        print_model(path, &m.hp, n_q, other);
+        print_weights(&m, n_q, other, &pr);
+        print_decode(&m.hp, &pr);
+        print_kv(&m.hp, &arch, ctx, threads);
+        s = print_fits(&arch, ctx, kv, threads, ram, n_q, other, &pr, &err);
     }
     model_free(&m);
-    return cmd_finish_output(cmd, 0);
+    return s ? cmd_fail(cmd, &err) : cmd_finish_output(cmd, 0);
 }
