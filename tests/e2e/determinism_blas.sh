@@ -26,9 +26,13 @@
 # VM Cooperlake, so there nothing changes), the Haswell pass would repeat the default
 # pass's products bit for bit (the same kernel table): its checks (check_calib,
 # the -t 3 runs) join the default pass instead.
-# Usage: determinism_blas.sh CHECK_CALIB [quick]   (quick: the default kernel only)
+# Usage: determinism_blas.sh CHECK_CALIB [all|default|kernels|quick]
+#   all (the default): everything above; default: the default kernel's pass of
+#   "all" (CTest: determinism_blas); kernels: the other kernels' passes of "all"
+#   (CTest: determinism_blas_kernels, beside it); quick: the default kernel only
 . "$(dirname "$0")/common.sh"
-CHECK_CALIB=${1:?usage: determinism_blas.sh CHECK_CALIB [quick]}
+CHECK_CALIB=${1:?usage: determinism_blas.sh CHECK_CALIB [all|default|kernels|quick]}
+mode=${2:-all}
 scratch_on_shm determinism
 F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
 [ -n "$F16" ] || skip "no tinyllama-8m.llamacpp-f16.gguf"
@@ -124,15 +128,17 @@ can_run() {
 
 unset OPENBLAS_CORETYPE
 others=
-[ "${2:-}" != quick ] && [ "$(uname -m)" = x86_64 ] && others=1
+[ "$mode" != quick ] && [ "$(uname -m)" = x86_64 ] && others=1
 # the default kernel's name (a DYNAMIC_ARCH OpenBLAS prints "Core: NAME" as it loads)
 core=$(OPENBLAS_VERBOSE=2 $MW_EMU "$MEMWALL" --version 2>&1 | sed -n 's/^Core: *//p' | head -n 1)
-if [ -n "$others" ] && [ "$core" = Haswell ]; then
+if [ "$mode" = kernels ]; then
+    [ -n "$others" ] || skip "the other OpenBLAS kernels: x86-64 only"
+elif [ -n "$others" ] && [ "$core" = Haswell ]; then
     check "" 1 Haswell
 else
     check "" 1
 fi
-if [ -n "$others" ]; then
+if [ -n "$others" ] && [ "$mode" != default ]; then
     for k in Haswell Sandybridge Prescott; do
         if [ $k = Haswell ] && [ "$core" = Haswell ]; then
             echo "== OpenBLAS kernel $k: the default kernel here (checked above)"

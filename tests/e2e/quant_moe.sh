@@ -19,9 +19,13 @@
 #    (counts in method_params, -t 1 = -t 2, KLD below plain rounding's),
 #    falls back to rounding with too few rows, fits --size; qwen2moe's
 #    shared expert from a Hugging Face checkpoint
-#   quant_moe.sh MOE_UPCYCLE
+#   quant_moe.sh MOE_UPCYCLE [all|presets|methods]
+# presets (CTest quant_moe_peer): the presets, the plan, calibration and the
+# budget; methods (CTest quant_moe_methods_peer, beside it): quant --corpus
+# and the qwen2moe shared expert; all (the default): both
 source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
 UP=${1:-}
+part=${2:-all}
 [ -n "$F16" ] || skip "no tinyllama-8m.llamacpp-f16.gguf"
 [ -x "$UP" ] || { fail "moe_upcycle binary '$UP' missing"; finish; }
 have_python || skip "no python3"
@@ -33,7 +37,13 @@ $MW_EMU "$UP" "$F16" "$T/mx4.gguf" 4 2 0.3 || { fail "moe_upcycle 4 2"; finish; 
 $MW_EMU "$UP" "$F16" "$T/mx4b.gguf" 4 2 0.3 && cmp -s "$T/mx4.gguf" "$T/mx4b.gguf" ||
     fail "moe_upcycle is not deterministic"
 rm -f "$T/mx4b.gguf"
+CAL="$MW_DATASETS/corpora/calib.txt"
+[ -f "$CAL" ] || CAL="$MW_SHARED/corpora/calib.txt"
+EVAL="$MW_DATASETS/corpora/eval.txt"
+[ -f "$EVAL" ] || EVAL="$MW_SHARED/corpora/eval.txt"
+head -c 6000 "$EVAL" > "$T/eval6k.txt"
 
+if [ "$part" != methods ]; then # up to quant --corpus below
 # --- presets: byte identity with llama_model_quantize ---
 # 8 experts: the presets whose rules differ (every one: MW_MOE_PRESETS=all);
 # 4 experts: the K-quant mixes
@@ -53,6 +63,8 @@ for m in mx8 mx4; do
             { fail "llama-peer quantize $m $p: $(tail -n 2 "$T/lq.err")"; continue; }
         c=$(mwgguf cmp "$T/a.gguf" "$T/b.gguf") || { fail "$m $p: $c"; continue; }
         n_ok=$((n_ok + 1))
+        # the plan section below reads this file (the same command): kept, not made again
+        [ "$m $p" = "mx8 Q4_K_M" ] && cp "$T/a.gguf" "$T/q4.gguf"
     done
 done
 echo "presets: $n_ok of $n_all files byte-identical to llama_model_quantize's"
@@ -66,7 +78,7 @@ awk '$2 == "blk.0.ffn_gate_inp.weight" && $5 == "f32" { f = 1 } END { exit !f }'
     fail "the router ffn_gate_inp is quantized: $(grep ffn_gate_inp "$T/dry" | head -n 1)"
 
 # --- plan: total and active bytes per token, against a real Q4_K_M file ---
-run 0 quant "$T/mx8.gguf" -o "$T/q4.gguf" --preset Q4_K_M -t 2 -q || finish
+[ -f "$T/q4.gguf" ] || run 0 quant "$T/mx8.gguf" -o "$T/q4.gguf" --preset Q4_K_M -t 2 -q || finish
 run 0 plan "$T/mx8.gguf" || finish
 cp "$T/out" "$T/plan"
 has "$(cat "$T/plan")" "mixture of experts: 8 experts, 2 routed per token, expert ffn 768" plan
@@ -81,11 +93,6 @@ awk -v a="$w_act" '$1 == "Q4_K_M" && $4 == a { f = 1 } END { exit !f }' "$T/deco
 echo "plan: Q4_K_M $w_tot bytes, $w_act read per token ($(awk '$1 == "Q4_K_M" { print $6, $7, $8, $9, $10 }' "$T/decode") tok/s at 50/60/70 GB/s)"
 
 # --- calibration of a MoE (the router on the samples, per-expert statistics) ---
-CAL="$MW_DATASETS/corpora/calib.txt"
-[ -f "$CAL" ] || CAL="$MW_SHARED/corpora/calib.txt"
-EVAL="$MW_DATASETS/corpora/eval.txt"
-[ -f "$EVAL" ] || EVAL="$MW_SHARED/corpora/eval.txt"
-head -c 6000 "$EVAL" > "$T/eval6k.txt"
 REF="$MW_SRC/tests/fixtures/llamacpp_ref/mx8-calib16.imatrix.gguf"
 # the importance matrix against llama-imatrix's own (bench/llamacpp_imatrix_ref.sh: the
 # same fixture, 16 chunks of 256, F16 weights with f16/f32 compute): a few rows route
@@ -95,19 +102,22 @@ run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16.imatrix" --samples 16 --seq
 r=$(mwgguf imatrix-cmp-experts "$T/m16.imatrix" "$REF" \
     --max-rel 1.0 --mean-rel 1e-3 --counts-rel 1e-2) || fail "llama-imatrix reference: $r"
 echo "imatrix vs llama-imatrix (8 experts, 16 x 256): $r"
+# one thread and fewer samples per batch (--max-memory) in one run: the same
+# statistics, bit for bit, as -t 2 with all 16 in a batch (either difference
+# fails it; a run for each was one more 16 x 256 calibration)
 run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16b.imatrix" --samples 16 --seq-len 256 \
-    --llamacpp-chunks -t 1 -q && cmp -s "$T/m16.imatrix" "$T/m16b.imatrix" ||
-    fail "calib on a MoE: -t 1 and -t 2 differ"
-# fewer samples per batch (--max-memory): the same statistics, bit for bit
-run 0 calib "$T/mx8.gguf" --corpus "$CAL" -o "$T/m16c.imatrix" --samples 16 --seq-len 256 \
-    --llamacpp-chunks -t 2 --max-memory 40M && has "$err" "4 samples per batch" "--max-memory" &&
-    cmp -s "$T/m16.imatrix" "$T/m16c.imatrix" || fail "calib on a MoE: 4 samples per batch differ"
+    --llamacpp-chunks -t 1 --max-memory 40M && has "$err" "4 samples per batch" "--max-memory" &&
+    cmp -s "$T/m16.imatrix" "$T/m16b.imatrix" ||
+    fail "calib on a MoE: -t 1 with 4 samples per batch differs from -t 2 with 16"
 # llama.cpp's quantizer takes it, and our Q4_K_M with it is its file
 run 0 quant "$T/mx8.gguf" -o "$T/a.gguf" --preset Q4_K_M --imatrix "$T/m16.imatrix" -t 2 -q &&
 "$PEER" --threads 2 quantize "$T/mx8.gguf" "$T/b.gguf" Q4_K_M --imatrix "$T/m16.imatrix" \
     > /dev/null 2> "$T/lq.err" || fail "llama-peer quantize --imatrix (MoE): $(tail -n 2 "$T/lq.err")"
 c=$(mwgguf cmp "$T/a.gguf" "$T/b.gguf") || fail "Q4_K_M with a MoE imatrix: $c"
 
+fi # presets
+
+if [ "$part" != presets ]; then # up to the budget below
 # quant --corpus (awq+gptq): GPTQ per expert on its routed rows; the same bytes at
 # -t 1 and -t 2; a lower KL divergence than plain rounding (scored by llama.cpp)
 "$PEER" ppl "$T/mx4.gguf" "$T/eval6k.txt" --ctx 256 --save-logits "$T/base4.bin" > /dev/null ||
@@ -169,6 +179,9 @@ else
     fail "qwen2moe fixture: $(tail -n 2 "$T/mk.log")"
 fi
 
+fi # methods
+
+[ "$part" = methods ] && finish
 # --- a budget on the MoE ---
 F16_BYTES=$(stat -c %s "$T/mx8.gguf")
 SIZE=$((F16_BYTES / 4))
