@@ -262,7 +262,7 @@ void rt_ctx_mem(const struct rt_ctx *c, struct rt_mem *out);
 
 /* The memory a context and its model would take, before any file exists
  * (memwall plan, quant --fit-ram): kv_bytes and scratch_bytes count the
- * very buffers rt_ctx_init allocates (one list, rt_forward.c), with every
+ * very buffers rt_ctx_init allocates (one list, rt_ctx.c), with every
  * quantized activation row sized for weight_type's activation format
  * (rt_ctx_init sizes them for the model's actual weights; a type without a
  * kernel counts as Q8_K); owned_bytes bounds the model's own memory from
@@ -297,7 +297,7 @@ const char *rt_ctx_kernels_name(const struct rt_ctx *c);
 /* Run n tokens at positions n_past .. n_past+n-1 and append them to the KV
  * cache. As llama.cpp does for its ubatch, a call of 64 tokens or more
  * takes the tiled f32 attention and a smaller one the f16-accumulating
- * single-query attention (rt_forward.c), so logits depend on how tokens are
+ * single-query attention (rt_attn.c), so logits depend on how tokens are
  * grouped into calls; they never depend on the thread count or n_batch.
  * Logits of the last token are kept in the context
  * (rt_ctx_logits). If logits is not NULL, the rows of tokens

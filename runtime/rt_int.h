@@ -1,7 +1,7 @@
 /*
  * runtime/rt_int.h — internals shared by the runtime's files (model,
- * forward, KV cache, thread pool). Not for use outside runtime/ and its
- * tests.
+ * forward pass, attention, context, KV cache, thread pool). Not for use
+ * outside runtime/ and its tests.
  */
 #ifndef MW_RT_INT_H
 #define MW_RT_INT_H
@@ -144,7 +144,7 @@ void rt__kv_load(const struct rt_kv *kv, const uint8_t *row, uint32_t off, uint3
                  float *out);
 
 
-// --- context (rt_forward.c; the shift lives in rt_kv.c) ---
+// --- context (rt_ctx.c; the shift lives in rt_kv.c) ---
 
 #define RT_ACT_SLOTS 3 /* distinct activation formats one input may need */
 
@@ -220,6 +220,95 @@ struct rt_ctx {
     float *shift_rope; /* (n_rot) */
     uint64_t scratch_bytes;
 };
+
+// --- forward pass: the graph (rt_forward.c), the MoE feed-forward (rt_moe.c),
+// attention (rt_attn.c: one step's stage and the single-query path;
+// rt_attn_tiled.c: the tiled path) ---
+
+/* The vector paths of the attention: x86-64 with AVX2/F16C (function target
+ * attributes, taken when rt_kv.f16c) and aarch64 NEON. */
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(MW_FORCE_SCALAR)
+#define RT_FWD_NEON 1
+#else
+#define RT_FWD_NEON 0
+#endif
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(MW_FORCE_SCALAR)
+#define RT_FWD_X86 1
+#else
+#define RT_FWD_X86 0
+#endif
+
+#define RT_TILE 16 /* weight rows a mat-vec stage applies to every token of a step */
+
+/* The activation slots an input needs for weights ws[0..n): slot_of[i] is
+ * the slot of ws[i]; n_slots distinct formats (<= RT_ACT_SLOTS). */
+struct rt_act_plan {
+    int n_slots;
+    const struct rt_act_format *fmt[RT_ACT_SLOTS];
+    int slot_of[RT_ACT_SLOTS];
+};
+void rt__plan_acts(const struct rt_ctx *c, const struct rt_weight *const *ws, int n,
+                   struct rt_act_plan *p);
+
+/* Per-token stages: token b of the step is one item. */
+enum rt_tok_op {
+    RT_OP_NORM_QUANT,   /* xb = rmsnorm(x) * w; quantize xb */
+    RT_OP_QUANT,        /* quantize src rows */
+    RT_OP_ROPE_STORE,   /* rope q and k, store k and v into the cache */
+    RT_OP_SWIGLU_QUANT, /* hb = act(hb) * hb2; quantize hb */
+    RT_OP_POST_ADD,     /* x += rmsnorm(src) * w (gemma's post norms) */
+    RT_OP_SOFTCAP,      /* dst rows (n floats each): final logit soft-capping */
+};
+
+struct rt_tok_stage {
+    struct rt_ctx *c;
+    enum rt_tok_op op;
+    uint32_t n_tok;
+    uint32_t pos0;
+    uint32_t il;
+    const float *norm_w;
+    const float *src;
+    uint64_t ld_src;
+    uint32_t n;          /* elements per row */
+    const struct rt_act_plan *plan;
+    /* RT_OP_NORM_QUANT for the logits: rows rows_from .. of x, packed into xb */
+    uint32_t row_from;
+    float *dst;          /* RT_OP_SOFTCAP */
+};
+void rt__run_tok(struct rt_ctx *c, struct rt_tok_stage *st);
+
+/* y[b*ldy + r] (=|+=) W[r] . act[b] (+ bias[r]) for r < n_out, b < n_tok */
+struct rt_mm_job {
+    const struct rt_weight *w;
+    const uint8_t *act;
+    float *y;
+    uint64_t ldy;
+    const float *bias;
+    bool add;
+};
+
+/* Up to three products over the same tokens, split in whole tiles of
+ * RT_TILE rows across the threads. */
+struct rt_mm_stage {
+    struct rt_ctx *c;
+    uint32_t n_tok;
+    int n_job;
+    struct rt_mm_job job[3];
+};
+void rt__run_mm(struct rt_ctx *c, struct rt_mm_stage *st);
+
+/* The MoE feed-forward of layer il for the step's n_tok tokens: x += its
+ * output (rt_moe.c). */
+void rt__moe_ffn(struct rt_ctx *c, uint32_t il, uint32_t n_tok);
+
+/* Attention of layer il for the step's n_tok tokens at positions pos0..,
+ * queries in c->q, into c->xb; tiled: the rt_eval call has >= RT_FA_TILE
+ * tokens (rt_attn.c). */
+void rt__attn(struct rt_ctx *c, uint32_t n_tok, uint32_t pos0, uint32_t il, bool tiled);
+/* The tiled path for query tokens b0 .. b0 + nq - 1 (nq <= RT_FA_QT) of the
+ * step and kv head g (rt_attn_tiled.c). */
+void rt__attn_tiled(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il, uint32_t g,
+                    uint32_t pos0, uint32_t b0, uint32_t nq, float scale);
 
 
 // --- f16 <-> f32 for hot loops (inline; bit-identical to mw_f16_to_f32 /

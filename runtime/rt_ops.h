@@ -1,8 +1,8 @@
 /*
  * runtime/rt_ops.h — the graph's row operations exactly as the runtime's
- * forward pass computes them (rt_forward.c), public so that a second
- * forward pass (calib/, FP32 over whole samples) computes the same model
- * bit for bit: RoPE tables and rotation, RMSNorm, SwiGLU.
+ * forward pass computes them (rt_forward.c, rt_moe.c, rt_attn*.c), public
+ * so that a second forward pass (calib/, FP32 over whole samples) computes
+ * the same model bit for bit: RoPE tables and rotation, RMSNorm, SwiGLU.
  *
  * Numerics (ggml's CPU ops): RoPE angles theta_i = pos * base^(-2i/n_rot)
  * by repeated f32 multiplication (ggml_rope_cache_init), divided by the

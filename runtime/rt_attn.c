@@ -1,0 +1,458 @@
+/*
+ * runtime/rt_attn.c — attention of one step (a stage of the forward pass,
+ * rt_forward.c): its split over (token, kv head) items and the single-query
+ * path, with its x86 F16C and aarch64 NEON variants.
+ *
+ * llama.cpp's CPU flash attention (ggml-cpu/ops.cpp) has two paths and the
+ * runtime follows the same split, so that greedy decoding reproduces its
+ * tokens: steps of fewer than RT_FA_TILE tokens (decoding, short prompts) or
+ * a q8_0 cache take "one_chunk" (attn_chunk below): the query in the K
+ * cache's dot format (f16 / q8_0), an online softmax over positions, and for
+ * an f16 cache an f16 accumulator (VKQ16); larger steps with an f16 cache
+ * take "tiled" (rt_attn_tiled.c): f32 query and keys, tiles of RT_FA_TILE
+ * positions, f32 accumulator. As in llama.cpp the choice follows the size of
+ * the whole batch handed to rt_eval (llama.cpp's ubatch), not of our
+ * internal steps; the result then depends on how tokens are grouped into
+ * rt_eval calls (one call of >= 64 tokens vs. smaller calls), never on the
+ * thread count or --batch.
+ */
+#include "runtime/rt_int.h"
+#include "runtime/rt_ops.h"
+
+#include <math.h>
+#include <string.h>
+
+/* One position of the online softmax: s its score, *m the running max.
+ * *ms rescales what is accumulated so far (1 unless s is a new max), *vs
+ * weighs this position (1 when s is the new max). */
+static inline __attribute__((always_inline)) void softmax_step(float s, float *m, float *ms,
+                                                               float *vs)
+{
+    const float Mold = *m;
+    *ms = 1.0f;
+    *vs = 1.0f;
+    if (s > *m) {
+        *m = s;
+        *ms = expf(Mold - *m);
+    } else {
+        *vs = expf(s - *m);
+    }
+}
+
+#if RT_FWD_NEON
+#include <arm_neon.h>
+#endif
+#if RT_FWD_X86
+#include <immintrin.h>
+#define RT__AVX __attribute__((target("avx2,f16c")))
+
+/* The x86 F16C lanes of acc16_update: VCVTPH2PS / VCVTPS2PH (round to nearest
+ * even) are the exact conversions of rt__h2f / rt__f2h; products and sums
+ * are separate instructions (never fused). Returns the elements done. */
+RT__AVX static inline uint32_t acc16_update_f16c(uint16_t *a, const float *v, float ms, float vs, uint32_t n)
+{
+    uint32_t i = 0;
+    const __m256 vms = _mm256_set1_ps(ms), vvs = _mm256_set1_ps(vs);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
+        if (ms != 1.0f)
+            x = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(x, vms), _MM_FROUND_TO_NEAREST_INT));
+        x = _mm256_add_ps(x, _mm256_mul_ps(_mm256_loadu_ps(v + i), vvs));
+        _mm_storeu_si128((__m128i *)(a + i), _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    }
+    return i;
+}
+
+/* attn_chunk for an f16 cache on an F16C CPU, hd % 16 == 0. The positions
+ * go by tiles of RT_FA_TILE: their K and V rows are converted once for the
+ * n_rep heads (the generic path converts K once per head, inside the F16
+ * dot kernel); then per head the tile's scores, its softmax steps (the
+ * running max, one expf per position, the sum) and its accumulator steps,
+ * the f16 accumulator held in registers as exact f16 values across the
+ * tile. Per head and position the operations are attn_chunk's, in the same
+ * order: the query in f16 (kact), the F16 x F16 dot's 16 partials (product
+ * i into partial i % 16, multiply then add) reduced as rt__reduce16, expf,
+ * then a = f16(f32(a) * ms) when ms != 1 and a = f16(f32(a) + v * vs) — so
+ * the bits are the same. hd: a constant in the specialised instances. */
+RT__AVX static inline __attribute__((always_inline)) void
+attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il, uint32_t g,
+                    const float *q, uint32_t first, uint32_t n_kv, float scale, float *out,
+                    const uint32_t hd)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const struct rt_kv *kv = &c->kv;
+    const uint32_t n_rep = hp->n_head / hp->n_head_kv;
+    const uint64_t koff = 2 * (uint64_t)g * hd;
+    float *M = ts->ms, *S = ts->ms + n_rep;
+    /* (n_rep, hd) f32 queries; (RT_FA_TILE, hd) K and V rows; per position
+     * of the tile its score, ms and vs (kq holds RT_FA_QT * n_rep tiles) */
+    float *qf = ts->acc, *kt = ts->kt, *vt = ts->vt;
+    float *sc = ts->kq, *msv = ts->kq + RT_FA_TILE, *vsv = ts->kq + 2 * RT_FA_TILE;
+    for (uint32_t r = 0; r < n_rep; r++) {
+        uint8_t *qa = ts->qact + r * ts->qact_stride;
+        c->kact->quantize(q + (uint64_t)r * hd, qa, hd);
+        for (uint32_t i = 0; i < hd; i += 8)
+            _mm256_storeu_ps(qf + (uint64_t)r * hd + i,
+                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(qa + 2 * i))));
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+    }
+    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+    const float cap = hp->attn_softcap;
+    for (uint32_t t0 = first; t0 < n_kv; t0 += RT_FA_TILE) {
+        const uint32_t nt = n_kv - t0 < RT_FA_TILE ? n_kv - t0 : RT_FA_TILE;
+        for (uint32_t t = 0; t < nt; t++) {
+            const uint8_t *kr = rt__kv_k(kv, il, t0 + t) + koff, *vr = rt__kv_v(kv, il, t0 + t) + koff;
+            for (uint32_t i = 0; i < hd; i += 8) {
+                _mm256_storeu_ps(kt + (uint64_t)t * hd + i,
+                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + 2 * i))));
+                _mm256_storeu_ps(vt + (uint64_t)t * hd + i,
+                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + 2 * i))));
+            }
+        }
+        for (uint32_t r = 0; r < n_rep; r++) {
+            const float *qr = qf + (uint64_t)r * hd;
+            for (uint32_t t = 0; t < nt; t++) {
+                const float *kr = kt + (uint64_t)t * hd;
+                __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+                for (uint32_t i = 0; i < hd; i += 16) {
+                    s0 = _mm256_add_ps(s0, _mm256_mul_ps(_mm256_loadu_ps(kr + i), _mm256_loadu_ps(qr + i)));
+                    s1 = _mm256_add_ps(s1, _mm256_mul_ps(_mm256_loadu_ps(kr + i + 8), _mm256_loadu_ps(qr + i + 8)));
+                }
+                /* rt__reduce16: r_j = (p_j + p_{4+j}) + (p_{8+j} + p_{12+j}),
+                 * then (r_0 + r_1) + (r_2 + r_3) */
+                const __m128 h = _mm_add_ps(_mm_add_ps(_mm256_castps256_ps128(s0), _mm256_extractf128_ps(s0, 1)),
+                                            _mm_add_ps(_mm256_castps256_ps128(s1), _mm256_extractf128_ps(s1, 1)));
+                const __m128 h2 = _mm_add_ss(h, _mm_movehdup_ps(h));             /* r0 + r1 */
+                const __m128 h3 = _mm_movehl_ps(h, h);                            /* r2, r3 */
+                const __m128 h4 = _mm_add_ss(h3, _mm_movehdup_ps(h3));           /* r2 + r3 */
+                sc[t] = rt_attn_score(_mm_cvtss_f32(_mm_add_ss(h2, h4)), scale, cap);
+            }
+            float m = M[r], sum = S[r];
+            for (uint32_t t = 0; t < nt; t++) {
+                float ms, vs;
+                softmax_step(sc[t], &m, &ms, &vs);
+                msv[t] = ms;
+                vsv[t] = vs;
+                sum = sum * ms + vs;
+            }
+            M[r] = m;
+            S[r] = sum;
+            uint16_t *a16 = ts->acc16 + (uint64_t)r * hd;
+            for (uint32_t c0 = 0; c0 < hd; c0 += 64) {
+                const uint32_t nv = (hd - c0 < 64 ? hd - c0 : 64) / 8;
+                __m256 acc[8];
+                for (uint32_t j = 0; j < nv; j++)
+                    acc[j] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a16 + c0 + 8 * j)));
+                for (uint32_t t = 0; t < nt; t++) {
+                    const float *vr = vt + (uint64_t)t * hd + c0;
+                    const __m256 vs = _mm256_set1_ps(vsv[t]);
+                    if (msv[t] != 1.0f) {
+                        const __m256 ms = _mm256_set1_ps(msv[t]);
+                        for (uint32_t j = 0; j < nv; j++)
+                            acc[j] = _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(acc[j], ms), _MM_FROUND_TO_NEAREST_INT));
+                    }
+                    for (uint32_t j = 0; j < nv; j++)
+                        acc[j] = _mm256_cvtph_ps(_mm256_cvtps_ph(
+                            _mm256_add_ps(acc[j], _mm256_mul_ps(_mm256_loadu_ps(vr + 8 * j), vs)),
+                            _MM_FROUND_TO_NEAREST_INT));
+                }
+                for (uint32_t j = 0; j < nv; j++)
+                    _mm_storeu_si128((__m128i *)(a16 + c0 + 8 * j),
+                                     _mm256_cvtps_ph(acc[j], _MM_FROUND_TO_NEAREST_INT));
+            }
+        }
+    }
+    for (uint32_t r = 0; r < n_rep; r++) {
+        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+        const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
+        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = rt__h2f(a[i]) * iv;
+    }
+}
+
+RT__AVX static void attn_chunk_f16_avx(const struct rt_ctx *c, struct rt_thread_scratch *ts,
+                                       uint32_t il, uint32_t g, const float *q, uint32_t first,
+                                       uint32_t n_kv, float scale, float *out)
+{
+    const uint32_t hd = c->m->hp.head_dim;
+    if (hd == 64)
+        attn_chunk_f16_body(c, ts, il, g, q, first, n_kv, scale, out, 64);
+    else if (hd == 128)
+        attn_chunk_f16_body(c, ts, il, g, q, first, n_kv, scale, out, 128);
+    else
+        attn_chunk_f16_body(c, ts, il, g, q, first, n_kv, scale, out, hd);
+}
+
+/* a[i] = a[i] * ms (when ms != 1), then a[i] += v[i] * p: element by element,
+ * the scalar loop's operations. Returns the elements done. */
+RT__AVX static inline uint32_t axpy_avx(float *a, const float *v, float ms, float p, uint32_t n)
+{
+    uint32_t i = 0;
+    const __m256 vms = _mm256_set1_ps(ms), vp = _mm256_set1_ps(p);
+    for (; i + 8 <= n; i += 8) {
+        __m256 x = _mm256_loadu_ps(a + i);
+        if (ms != 1.0f) x = _mm256_mul_ps(x, vms);
+        _mm256_storeu_ps(a + i, _mm256_add_ps(x, _mm256_mul_ps(vp, _mm256_loadu_ps(v + i))));
+    }
+    return i;
+}
+#endif
+
+static inline void axpy_plain(float *a, const float *v, float ms, float p, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (ms != 1.0f) a[i] *= ms;
+        a[i] += p * v[i];
+    }
+}
+
+static void axpy(const struct rt_ctx *c, float *a, const float *v, float ms, float p, uint32_t n)
+{
+    uint32_t i = 0;
+#if RT_FWD_X86
+    if (c->kv.f16c) i = axpy_avx(a, v, ms, p, n);
+#else
+    (void)c;
+#endif
+    axpy_plain(a + i, v + i, ms, p, n - i);
+}
+
+/* The f16 accumulator step of one_chunk: a = f16(f32(a) * ms) when
+ * ms != 1, then a = f16(f32(a) + v * vs), element by element (each
+ * element's operations are its own, so the vector path is bit-identical:
+ * the same IEEE conversions, round to nearest even, and f32 products/sums,
+ * never fused). */
+static void acc16_update(const struct rt_ctx *c, uint16_t *a, const float *v, float ms, float vs,
+                         uint32_t n)
+{
+    uint32_t i = 0;
+#if RT_FWD_X86
+    if (c->kv.f16c) i = acc16_update_f16c(a, v, ms, vs, n);
+#else
+    (void)c;
+#endif
+#if RT_FWD_NEON
+    const float32x4_t vms = vdupq_n_f32(ms), vvs = vdupq_n_f32(vs);
+    if (ms == 1.0f)
+        for (; i + 8 <= n; i += 8) {
+            const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(a + i));
+            const float32x4_t x0 =
+                vaddq_f32(vcvt_f32_f16(vget_low_f16(h)), vmulq_f32(vld1q_f32(v + i), vvs));
+            const float32x4_t x1 =
+                vaddq_f32(vcvt_high_f32_f16(h), vmulq_f32(vld1q_f32(v + i + 4), vvs));
+            vst1q_u16(a + i, vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(x0), x1)));
+        }
+    for (; i + 4 <= n; i += 4) {
+        float32x4_t x = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(a + i)));
+        if (ms != 1.0f) x = vcvt_f32_f16(vcvt_f16_f32(vmulq_f32(x, vms)));
+        x = vaddq_f32(x, vmulq_f32(vld1q_f32(v + i), vvs));
+        vst1_u16(a + i, vreinterpret_u16_f16(vcvt_f16_f32(x)));
+    }
+#endif
+    for (; i < n; i++) {
+        if (ms != 1.0f) a[i] = rt__f2h(rt__h2f(a[i]) * ms);
+        a[i] = rt__f2h(rt__h2f(a[i]) + v[i] * vs);
+    }
+}
+
+#if RT_FWD_NEON
+/* acc16_update for n % 8 == 0, eight lanes at a time and inlined: per
+ * element the same conversions (round to nearest even) and separate
+ * products and sums. */
+static inline __attribute__((always_inline)) void acc16_neon8(uint16_t *a, const float *v, float ms,
+                                                              float vs, uint32_t n)
+{
+    const float32x4_t vms = vdupq_n_f32(ms), vvs = vdupq_n_f32(vs);
+    const bool rescale = ms != 1.0f;
+    for (uint32_t i = 0; i < n; i += 8) {
+        const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(a + i));
+        float32x4_t x0 = vcvt_f32_f16(vget_low_f16(h)), x1 = vcvt_high_f32_f16(h);
+        if (rescale) {
+            x0 = vcvt_f32_f16(vcvt_f16_f32(vmulq_f32(x0, vms)));
+            x1 = vcvt_f32_f16(vcvt_f16_f32(vmulq_f32(x1, vms)));
+        }
+        x0 = vaddq_f32(x0, vmulq_f32(vld1q_f32(v + i), vvs));
+        x1 = vaddq_f32(x1, vmulq_f32(vld1q_f32(v + i + 4), vvs));
+        vst1q_u16(a + i, vreinterpretq_u16_f16(vcvt_high_f16_f32(vcvt_f16_f32(x0), x1)));
+    }
+}
+
+/* attn_chunk for an f16 cache on aarch64, hd % 16 == 0: each position's K
+ * and V rows are converted to f32 once for the n_rep heads, and the dot,
+ * the softmax step and the accumulator step run inline. The operations are
+ * attn_chunk's: the query in f16 (kact), the F16 x F16 dot's 16 partials
+ * (product i into partial i % 16, multiply then add, from +0) reduced as
+ * rt__reduce16, expf, acc16_update's steps (acc16_neon8) — so the bits are
+ * the same. */
+static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
+                                uint32_t g, const float *q, uint32_t first, uint32_t n_kv,
+                                float scale, float *out)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const struct rt_kv *kv = &c->kv;
+    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+    const uint64_t koff = 2 * (uint64_t)g * hd;
+    float *M = ts->ms, *S = ts->ms + n_rep;
+    float *qf = ts->acc, *kf = ts->kt, *vf = ts->vt; /* (n_rep, hd), (hd), (hd) */
+    for (uint32_t r = 0; r < n_rep; r++) {
+        uint8_t *qa = ts->qact + r * ts->qact_stride;
+        c->kact->quantize(q + (uint64_t)r * hd, qa, hd);
+        for (uint32_t i = 0; i < hd; i += 8) {
+            const float16x8_t h = vreinterpretq_f16_u8(vld1q_u8(qa + 2 * i));
+            vst1q_f32(qf + (uint64_t)r * hd + i, vcvt_f32_f16(vget_low_f16(h)));
+            vst1q_f32(qf + (uint64_t)r * hd + i + 4, vcvt_high_f32_f16(h));
+        }
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+    }
+    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+    const float cap = hp->attn_softcap;
+    for (uint32_t t = first; t < n_kv; t++) {
+        const uint8_t *krow = rt__kv_k(kv, il, t) + koff, *vrow = rt__kv_v(kv, il, t) + koff;
+        for (uint32_t i = 0; i < hd; i += 8) {
+            const float16x8_t kh = vreinterpretq_f16_u8(vld1q_u8(krow + 2 * i));
+            const float16x8_t vh = vreinterpretq_f16_u8(vld1q_u8(vrow + 2 * i));
+            vst1q_f32(kf + i, vcvt_f32_f16(vget_low_f16(kh)));
+            vst1q_f32(kf + i + 4, vcvt_high_f32_f16(kh));
+            vst1q_f32(vf + i, vcvt_f32_f16(vget_low_f16(vh)));
+            vst1q_f32(vf + i + 4, vcvt_high_f32_f16(vh));
+        }
+        for (uint32_t r = 0; r < n_rep; r++) {
+            const float *qr = qf + (uint64_t)r * hd;
+            float32x4_t p0 = vdupq_n_f32(0.0f), p1 = p0, p2 = p0, p3 = p0;
+            for (uint32_t i = 0; i < hd; i += 16) {
+                p0 = vaddq_f32(p0, vmulq_f32(vld1q_f32(kf + i), vld1q_f32(qr + i)));
+                p1 = vaddq_f32(p1, vmulq_f32(vld1q_f32(kf + i + 4), vld1q_f32(qr + i + 4)));
+                p2 = vaddq_f32(p2, vmulq_f32(vld1q_f32(kf + i + 8), vld1q_f32(qr + i + 8)));
+                p3 = vaddq_f32(p3, vmulq_f32(vld1q_f32(kf + i + 12), vld1q_f32(qr + i + 12)));
+            }
+            /* rt__reduce16: r_j = (p_j + p_{4+j}) + (p_{8+j} + p_{12+j}), then
+             * (r_0 + r_1) + (r_2 + r_3) */
+            const float32x4_t h = vaddq_f32(vaddq_f32(p0, p1), vaddq_f32(p2, p3));
+            float s = rt_attn_score((vgetq_lane_f32(h, 0) + vgetq_lane_f32(h, 1)) +
+                                        (vgetq_lane_f32(h, 2) + vgetq_lane_f32(h, 3)),
+                                    scale, cap);
+            float ms, vs;
+            softmax_step(s, &M[r], &ms, &vs);
+            acc16_neon8(ts->acc16 + (uint64_t)r * hd, vf, ms, vs, hd);
+            S[r] = S[r] * ms + vs;
+        }
+    }
+    for (uint32_t r = 0; r < n_rep; r++) {
+        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+        const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
+        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = rt__h2f(a[i]) * iv;
+    }
+}
+#endif
+
+/* Attention of the n_rep query heads q (n_rep x hd floats) that share kv
+ * head g, over cache positions first .. n_kv-1 of layer il, into out. */
+static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
+                       uint32_t g, const float *q, uint32_t first, uint32_t n_kv, float scale,
+                       float *out)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const struct rt_kv *kv = &c->kv;
+    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+    const bool f16 = kv->type == RT_KV_F16;
+#if RT_FWD_X86
+    if (f16 && kv->f16c && hd % 16 == 0) {
+        attn_chunk_f16_avx(c, ts, il, g, q, first, n_kv, scale, out);
+        return;
+    }
+#endif
+    const uint64_t koff = rt_row_bytes(f16 ? GGUF_TYPE_F16 : GGUF_TYPE_Q8_0, (uint64_t)g * hd);
+#if RT_FWD_NEON
+    if (f16 && hd % 16 == 0) {
+        attn_chunk_f16_neon(c, ts, il, g, q, first, n_kv, scale, out);
+        return;
+    }
+#endif
+    float *M = ts->ms, *S = ts->ms + n_rep;
+    for (uint32_t r = 0; r < n_rep; r++) {
+        c->kact->quantize(q + (uint64_t)r * hd, ts->qact + r * ts->qact_stride, hd);
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+    }
+    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+    memset(ts->acc, 0, (uint64_t)n_rep * hd * sizeof *ts->acc);
+    float *v = ts->vt;
+    const float cap = c->m->hp.attn_softcap;
+    for (uint32_t t = first; t < n_kv; t++) {
+        const uint8_t *krow = rt__kv_k(kv, il, t) + koff;
+        rt__kv_load(kv, rt__kv_v(kv, il, t), g * hd, hd, v);
+        for (uint32_t r = 0; r < n_rep; r++) {
+            float s;
+            c->kdot->dot(hd, &s, krow, ts->qact + r * ts->qact_stride);
+            s = rt_attn_score(s, scale, cap);
+            float ms, vs;
+            softmax_step(s, &M[r], &ms, &vs);
+            if (f16) {
+                acc16_update(c, ts->acc16 + (uint64_t)r * hd, v, ms, vs, hd);
+            } else {
+                axpy(c, ts->acc + (uint64_t)r * hd, v, ms, vs, hd);
+            }
+            S[r] = S[r] * ms + vs;
+        }
+    }
+    for (uint32_t r = 0; r < n_rep; r++) {
+        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+        float *o = out + (uint64_t)r * hd;
+        if (f16) {
+            const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
+            for (uint32_t i = 0; i < hd; i++) o[i] = rt__h2f(a[i]) * iv;
+        } else {
+            const float *a = ts->acc + (uint64_t)r * hd;
+            for (uint32_t i = 0; i < hd; i++) o[i] = a[i] * iv;
+        }
+    }
+}
+
+struct attn_stage {
+    struct rt_ctx *c;
+    uint32_t n_tok;
+    uint32_t pos0;
+    uint32_t il;
+    bool tiled; /* the rt_eval call has >= RT_FA_TILE tokens (llama.cpp's ubatch) */
+};
+
+static void attn_task(void *arg, unsigned ith, unsigned nth)
+{
+    const struct attn_stage *st = arg;
+    const struct rt_ctx *c = st->c;
+    const struct rt_hparams *hp = &c->m->hp;
+    struct rt_thread_scratch *ts = &c->ts[ith];
+    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+    const uint64_t qdim = (uint64_t)hp->n_head * hd;
+    const float scale = c->kq_scale;
+    const bool tiled = st->tiled && c->kv.type == RT_KV_F16 && hd % 16 == 0;
+    uint64_t lo, hi;
+    if (tiled) { /* items: (group of RT_FA_QT tokens, kv head) */
+        const uint64_t n_grp = (st->n_tok + RT_FA_QT - 1) / RT_FA_QT;
+        rt__split(n_grp * hp->n_head_kv, ith, nth, &lo, &hi);
+        for (uint64_t item = lo; item < hi; item++) {
+            const uint32_t b0 = (uint32_t)(item / hp->n_head_kv) * RT_FA_QT;
+            const uint32_t g = (uint32_t)(item % hp->n_head_kv);
+            const uint32_t nq = st->n_tok - b0 < RT_FA_QT ? st->n_tok - b0 : RT_FA_QT;
+            rt__attn_tiled(c, ts, st->il, g, st->pos0, b0, nq, scale);
+        }
+        return;
+    }
+    rt__split((uint64_t)st->n_tok * hp->n_head_kv, ith, nth, &lo, &hi);
+    for (uint64_t item = lo; item < hi; item++) {
+        const uint32_t b = (uint32_t)(item / hp->n_head_kv);
+        const uint32_t g = (uint32_t)(item % hp->n_head_kv);
+        const uint32_t n_kv = st->pos0 + b + 1; /* causal: positions 0 .. pos */
+        const uint32_t first = rt_swa_first(hp, st->il, st->pos0 + b);
+        const float *q = c->q + (uint64_t)b * qdim + (uint64_t)g * n_rep * hd;
+        float *out = c->xb + (uint64_t)b * c->xb_ld + (uint64_t)g * n_rep * hd;
+        attn_chunk(c, ts, st->il, g, q, first, n_kv, scale, out);
+    }
+}
+
+void rt__attn(struct rt_ctx *c, uint32_t n_tok, uint32_t pos0, uint32_t il, bool tiled)
+{
+    struct attn_stage st = {.c = c, .n_tok = n_tok, .pos0 = pos0, .il = il, .tiled = tiled};
+    mw_pool_run(c->pool, attn_task, &st);
+}
