@@ -4,7 +4,7 @@
  * BPE ("gemma4"), written to give llama.cpp's ids (llama-vocab.cpp:
  * llm_tokenizer_spm_session, llm_tokenizer_bpe_session,
  * tokenizer_st_partition), llama.cpp's control / end-of-generation rules
- * (special_rules), and the Unicode normalization memwall's own key
+ * (rt_tok_special.c), and the Unicode normalization memwall's own key
  * memwall.tokenizer.normalizer asks for (rt_unicode_norm.c).
  *
  * Vocabulary strings are views into the mapped file. Lookups go through two
@@ -19,45 +19,6 @@
 #include <string.h>
 
 #include "gguf/gguf.h"
-
-enum tok_kind { TOK_SPM, TOK_BPE };
-
-/* token types (docs/formats.md §7.1) */
-enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
-
-struct str {
-    const uint8_t *p;
-    uint32_t n;
-};
-
-struct rt_tok {
-    enum tok_kind kind;
-    enum rt_pre pre;
-    char pre_name[32];
-    uint32_t n;           /* tokens */
-    struct str *text;     /* (n) views into the file */
-    float *score;         /* (n) */
-    int32_t *type;        /* (n) */
-    uint32_t *ht;         /* text -> id + 1 (0 = empty slot) */
-    uint64_t ht_mask;
-    uint32_t n_merges;
-    struct str *merges;   /* (n_merges) "left right" */
-    uint32_t *mt;         /* merge -> index + 1 */
-    uint64_t mt_mask;
-    uint32_t *special;    /* ids of control/user/unknown tokens, longest text first */
-    uint32_t n_special;
-    int32_t byte_tok[256];/* SPM: id of <0xNN>, -1 if absent */
-    uint32_t b2cp[256];   /* GPT-2 byte -> code point */
-    int16_t cp2b[512];    /* GPT-2 code point -> byte, -1 if none */
-    int32_t bos, eos, unk, eot, eom;
-    int32_t fim[6];       /* pre, suf, mid, pad, rep, sep; -1 if none */
-    bool add_bos, add_eos, add_space_prefix, ignore_merges;
-    bool spm_bpe;         /* pre "gemma4": BPE over U+2581-escaped raw UTF-8 */
-    bool model_gemma4;    /* tokenizer.ggml.model "gemma4" */
-    enum rt_norm norm;    /* memwall.tokenizer.normalizer */
-    int32_t *eog;         /* end-of-generation ids, ascending */
-    uint32_t n_eog;
-};
 
 // --- hashing ---
 
@@ -75,7 +36,7 @@ static int32_t find_text(const struct rt_tok *t, const uint8_t *p, size_t n)
     for (;;) {
         const uint32_t v = t->ht[i];
         if (v == 0) return -1;
-        const struct str *s = &t->text[v - 1];
+        const struct rt_str *s = &t->text[v - 1];
         if (s->n == n && memcmp(s->p, p, n) == 0) return (int32_t)(v - 1);
         i = (i + 1) & t->ht_mask;
     }
@@ -83,7 +44,7 @@ static int32_t find_text(const struct rt_tok *t, const uint8_t *p, size_t n)
 
 static void insert_text(struct rt_tok *t, uint32_t id)
 {
-    const struct str *s = &t->text[id];
+    const struct rt_str *s = &t->text[id];
     if (s->n == 0) return; /* llama.cpp renames empty tokens; they never match text */
     uint64_t i = fnv(FNV0, s->p, s->n) & t->ht_mask;
     for (;;) {
@@ -111,7 +72,7 @@ static int64_t find_merge(const struct rt_tok *t, const uint8_t *l, size_t ln, c
     for (;;) {
         const uint32_t v = t->mt[i];
         if (v == 0) return -1;
-        const struct str *m = &t->merges[v - 1];
+        const struct rt_str *m = &t->merges[v - 1];
         if (m->n == ln + 1 + rn && memcmp(m->p, l, ln) == 0 && m->p[ln] == ' ' &&
             memcmp(m->p + ln + 1, r, rn) == 0)
             return (int64_t)(v - 1);
@@ -121,7 +82,7 @@ static int64_t find_merge(const struct rt_tok *t, const uint8_t *l, size_t ln, c
 
 static void insert_merge(struct rt_tok *t, uint32_t idx)
 {
-    const struct str *m = &t->merges[idx];
+    const struct rt_str *m = &t->merges[idx];
     /* split at the first space after position 0 (llama.cpp) */
     const uint8_t *sp = m->n > 1 ? memchr(m->p + 1, ' ', m->n - 1) : NULL;
     if (!sp) return; /* not a pair: can never match */
@@ -133,153 +94,13 @@ static void insert_merge(struct rt_tok *t, uint32_t idx)
             t->mt[i] = idx + 1;
             return;
         }
-        const struct str *o = &t->merges[v - 1];
+        const struct rt_str *o = &t->merges[v - 1];
         if (o->n == m->n && memcmp(o->p, m->p, m->n) == 0) return; /* first one wins */
         i = (i + 1) & t->mt_mask;
     }
 }
 
-
-// --- llama.cpp's special-token rules (llama-vocab.cpp, llama_vocab::impl::load) ---
-
-/* Token texts llama.cpp recognises (the same lists, in the same order). */
-static const char *const EOT_NAMES[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<|end_of_text|>",
-    "<EOT>", "_<EOT>", "[EOT]", "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>",
-    "<end_of_utterance>", NULL};
-static const char *const EOM_NAMES[] = {"<|eom_id|>", NULL};
-static const char *const FIM_PRE_NAMES[] = {
-    "<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>",
-    "<PRE>", "\xe2\x96\x81<PRE>", "<|code_prefix|>", "<|prefix|>", NULL};
-static const char *const FIM_SUF_NAMES[] = {
-    "<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<\xef\xbd\x9c" "fim\xe2\x96\x81hole\xef\xbd\x9c>",
-    "<SUF>", "\xe2\x96\x81<SUF>", "<|code_suffix|>", "<|suffix|>", NULL};
-static const char *const FIM_MID_NAMES[] = {
-    "<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>",
-    "<MID>", "\xe2\x96\x81<MID>", "<|code_middle|>", "<|middle|>", NULL};
-static const char *const FIM_PAD_NAMES[] = {"<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>",
-                                            "[PAD]", NULL};
-static const char *const FIM_REP_NAMES[] = {"<|fim_repo|>", "<|repo_name|>", "<fim-repo>",
-                                            "<REPO>", "<reponame>", NULL};
-static const char *const FIM_SEP_NAMES[] = {"<|file_sep|>", NULL};
-static const char *const EOG_NAMES[] = {
-    "<|eot_id|>", "<|im_end|>", "<|end|>", "<|return|>", "<|call|>", "<|flush|>", "<|calls|>",
-    "<end_of_turn>", "<|endoftext|>", "</s>", "<|eom_id|>", "<EOT>", "_<EOT>", "[EOT]", "[EOS]",
-    "<|end_of_text|>", "<end_of_utterance>", "<eos>", "<turn|>", "<|tool_response>",
-    "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "[e~[", NULL};
-static const char *const ALWAYS_USER[] = {"<|channel|>", "<|message|>", "<|start|>",
-                                          "<|constrain|>", NULL};
-
-static bool text_is(const struct rt_tok *t, uint32_t id, const char *s)
-{
-    const size_t n = strlen(s);
-    return t->text[id].n == n && memcmp(t->text[id].p, s, n) == 0;
-}
-
-static bool text_in(const struct rt_tok *t, uint32_t id, const char *const *names)
-{
-    for (; *names; names++)
-        if (text_is(t, id, *names)) return true;
-    return false;
-}
-
-/* The id token_to_id maps a text to (-1 if none); llama.cpp iterates that
- * map, so a token whose text a later duplicate shadows is never seen. */
-static bool is_canonical(const struct rt_tok *t, uint32_t id)
-{
-    return t->text[id].n > 0 && find_text(t, t->text[id].p, t->text[id].n) == (int32_t)id;
-}
-
-static void make_control(struct rt_tok *t, uint32_t id) { t->type[id] = TT_CONTROL; }
-
-static bool eog_add(struct rt_tok *t, int32_t id)
-{
-    if (id < 0 || (uint32_t)id >= t->n) return true;
-    uint32_t i = 0;
-    while (i < t->n_eog && t->eog[i] < id) i++;
-    if (i < t->n_eog && t->eog[i] == id) return true;
-    int32_t *v = realloc(t->eog, (t->n_eog + 1) * sizeof *v);
-    if (!v) return false;
-    t->eog = v;
-    memmove(v + i + 1, v + i, (t->n_eog - i) * sizeof *v);
-    v[i] = id;
-    t->n_eog++;
-    return true;
-}
-
-static void eog_remove(struct rt_tok *t, int32_t id)
-{
-    for (uint32_t i = 0; i < t->n_eog; i++)
-        if (t->eog[i] == id) {
-            memmove(t->eog + i, t->eog + i + 1, (t->n_eog - i - 1) * sizeof *t->eog);
-            t->n_eog--;
-            return;
-        }
-}
-
-/* llama.cpp walks its unordered text -> id map; where two texts of one list
- * are both present, which one it picks for eot / a FIM id depends on that
- * map's order. memwall walks ids in ascending order (the first id wins).
- * Every token of the end-of-generation list is marked either way. */
-static bool special_rules(struct rt_tok *t)
-{
-    static const char *const *const FIM_NAMES[6] = {FIM_PRE_NAMES, FIM_SUF_NAMES,
-                                                    FIM_MID_NAMES, FIM_PAD_NAMES,
-                                                    FIM_REP_NAMES, FIM_SEP_NAMES};
-    for (uint32_t id = 0; id < t->n; id++) {
-        if (!is_canonical(t, id)) continue;
-        if (t->eot < 0 && text_in(t, id, EOT_NAMES)) {
-            t->eot = (int32_t)id;
-            make_control(t, id);
-        }
-        if (t->eom < 0 && text_in(t, id, EOM_NAMES)) {
-            t->eom = (int32_t)id;
-            make_control(t, id);
-        }
-        for (int k = 0; k < 6; k++)
-            if (t->fim[k] < 0 && text_in(t, id, FIM_NAMES[k])) {
-                t->fim[k] = (int32_t)id;
-                make_control(t, id);
-            }
-    }
-    for (int k = 3; k < 6; k++) /* fim pad, rep, sep */
-        if (!eog_add(t, t->fim[k])) return false;
-    for (uint32_t id = 0; id < t->n; id++) {
-        if (!is_canonical(t, id)) continue;
-        if (text_in(t, id, EOG_NAMES)) {
-            if (!eog_add(t, (int32_t)id)) return false;
-            make_control(t, id);
-        }
-    }
-    for (uint32_t id = 0; id < t->n; id++)
-        if (is_canonical(t, id) && text_in(t, id, ALWAYS_USER)) t->type[id] = TT_USER;
-    if (!eog_add(t, t->eos) || !eog_add(t, t->eot) || !eog_add(t, t->eom)) return false;
-    /* o200k_harmony / solar-open: "<|end|>" is not an end of generation
-     * there; Gemma 4 / PaddleOCR: nor is "</s>" */
-    int32_t end_id = -1, s_id = -1;
-    bool has_return = false, has_call = false, has_flush = false, has_tool_response = false;
-    for (uint32_t i = 0; i < t->n_eog; i++) {
-        const uint32_t id = (uint32_t)t->eog[i];
-        if (text_is(t, id, "<|return|>")) has_return = true;
-        else if (text_is(t, id, "<|call|>") || text_is(t, id, "<|calls|>")) has_call = true;
-        else if (text_is(t, id, "<|flush|>")) has_flush = true;
-        else if (text_is(t, id, "<|end|>")) end_id = (int32_t)id;
-        if (text_is(t, id, "<|tool_response>")) has_tool_response = true;
-        else if (text_is(t, id, "</s>")) s_id = (int32_t)id;
-    }
-    if (end_id >= 0 && ((has_return && has_call) || (has_call && has_flush))) {
-        eog_remove(t, end_id);
-        t->type[end_id] = TT_USER;
-    }
-    if (has_tool_response && s_id >= 0) {
-        eog_remove(t, s_id);
-        t->type[s_id] = TT_NORMAL;
-    }
-    return true;
-}
-
 // --- init ---
-
 
 static enum mw_status fail_key(const struct gguf_file *f, struct mw_err *err, const char *key,
                                enum mw_status code, uint64_t off, const char *msg)
@@ -406,14 +227,14 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
                              "missing (no tokenizer in this file)");
     if (vm->type != GGUF_VT_STRING)
         return fail_key(f, err, "tokenizer.ggml.model", MW_E_FORMAT, off, "expected string");
-    enum tok_kind kind;
+    enum rt_tok_kind kind;
     bool spm_bpe = false;
     if (vm->n == 5 && memcmp(vm->data, "llama", 5) == 0) {
-        kind = TOK_SPM;
+        kind = RT_TOK_SPM;
     } else if (vm->n == 4 && memcmp(vm->data, "gpt2", 4) == 0) {
-        kind = TOK_BPE;
+        kind = RT_TOK_BPE;
     } else if (vm->n == 6 && memcmp(vm->data, "gemma4", 6) == 0) {
-        kind = TOK_BPE;
+        kind = RT_TOK_BPE;
         spm_bpe = true;
     } else {
         char msg[128];
@@ -442,7 +263,7 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
         return fail_key(f, err, "tokenizer.ggml.token_type", MW_E_FORMAT, off,
                         "expected i32[n_tokens]");
     const struct gguf_value *vmg = kv(f, "tokenizer.ggml.merges", &off);
-    if (kind == TOK_BPE && !vmg)
+    if (kind == RT_TOK_BPE && !vmg)
         return fail_key(f, err, "tokenizer.ggml.merges", MW_E_FORMAT, MW_ERR_OFF_NONE,
                         "missing (required for gpt2 tokenizers)");
     if (vmg && (vmg->type != GGUF_VT_ARRAY || vmg->elem_type != GGUF_VT_STRING ||
@@ -468,12 +289,12 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
             rt_tok_free(t);
             return fail_key(f, err, "tokenizer.ggml.tokens", MW_E_FORMAT, off, "bad element");
         }
-        t->text[i] = (struct str){e.data, (uint32_t)e.n};
+        t->text[i] = (struct rt_str){e.data, (uint32_t)e.n};
         if (vs) {
             const uint32_t u = mw_le32(vs->data + 4 * (uint64_t)i);
             memcpy(&t->score[i], &u, sizeof u);
         }
-        t->type[i] = vty ? (int32_t)mw_le32(vty->data + 4 * (uint64_t)i) : TT_NORMAL;
+        t->type[i] = vty ? (int32_t)mw_le32(vty->data + 4 * (uint64_t)i) : RT_TT_NORMAL;
         insert_text(t, i);
     }
     if (vmg && vmg->n > 0) {
@@ -488,7 +309,7 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
                 rt_tok_free(t);
                 return fail_key(f, err, "tokenizer.ggml.merges", MW_E_FORMAT, off, "bad element");
             }
-            t->merges[i] = (struct str){e.data, (uint32_t)e.n};
+            t->merges[i] = (struct rt_str){e.data, (uint32_t)e.n};
             insert_merge(t, i);
         }
     }
@@ -501,7 +322,7 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
     }
     snprintf(t->pre_name, sizeof t->pre_name, "%.*s",
              vp ? (int)(vp->n < 31 ? vp->n : 31) : 7, vp ? (const char *)vp->data : "default");
-    if (kind == TOK_SPM) {
+    if (kind == RT_TOK_SPM) {
         t->pre = RT_PRE_SPM;
         t->bos = 1, t->eos = 2, t->unk = 0;
         t->add_bos = true;
@@ -561,24 +382,25 @@ enum mw_status rt_tok_init(const struct gguf_file *f, uint32_t n_vocab, struct r
     for (int b = 0; b < 256; b++) {
         char nm[8];
         snprintf(nm, sizeof nm, "<0x%02X>", b);
-        t->byte_tok[b] = kind == TOK_SPM || spm_bpe ? find_text(t, (const uint8_t *)nm, 6) : -1;
+        t->byte_tok[b] = kind == RT_TOK_SPM || spm_bpe ? find_text(t, (const uint8_t *)nm, 6) : -1;
         t->b2cp[b] = rt__byte_to_cp((uint8_t)b);
     }
     for (int i = 0; i < 512; i++) t->cp2b[i] = (int16_t)rt__cp_to_byte((uint32_t)i);
 
     /* llama.cpp's text rules: end-of-turn / FIM / end-of-generation tokens
      * become control tokens, and the end-of-generation set */
-    if (!special_rules(t)) goto nomem;
+    if (!rt__tok_special_rules(t)) goto nomem;
 
     /* special tokens, longest first (tokenizer_st_partition's order) */
     for (uint32_t i = 0; i < n_vocab; i++)
-        if (t->type[i] == TT_CONTROL || t->type[i] == TT_USER || t->type[i] == TT_UNKNOWN)
+        if (t->type[i] == RT_TT_CONTROL || t->type[i] == RT_TT_USER || t->type[i] == RT_TT_UNKNOWN)
             t->n_special++;
     t->special = calloc(t->n_special ? t->n_special : 1, sizeof *t->special);
     if (!t->special) goto nomem;
     t->n_special = 0;
     for (uint32_t i = 0; i < n_vocab; i++)
-        if ((t->type[i] == TT_CONTROL || t->type[i] == TT_USER || t->type[i] == TT_UNKNOWN) &&
+        if ((t->type[i] == RT_TT_CONTROL || t->type[i] == RT_TT_USER ||
+             t->type[i] == RT_TT_UNKNOWN) &&
             t->text[i].n > 0)
             t->special[t->n_special++] = i;
     sort_special(t);
@@ -918,8 +740,9 @@ static bool partition(const struct rt_tok *t, const uint8_t *text, size_t len, b
     if (len > 0) fpush(&cur, (struct frag){-1, 0, len});
     for (uint32_t si = 0; si < t->n_special && !cur.oom; si++) {
         const uint32_t id = t->special[si];
-        if (!parse_special && (t->type[id] == TT_CONTROL || t->type[id] == TT_UNKNOWN)) continue;
-        const struct str *sp = &t->text[id];
+        if (!parse_special && (t->type[id] == RT_TT_CONTROL || t->type[id] == RT_TT_UNKNOWN))
+            continue;
+        const struct rt_str *sp = &t->text[id];
         nxt.n = 0;
         for (size_t i = 0; i < cur.n; i++) {
             const struct frag fr = cur.v[i];
@@ -982,14 +805,14 @@ enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t le
                              struct mw_err *err)
 {
     *n_out = 0;
-    if (t->kind == TOK_BPE && t->pre == RT_PRE_UNSUPPORTED)
+    if (t->kind == RT_TOK_BPE && t->pre == RT_PRE_UNSUPPORTED)
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                        "cannot encode with pre-tokenizer '%s' (supported: llama3, qwen2, gpt-2, gemma4 "
                        "groups); decoding works", t->pre_name);
     const uint8_t *s = (const uint8_t *)text;
     struct ivec v = {0};
     struct fvec fr = {0};
-    struct work w = {.t = t, .heap = {.spm = t->kind == TOK_SPM}};
+    struct work w = {.t = t, .heap = {.spm = t->kind == RT_TOK_SPM}};
     uint8_t *buf = NULL, *norm_text = NULL;
     uint32_t *cps = NULL;
     size_t *lens = NULL;
@@ -1036,7 +859,7 @@ enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t le
     buf = malloc(3 * maxf + 8);
     w.sym = malloc((3 * maxf + 8) * sizeof *w.sym);
     if (!buf || !w.sym) goto nomem;
-    if (t->kind == TOK_BPE) {
+    if (t->kind == RT_TOK_BPE) {
         /* gemma4: 3 escaped bytes per byte, each a code point at most;
          * re-encoded words take up to 3 bytes per escaped byte */
         const size_t ncp = t->spm_bpe ? 3 * maxf : maxf;
@@ -1059,7 +882,7 @@ enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t le
             prev_special = true;
             continue;
         }
-        if (t->kind == TOK_SPM)
+        if (t->kind == RT_TOK_SPM)
             spm_fragment(&w, s + f->off, f->len, t->add_space_prefix && prev_special, &v, buf);
         else if (t->spm_bpe)
             spmbpe_fragment(&w, s + f->off, f->len, &v, cps, lens, buf, buf + 3 * maxf + 4);
@@ -1101,17 +924,18 @@ static size_t put(char *buf, size_t cap, size_t at, const void *p, size_t n)
 size_t rt_tok_piece(const struct rt_tok *t, int32_t id, bool special, char *buf, size_t cap)
 {
     if (id < 0 || (uint32_t)id >= t->n) return 0;
-    const struct str *s = &t->text[id];
+    const struct rt_str *s = &t->text[id];
     const int32_t ty = t->type[id];
-    if (ty == TT_CONTROL) return special ? put(buf, cap, 0, s->p, s->n) : 0;
+    if (ty == RT_TT_CONTROL) return special ? put(buf, cap, 0, s->p, s->n) : 0;
     /* user-defined: as written (SPM still turns U+2581 into spaces below) */
-    if (ty == TT_USER && t->kind == TOK_BPE) return put(buf, cap, 0, s->p, s->n);
+    if (ty == RT_TT_USER && t->kind == RT_TOK_BPE) return put(buf, cap, 0, s->p, s->n);
     size_t n = 0;
-    if (t->kind == TOK_SPM || t->spm_bpe) {
-        if (t->spm_bpe && ty == TT_UNKNOWN) return special ? put(buf, cap, 0, s->p, s->n) : 0;
-        if (t->spm_bpe && ty != TT_NORMAL && ty != TT_BYTE) return 0; /* llama.cpp: unsupported */
-        if (ty == TT_UNKNOWN) return put(buf, cap, 0, "\xe2\x96\x85", 3);
-        if (ty == TT_BYTE && s->n == 6 && s->p[0] == '<' && s->p[1] == '0' && s->p[2] == 'x' &&
+    if (t->kind == RT_TOK_SPM || t->spm_bpe) {
+        if (t->spm_bpe && ty == RT_TT_UNKNOWN) return special ? put(buf, cap, 0, s->p, s->n) : 0;
+        if (t->spm_bpe && ty != RT_TT_NORMAL && ty != RT_TT_BYTE)
+            return 0; /* llama.cpp: unsupported */
+        if (ty == RT_TT_UNKNOWN) return put(buf, cap, 0, "\xe2\x96\x85", 3);
+        if (ty == RT_TT_BYTE && s->n == 6 && s->p[0] == '<' && s->p[1] == '0' && s->p[2] == 'x' &&
             s->p[5] == '>') {
             unsigned v = 0;
             for (int k = 3; k < 5; k++) {
@@ -1181,12 +1005,12 @@ uint32_t rt_tok_eog_ids(const struct rt_tok *t, int32_t *ids, uint32_t cap)
 
 bool rt_tok_is_control(const struct rt_tok *t, int32_t id)
 {
-    return id >= 0 && (uint32_t)id < t->n && t->type[id] == TT_CONTROL;
+    return id >= 0 && (uint32_t)id < t->n && t->type[id] == RT_TT_CONTROL;
 }
 
 const char *rt_tok_model_name(const struct rt_tok *t)
 {
-    return t->kind == TOK_SPM ? "llama" : t->model_gemma4 ? "gemma4" : "gpt2";
+    return t->kind == RT_TOK_SPM ? "llama" : t->model_gemma4 ? "gemma4" : "gpt2";
 }
 
 const char *rt_tok_pre_name(const struct rt_tok *t)

@@ -1,6 +1,6 @@
 /*
  * runtime/rt_tok_int.h — internals of the tokenizer (rt_tok.c,
- * rt_tok_pre.c) and its tests.
+ * rt_tok_special.c, rt_tok_pre.c, rt_unicode_norm.c) and its tests.
  */
 #ifndef MW_RT_TOK_INT_H
 #define MW_RT_TOK_INT_H
@@ -44,5 +44,57 @@ size_t rt__norm_max_growth(void);
 /* GPT-2's byte-level alphabet. */
 uint32_t rt__byte_to_cp(uint8_t b);
 int rt__cp_to_byte(uint32_t cp); /* -1 if cp is not one of the 256 */
+
+/* The tokenizer (rt_tok.c; its special-token rules: rt_tok_special.c). */
+enum rt_tok_kind { RT_TOK_SPM, RT_TOK_BPE };
+
+/* token types (docs/formats.md §7.1) */
+enum {
+    RT_TT_NORMAL = 1,
+    RT_TT_UNKNOWN = 2,
+    RT_TT_CONTROL = 3,
+    RT_TT_USER = 4,
+    RT_TT_UNUSED = 5,
+    RT_TT_BYTE = 6
+};
+
+struct rt_str {
+    const uint8_t *p;
+    uint32_t n;
+};
+
+struct rt_tok {
+    enum rt_tok_kind kind;
+    enum rt_pre pre;
+    char pre_name[32];
+    uint32_t n;           /* tokens */
+    struct rt_str *text;  /* (n) views into the file */
+    float *score;         /* (n) */
+    int32_t *type;        /* (n) */
+    uint32_t *ht;         /* text -> id + 1 (0 = empty slot) */
+    uint64_t ht_mask;
+    uint32_t n_merges;
+    struct rt_str *merges;/* (n_merges) "left right" */
+    uint32_t *mt;         /* merge -> index + 1 */
+    uint64_t mt_mask;
+    uint32_t *special;    /* ids of control/user/unknown tokens, longest text first */
+    uint32_t n_special;
+    int32_t byte_tok[256];/* SPM: id of <0xNN>, -1 if absent */
+    uint32_t b2cp[256];   /* GPT-2 byte -> code point */
+    int16_t cp2b[512];    /* GPT-2 code point -> byte, -1 if none */
+    int32_t bos, eos, unk, eot, eom;
+    int32_t fim[6];       /* pre, suf, mid, pad, rep, sep; -1 if none */
+    bool add_bos, add_eos, add_space_prefix, ignore_merges;
+    bool spm_bpe;         /* pre "gemma4": BPE over U+2581-escaped raw UTF-8 */
+    bool model_gemma4;    /* tokenizer.ggml.model "gemma4" */
+    enum rt_norm norm;    /* memwall.tokenizer.normalizer */
+    int32_t *eog;         /* end-of-generation ids, ascending */
+    uint32_t n_eog;
+};
+
+/* llama.cpp's special-token rules on a loaded vocabulary (rt_tok_special.c):
+ * eot, eom and the FIM ids found by their texts, the end-of-generation set,
+ * and the control / user types those rules give. false: out of memory. */
+bool rt__tok_special_rules(struct rt_tok *t);
 
 #endif /* MW_RT_TOK_INT_H */
