@@ -670,7 +670,7 @@ enum mw_status calib_imatrix_write_mem(const struct calib_stats *st,
 
 // --- memory budget (memwall plan; quant --fit-ram uses the same) ---------------------
 /*
- * What the device runtime (runtime/rt_forward.c rt_ctx_init, rt_model.c)
+ * What the device runtime (runtime/rt_ctx.c rt_ctx_init, rt_model.c)
  * allocates for a model, as rt_ctx_mem() reports it at start; kv, scratch
  * and owned are the runtime's own estimate (rt_mem_estimate, runtime/rt.h),
  * which counts rt_ctx_init's allocation list. It amounts to:

@@ -37,7 +37,7 @@ void calib_mem_kv_layout(const struct calib_mem_arch *a, uint32_t n_ctx, uint32_
     if (n_batch > n_ctx) n_batch = n_ctx;
     *n_swa_layers = 0;
     for (uint32_t il = 0; il < hp.n_layer; il++) *n_swa_layers += rt_layer_is_swa(&hp, il);
-    /* the runtime's ring (runtime/rt_forward.c): the window, plus one step */
+    /* the runtime's ring (runtime/rt_kv.c, rt__kv_layer_cap): the window, plus one step */
     const uint64_t ring = hp.n_swa ? (uint64_t)hp.n_swa - 1 + n_batch : n_ctx;
     *swa_rows = *n_swa_layers ? (ring < n_ctx ? (uint32_t)ring : n_ctx) : 0;
 }
