@@ -23,6 +23,9 @@ import os
 import struct
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+import mwgguf  # noqa: E402  (tests/lib: the tests' one GGUF module)
+
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
 CFG_DIR = os.path.join(ROOT, "tests", "fuzz", "corpus", "config")
 IM_DIR = os.path.join(ROOT, "tests", "fuzz", "corpus", "imatrix")
@@ -100,37 +103,13 @@ RAW_CONFIGS = {
 
 # --- imatrix -------------------------------------------------------------------
 
-GGUF_STRING, GGUF_ARRAY, GGUF_U32 = 8, 9, 4
-F32 = 0
+GGUF_STRING, GGUF_ARRAY, GGUF_U32 = mwgguf.STRING, mwgguf.ARRAY, mwgguf.UINT32
 
 
-def gguf(kvs, tensors, align=32):
+def gguf(kvs, tensors):
     """kvs: [(key, type, value)], value for ARRAY: (elem_type, [values]);
     tensors: [(name, [ne...], bytes)] all F32."""
-    def s(x):
-        b = x.encode() if isinstance(x, str) else x
-        return struct.pack("<Q", len(b)) + b
-    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
-    for k, t, v in kvs:
-        out += s(k) + struct.pack("<I", t)
-        if t == GGUF_STRING:
-            out += s(v)
-        elif t == GGUF_U32:
-            out += struct.pack("<I", v)
-        elif t == GGUF_ARRAY:
-            et, vals = v
-            out += struct.pack("<IQ", et, len(vals))
-            for x in vals:
-                out += s(x) if et == GGUF_STRING else struct.pack("<I", x)
-    off = 0
-    for name, ne, data in tensors:
-        out += s(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
-        out += struct.pack("<IQ", F32, off)
-        off += (len(data) + align - 1) // align * align
-    out += b"\0" * (-len(out) % align)
-    for _, _, data in tensors:
-        out += data + b"\0" * (-len(data) % align)
-    return out
+    return mwgguf.encode(kvs, [(name, ne, mwgguf.F32, data) for name, ne, data in tensors])
 
 
 def f32s(vals):

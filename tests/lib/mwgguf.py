@@ -277,7 +277,13 @@ def tensor_record(name, ne, ty, offset):
 
 
 def write(path, kvs, tensors, version=3, alignment=ALIGN, with_data=True):
-    """Write a GGUF file. KVS: KV tuples (their raw records are written),
+    """Write a GGUF file: encode()'s bytes."""
+    with open(path, "wb") as f:
+        f.write(encode(kvs, tensors, version, alignment, with_data))
+
+
+def encode(kvs, tensors, version=3, alignment=ALIGN, with_data=True):
+    """A GGUF file's bytes. KVS: KV tuples (their raw records are written),
     (key, type, value) triples or raw record bytes. TENSORS: (name, ne, type,
     data) with data bytes, or None for zeros of the type's size; each tensor's
     data is padded to ALIGNMENT. with_data=False: the header only (the offsets
@@ -301,10 +307,7 @@ def write(path, kvs, tensors, version=3, alignment=ALIGN, with_data=True):
             blobs.append(b"\0" * pad(n, alignment))
         off += n + pad(n, alignment)
     hb = b"".join(h)
-    with open(path, "wb") as f:
-        f.write(hb + b"\0" * pad(len(hb), alignment))
-        for b in blobs:
-            f.write(b)
+    return b"".join([hb, b"\0" * pad(len(hb), alignment)] + blobs)
 
 
 # --- memwall.* keys -----------------------------------------------------------
