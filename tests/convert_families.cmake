@@ -14,7 +14,7 @@ if(NOT MW_MINIMAL)
   mw_shell_test(hf_convert_families e2e/convert_families.sh mw $<TARGET_FILE:hparams_cmp>)
   mw_shell_test(hf_peer_families e2e/convert_families.sh peer $<TARGET_FILE:hparams_cmp>)
   set_tests_properties(hf_convert_families hf_peer_families PROPERTIES SKIP_RETURN_CODE 77)
-  set_tests_properties(hf_convert_families PROPERTIES COST 300)
+  set_tests_properties(hf_convert_families PROPERTIES COST 700) # among the longest: started first
   set_tests_properties(hf_peer_families PROPERTIES LABELS peer)
   if(MW_SANITIZE)
     set_property(TEST hf_convert_families APPEND PROPERTY ENVIRONMENT "MW_FAMILIES_TYPES=f16")

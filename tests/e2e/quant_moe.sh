@@ -21,8 +21,9 @@
 #    shared expert from a Hugging Face checkpoint
 #   quant_moe.sh MOE_UPCYCLE [all|presets|methods]
 # presets (CTest quant_moe_peer): the presets, the plan, calibration and the
-# budget; methods (CTest quant_moe_methods_peer, beside it): quant --corpus
-# and the qwen2moe shared expert; all (the default): both
+# budgets (--size alone and with a corpus); methods (CTest
+# quant_moe_methods_peer, beside it): quant --corpus and the qwen2moe shared
+# expert; all (the default): both
 source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
 UP=${1:-}
 part=${2:-all}
@@ -154,17 +155,7 @@ read -r g r u <<< "$(xpaths "$T/c3.gguf")"
 [ "$g" = 0 ] && [ "$((r + u))" = 96 ] && [ "$r" -gt 0 ] ||
     fail "17 rows: expected every expert by rounding, got gptq:$g rtn:$r unrouted:$u"
 echo "17 rows of calibration: expert matrices by rounding $r, unrouted $u"
-# a budget with a corpus: the allocation weighs each expert by its routed rows
-SIZE4=$(( $(stat -c %s "$T/r4.gguf") * 85 / 100 ))
-# (4 x 128 as above: the allocation and its probes see 516 rows; 4 x 256 took
-# twice as long for the same checks. --method rtn: the size is the
-# allocation's, whatever the method; GPTQ per expert is c1/c2's above, and
-# awq+gptq here was half of this run's 77 s of CPU)
-run 0 quant "$T/mx4.gguf" -o "$T/c4.gguf" --size "$SIZE4" --no-iquants --corpus "$CAL" --samples 4 \
-    --seq-len 128 --method rtn -t 2 -q || finish
-got=$(stat -c %s "$T/c4.gguf")
-[ "$got" -le "$SIZE4" ] && [ "$got" -ge $((SIZE4 * 97 / 100)) ] ||
-    fail "--size $SIZE4 --corpus on a MoE: $got bytes"
+# (a budget with a corpus: with the budget below, in the presets part)
 # a shared expert (qwen2moe, Hugging Face checkpoint): calibrated and quantized
 if python3 "$MW_SRC/tests/fixtures/mk_family_fixture.py" qwen2moe "$T/q2m" > "$T/mk.log" 2>&1; then
     run 0 calib "$T/q2m" --corpus "$CAL" -o "$T/q2m.imatrix" --samples 4 --seq-len 64 -t 2 -q
@@ -197,4 +188,16 @@ pq=$("$PEER" ppl "$T/s1.gguf" "$T/eval6k.txt" --ctx 256 | awk '$1=="ppl"{print $
 echo "--size $SIZE (4 bpw of the F16 file): $got bytes; llama.cpp perplexity F16 $p16, ours $pq (6 KB of eval.txt)"
 awk -v a="$p16" -v b="$pq" 'BEGIN { exit !(a > 1 && b > 1 && b < a * 1.10) }' ||
     fail "perplexity of the --size file $pq is not within 10% of F16's $p16"
+# a budget with a corpus: the allocation weighs each expert by its routed rows
+# (4 x 128 as quant --corpus above: the allocation and its probes see 516 rows;
+# 4 x 256 took twice as long for the same checks. --method rtn: the size is the
+# allocation's, whatever the method; GPTQ per expert is c1/c2's above, and
+# awq+gptq here was half of this run's 77 s of CPU)
+[ -f "$T/r4.gguf" ] || run 0 quant "$T/mx4.gguf" -o "$T/r4.gguf" --preset Q4_K_M -t 2 -q || finish
+SIZE4=$(( $(stat -c %s "$T/r4.gguf") * 85 / 100 ))
+run 0 quant "$T/mx4.gguf" -o "$T/c4.gguf" --size "$SIZE4" --no-iquants --corpus "$CAL" --samples 4 \
+    --seq-len 128 --method rtn -t 2 -q || finish
+got=$(stat -c %s "$T/c4.gguf")
+[ "$got" -le "$SIZE4" ] && [ "$got" -ge $((SIZE4 * 97 / 100)) ] ||
+    fail "--size $SIZE4 --corpus on a MoE: $got bytes"
 finish
