@@ -17,8 +17,9 @@ endif()
 # Timeouts from the measured worst case, load 4 on 2 cores (two CPU hogs
 # beside ctest -j2): under qemu check_quant_preset 173 s, quant_cli 436 s
 # (lighter qemu variants, before the split); natively 9 s and 14 s at load 2.
-# About 3x margin.
-if(CMAKE_CROSSCOMPILING)
+# About 3x margin. The sanitizer build (-O0 + ASan, as slow as qemu: 260 s and
+# 320 s seen on a box at load 15) takes qemu's.
+if(CMAKE_CROSSCOMPILING OR MW_SANITIZE)
   set_tests_properties(check_quant_preset check_quant_pipeline PROPERTIES TIMEOUT 600)
   set_tests_properties(quant_cli quant_cli_imatrix PROPERTIES TIMEOUT 1500)
 else()
