@@ -26,7 +26,7 @@ if(NOT MW_MINIMAL)
   if(NOT MW_SANITIZE)
     mw_shell_test(calib_reference e2e/calib_reference.sh)
     mw_shell_test(calib_peer e2e/calib_reference.sh peer)
-    set_tests_properties(calib_reference calib_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
+    set_tests_properties(calib_reference calib_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200) # 376 s at load 15
     set_tests_properties(calib_reference PROPERTIES COST 300)
     set_tests_properties(calib_peer PROPERTIES LABELS peer)
   endif()

@@ -10,5 +10,5 @@ if(NOT MW_MINIMAL)
   else()
     mw_shell_test(quant_alloc_cli e2e/quant_alloc_cli.sh)
   endif()
-  set_tests_properties(quant_alloc_cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200 COST 700) # long: start first
+  set_tests_properties(quant_alloc_cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800 COST 700) # long: start first
 endif()

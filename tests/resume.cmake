@@ -13,5 +13,5 @@ if(NOT MW_MINIMAL)
 endif()
 if(NOT MW_MINIMAL AND NOT MW_SANITIZE AND TARGET mw_fault)
   mw_shell_test(quant_resume e2e/quant_resume.sh $<TARGET_FILE:mw_fault>)
-  set_tests_properties(quant_resume PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 COST 300)
+  set_tests_properties(quant_resume PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200 COST 300) # 403 s at load 15
 endif()
