@@ -497,6 +497,17 @@ static struct quant_imatrix *mk_imatrix(const char *const *names, const int32_t 
     return im;
 }
 
+/* The end of a test over a quantized source file: the source closed, its
+ * input and output files removed. */
+static void source_done(struct quant_source *qs, struct gguf_file *sf, const char *src,
+                        const char *out)
+{
+    quant_source_gguf_free(qs);
+    gguf_close(sf);
+    unlink(src);
+    unlink(out);
+}
+
 START_TEST(test_pipeline_imatrix)
 {
     char src[512], out[512];
@@ -578,10 +589,7 @@ START_TEST(test_pipeline_imatrix)
     o.allow_requantize = true;
     ck_assert_int_eq(quant_plan_build(&qs, &o, &p, &err), MW_OK);
     quant_plan_free(p);
-    quant_source_gguf_free(&qs);
-    gguf_close(sf);
-    unlink(src);
-    unlink(out);
+    source_done(&qs, sf, src, out);
 }
 END_TEST
 
@@ -658,10 +666,7 @@ START_TEST(test_pipeline_requires_imatrix)
     ck_assert_int_eq(quant_plan_build(&qs, &o, &p, &err), MW_OK);
     ck_assert_int_eq(quant_plan_check_imatrix(p, &err), MW_OK);
     quant_plan_free(p);
-    quant_source_gguf_free(&qs);
-    gguf_close(sf);
-    unlink(src);
-    unlink(out);
+    source_done(&qs, sf, src, out);
 }
 END_TEST
 
