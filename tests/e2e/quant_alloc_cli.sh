@@ -120,11 +120,15 @@ smallest=$(sed -n 's/.*below the smallest file this model can have: \([0-9]*\) .
 run 0 quant "$f16" -o "$T/min.gguf" --size "$smallest" --imatrix "$im" && size_ok "$T/min.gguf" "$smallest" "--size at the named minimum"
 run 0 verify --deep "$T/min.gguf"
 # below the k-quants' floor (Q2_K everywhere, refused for --bpw 2.5
-# --no-iquants below) the allocation takes i-quants: a --bpw 2.5 run of its own
-# measured every i-quant candidate of every tensor once more
+# --no-iquants below) the allocation takes i-quants, for --size and for --bpw
 run 0 inspect "$T/min.gguf"
 [[ $out == *" iq2_"* || $out == *" iq1_"* ]] || fail "--size at the named minimum chose no i-quant"
 rm -f "$T/min.gguf"
+run 0 quant "$f16" -o "$T/i.gguf" --bpw 2.5 --imatrix "$im" -q
+run 0 inspect "$T/i.gguf"
+[[ $out == *" iq2_"* || $out == *" iq1_"* ]] || fail "--bpw 2.5 chose no i-quant"
+run 0 verify --deep "$T/i.gguf"
+rm -f "$T/i.gguf"
 fi
 run 2 quant "$f16" -o "$T/x.gguf" --bpw 1 && has "$err" "below the smallest" "--bpw 1"
 run 2 quant "$f16" -o "$T/x.gguf" --preset Q4_K_M --no-iquants && has "$err" "goes with --bpw" "--no-iquants alone"
