@@ -95,6 +95,9 @@ enum rt_arch {
     RT_ARCH_PHI3 = 5,   /* "phi3": fused qkv and gate_up, LongRoPE factors */
     RT_ARCH_QWEN2MOE = 6, /* "qwen2moe": qwen2 attention, routed experts + gated shared expert */
     RT_ARCH_QWEN3MOE = 7, /* "qwen3moe": qwen3 attention (q/k norm), routed experts */
+    RT_ARCH_QWEN35 = 8,    /* "qwen35": gated delta net layers + gated full attention */
+    RT_ARCH_QWEN35MOE = 9, /* "qwen35moe": qwen35 with routed experts + gated shared expert */
+    RT_ARCH_QWEN3NEXT = 10, /* "qwen3next": qwen35moe's mixer, V heads not reordered, NEOX RoPE */
 };
 
 /* FFN gate activation: act(gate) * up. */
@@ -152,7 +155,35 @@ struct rt_hparams {
                              * (expert_shared_feed_forward_length, default n_ff); else 0 */
     bool moe_norm_w;        /* top-k weights divided by their sum (llama, qwen3moe; not
                              * qwen2moe), as llama.cpp's build_moe_ffn norm_w */
+    /* --- gated delta net (qwen35, qwen35moe, qwen3next; all zero elsewhere).
+     * Layer il is recurrent iff full_attn_interval && (il + 1) % full_attn_interval
+     * != 0 (llama.cpp derives it so, it never reads layer_types); the other
+     * layers are gated full attention (attn_out_gate). n_layer counts the
+     * executed layers only: block_count - n_nextn. --- */
+    uint32_t full_attn_interval; /* <arch>.full_attention_interval (0: no recurrent layers) */
+    uint32_t n_nextn;        /* <arch>.nextn_predict_layers: trailing MTP blocks kept in
+                              * the file (blk.n_layer ...), never executed */
+    uint32_t ssm_conv_kernel;/* ssm.conv_kernel K: taps of the causal depthwise conv (4) */
+    uint32_t ssm_d_state;    /* ssm.state_size S: key and value head width (128) */
+    uint32_t ssm_n_group;    /* ssm.group_count Hk: key heads */
+    uint32_t ssm_dt_rank;    /* ssm.time_step_rank Hv: value heads (Hv % Hk == 0) */
+    uint32_t ssm_d_inner;    /* ssm.inner_size = Hv * S */
+    bool attn_out_gate;      /* full-attention q rows carry a per-head sigmoid output
+                              * gate: per head hd q values then hd gate values */
+    bool ssm_v_tiled;        /* v head h uses k head h % Hk (qwen35: the converter
+                              * reorders V heads); false: h / (Hv / Hk) (qwen3next) */
 };
+
+/* True when layer il of hp is a gated delta net layer (no KV cache). */
+static inline bool rt_layer_is_recurrent(const struct rt_hparams *hp, uint32_t il)
+{
+    return hp->full_attn_interval != 0 && (il + 1) % hp->full_attn_interval != 0;
+}
+/* Channels of the causal conv of a recurrent layer: q, k (Hk*S each) and v (Hv*S). */
+static inline uint64_t rt_ssm_conv_channels(const struct rt_hparams *hp)
+{
+    return 2 * (uint64_t)hp->ssm_n_group * hp->ssm_d_state + (uint64_t)hp->ssm_d_inner;
+}
 
 #define RT_MAX_EXPERTS 1024 /* llama.cpp's LLAMA_MAX_EXPERTS */
 

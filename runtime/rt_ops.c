@@ -373,3 +373,70 @@ float rt_moe_shexp_gate(float x)
     if (x == 0.0f) return 0.5f;
     return x / (1.0f + expf(-x)) / x;
 }
+
+// --- gated delta net ---
+
+void rt_ssm_conv_step(float *state, const float *w, const float *x, float *y, uint64_t n,
+                      uint32_t K)
+{
+    const uint32_t ks = K - 1;
+    for (uint64_t c = 0; c < n; c++) {
+        float *s = state + c * ks;
+        const float *wc = w + c * K;
+        float sum = 0.0f;
+        for (uint32_t i = 0; i < ks; i++) sum += s[i] * wc[i];
+        sum += x[c] * wc[ks];
+        y[c] = sum / (1.0f + expf(-sum));
+        if (ks > 0) {
+            memmove(s, s + 1, (size_t)(ks - 1) * sizeof(float));
+            s[ks - 1] = x[c];
+        }
+    }
+}
+
+void rt_l2norm_heads(float *x, uint32_t n_head, uint32_t d, float eps)
+{
+    for (uint32_t h = 0; h < n_head; h++) {
+        float *v = x + (uint64_t)h * d;
+        double sum = 0.0;
+        for (uint32_t i = 0; i < d; i++) sum += (double)(v[i] * v[i]);
+        const float scale = 1.0f / fmaxf(sqrtf((float)sum), eps);
+        for (uint32_t i = 0; i < d; i++) v[i] *= scale;
+    }
+}
+
+void rt_delta_net_step(float *M, uint32_t S, const float *q, const float *k, const float *v,
+                       float g, float beta, float *out)
+{
+    const float decay = expf(g);
+    const float scale = 1.0f / sqrtf((float)S);
+    for (uint64_t t = 0; t < (uint64_t)S * S; t++) M[t] *= decay;
+    for (uint32_t j = 0; j < S; j++) {
+        float *row = M + (uint64_t)j * S;
+        float sum = 0.0f;
+        for (uint32_t i = 0; i < S; i++) sum += row[i] * k[i];
+        const float d = (v[j] - sum) * beta;
+        for (uint32_t i = 0; i < S; i++) row[i] += k[i] * d;
+    }
+    for (uint32_t j = 0; j < S; j++) {
+        const float *row = M + (uint64_t)j * S;
+        float sum = 0.0f;
+        for (uint32_t i = 0; i < S; i++) sum += row[i] * q[i];
+        out[j] = sum * scale;
+    }
+}
+
+void rt_delta_net_gates(float alpha, float dt_bias, float ssm_a, float b, float *g,
+                        float *beta)
+{
+    const float x = alpha + dt_bias;
+    const float sp = x > 20.0f ? x : logf(1.0f + expf(x));
+    *g = ssm_a * sp;
+    *beta = 1.0f / (1.0f + expf(-b));
+}
+
+void rt_delta_net_out_norm(float *o, const float *w, const float *z, uint32_t S, float eps)
+{
+    rt_rmsnorm(o, o, w, S, eps);
+    for (uint32_t i = 0; i < S; i++) o[i] *= z[i] / (1.0f + expf(-z[i]));
+}

@@ -135,4 +135,39 @@ void rt_moe_route(float *probs, uint32_t n_expert, uint32_t k, bool norm, int32_
  * gives 0.5, where ggml's 0/0 is NaN). */
 float rt_moe_shexp_gate(float x);
 
+// --- gated delta net (llama.cpp's build_delta_net_autoregressive, ggml's
+// ssm_conv / l2_norm / gated_delta_net CPU ops) ---
+
+/* Causal depthwise conv of one token over n channels with K taps, then SiLU.
+ * state: the K-1 previous inputs of each channel, channel-major
+ * (state[c*(K-1) + t], t = 0 the oldest); w: the ssm_conv1d tensor, w[c*K + i],
+ * tap 0 the oldest. y[c] = silu(sum_{i<K} in_c[i] * w[c*K + i]) where in_c is
+ * [state of c | x[c]], summed in float in tap order (ggml_compute_forward_ssm_conv);
+ * then the state drops its oldest column and appends x. y may not alias x. */
+void rt_ssm_conv_step(float *state, const float *w, const float *x, float *y, uint64_t n,
+                      uint32_t K);
+
+/* ggml_l2_norm over each of n_head vectors of d floats: x /= max(sqrt(sum x^2), eps),
+ * the sum of squares in double, in index order. */
+void rt_l2norm_heads(float *x, uint32_t n_head, uint32_t d, float eps);
+
+/* One token of one value head of the gated delta rule, state M of S x S floats
+ * stored M[j*S + i] (j: value index, i: key index), in place:
+ *   M *= expf(g);  d_j = (v_j - sum_i M[j][i] k_i) * beta;  M[j][i] += k_i d_j;
+ *   out_j = (sum_i M[j][i] q_i) * (1/sqrtf(S)).
+ * q and k already L2-normalised; g <= 0 the log-decay; beta in (0,1). Dots summed in
+ * float in index order (the scalar reference; kernels may reassociate). */
+void rt_delta_net_step(float *M, uint32_t S, const float *q, const float *k, const float *v,
+                       float g, float beta, float *out);
+
+/* The decay and the write strength of one value head from its projections:
+ * *g = ssm_a * softplus(alpha + dt_bias) (ggml: logf(1 + expf(x)), x itself
+ * past 20), *beta = sigmoid(b) = 1/(1+expf(-b)). */
+void rt_delta_net_gates(float alpha, float dt_bias, float ssm_a, float b, float *g,
+                        float *beta);
+
+/* The gated output norm of one value head: o = rmsnorm(o) * w * silu(z) over S
+ * values (rt_rmsnorm, then x * z/(1+expf(-z))). */
+void rt_delta_net_out_norm(float *o, const float *w, const float *z, uint32_t S, float eps);
+
 #endif /* MW_RT_OPS_H */
