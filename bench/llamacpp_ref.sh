@@ -5,8 +5,9 @@
 # (convert_hf_to_gguf.py at the bundled commit) writes for each family
 # fixture (tests/fixtures/mk_family_fixture.py) in f16, bf16 and q8_0.
 # tests/e2e/convert_families.sh compares `memwall convert` with them. Not
-# run by the tests (needs torch, numpy, sentencepiece: Debian's python3-torch
-# python3-numpy python3-sentencepiece, and the llama.cpp source).
+# run by the tests (needs torch, numpy, sentencepiece, tqdm: Debian's
+# python3-torch python3-numpy python3-sentencepiece python3-tqdm, and the
+# llama.cpp source).
 #
 #   bench/llamacpp_ref.sh [KIND...]     (default: every kind)
 #   env: LLAMA_SRC (default /tmp/llama-src), MW_BENCH_PYTHON (/usr/bin/python3),
@@ -29,6 +30,21 @@
 # the same checkpoint in transformers 5's fused layout (mlp.experts.gate_up_proj
 # / down_proj 3-D tensors).
 #
+# Gated delta net: qwen35 (Qwen3_5ForConditionalGeneration, dense, tied),
+# qwen35moe (Qwen3_5MoeForConditionalGeneration, fused experts, shared
+# expert), qwen3next (Qwen3NextForCausalLM, fused in_proj_qkvz / in_proj_ba,
+# per-expert tensors), qwen35-causal and qwen35moe-causal (the
+# Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM layouts, --causal-lm). Their
+# tokenizer is Qwen3's made Qwen3.5-style (its Split regex Qwen3.5's). The
+# converter names a BPE pre-tokenizer by hashing its tokenization of a check
+# text, and its qwen35 hashes are those of Qwen3.5's own 248k vocabulary,
+# which no package here ships: with Qwen3's vocabulary the hash matches
+# nothing and the converter would refuse. The shim therefore names the
+# pre-tokenizer "qwen35" for a tokenizer.json whose Split regex is exactly
+# Qwen3.5's (bench/llamacpp_shim/transformers/__init__.py wraps the
+# converter's get_vocab_base_pre for that tokenizer only); every other key
+# and every tensor is the converter's own.
+#
 # Shim: Debian's torch 1.13 lacks names and there is no `transformers`;
 # bench/llamacpp_shim provides AutoConfig (with Gemma3TextConfig defaults for
 # a sparse text_config) and a minimal AutoTokenizer over tokenizer.json
@@ -40,8 +56,8 @@ LLAMA=${LLAMA_SRC:-/tmp/llama-src}
 PY=${MW_BENCH_PYTHON:-/usr/bin/python3}
 OUT=$repo/tests/fixtures/llamacpp_ref
 [ -f "$LLAMA/convert_hf_to_gguf.py" ] || { echo "no llama.cpp source at $LLAMA (LLAMA_SRC)"; exit 2; }
-"$PY" -c 'import torch, numpy, sentencepiece' 2> /dev/null || {
-    echo "needs (Debian): apt-get install -y python3-torch python3-numpy python3-sentencepiece"
+"$PY" -c 'import torch, numpy, sentencepiece, tqdm' 2> /dev/null || {
+    echo "needs (Debian): apt-get install -y python3-torch python3-numpy python3-sentencepiece python3-tqdm"
     exit 2
 }
 W=${MW_REF_WORK:-}
@@ -52,7 +68,8 @@ fi
 mkdir -p "$OUT" "$W"
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src
-                                  qwen3moe mixtral qwen2moe qwen3moe-fused)
+                                  qwen3moe mixtral qwen2moe qwen3moe-fused
+                                  qwen35 qwen35moe qwen3next qwen35-causal qwen35moe-causal)
 commit=$(git -C "$LLAMA" log -1 --format=%H 2> /dev/null || echo unknown)
 for k in "${kinds[@]}"; do
     # k: a fixture kind, or gemma2-f16src (gemma2 with F16 weights: the
@@ -63,6 +80,7 @@ for k in "${kinds[@]}"; do
     gemma3|gemma3mm) spm=(--spm) ;;
     gemma2-f16src) fk=gemma2; spm=(--dtype F16) ;;
     qwen3moe-fused) fk=qwen3moe; spm=(--fused-experts) ;;
+    qwen35-causal|qwen35moe-causal) fk=${k%-causal}; spm=(--causal-lm) ;;
     esac
     # the directory's name is what the converter derives general.name from;
     # keep it the kind's so reruns give the same digest

@@ -19,6 +19,13 @@ reachable here.
   tokens). Without a tokenizer.json it raises, so the converter takes its
   SentencePiece path (tokenizer.model), which needs only
   python3-sentencepiece.
+- Qwen3.5's pre-tokenizer: the converter names a BPE pre-tokenizer by
+  hashing its tokenization of a check text, and the qwen35 hashes are those
+  of Qwen3.5's 248k vocabulary, which no package here ships. A tokenizer.json
+  whose Split regex is Qwen3.5's (the fixtures' Qwen3 vocabulary made
+  Qwen3.5-style) is therefore named "qwen35" directly: AutoTokenizer wraps
+  the converter's TextModel.get_vocab_base_pre to return it for such a
+  tokenizer (every other tokenizer still goes through the hash).
 - torch.float8_e4m3fn / float8_e5m2 / uint16 / uint32 / uint64: the converter
   names them in dtype tables at import time; stand-ins are distinct objects
   that no tensor of an F16/BF16/F32 checkpoint ever has.
@@ -71,10 +78,32 @@ class AutoConfig:
         return _Config(d)
 
 
+def _pre_override():
+    """Wrap the converter's TextModel.get_vocab_base_pre (once) so that a
+    tokenizer flagged memwall_pre (_tok.py: a tokenizer.json whose Split
+    regex is Qwen3.5's) gets that pre-tokenizer name without its hash."""
+    import sys
+    base = sys.modules.get("conversion.base")
+    tm = getattr(base, "TextModel", None)
+    if tm is None or getattr(tm.get_vocab_base_pre, "memwall_shim", False):
+        return
+    orig = tm.get_vocab_base_pre
+
+    def get_vocab_base_pre(self, tokenizer):
+        pre = getattr(tokenizer, "memwall_pre", None)
+        return pre if pre else orig(self, tokenizer)
+
+    get_vocab_base_pre.memwall_shim = True
+    tm.get_vocab_base_pre = get_vocab_base_pre
+
+
 class AutoTokenizer:
     @staticmethod
     def from_pretrained(path, *args, **kwargs):
         if os.path.isfile(os.path.join(str(path), "tokenizer.json")):
             from ._tok import JsonTokenizer
-            return JsonTokenizer(str(path))
+            tok = JsonTokenizer(str(path))
+            if tok.memwall_pre:
+                _pre_override()
+            return tok
         raise OSError("memwall bench shim: no transformers tokenizer (SentencePiece path only)")

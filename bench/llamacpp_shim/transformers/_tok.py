@@ -16,6 +16,8 @@ What the converter uses, and what this gives:
                             add_special_tokens and a TemplateProcessing puts
                             one first.
   decode(ids)               byte-level inverse; added tokens as their text.
+\p{M} (Qwen3.5's regex) becomes the Unicode mark code points; a tokenizer
+whose regex is Qwen3.5's is flagged memwall_pre = "qwen35" (__init__.py).
 Byte-level BPE only (Qwen, Llama 3, GPT-2 layouts): a SentencePiece-style
 tokenizer.json (Gemma) raises NotImplementedError, as llama.cpp has no
 pre-tokenizer hash for it anyway.
@@ -31,6 +33,12 @@ sys.path.insert(0, os.path.abspath(_FIX))
 import mk_hf_fixture as _fx  # noqa: E402  (py_regex, BYTE2U, bytes_to_unicode)
 
 sys.path.pop(0)
+
+
+# The Split regex of Qwen3.5's tokenizer.json (llama.cpp src/llama-vocab.cpp,
+# LLAMA_VOCAB_PRE_TYPE_QWEN35, "original regex from tokenizer.json")
+QWEN35_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}|"
+                r" ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
 class _Added:
@@ -82,6 +90,11 @@ class JsonTokenizer:
             norm.get("type") == "NFC" or
             any(n.get("type") == "NFC" for n in norm.get("normalizers", [])))
         rx = _split_regex(tj.get("pre_tokenizer"))
+        # Qwen3.5's regex: llama.cpp's pre-tokenizer "qwen35" (see
+        # __init__.py); its \p{M} (only inside [...]) as code points
+        self.memwall_pre = "qwen35" if rx == QWEN35_REGEX else None
+        if rx and r"\p{M}" in rx:
+            rx = rx.replace(r"\p{M}", _fx._class_of(lambda cat: cat[0] == "M"))
         self._rx = _fx.py_regex(rx) if rx else None
         self._bos = None
         post = tj.get("post_processor") or {}
