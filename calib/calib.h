@@ -240,10 +240,19 @@ enum calib_group {
 
 enum calib_wkind {
     CALIB_W_Q = 0, CALIB_W_K, CALIB_W_V, CALIB_W_O, CALIB_W_GATE, CALIB_W_UP, CALIB_W_DOWN,
+    /* the gated delta net's (qwen35, qwen35moe, qwen3next: the layers
+     * rt_layer_is_recurrent names, which have no q, k, v, o): attn_qkv,
+     * attn_gate (z), ssm_beta (qwen3next: ssm_ba, beta and alpha in one),
+     * ssm_alpha read ATTN_IN; ssm_out reads ATTN_OUT, the gated norm's output
+     * (Hv*S wide) */
+    CALIB_W_QKV, CALIB_W_ZGATE, CALIB_W_BETA, CALIB_W_ALPHA, CALIB_W_SSM_OUT,
     CALIB_W_COUNT
 };
 
-enum calib_norm { CALIB_NORM_ATTN = 0, CALIB_NORM_FFN = 1 };
+/* CALIB_NORM_SSM: a delta-net layer's ssm_norm (ssm_d_state floats, one
+ * weight per channel shared by every value head), which makes ssm_out's
+ * input: rmsnorm(o_head) * ssm_norm * silu(z_head) */
+enum calib_norm { CALIB_NORM_ATTN = 0, CALIB_NORM_FFN = 1, CALIB_NORM_SSM = 2 };
 
 /* "attn_in", "attn_out", "ffn_in", "ffn_down" */
 const char *calib_group_name(enum calib_group g);
@@ -261,6 +270,10 @@ enum calib_group calib_wkind_group(enum calib_wkind w);
  * NULL) gets the tensor's rows. */
 uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum calib_wkind w,
                              char *buf, size_t n, uint64_t *tensor_rows);
+/* Whether layer il of a model of hp has weight w: q, k, v, o in attention
+ * layers, the delta-net kinds in recurrent layers (ssm_alpha not with
+ * qwen3next's ssm_ba), the FFN kinds unless a MoE model has no shared expert. */
+bool calib_weight_in_layer(const struct rt_hparams *hp, uint32_t il, enum calib_wkind w);
 
 struct calib_group_stats {
     uint64_t n_in;          /* input channels */
@@ -435,8 +448,11 @@ uint32_t calib_layer_index(const struct calib_layer *ly);
 uint32_t calib_layer_n_samples(const struct calib_layer *ly);
 uint32_t calib_layer_n_pos(const struct calib_layer *ly);
 uint64_t calib_layer_n_rows(const struct calib_layer *ly); /* T */
-/* Input channels of group g (n_embd, n_head*head_dim, n_embd, n_ff). */
+/* Input channels of group g (n_embd, n_head*head_dim — a delta-net layer's
+ * ATTN_OUT: ssm_d_inner —, n_embd, n_ff). */
 uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g);
+/* calib_weight_in_layer for this layer: the kinds a callback may ask for. */
+bool calib_layer_has_weight(const struct calib_layer *ly, enum calib_wkind w);
 /* Statistics of group g of this layer (complete for g and the groups
  * before it; zero counts for later groups). */
 const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
@@ -467,7 +483,8 @@ uint64_t calib_layer_expert_rows(const struct calib_layer *ly); /* rows routed t
  * current stage may not change. */
 enum mw_status calib_layer_weight(struct calib_layer *ly, enum calib_wkind w, bool mutable_,
                                   struct calib_weight *out, struct mw_err *err);
-/* Norm weight (n_embd floats), same rules; *out gets the pointer. */
+/* Norm weight (n_embd floats; CALIB_NORM_SSM: ssm_d_state floats, recurrent
+ * layers only, mutable in ATTN_OUT), same rules; *out gets the pointer. */
 enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, bool mutable_,
                                 float **out, struct mw_err *err);
 

@@ -268,15 +268,38 @@ enum mw_status calib__attention(struct calib_engine *e, const float *X, uint32_t
                                 uint64_t ldo, struct mw_err *err)
 {
     const uint64_t nr = (uint64_t)ns * e->n_pos;
+    const bool gated = e->hp->attn_out_gate;
     enum mw_status s;
-    if ((s = calib__linear_w(e, X, nr, e->E, CALIB_T_WQ, CALIB_T_BQ, e->Q, e->q, e->Q, err)) ||
+    /* gated attention (qwen35, qwen3next): per head hd q values, then hd gate
+     * values (llama.cpp's views of stride 2 hd into Qcur_full) */
+    if ((s = calib__linear_w(e, X, nr, e->E, CALIB_T_WQ, CALIB_T_BQ, gated ? 2 * e->Q : e->Q,
+                             gated ? e->qg : e->q, gated ? 2 * e->Q : e->Q, err)) ||
         (s = calib__linear_w(e, X, nr, e->E, CALIB_T_WK, CALIB_T_BK, e->KV, e->k, e->KV, err)) ||
         (s = calib__linear_w(e, X, nr, e->E, CALIB_T_WV, CALIB_T_BV, e->KV, e->v, e->KV, err)))
         return s;
+    if (gated)
+        for (uint64_t r = 0; r < nr; r++)
+            for (uint64_t h = 0; h < e->hp->n_head; h++) {
+                const float *src = e->qg + r * 2 * e->Q + h * 2 * e->hd;
+                memcpy(e->q + r * e->Q + h * e->hd, src, (size_t)e->hd * sizeof(float));
+                memcpy(e->gt + r * e->Q + h * e->hd, src + e->hd, (size_t)e->hd * sizeof(float));
+            }
     calib__run_rows(e, CALIB_OP_ROPE, nr, 0, NULL, NULL, NULL, 0);
     struct attn_job J = {.e = e, .ns = ns, .out = out, .ldo = ldo};
     mw_pool_run(e->pool, attn_task, &J);
+    if (gated) /* out *= sigmoid(gate), ggml_sigmoid's 1 / (1 + expf(-x)) */
+        for (uint64_t r = 0; r < nr; r++) {
+            float *o = out + r * ldo;
+            const float *gr = e->gt + r * e->Q;
+            for (uint64_t i = 0; i < e->Q; i++) o[i] *= 1.0f / (1.0f + expf(-gr[i]));
+        }
     return MW_OK;
+}
+
+enum mw_status calib__mixer(struct calib_engine *e, const float *X, uint32_t ns, float *out,
+                            uint64_t ldo, struct mw_err *err)
+{
+    return e->rec ? calib__ssm(e, X, ns, out, ldo, err) : calib__attention(e, X, ns, out, ldo, err);
 }
 
 /* SwiGLU of nr rows of normed input X -> e->g (nr, F) */
@@ -325,9 +348,9 @@ static enum mw_status pass_fused(struct calib_engine *e, bool attn_only, struct 
         if (e->hs_file && (st = calib__hs_io(e, false, r0, nr, err))) return st;
         calib__norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
         calib__accum(e, CALIB_G_ATTN_IN, e->xin, nr);
-        if ((st = calib__attention(e, e->xin, ns, e->att, e->Q, err))) return st;
+        if ((st = calib__mixer(e, e->xin, ns, e->att, e->AO, err))) return st;
         calib__accum(e, CALIB_G_ATTN_OUT, e->att, nr);
-        if ((st = residual(e, r0, nr, e->att, e->Q, CALIB_T_WO, CALIB_T_BO, err))) return st;
+        if ((st = residual(e, r0, nr, e->att, e->AO, calib__wo(e), CALIB_T_BO, err))) return st;
         if (attn_only) continue;
         calib__norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
         calib__accum(e, CALIB_G_FFN_IN, e->xin, nr);
@@ -350,7 +373,7 @@ static enum mw_status pass_stage(struct calib_engine *e, enum stage_pass p, stru
         const uint32_t ns = calib__batch_samples(e, s0);
         const uint64_t r0 = (uint64_t)s0 * e->n_pos, nr = (uint64_t)ns * e->n_pos;
         if ((st = calib__hs_need(e, r0, nr, err))) break;
-        float *xo = e->lean ? e->att : e->xo + r0 * e->Q;
+        float *xo = e->lean ? e->att : e->xo + r0 * e->AO;
         switch (p) {
         case P_A:
             calib__norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
@@ -359,13 +382,13 @@ static enum mw_status pass_stage(struct calib_engine *e, enum stage_pass p, stru
         case P_B:
         case P_B_AGAIN:
             calib__norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
-            if ((st = calib__attention(e, e->xin, ns, xo, e->Q, err))) break;
+            if ((st = calib__mixer(e, e->xin, ns, xo, e->AO, err))) break;
             if (p == P_B) calib__accum(e, CALIB_G_ATTN_OUT, xo, nr);
             if (e->lean) st = calib__xo_io(e, true, r0, nr, xo, err);
             break;
         case P_C:
             if (e->lean && (st = calib__xo_io(e, false, r0, nr, xo, err))) break;
-            if ((st = residual(e, r0, nr, xo, e->Q, CALIB_T_WO, CALIB_T_BO, err))) break;
+            if ((st = residual(e, r0, nr, xo, e->AO, calib__wo(e), CALIB_T_BO, err))) break;
             if (e->hs_file) st = calib__hs_io(e, true, r0, nr, err);
             break;
         case P_D:
@@ -451,6 +474,8 @@ static enum mw_status run_layer(struct calib_engine *e, uint32_t il,
     calib__layer_reset(e, il);
     if ((s = load_layer(e, il, err))) return s;
     e->swa_l = rt_layer_is_swa(e->hp, il);
+    e->rec = rt_layer_is_recurrent(e->hp, il);
+    e->AO = e->rec ? e->Hv * e->Sd : e->Q;
     e->rope_l = e->swa_l && e->rope_swa ? e->rope_swa : e->rope;
     if (!o->on_group) {
         calib__stage_ev(e, "forward", false, il);
@@ -466,11 +491,11 @@ static enum mw_status run_layer(struct calib_engine *e, uint32_t il,
         calib__stage_ev(e, "attn_out", false, il);
         if (!e->lean) {
             bool ok = true;
-            e->xo = calib__alloc_f2(e->T, e->Q, &ok);
+            e->xo = calib__alloc_f2(e->T, e->AO, &ok);
             if (!ok)
                 return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
                                "%llu x %llu attention outputs of layer %u",
-                               (unsigned long long)e->T, (unsigned long long)e->Q, il);
+                               (unsigned long long)e->T, (unsigned long long)e->AO, il);
         }
         if ((s = pass_stage(e, P_B, err))) return s;
         ly->xo_stale = false;
@@ -627,6 +652,10 @@ static void engine_free(struct calib_engine *e)
     free(e->rope_swa);
     free(e->xin);
     free(e->q);
+    free(e->qg);
+    free(e->gt);
+    free(e->ba);
+    free(e->cst);
     free(e->k);
     free(e->v);
     free(e->att);
@@ -668,6 +697,7 @@ void calib__engine_dims(struct calib_engine *e, const struct calib_model *m,
     e->K = hp->n_expert_used;
     e->FX = hp->n_ff_exp;
     e->n_rep = hp->n_head / hp->n_head_kv;
+    calib__ssm_dims(e);
     e->hs_fd = e->xo_fd = e->w_fd = -1;
     /* gemma / phi3 scale the queries after RoPE and give the softmax 1
      * (rt_attn_scales); llama / qwen: 1/sqrt(head_dim) in the softmax */
@@ -737,12 +767,24 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
                        (unsigned long long)(calib_run_peak_bytes(m, s, &opt) >> 20),
                        e.n_samples, e.n_pos, (unsigned long long)opt.max_memory);
     }
+    if (hp->full_attn_interval && e.hs_file) {
+        mw_err_clear(err);
+        mw_err_set_path(err, calib_model_path(m));
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                       "a model with gated delta-net layers is calibrated with its hidden states "
+                       "in memory (%llu MiB for %u samples x %u positions), which --max-memory "
+                       "%llu bytes does not allow: use fewer --samples or a shorter --seq-len, "
+                       "or raise --max-memory",
+                       (unsigned long long)(calib_run_peak_bytes(m, s, &opt) >> 20),
+                       e.n_samples, e.n_pos, (unsigned long long)opt.max_memory);
+    }
     if (e.NX && (e.NX > RT_MAX_EXPERTS || e.K == 0 || e.K > e.NX || e.FX == 0))
         return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "%llu experts, %llu used, width %llu",
                        (unsigned long long)e.NX, (unsigned long long)e.K,
                        (unsigned long long)e.FX);
     /* BLAS takes int sizes */
-    if (e.rows_b > INT32_MAX || e.E > INT32_MAX || e.Q > INT32_MAX || e.F > INT32_MAX ||
+    if (e.rows_b > INT32_MAX || e.E > INT32_MAX || 2 * e.Q > INT32_MAX || e.F > INT32_MAX ||
+        e.AOmax > INT32_MAX || e.C > INT32_MAX ||
         e.FX > INT32_MAX || e.n_pos > INT32_MAX / 2)
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "dimensions too large for BLAS");
     mw_blas_init(); /* one-threaded OpenBLAS; the pool gives the parallelism */
@@ -761,15 +803,19 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
     e.rope = calib__alloc_f2(e.n_pos, hp->n_rot, &ok);
     e.xin = calib__alloc_f2(rb, e.E, &ok);
     e.q = calib__alloc_f2(rb, e.Q, &ok);
+    e.qg = calib__alloc_f2(rb, hp->attn_out_gate && 2 * e.Q > e.C ? 2 * e.Q : e.C, &ok);
+    e.gt = calib__alloc_f2(rb, hp->attn_out_gate || e.C ? e.AOmax : 0, &ok);
+    e.ba = calib__alloc_f2(rb, 2 * e.Hv, &ok);
+    e.cst = calib__alloc_f2(opt.n_threads, calib__ssm_thread_floats(&e), &ok);
     e.k = calib__alloc_f2(rb, e.KV, &ok);
     e.v = calib__alloc_f2(rb, e.KV, &ok);
-    e.att = calib__alloc_f2(rb, e.Q, &ok);
+    e.att = calib__alloc_f2(rb, e.AOmax, &ok);
     e.g = calib__alloc_f2(rb, e.F, &ok);
     e.u = calib__alloc_f2(rb, e.F, &ok);
     e.y = calib__alloc_f2(rb, e.E, &ok);
-    e.ubuf = calib__alloc_f2(rb, calib__max3(e.E, e.Q, e.F), &ok);
+    e.ubuf = calib__alloc_f2(rb, calib__max3(e.E, e.AOmax, e.F), &ok);
     e.S = alloc_f3(opt.n_threads, e.n_pos, e.n_pos, &ok);
-    e.one = calib__alloc_f2(e.n_pos, e.Q, &ok);
+    e.one = calib__alloc_f2(e.n_pos, e.AOmax, &ok);
     if (e.NX) calib__moe_scratch(&e, &ok);
     if (!ok) {
         st = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,

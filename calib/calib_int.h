@@ -41,8 +41,21 @@ enum calib_tslot {
     CALIB_T_GATE_EXPS, CALIB_T_UP_EXPS,    /* (n_expert, n_ff_exp, E) */
     CALIB_T_DOWN_EXPS,                     /* (n_expert, E, n_ff_exp) */
     CALIB_T_GATE_INP_SHEXP,                /* (E): the shared expert's sigmoid gate */
+    /* gated delta net (rt_layer_is_recurrent layers of qwen35 / qwen35moe /
+     * qwen3next): CALIB_T_WQKV holds attn_qkv (C = rt_ssm_conv_channels rows:
+     * q, k of Hk heads, v of Hv heads), then these */
+    CALIB_T_SSM_GATE,                      /* attn_gate.weight (Hv*S, E): z */
+    CALIB_T_SSM_BETA, CALIB_T_SSM_ALPHA,   /* ssm_beta / ssm_alpha.weight (Hv, E) */
+    CALIB_T_SSM_BA,                        /* qwen3next ssm_ba.weight (2 Hv, E): per key
+                                            * head [beta (Hv/Hk) | alpha (Hv/Hk)] */
+    CALIB_T_SSM_OUT,                       /* ssm_out.weight (E, Hv*S) */
+    CALIB_T_SSM_CONV,                      /* ssm_conv1d.weight (C, K), f32 */
+    CALIB_T_SSM_DT, CALIB_T_SSM_A,         /* ssm_dt.bias, ssm_a (Hv) */
+    CALIB_T_SSM_NORM,                      /* ssm_norm.weight (S) */
     CALIB_T_COUNT
 };
+/* slot sets as bit masks */
+#define CALIB_SLOT_BIT(t) ((uint64_t)1 << (t))
 /* With fused_gate_up, CALIB_T_WUP is ffn_up.weight of 2*n_ff rows (gate rows
  * first) and CALIB_T_WGATE is absent from the file; the engine hands the two
  * halves out as views. With fused_qkv, CALIB_T_WQ/WK/WV are views into
@@ -105,6 +118,7 @@ size_t calib__utf8_check(const uint8_t *s, size_t n);
 struct calib_stats {
     uint32_t n_layer, n_samples, n_pos;
     bool fused_qkv, fused_gate_up; /* names of the imatrix entries (calib_stats_entry) */
+    struct rt_hparams hp;        /* the model's: which weights each layer has */
     uint32_t n_expert;           /* MoE: experts per layer (0: dense) */
     bool shexp;                  /* MoE: a shared expert (qwen2moe) */
     struct calib_group_stats *g; /* (n_layer, CALIB_G_COUNT) */
@@ -124,7 +138,7 @@ struct calib_layer {
     uint32_t il;
     int stage;            /* group whose callback runs, or CALIB_STAGE_NONE */
     bool ffn_phase;       /* hs already holds the attention output */
-    unsigned live;        /* slots handed out mutable in this callback */
+    uint64_t live;        /* slots handed out mutable in this callback (CALIB_SLOT_BIT) */
     bool xo_stale;
     float *H[CALIB_G_COUNT];
     bool H_valid[CALIB_G_COUNT];
@@ -141,6 +155,14 @@ struct calib_engine {
     uint32_t n_samples, n_pos, spb;
     uint64_t T, rows_b;
     uint64_t E, Q, KV, F, hd;  /* F: n_ff; a MoE model's shared expert's (0: none) */
+    /* the current layer: a gated delta net (rec) or attention; AO: the width
+     * of its ATTN_OUT group (Q, or the delta net's Hv*S); AOmax: the widest
+     * over the layers (buffers) */
+    bool rec;
+    uint64_t AO, AOmax;
+    /* gated delta net: conv channels C, key heads Hk, value heads Hv, head
+     * width Sd, taps Kc; gated attention: the q rows hold 2 Q (q, gate per head) */
+    uint64_t C, Hk, Hv, Sd, Kc;
     uint32_t n_rep;
     /* mixture of experts: experts, used per row, one expert's width;
      * per MoE layer the routing of every row, the FFN output summed before
@@ -175,6 +197,10 @@ struct calib_engine {
     float q_mul;  /* queries times this after RoPE (0: no) — rt_attn_scales */
     /* batch scratch (rows_b rows) */
     float *xin, *q, *k, *v, *att, *g, *u, *y, *ubuf, *S;
+    float *qg;    /* (rows_b, max(2Q, C)): gated q rows, or attn_qkv's output */
+    float *gt;    /* (rows_b, AOmax): the attention gate, or the delta net's z */
+    float *ba;    /* (rows_b, 2 Hv): beta logits | alpha, then the gates g | beta */
+    float *cst;   /* (n_threads, C (K-1) + S S): conv state and recurrent state */
     float *one;   /* (n_pos, Q): one sample's attention output */
     float *w[CALIB_T_COUNT];   /* views (fused parts point into their tensor); NULL:
                                 * parked (lean) */
@@ -270,6 +296,15 @@ void calib__norm_rows(struct calib_engine *e, uint64_t r0, uint64_t nr, enum cal
  * out (ns*n_pos rows, Q, row stride ldo) */
 enum mw_status calib__attention(struct calib_engine *e, const float *X, uint32_t ns, float *out,
                                 uint64_t ldo, struct mw_err *err);
+/* the current layer's mixer over ns whole samples: attention, or the gated
+ * delta net (calib_ssm.c) -> out (ns*n_pos rows, AO, row stride ldo) */
+enum mw_status calib__mixer(struct calib_engine *e, const float *X, uint32_t ns, float *out,
+                            uint64_t ldo, struct mw_err *err);
+/* the current layer's output projection: attn_output, or ssm_out */
+static inline enum calib_tslot calib__wo(const struct calib_engine *e)
+{
+    return e->rec ? CALIB_T_SSM_OUT : CALIB_T_WO;
+}
 /* SwiGLU of nr rows of normed input X -> e->g (nr, F) */
 enum mw_status calib__swiglu(struct calib_engine *e, const float *X, uint64_t nr,
                              struct mw_err *err);
@@ -290,6 +325,17 @@ void calib__stage_ev(const struct calib_engine *e, const char *name, bool end, u
  * batch, no memory bound applied yet) */
 void calib__engine_dims(struct calib_engine *e, const struct calib_model *m,
                         const struct calib_samples *s, const struct calib_run_opts *o);
+
+// --- gated delta net (calib_ssm.c) ---
+
+/* the delta-net layer over ns whole samples whose normed input is X ->
+ * out (ns*n_pos rows, Hv*S, row stride ldo) */
+enum mw_status calib__ssm(struct calib_engine *e, const float *X, uint32_t ns, float *out,
+                          uint64_t ldo, struct mw_err *err);
+/* the engine's delta-net dimensions from hp (all zero for other models) */
+void calib__ssm_dims(struct calib_engine *e);
+/* floats of one thread's delta-net scratch (e->cst) */
+uint64_t calib__ssm_thread_floats(const struct calib_engine *e);
 
 // --- statistics (calib_stats.c) ---
 

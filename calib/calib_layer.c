@@ -11,32 +11,49 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SLOT_BIT(t) (1u << (t))
+#define SLOT_BIT(t) CALIB_SLOT_BIT(t)
+/* the delta net's weights that read ATTN_IN */
+#define SSM_IN_BITS                                                                              \
+    (SLOT_BIT(CALIB_T_WQKV) | SLOT_BIT(CALIB_T_SSM_GATE) | SLOT_BIT(CALIB_T_SSM_BETA) |           \
+     SLOT_BIT(CALIB_T_SSM_ALPHA) | SLOT_BIT(CALIB_T_SSM_BA))
 /* what each stage's callback may change */
-static const unsigned stage_mutable[CALIB_G_COUNT] = {
+static const uint64_t stage_mutable[CALIB_G_COUNT] = {
     [CALIB_G_ATTN_IN] = SLOT_BIT(CALIB_T_WQ) | SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV) |
-                        SLOT_BIT(CALIB_T_ATTN_NORM),
+                        SLOT_BIT(CALIB_T_ATTN_NORM) | SSM_IN_BITS,
     [CALIB_G_ATTN_OUT] = SLOT_BIT(CALIB_T_WQ) | SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV) |
-                         SLOT_BIT(CALIB_T_WO) | SLOT_BIT(CALIB_T_ATTN_NORM),
+                         SLOT_BIT(CALIB_T_WO) | SLOT_BIT(CALIB_T_ATTN_NORM) | SSM_IN_BITS |
+                         SLOT_BIT(CALIB_T_SSM_OUT) | SLOT_BIT(CALIB_T_SSM_NORM),
     [CALIB_G_FFN_IN] = SLOT_BIT(CALIB_T_WGATE) | SLOT_BIT(CALIB_T_WUP) |
                        SLOT_BIT(CALIB_T_FFN_NORM),
     [CALIB_G_FFN_DOWN] = SLOT_BIT(CALIB_T_WGATE) | SLOT_BIT(CALIB_T_WUP) |
                          SLOT_BIT(CALIB_T_WDOWN) | SLOT_BIT(CALIB_T_FFN_NORM),
 };
 /* what each group's input depends on (a bias moves with its weight) */
-static const unsigned group_deps[CALIB_G_COUNT] = {
+static const uint64_t group_deps[CALIB_G_COUNT] = {
     [CALIB_G_ATTN_IN] = SLOT_BIT(CALIB_T_ATTN_NORM),
     [CALIB_G_ATTN_OUT] = SLOT_BIT(CALIB_T_ATTN_NORM) | SLOT_BIT(CALIB_T_WQ) |
-                         SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV),
+                         SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV) | SSM_IN_BITS |
+                         SLOT_BIT(CALIB_T_SSM_NORM),
     [CALIB_G_FFN_IN] = SLOT_BIT(CALIB_T_FFN_NORM),
     [CALIB_G_FFN_DOWN] = SLOT_BIT(CALIB_T_FFN_NORM) | SLOT_BIT(CALIB_T_WGATE) |
                          SLOT_BIT(CALIB_T_WUP),
 };
 
 static const enum calib_tslot wkind_slot[CALIB_W_COUNT] = {
-    CALIB_T_WQ, CALIB_T_WK, CALIB_T_WV, CALIB_T_WO, CALIB_T_WGATE, CALIB_T_WUP, CALIB_T_WDOWN};
+    CALIB_T_WQ,       CALIB_T_WK,   CALIB_T_WV,       CALIB_T_WO,
+    CALIB_T_WGATE,    CALIB_T_WUP,  CALIB_T_WDOWN,    CALIB_T_WQKV,
+    CALIB_T_SSM_GATE, CALIB_T_SSM_BETA, CALIB_T_SSM_ALPHA, CALIB_T_SSM_OUT};
+/* the delta net's weights have no bias: slots a recurrent layer never has */
 static const enum calib_tslot wkind_bias[CALIB_W_COUNT] = {
-    CALIB_T_BQ, CALIB_T_BK, CALIB_T_BV, CALIB_T_BO, CALIB_T_BGATE, CALIB_T_BUP, CALIB_T_BDOWN};
+    CALIB_T_BQ, CALIB_T_BK, CALIB_T_BV, CALIB_T_BO, CALIB_T_BGATE, CALIB_T_BUP,
+    CALIB_T_BDOWN, CALIB_T_BQ, CALIB_T_BQ, CALIB_T_BQ, CALIB_T_BQ, CALIB_T_BO};
+
+/* the slot that holds weight w (qwen3next: beta is ssm_ba, beta and alpha) */
+static enum calib_tslot wslot(const struct calib_engine *e, enum calib_wkind w)
+{
+    if (w == CALIB_W_BETA && e->hp->arch == RT_ARCH_QWEN3NEXT) return CALIB_T_SSM_BA;
+    return wkind_slot[w];
+}
 
 // --- the layer API ----------------------------------------------------------------------
 
@@ -52,7 +69,7 @@ uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g
     switch (g) {
     case CALIB_G_ATTN_IN:
     case CALIB_G_FFN_IN: return e->E;
-    case CALIB_G_ATTN_OUT: return e->Q;
+    case CALIB_G_ATTN_OUT: return e->AO;
     case CALIB_G_FFN_DOWN: return ly->expert >= 0 ? e->FX : e->F;
     case CALIB_G_COUNT: break;
     }
@@ -65,6 +82,11 @@ const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
     if (ly->expert >= 0 && (g == CALIB_G_FFN_IN || g == CALIB_G_FFN_DOWN))
         return calib_stats_expert(ly->e->st, ly->il, g, (uint32_t)ly->expert);
     return calib_stats_group(ly->e->st, ly->il, g);
+}
+
+bool calib_layer_has_weight(const struct calib_layer *ly, enum calib_wkind w)
+{
+    return calib_weight_in_layer(ly->e->hp, ly->il, w);
 }
 
 int32_t calib_layer_expert(const struct calib_layer *ly) { return ly->expert; }
@@ -111,7 +133,7 @@ static const char *stage_name(const struct calib_layer *ly)
     return ly->stage == CALIB_STAGE_NONE ? "" : calib_group_name((enum calib_group)ly->stage);
 }
 
-static void invalidate(struct calib_layer *ly, unsigned bits)
+static void invalidate(struct calib_layer *ly, uint64_t bits)
 {
     for (int g = 0; g < CALIB_G_COUNT; g++)
         if (group_deps[g] & bits) {
@@ -154,8 +176,9 @@ enum mw_status calib_layer_weight(struct calib_layer *ly, enum calib_wkind w, bo
     if ((unsigned)w >= CALIB_W_COUNT)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "weight kind %d", (int)w);
     if (ly->expert >= 0) return expert_weight(ly, w, mutable_, out, err);
-    const enum calib_tslot t = wkind_slot[w];
-    if (!calib__model_has(ly->e->m, ly->il, calib__owner_of(ly->e, t, &(uint64_t){0})))
+    const enum calib_tslot t = wslot(ly->e, w);
+    if (!calib_weight_in_layer(ly->e->hp, ly->il, w) ||
+        !calib__model_has(ly->e->m, ly->il, calib__owner_of(ly->e, t, &(uint64_t){0})))
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "layer %u has no %s", ly->il,
                        calib_wkind_name(w));
     enum mw_status s = hand_out(ly, t, mutable_, calib_wkind_name(w), err);
@@ -178,21 +201,29 @@ enum mw_status calib_layer_weight_release(struct calib_layer *ly, enum calib_wki
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "weight kind %d", (int)w);
     if (ly->expert >= 0) return MW_OK; /* the stacked experts stay in memory */
     uint64_t row0;
-    return calib__w_park(ly->e, calib__owner_of(ly->e, wkind_slot[w], &row0), err);
+    return calib__w_park(ly->e, calib__owner_of(ly->e, wslot(ly->e, w), &row0), err);
 }
 
 enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, bool mutable_,
                                 float **out, struct mw_err *err)
 {
-    if (which != CALIB_NORM_ATTN && which != CALIB_NORM_FFN)
+    if (which != CALIB_NORM_ATTN && which != CALIB_NORM_FFN && which != CALIB_NORM_SSM)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "norm kind %d", (int)which);
-    const enum calib_tslot t = which == CALIB_NORM_ATTN ? CALIB_T_ATTN_NORM : CALIB_T_FFN_NORM;
+    if (which == CALIB_NORM_SSM && !ly->e->rec)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "layer %u has no ssm_norm (not a delta-net layer)", ly->il);
+    const enum calib_tslot t = which == CALIB_NORM_ATTN ? CALIB_T_ATTN_NORM
+                               : which == CALIB_NORM_FFN ? CALIB_T_FFN_NORM
+                                                         : CALIB_T_SSM_NORM;
     if (mutable_ && t == CALIB_T_FFN_NORM && ly->e->NX)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "layer %u: ffn_norm of a mixture-of-experts layer may not be changed "
                        "(the router and every expert read it)", ly->il);
-    enum mw_status s =
-        hand_out(ly, t, mutable_, which == CALIB_NORM_ATTN ? "attn_norm" : "ffn_norm", err);
+    enum mw_status s = hand_out(ly, t, mutable_,
+                                which == CALIB_NORM_ATTN ? "attn_norm"
+                                : which == CALIB_NORM_FFN ? "ffn_norm"
+                                                          : "ssm_norm",
+                                err);
     if (s) return s;
     *out = ly->e->w[t];
     return MW_OK;
@@ -220,14 +251,14 @@ static enum mw_status sample_rows(struct calib_engine *e, enum calib_group g, ui
                                   uint64_t nr, float *dst, struct mw_err *err)
 {
     const bool attn = g == CALIB_G_ATTN_OUT;
-    const uint64_t w = attn ? e->Q : e->F;
+    const uint64_t w = attn ? e->AO : e->F;
     enum mw_status s;
     for (uint64_t r = row0; r < row0 + nr;) {
         const uint64_t a = r / e->n_pos * e->n_pos;
         const uint64_t b = a + e->n_pos < row0 + nr ? a + e->n_pos : row0 + nr;
         if ((s = calib__hs_need(e, a, e->n_pos, err))) return s;
         calib__norm_rows(e, a, e->n_pos, attn ? CALIB_T_ATTN_NORM : CALIB_T_FFN_NORM, e->xin);
-        s = attn ? calib__attention(e, e->xin, 1, e->one, e->Q, err)
+        s = attn ? calib__mixer(e, e->xin, 1, e->one, e->AO, err)
                  : calib__swiglu(e, e->xin, e->n_pos, err);
         if (s) return s;
         memcpy(dst + (r - row0) * w, (attn ? e->one : e->g) + (r - a) * w,
@@ -260,7 +291,7 @@ static enum mw_status group_rows(struct calib_engine *e, enum calib_group g, uin
     case CALIB_G_ATTN_OUT:
         if (xo_current(ly)) {
             if (e->lean) return calib__xo_io(e, false, row0, nr, dst, err);
-            memcpy(dst, e->xo + row0 * e->Q, (size_t)(nr * e->Q) * sizeof(float));
+            memcpy(dst, e->xo + row0 * e->AO, (size_t)(nr * e->AO) * sizeof(float));
             break;
         }
         return sample_rows(e, g, row0, nr, dst, err); /* with the current weights */
@@ -295,7 +326,7 @@ enum mw_status calib_layer_input(struct calib_layer *ly, enum calib_group g, uin
                        (unsigned long long)row0, (unsigned long long)n_rows,
                        (unsigned long long)e->T, (unsigned long long)e->rows_b);
     if (g == CALIB_G_ATTN_OUT && !e->lean && xo_current(ly)) {
-        *x = e->xo + row0 * e->Q; /* the stored rows, no copy */
+        *x = e->xo + row0 * e->AO; /* the stored rows, no copy */
         return MW_OK;
     }
     if ((s = group_rows(e, g, row0, n_rows, e->ubuf, err))) return s;
@@ -318,12 +349,12 @@ enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, u
     switch (g) {
     case CALIB_G_ATTN_IN:
         calib__norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
-        s = calib__attention(e, e->xin, n, out, e->Q, err);
+        s = calib__mixer(e, e->xin, n, out, e->AO, err);
         break;
     case CALIB_G_ATTN_OUT:
         if ((s = group_rows(e, g, r0, nr, e->ubuf, err))) break;
-        if ((s = calib__linear_w(e, e->ubuf, nr, e->Q, CALIB_T_WO, CALIB_T_BO, e->E, out, e->E,
-                                 err)))
+        if ((s = calib__linear_w(e, e->ubuf, nr, e->AO, calib__wo(e), CALIB_T_BO, e->E, out,
+                                 e->E, err)))
             break;
         calib__post_norm(e, CALIB_T_WO, out, nr);
         break;
@@ -441,7 +472,7 @@ static enum mw_status hessian(struct calib_layer *ly, enum calib_group g, struct
         const uint64_t r0 = (uint64_t)s0 * e->n_pos, nr = (uint64_t)ns * e->n_pos;
         const float *X;
         if (g == CALIB_G_ATTN_OUT && !e->lean && xo_current(ly)) {
-            X = e->xo + r0 * e->Q;
+            X = e->xo + r0 * e->AO;
         } else {
             if ((s = group_rows(e, g, r0, nr, e->ubuf, err))) return s;
             X = e->ubuf;

@@ -59,11 +59,18 @@ static const char *const slot_names[CALIB_T_COUNT] = {
     [CALIB_T_GATE_EXPS] = "ffn_gate_exps.weight", [CALIB_T_UP_EXPS] = "ffn_up_exps.weight",
     [CALIB_T_DOWN_EXPS] = "ffn_down_exps.weight",
     [CALIB_T_GATE_INP_SHEXP] = "ffn_gate_inp_shexp.weight",
+    [CALIB_T_SSM_GATE] = "attn_gate.weight",  [CALIB_T_SSM_BETA] = "ssm_beta.weight",
+    [CALIB_T_SSM_ALPHA] = "ssm_alpha.weight", [CALIB_T_SSM_BA] = "ssm_ba.weight",
+    [CALIB_T_SSM_OUT] = "ssm_out.weight",     [CALIB_T_SSM_CONV] = "ssm_conv1d.weight",
+    [CALIB_T_SSM_DT] = "ssm_dt.bias",         [CALIB_T_SSM_A] = "ssm_a",
+    [CALIB_T_SSM_NORM] = "ssm_norm.weight",
 };
 
 /* a MoE model's dense FFN slots hold its shared expert (llama.cpp's names) */
 static const char *slot_name(const struct rt_hparams *hp, enum calib_tslot t)
 {
+    /* qwen35 / qwen35moe / qwen3next: the FFN's norm is post_attention_norm */
+    if (hp->full_attn_interval && t == CALIB_T_FFN_NORM) return "post_attention_norm.weight";
     if (hp->n_expert) {
         if (t == CALIB_T_WGATE) return "ffn_gate_shexp.weight";
         if (t == CALIB_T_WUP) return "ffn_up_shexp.weight";
@@ -87,7 +94,7 @@ uint64_t calib__slot_elems(const struct rt_hparams *hp, enum calib_tslot t)
     switch (t) {
     case CALIB_T_ATTN_NORM:
     case CALIB_T_FFN_NORM: return E;
-    case CALIB_T_WQ: return Q * E;
+    case CALIB_T_WQ: return (hp->attn_out_gate ? 2 * Q : Q) * E; /* q and gate per head */
     case CALIB_T_WK:
     case CALIB_T_WV: return KV * E;
     case CALIB_T_WO: return E * Q;
@@ -98,7 +105,17 @@ uint64_t calib__slot_elems(const struct rt_hparams *hp, enum calib_tslot t)
     case CALIB_T_K_NORM: return hp->head_dim;
     case CALIB_T_ATTN_POST_NORM:
     case CALIB_T_FFN_POST_NORM: return E;
-    case CALIB_T_WQKV: return (Q + 2 * KV) * E;
+    case CALIB_T_WQKV: /* phi3's q|k|v, or the delta net's conv input */
+        return (hp->full_attn_interval ? rt_ssm_conv_channels(hp) : Q + 2 * KV) * E;
+    case CALIB_T_SSM_GATE: return (uint64_t)hp->ssm_d_inner * E;
+    case CALIB_T_SSM_BETA:
+    case CALIB_T_SSM_ALPHA: return (uint64_t)hp->ssm_dt_rank * E;
+    case CALIB_T_SSM_BA: return 2 * (uint64_t)hp->ssm_dt_rank * E;
+    case CALIB_T_SSM_OUT: return E * hp->ssm_d_inner;
+    case CALIB_T_SSM_CONV: return rt_ssm_conv_channels(hp) * hp->ssm_conv_kernel;
+    case CALIB_T_SSM_DT:
+    case CALIB_T_SSM_A: return hp->ssm_dt_rank;
+    case CALIB_T_SSM_NORM: return hp->ssm_d_state;
     case CALIB_T_BQ: return Q;
     case CALIB_T_BK:
     case CALIB_T_BV: return KV;
@@ -196,11 +213,15 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
         /* the tensors the checkpoint has decide the layout (config.json
          * carries no such flags; the runtime decides for GGUF files) */
         const int64_t *l0 = m->idx[0];
-        if (l0[CALIB_T_WQKV] >= 0 && l0[CALIB_T_WQ] < 0) hp->fused_qkv = true;
+        if (l0[CALIB_T_WQKV] >= 0 && l0[CALIB_T_WQ] < 0 && !hp->full_attn_interval)
+            hp->fused_qkv = true;
         if (l0[CALIB_T_WGATE] < 0 && l0[CALIB_T_WUP] >= 0) hp->fused_gate_up = true;
         if (l0[CALIB_T_Q_NORM] >= 0 && l0[CALIB_T_K_NORM] >= 0) hp->qk_norm = true;
-        if (l0[CALIB_T_ATTN_POST_NORM] >= 0 && l0[CALIB_T_FFN_POST_NORM] >= 0)
+        if (l0[CALIB_T_ATTN_POST_NORM] >= 0 && l0[CALIB_T_FFN_POST_NORM] >= 0 &&
+            !hp->full_attn_interval)
             hp->post_norms = true;
+        if (hp->full_attn_interval) /* gated attention: q/k norms, the output gate */
+            hp->qk_norm = hp->attn_out_gate = true;
     }
     for (uint32_t il = 0; il < m->hp.n_layer; il++)
         for (int t = 0; t < CALIB_T_COUNT; t++) {
@@ -216,6 +237,22 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
             if (t == CALIB_T_WQKV) need = hp->fused_qkv;
             if (t == CALIB_T_Q_NORM || t == CALIB_T_K_NORM) need = hp->qk_norm;
             if (t == CALIB_T_ATTN_POST_NORM || t == CALIB_T_FFN_POST_NORM) need = hp->post_norms;
+            if (t >= CALIB_T_SSM_GATE && t <= CALIB_T_SSM_NORM) need = false;
+            if (hp->full_attn_interval) { /* a gated delta net, or gated attention */
+                const bool rec = rt_layer_is_recurrent(hp, il);
+                const bool attn = t == CALIB_T_WQ || t == CALIB_T_WK || t == CALIB_T_WV ||
+                                  t == CALIB_T_WO || t == CALIB_T_Q_NORM || t == CALIB_T_K_NORM;
+                const bool ba = hp->arch == RT_ARCH_QWEN3NEXT;
+                if (attn) need = !rec;
+                if (t == CALIB_T_WQKV) need = rec;
+                if (t >= CALIB_T_SSM_GATE && t <= CALIB_T_SSM_NORM)
+                    need = rec && (ba ? t != CALIB_T_SSM_BETA && t != CALIB_T_SSM_ALPHA
+                                      : t != CALIB_T_SSM_BA);
+                if (t >= CALIB_T_BQ && t <= CALIB_T_BO && rec) { /* no attention biases */
+                    m->idx[il][t] = -1;
+                    continue;
+                }
+            }
             const bool bias = t >= CALIB_T_BQ && t <= CALIB_T_BDOWN;
             if (!need && !bias) {
                 m->idx[il][t] = -1; /* not part of the family's graph: never read */

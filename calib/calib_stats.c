@@ -47,10 +47,22 @@ const struct calib_group_stats *calib_stats_expert(const struct calib_stats *st,
 static const char *const group_names[CALIB_G_COUNT] = {"attn_in", "attn_out", "ffn_in",
                                                        "ffn_down"};
 static const char *const wkind_names[CALIB_W_COUNT] = {
-    "attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+    "attn_q", "attn_k",    "attn_v",   "attn_output", "ffn_gate",  "ffn_up",
+    "ffn_down", "attn_qkv", "attn_gate", "ssm_beta",  "ssm_alpha", "ssm_out"};
 static const enum calib_group wkind_group[CALIB_W_COUNT] = {
-    CALIB_G_ATTN_IN, CALIB_G_ATTN_IN, CALIB_G_ATTN_IN, CALIB_G_ATTN_OUT,
-    CALIB_G_FFN_IN,  CALIB_G_FFN_IN,  CALIB_G_FFN_DOWN};
+    CALIB_G_ATTN_IN, CALIB_G_ATTN_IN, CALIB_G_ATTN_IN,  CALIB_G_ATTN_OUT,
+    CALIB_G_FFN_IN,  CALIB_G_FFN_IN,  CALIB_G_FFN_DOWN, CALIB_G_ATTN_IN,
+    CALIB_G_ATTN_IN, CALIB_G_ATTN_IN, CALIB_G_ATTN_IN,  CALIB_G_ATTN_OUT};
+
+static bool is_ssm_kind(enum calib_wkind w) { return w >= CALIB_W_QKV && w <= CALIB_W_SSM_OUT; }
+
+bool calib_weight_in_layer(const struct rt_hparams *hp, uint32_t il, enum calib_wkind w)
+{
+    if ((unsigned)w >= CALIB_W_COUNT) return false;
+    if (wkind_group[w] >= CALIB_G_FFN_IN) return !hp->n_expert || hp->n_ff_shexp > 0;
+    if (rt_layer_is_recurrent(hp, il) != is_ssm_kind(w)) return false;
+    return !(w == CALIB_W_ALPHA && hp->arch == RT_ARCH_QWEN3NEXT); /* in ssm_ba */
+}
 
 uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum calib_wkind w,
                              char *buf, size_t n, uint64_t *tensor_rows)
@@ -68,7 +80,17 @@ uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum cali
     case CALIB_W_GATE: rows = F; break;
     case CALIB_W_UP: rows = F; row0 = F; break;
     case CALIB_W_DOWN: rows = hp->n_embd; break;
+    case CALIB_W_QKV: rows = rt_ssm_conv_channels(hp); break;
+    case CALIB_W_ZGATE: rows = hp->ssm_d_inner; break;
+    case CALIB_W_BETA:
+    case CALIB_W_ALPHA: rows = hp->ssm_dt_rank; break;
+    case CALIB_W_SSM_OUT: rows = hp->n_embd; break;
     case CALIB_W_COUNT: break;
+    }
+    if (w == CALIB_W_Q && hp->attn_out_gate) rows = 2 * Q; /* q and gate per head */
+    if (w == CALIB_W_BETA && hp->arch == RT_ARCH_QWEN3NEXT) {
+        nm = "ssm_ba"; /* beta and alpha rows per key head */
+        rows = 2 * (uint64_t)hp->ssm_dt_rank;
     }
     if (hp->fused_qkv && (w == CALIB_W_Q || w == CALIB_W_K || w == CALIB_W_V)) {
         nm = "attn_qkv";
@@ -90,20 +112,16 @@ uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum cali
 bool calib_stats_entry(const struct calib_stats *st, uint32_t il, enum calib_wkind w, char *buf,
                        size_t n)
 {
-    const struct rt_hparams hp = {.fused_qkv = st->fused_qkv,
-                                  .fused_gate_up = st->fused_gate_up,
-                                  .n_expert = st->n_expert};
-    if ((unsigned)w >= CALIB_W_COUNT) return false;
-    (void)calib_weight_tensor(&hp, il, w, buf, n, NULL);
+    const struct rt_hparams *hp = &st->hp;
+    if ((unsigned)w >= CALIB_W_COUNT || !calib_weight_in_layer(hp, il, w)) return false;
+    (void)calib_weight_tensor(hp, il, w, buf, n, NULL);
     /* one entry per tensor: a fused tensor's is its first part's */
     if (st->fused_qkv && (w == CALIB_W_K || w == CALIB_W_V)) return false;
     if (st->fused_gate_up && w == CALIB_W_UP) return false;
-    /* a MoE model's dense FFN is its shared expert, if it has one */
-    if (st->n_expert && !st->shexp && wkind_group[w] >= CALIB_G_FFN_IN) return false;
     return true;
 }
 
-/* The entries of layer il in order (at most 12): the weights of
+/* The entries of layer il in order (at most 16): the weights of
  * calib_stats_entry, and for a MoE layer the router, the shared expert's
  * gate, then the three stacked expert tensors. */
 static unsigned layer_entries(const struct calib_stats *st, uint32_t il, struct calib_entry *out)
@@ -131,20 +149,29 @@ static unsigned layer_entries(const struct calib_stats *st, uint32_t il, struct 
     return k;
 }
 
+/* a layer's entries depend on its kind only (attention, or the delta net) */
+#define MAX_LAYER_ENTRIES 16
+
 uint64_t calib_stats_n_entries(const struct calib_stats *st)
 {
-    struct calib_entry tmp[12];
-    return st->n_layer ? (uint64_t)st->n_layer * layer_entries(st, 0, tmp) : 0;
+    struct calib_entry tmp[MAX_LAYER_ENTRIES];
+    uint64_t n = 0;
+    for (uint32_t il = 0; il < st->n_layer; il++) n += layer_entries(st, il, tmp);
+    return n;
 }
 
 bool calib_stats_entry_at(const struct calib_stats *st, uint64_t i, struct calib_entry *out)
 {
-    struct calib_entry tmp[12];
-    const uint64_t per = st->n_layer ? layer_entries(st, 0, tmp) : 0;
-    if (per == 0 || i / per >= st->n_layer) return false;
-    (void)layer_entries(st, (uint32_t)(i / per), tmp);
-    *out = tmp[i % per];
-    return true;
+    struct calib_entry tmp[MAX_LAYER_ENTRIES];
+    for (uint32_t il = 0; il < st->n_layer; il++) {
+        const unsigned k = layer_entries(st, il, tmp);
+        if (i < k) {
+            *out = tmp[i];
+            return true;
+        }
+        i -= k;
+    }
+    return false;
 }
 
 const char *calib_group_name(enum calib_group g)
@@ -212,11 +239,13 @@ enum mw_status calib__stats_alloc(struct calib_engine *e, struct mw_err *err)
     if (!st) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "statistics");
     e->st = st;
     st->n_layer = e->hp->n_layer;
+    st->hp = *e->hp;
     st->fused_qkv = e->hp->fused_qkv;
     st->fused_gate_up = e->hp->fused_gate_up;
     st->n_samples = e->n_samples;
     st->n_pos = e->n_pos;
-    const uint64_t n_in[CALIB_G_COUNT] = {e->E, e->Q, e->E, e->F};
+    /* ATTN_OUT: the widest layer's (a delta-net layer's may differ) */
+    const uint64_t n_in[CALIB_G_COUNT] = {e->E, e->AOmax, e->E, e->F};
     uint64_t per_layer = 0;
     for (int g = 0; g < CALIB_G_COUNT; g++) per_layer += 2 * n_in[g];
     uint64_t total, bytes;
@@ -231,6 +260,8 @@ enum mw_status calib__stats_alloc(struct calib_engine *e, struct mw_err *err)
         for (int g = 0; g < CALIB_G_COUNT; g++) {
             struct calib_group_stats *gs = &st->g[(uint64_t)il * CALIB_G_COUNT + g];
             gs->n_in = n_in[g];
+            if (g == CALIB_G_ATTN_OUT) /* this layer's own width */
+                gs->n_in = rt_layer_is_recurrent(e->hp, il) ? e->hp->ssm_d_inner : e->Q;
             gs->sum_sq = p;
             p += n_in[g];
             gs->sum_abs = p;
