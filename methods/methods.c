@@ -442,12 +442,14 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
     else if (!moe_in && qm_uses_awq(h->mo->method) && (s = qm_awq_group(h, ly, g, err)) != MW_OK)
         return s;
     const bool defer = qm_awq_out_folds(h);
-    if (defer && (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN)) {
-        if ((s = quant_one(h, ly, qm_awq_producer(g), err)) != MW_OK) return s; /* after the fold */
+    if (defer && (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN) &&
+        qm_awq_producer(ly, g) != CALIB_W_COUNT) {
+        if ((s = quant_one(h, ly, qm_awq_producer(ly, g), err)) != MW_OK) return s; /* after the fold */
         free_factor(h, (int)g - 1); /* the input group's factor: its last weight is done */
     }
     for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
         if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        if (!calib_layer_has_weight(ly, (enum calib_wkind)wk)) continue;
         if (defer && (wk == CALIB_W_V || wk == CALIB_W_UP)) continue; /* done in the next stage */
         if ((s = quant_one(h, ly, (enum calib_wkind)wk, err)) != MW_OK) return s;
     }

@@ -145,12 +145,15 @@ double quant_output_error(const float *w, const float *q, uint64_t n_out, uint64
 void quant_awq_scales(const double *mean_abs, uint64_t n, float alpha, float *s);
 
 /* One group of weights reading the same input (q/k/v, or gate/up). */
+/* the most weights one input feeds: a delta-net layer's attn_qkv, attn_gate,
+ * ssm_beta, ssm_alpha */
+#define QUANT_AWQ_MAX_W 4
 struct quant_awq_group {
     uint64_t n_in;
-    unsigned n_w;              /* up to 3 */
-    const float *w[3];         /* (n_out[k], n_in) row-major, not modified */
-    uint64_t n_out[3];
-    uint32_t type[3];          /* target ggml types */
+    unsigned n_w;              /* up to QUANT_AWQ_MAX_W */
+    const float *w[QUANT_AWQ_MAX_W]; /* (n_out[k], n_in) row-major, not modified */
+    uint64_t n_out[QUANT_AWQ_MAX_W];
+    uint32_t type[QUANT_AWQ_MAX_W];  /* target ggml types */
     const double *mean_abs;    /* (n_in) mean |x_j| */
     const float *imp;          /* (n_in) importance (mean x²) for the quantizer */
     const float *H;            /* (n_in, n_in) Σ x xᵀ */
@@ -170,7 +173,9 @@ enum mw_status quant_awq_group(const struct quant_awq_group *g, float *best_alph
 /* Fold AWQ scales sc (n_in of group g) into the layer inside an on_group
  * callback for stage g: the group's input is divided by s where it is made
  * (ATTN_IN / FFN_IN: attn_norm / ffn_norm; ATTN_OUT: v's output rows (and
- * bias); FFN_DOWN: up's rows (and bias)) and the group's weight columns
+ * bias), in a delta-net layer ssm_norm (sc must be equal across the value
+ * heads: ssm_norm[j] takes sc[j]); FFN_DOWN: up's rows (and bias)) and the
+ * group's weight columns
  * multiplied by s — the float model computes the same outputs. ATTN_OUT
  * under grouped-query attention: q_per_kv = n_head / n_head_kv q heads read
  * one v row, so sc must be equal across them (v row kvh*head_dim + d takes

@@ -132,6 +132,12 @@ done:
 /* AWQ fold names per group (the log) */
 static const char *const fold_name[CALIB_G_COUNT] = {
     "attn_norm -> q/k/v", "v -> attn_output", "ffn_norm -> gate/up", "up -> ffn_down"};
+/* the same in a model with gated delta-net layers (qwen35, qwen35moe,
+ * qwen3next): which tensors each fold involves there */
+static const char *const fold_name_ssm[CALIB_G_COUNT] = {
+    "attn_norm -> q/k/v, attn_qkv/attn_gate/ssm_beta/ssm_alpha",
+    "v -> attn_output, ssm_norm -> ssm_out", "post_attention_norm -> gate/up",
+    "up -> ffn_down"};
 
 void qm_awq_skip(struct quant_methods_src *h, enum calib_group g, uint32_t il, const char *why)
 {
@@ -150,10 +156,15 @@ enum mw_status quant_awq_fold(struct calib_layer *ly, enum calib_group g, const 
             return s;
         const uint64_t n = calib_layer_group_n_in(ly, g);
         for (uint64_t j = 0; j < n; j++) norm[j] /= sc[j];
+    } else if (qm_awq_producer(ly, g) == CALIB_W_COUNT) {
+        /* a delta-net layer: ssm_out reads rmsnorm(o) * ssm_norm * silu(z), linear in
+         * ssm_norm, whose channel j serves every value head */
+        float *norm;
+        if ((s = calib_layer_norm(ly, CALIB_NORM_SSM, true, &norm, err)) != MW_OK) return s;
+        for (uint64_t j = 0; j < head_dim; j++) norm[j] /= sc[j];
     } else {
         struct calib_weight pw;
-        if ((s = calib_layer_weight(ly, g == CALIB_G_ATTN_OUT ? CALIB_W_V : CALIB_W_UP, true, &pw,
-                                    err)) != MW_OK)
+        if ((s = calib_layer_weight(ly, qm_awq_producer(ly, g), true, &pw, err)) != MW_OK)
             return s;
         const uint64_t hd = head_dim ? head_dim : 1, grp = q_per_kv ? q_per_kv : 1;
         for (uint64_t r = 0; r < pw.n_out; r++) {
@@ -165,6 +176,7 @@ enum mw_status quant_awq_fold(struct calib_layer *ly, enum calib_group g, const 
     }
     for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
         if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        if (!calib_layer_has_weight(ly, (enum calib_wkind)wk)) continue;
         struct calib_weight cw;
         if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, true, &cw, err)) != MW_OK) return s;
         for (uint64_t r = 0; r < cw.n_out; r++)
@@ -199,9 +211,19 @@ bool qm_awq_out_folds(const struct quant_methods_src *h)
     return qm_uses_awq(h->mo->method) && !h->mo->awq_in_only;
 }
 
-enum calib_wkind qm_awq_producer(enum calib_group g)
+/* The weight whose rows make group g's input (ATTN_OUT: v, FFN_DOWN: up);
+ * CALIB_W_COUNT in a delta-net layer's ATTN_OUT, made by ssm_norm. */
+enum calib_wkind qm_awq_producer(const struct calib_layer *ly, enum calib_group g)
 {
+    if (g == CALIB_G_ATTN_OUT && !calib_layer_has_weight(ly, CALIB_W_V)) return CALIB_W_COUNT;
     return g == CALIB_G_ATTN_OUT ? CALIB_W_V : CALIB_W_UP;
+}
+
+/* the GGUF name of layer il's FFN norm: qwen35 / qwen35moe / qwen3next call it
+ * post_attention_norm */
+static const char *ffn_norm_name(const struct rt_hparams *hp)
+{
+    return hp->full_attn_interval ? "post_attention_norm" : "ffn_norm";
 }
 
 /* AWQ on group g: search alpha for the group's weights (q/k/v, o, gate/up or
@@ -220,10 +242,11 @@ enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
                                 .n_threads = h->mo->n_threads};
     for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
         if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        if (!calib_layer_has_weight(ly, (enum calib_wkind)wk)) continue;
         struct calib_weight cw;
         if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, false, &cw, err)) != MW_OK) return s;
         const int64_t ti = qm_find_tensor(h, cw.name);
-        if (ti < 0 || h->want[ti] == UINT32_MAX || G.n_w == 3) { /* not all quantized */
+        if (ti < 0 || h->want[ti] == UINT32_MAX || G.n_w == QUANT_AWQ_MAX_W) { /* not all quantized */
             qm_awq_skip(h, g, calib_layer_index(ly), "a weight of the group stays unquantized");
             return MW_OK;
         }
@@ -237,13 +260,14 @@ enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
         G.type[G.n_w++] = h->want[ti];
     }
     if (G.n_w == 0) return MW_OK;
-    int64_t ni = -1; /* the norm tensor (in_norm) */
+    int64_t ni = -1; /* the norm tensor (in_norm, or a delta-net layer's ssm_norm) */
     const struct rt_hparams *hp = h->hp;
     const uint64_t hd = hp->head_dim, grp = hp->n_head_kv ? hp->n_head / hp->n_head_kv : 0;
-    if (in_norm) {
+    const bool ssm_out = qm_awq_producer(ly, g) == CALIB_W_COUNT;
+    if (in_norm || ssm_out) {
         char nname[64];
         snprintf(nname, sizeof nname, "blk.%u.%s.weight", calib_layer_index(ly),
-                 g == CALIB_G_ATTN_IN ? "attn_norm" : "ffn_norm");
+                 ssm_out ? "ssm_norm" : g == CALIB_G_ATTN_IN ? "attn_norm" : ffn_norm_name(hp));
         ni = qm_find_tensor(h, nname);
         if (ni < 0 || h->base->tensors[ni].type != GGUF_TYPE_F32) {
             qm_awq_skip(h, g, calib_layer_index(ly), "the norm is not stored as F32");
@@ -258,7 +282,7 @@ enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
         /* the producer must be quantized here (else its rescaled rows would
          * never reach the file) and have no bias */
         struct calib_weight pw;
-        if ((s = calib_layer_weight(ly, qm_awq_producer(g), false, &pw, err)) != MW_OK) return s;
+        if ((s = calib_layer_weight(ly, qm_awq_producer(ly, g), false, &pw, err)) != MW_OK) return s;
         const int64_t pi = qm_find_tensor(h, pw.name);
         const char *why = NULL;
         if (pi < 0 || h->want[pi] == UINT32_MAX)
@@ -273,7 +297,7 @@ enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
             why = "down's input is not up's rows";
         /* calib's lean mode: the producer goes back to its scratch file now,
          * before the Hessian is made (the fold fetches it again) */
-        if ((s = calib_layer_weight_release(ly, qm_awq_producer(g), err)) != MW_OK) return s;
+        if ((s = calib_layer_weight_release(ly, qm_awq_producer(ly, g), err)) != MW_OK) return s;
         if (why) {
             qm_awq_skip(h, g, calib_layer_index(ly), why);
             return MW_OK;
@@ -296,7 +320,14 @@ enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
         ma[j] = gs->sum_abs[j] / cnt;
         imp[j] = (float)(gs->sum_sq[j] / cnt);
     }
-    if (g == CALIB_G_ATTN_OUT && grp > 1) /* one scale per v row: mean over its q heads */
+    const uint64_t S = hp->ssm_d_state, Hv = hp->ssm_dt_rank;
+    if (ssm_out) /* one scale per ssm_norm channel: the mean over the value heads */
+        for (uint64_t d = 0; d < S; d++) {
+            double m = 0;
+            for (uint64_t vh = 0; vh < Hv; vh++) m += ma[vh * S + d];
+            for (uint64_t vh = 0; vh < Hv; vh++) ma[vh * S + d] = m / (double)Hv;
+        }
+    else if (g == CALIB_G_ATTN_OUT && grp > 1) /* one scale per v row: mean over its q heads */
         for (uint64_t kh = 0; kh < hp->n_head_kv; kh++)
             for (uint64_t d = 0; d < hd; d++) {
                 double m = 0;
@@ -319,21 +350,24 @@ enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
         return s;
     }
     h->tally[g].folded++;
-    s = quant_awq_fold(ly, g, sc, hp->n_head_kv ? (uint32_t)grp : 1, (uint32_t)hd, err);
-    if (s == MW_OK && in_norm) { /* the folded norm goes into the file as F32 */
+    s = quant_awq_fold(ly, g, sc, hp->n_head_kv ? (uint32_t)grp : 1,
+                       (uint32_t)(ssm_out ? S : hd), err);
+    if (s == MW_OK && (in_norm || ssm_out)) { /* the folded norm goes into the file as F32 */
         float *norm;
-        uint8_t *nb = malloc((size_t)G.n_in * sizeof(float));
+        const uint64_t nn = ssm_out ? S : G.n_in;
+        uint8_t *nb = malloc((size_t)nn * sizeof(float));
         if (!nb) s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
         if (s == MW_OK)
-            s = calib_layer_norm(ly, g == CALIB_G_ATTN_IN ? CALIB_NORM_ATTN : CALIB_NORM_FFN,
+            s = calib_layer_norm(ly, ssm_out ? CALIB_NORM_SSM
+                                 : g == CALIB_G_ATTN_IN ? CALIB_NORM_ATTN : CALIB_NORM_FFN,
                                  false, &norm, err);
         if (s == MW_OK) {
-            for (uint64_t j = 0; j < G.n_in; j++) {
+            for (uint64_t j = 0; j < nn; j++) {
                 uint32_t u;
                 memcpy(&u, &norm[j], 4);
                 mw_put_le32(nb + 4 * j, u);
             }
-            s = qm_spill(h, ni, nb, G.n_in * sizeof(float), err);
+            s = qm_spill(h, ni, nb, nn * sizeof(float), err);
         }
         free(nb);
     }
@@ -358,13 +392,14 @@ void qm_awq_report(const struct quant_methods_src *h, const struct quant_opts *q
         const bool off = (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN) && h->mo->awq_in_only;
         if (off) {
             snprintf(msg, sizeof msg, "awq: %s: skipped in every layer (AWQ on the norms' "
-                     "inputs only)", fold_name[g]);
+                     "inputs only)", hp->full_attn_interval ? fold_name_ssm[g] : fold_name[g]);
         } else {
             /* a MoE layer folds up -> down once per expert (and shared expert) */
             const bool per_x = hp->n_expert && g == CALIB_G_FFN_DOWN;
             const uint32_t of =
                 per_x ? hp->n_layer * (hp->n_expert + (hp->n_ff_shexp ? 1 : 0)) : hp->n_layer;
-            int k = snprintf(msg, sizeof msg, "awq: %s: folded in %u of %u %s", fold_name[g],
+            int k = snprintf(msg, sizeof msg, "awq: %s: folded in %u of %u %s",
+                             hp->full_attn_interval ? fold_name_ssm[g] : fold_name[g],
                              t->folded, of, per_x ? "experts over the layers" : "layers");
             if (k > 0 && (size_t)k < sizeof msg && t->no_gain)
                 k += snprintf(msg + k, sizeof msg - (size_t)k,
@@ -396,6 +431,19 @@ void qm_awq_report(const struct quant_methods_src *h, const struct quant_opts *q
     if (hp->fused_gate_up)
         qm_say(qo, "awq: fused ffn_up (gate rows, then up rows): ffn_norm scales both halves; up "
                 "-> ffn_down rescales the up half only");
+    if (hp->full_attn_interval) {
+        qm_say(qo, "awq: gated delta net: attn_norm feeds attn_qkv, attn_gate, ssm_beta and "
+                "ssm_alpha (qwen3next: ssm_ba), all linear in it: folded together or not at all; "
+                "ssm_out reads rmsnorm(o) * ssm_norm * silu(z): folded into ssm_norm, one scale "
+                "per channel shared by the value heads (the mean of their |x|)");
+        qm_say(qo, "awq: skipped in the delta net: attn_qkv -> conv (the conv, SiLU and the L2 "
+                "norms of q and k are not linear in attn_qkv's rows), attn_gate -> ssm_out (silu(z) "
+                "is not linear in z), v -> ssm_out (the gated RMSNorm divides the scale out), "
+                "ssm_beta / ssm_alpha (read through sigmoid / softplus, no weight reads them)");
+        qm_say(qo, "awq: gated attention: v -> attn_output stays exact: the output gate "
+                "sigmoid(gate) multiplies the attention output elementwise and does not depend "
+                "on v; the gate rows of attn_q take the attn_norm scales with the q rows");
+    }
     if (hp->tied_output)
         qm_say(qo, "awq: token_embd (tied output) is not scaled: it is no linear weight of a "
                 "layer");

@@ -255,7 +255,7 @@ void qm_awq_skip(struct quant_methods_src *h, enum calib_group g, uint32_t il, c
 bool qm_awq_out_folds(const struct quant_methods_src *h);
 /* The producer whose output rows carry 1/s for group g's input: v for
  * ATTN_OUT, up for FFN_DOWN. */
-enum calib_wkind qm_awq_producer(enum calib_group g);
+enum calib_wkind qm_awq_producer(const struct calib_layer *ly, enum calib_group g);
 /* AWQ on group g of the layer: the alpha search, then the fold; sets
  * h->s_in[g] when it folds, counts the outcome in h->tally[g]. */
 enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
