@@ -447,6 +447,8 @@ START_TEST(imatrix_write_read)
         ck_assert_str_eq(quant_imatrix_dataset(im, 0), "calib.txt");
         for (uint32_t il = 0; il < 8; il++)
             for (int w = 0; w < CALIB_W_COUNT; w++) {
+                if (!calib_weight_in_layer(calib_model_hparams(fx.m), il, (enum calib_wkind)w))
+                    continue; /* the delta net's kinds: not in a llama model */
                 char nm[64];
                 snprintf(nm, sizeof nm, "blk.%u.%s.weight", il,
                          calib_wkind_name((enum calib_wkind)w));
@@ -731,6 +733,7 @@ static enum mw_status lean_group(void *ud, struct calib_layer *ly, enum calib_gr
     /* change every weight of the group (a quantizer would): round to bf16 */
     for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
         if (calib_wkind_group((enum calib_wkind)wk) != g) continue;
+        if (!calib_layer_has_weight(ly, (enum calib_wkind)wk)) continue;
         struct calib_weight w;
         if ((s = calib_layer_weight(ly, (enum calib_wkind)wk, true, &w, err))) return s;
         for (uint64_t i = 0; i < w.n_out * w.n_in; i++) {
