@@ -172,6 +172,12 @@ struct rt_hparams {
                               * gate: per head hd q values then hd gate values */
     bool ssm_v_tiled;        /* v head h uses k head h % Hk (qwen35: the converter
                               * reorders V heads); false: h / (Hv / Hk) (qwen3next) */
+    bool ssm_ba_fused;       /* qwen3next: one ssm_ba.weight, per key head [beta (Hv/Hk) |
+                              * alpha (Hv/Hk)] rows; else ssm_beta / ssm_alpha */
+    uint32_t rope_sections[4]; /* qwen35/qwen35moe rope.dimension_sections (IMROPE); for
+                              * text t = h = w = pos and e = 0: rotated pairs are those
+                              * of the t/h/w sectors (all of them in the released models),
+                              * a pair of the e sector keeps angle 0. All 0: plain NEOX */
 };
 
 /* True when layer il of hp is a gated delta net layer (no KV cache). */
@@ -271,7 +277,11 @@ struct rt_mem {
     uint64_t mapped_bytes;   /* the file mapping (weights are never copied) */
     uint64_t weight_bytes;   /* of which the graph's weights */
     uint64_t owned_bytes;    /* model-owned f32 vectors */
-    uint64_t kv_bytes;       /* K and V caches at n_ctx (sliding layers: their window ring) */
+    uint64_t kv_bytes;       /* K and V caches at n_ctx (sliding layers: their window ring;
+                              * recurrent layers none), plus state_bytes */
+    uint64_t state_bytes;    /* of which the recurrent layers' state: per layer the conv
+                              * state ((K-1) x conv channels) and the delta-net state
+                              * (S x S x Hv), f32, whatever n_ctx */
     uint64_t scratch_bytes;  /* activations, quantized activations, logits, attention rows */
     uint32_t n_ctx;
     unsigned n_threads;

@@ -50,6 +50,8 @@ static uint64_t round16(uint64_t x) { return (x + 15) & ~(uint64_t)15; }
 struct ctx_dims {
     uint64_t B, E, F, qdim, kvdim, hd, n_rep, n_rot, n_vocab, n_rope;
     uint64_t NE, K, FE, n_layer; /* MoE: experts, used per token, expert width (NE 0: dense) */
+    uint64_t CH, DI, Hv;  /* gated delta net: conv channels, d_inner, value heads (CH 0: none) */
+    bool gated;           /* gated full attention: q and gate rows */
     uint64_t act_stride; /* one quantized activation row, rounded to 16 bytes */
     uint64_t qact;       /* one query head in the K cache's format, rounded to 16 */
     unsigned n_threads;
@@ -65,6 +67,8 @@ static struct ctx_dims ctx_dims_of(const struct rt_hparams *hp, const struct rt_
         .kvdim = (uint64_t)hp->n_head_kv * hp->head_dim, .hd = hp->head_dim,
         .n_rep = hp->n_head / hp->n_head_kv, .n_rot = hp->n_rot, .n_vocab = hp->n_vocab,
         .n_rope = hp->n_swa > 0 ? 2 : 1,
+        .CH = hp->full_attn_interval ? rt_ssm_conv_channels(hp) : 0, .DI = hp->ssm_d_inner,
+        .Hv = hp->ssm_dt_rank, .gated = hp->attn_out_gate,
         .act_stride = round16(act_row), .qact = round16(qact_row),
         .n_threads = opt->n_threads};
 }
@@ -133,6 +137,18 @@ static void ctx_scratch(struct rt_ctx *c, const struct ctx_dims *d, bool alloc, 
     c->shift_rope = xcalloc(c, d->n_rot, sizeof(float), alloc, ok);
     c->act_stride = d->act_stride;
     for (int i = 0; i < RT_ACT_SLOTS; i++) c->act[i] = xcalloc(c, B, c->act_stride, alloc, ok);
+    if (d->CH) { /* gated delta net rows */
+        c->s_qkv = xcalloc(c, B * d->CH, sizeof(float), alloc, ok);
+        c->s_conv = xcalloc(c, B * d->CH, sizeof(float), alloc, ok);
+        c->s_z = xcalloc(c, B * d->DI, sizeof(float), alloc, ok);
+        c->s_b = xcalloc(c, B * 2 * d->Hv, sizeof(float), alloc, ok);
+        c->s_a = xcalloc(c, B * 2 * d->Hv, sizeof(float), alloc, ok);
+        c->s_o = xcalloc(c, B * d->DI, sizeof(float), alloc, ok);
+    }
+    if (d->gated) {
+        c->qg = xcalloc(c, B * 2 * d->qdim, sizeof(float), alloc, ok);
+        c->qgate = xcalloc(c, B * d->qdim, sizeof(float), alloc, ok);
+    }
     if (d->NE) { /* MoE: B*K pairs */
         const uint64_t P = B * d->K;
         c->moe_probs = xcalloc(c, B * d->NE, sizeof(float), alloc, ok);
@@ -188,6 +204,7 @@ enum mw_status rt_mem_estimate(const struct rt_hparams *hp, uint64_t n_bias_floa
      * weights need), in whole activation blocks */
     uint64_t big = max_u64(max_u64(hp->n_embd, dense_ff(hp)), (uint64_t)hp->n_head * hp->head_dim);
     if (hp->n_expert) big = max_u64(big, hp->n_ff_exp);
+    if (hp->full_attn_interval) big = max_u64(big, hp->ssm_d_inner); /* ssm_out's input */
     uint64_t act_row = (big + af->blck - 1) / af->blck * af->type_size;
     /* MoE: the router stays f32 (llama.cpp never quantizes ffn_gate_inp) */
     if (hp->n_expert) act_row = max_u64(act_row, (uint64_t)hp->n_embd * sizeof(float));
@@ -200,14 +217,26 @@ enum mw_status rt_mem_estimate(const struct rt_hparams *hp, uint64_t n_bias_floa
     out->kv_bytes =
         rt__kv_bytes(opt.kv_type, hp, opt.n_ctx, opt.n_batch, (uint32_t)d.kvdim, &kv_ok);
     out->scratch_bytes = c.scratch_bytes;
+    uint64_t conv_f = 0, ssm_f = 0, st = 0;
+    const bool st_ok = rt__ssm_state_bytes(hp, &conv_f, &ssm_f, &st);
+    out->state_bytes = st;
     /* norms (2 per layer + output_norm) and biases as f32, views, the struct */
     uint64_t fl, ow, views;
     /* family vectors: post norms (2 per layer), q/k norms (2 per layer, head_dim),
-     * LongRoPE factors (2 x n_rot/2) */
+     * LongRoPE factors (2 x n_rot/2); hybrid models: q/k norms in the full-attention
+     * layers, and the conv taps, dt bias, A and output norm of each recurrent layer */
     const uint64_t n_norm = (hp->post_norms ? 4 : 2) * (uint64_t)hp->n_layer + 1;
-    const uint64_t extra = (hp->qk_norm ? 2 * (uint64_t)hp->n_layer * hp->head_dim : 0) +
-                           (hp->has_rope_long ? hp->n_rot : 0);
-    ok = ok && kv_ok && qact_row != 0 && d.kvdim <= UINT32_MAX &&
+    uint64_t n_full = hp->n_layer, ssm_vec = 0;
+    if (hp->full_attn_interval) {
+        n_full = hp->n_layer / hp->full_attn_interval;
+        ssm_vec = ((uint64_t)hp->ssm_conv_kernel * rt_ssm_conv_channels(hp) +
+                   2 * (uint64_t)hp->ssm_dt_rank + hp->ssm_d_state) *
+                  (hp->n_layer - n_full); /* < 2^9 * (2^6 * 2^25 + ...): no overflow */
+    }
+    const uint64_t extra = (hp->qk_norm ? 2 * n_full * hp->head_dim : 0) +
+                           (hp->has_rope_long ? hp->n_rot : 0) + ssm_vec;
+    ok = ok && kv_ok && st_ok && mw_add_u64(out->kv_bytes, st, &out->kv_bytes) && qact_row != 0 &&
+         d.kvdim <= UINT32_MAX &&
          mw_mul_u64(n_norm, hp->n_embd, &fl) && mw_add_u64(fl, extra, &fl) &&
          mw_add_u64(fl, n_bias_floats, &fl) && mw_mul_u64(fl, sizeof(float), &ow) &&
          mw_mul_u64(hp->n_layer, RT_LAYER_BOUND, &views) && mw_add_u64(ow, views, &ow) &&
@@ -266,11 +295,12 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
     uint64_t act = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const struct rt_layer *ly = &m->layers[il];
-        const struct rt_weight *all[13] = {
-            &ly->wq,       &ly->wk,        &ly->wv,      &ly->wo,        &ly->wgate,
-            &ly->wup,      &ly->wdown,     &m->output,   &ly->gate_inp,  &ly->gate_exps,
-            &ly->up_exps,  &ly->down_exps, &ly->gate_inp_shexp};
-        for (int j = 0; j < 13; j++) {
+        const struct rt_weight *all[18] = {
+            &ly->wq,       &ly->wk,        &ly->wv,       &ly->wo,        &ly->wgate,
+            &ly->wup,      &ly->wdown,     &m->output,    &ly->gate_inp,  &ly->gate_exps,
+            &ly->up_exps,  &ly->down_exps, &ly->gate_inp_shexp, &ly->ssm_qkv, &ly->ssm_z,
+            &ly->ssm_beta, &ly->ssm_alpha, &ly->ssm_out};
+        for (int j = 0; j < 18; j++) {
             if (!all[j]->data) continue; /* absent (MoE without a shared expert) */
             const struct rt_act_format *af = rt_kernel_act(c->ks, all[j]->k);
             act = max_u64(act, rt_row_bytes(af->type, all[j]->n_in));
@@ -285,6 +315,22 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
                     "scratch for --ctx %u, batch %u, %u threads", c->n_ctx, c->n_batch,
                     c->n_threads);
         goto fail;
+    }
+    /* the recurrent layers' state (counted in kv_bytes, as rt_mem_estimate does) */
+    if (hp->full_attn_interval) {
+        uint64_t conv_f, ssm_f, st;
+        size_t nc, ns;
+        uint64_t bc, bs;
+        for (uint32_t il = 0; il < hp->n_layer; il++) c->n_rec += rt_layer_is_recurrent(hp, il);
+        if (!rt__ssm_state_bytes(hp, &conv_f, &ssm_f, &st) ||
+            !mw_mul_u64(conv_f, sizeof(float), &bc) || !mw_mul_u64(ssm_f, sizeof(float), &bs) ||
+            !mw_u64_to_size(bc, &nc) || !mw_u64_to_size(bs, &ns) ||
+            !(c->conv_state = calloc(1, nc ? nc : 1)) || !(c->ssm_state = calloc(1, ns ? ns : 1))) {
+            s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                        "recurrent state of %llu bytes (%u layers)", (unsigned long long)st,
+                        c->n_rec);
+            goto fail;
+        }
     }
     /* RoPE tables: [0] for the other layers, [1] for sliding layers */
     for (uint32_t t = 0; t < c->n_rope; t++) {
@@ -333,6 +379,16 @@ void rt_ctx_free(struct rt_ctx *c)
     free(c->moe_act);
     free(c->moe_out);
     free(c->moe_hits);
+    free(c->conv_state);
+    free(c->ssm_state);
+    free(c->s_qkv);
+    free(c->s_conv);
+    free(c->s_z);
+    free(c->s_b);
+    free(c->s_a);
+    free(c->s_o);
+    free(c->qg);
+    free(c->qgate);
     if (c->ts) {
         for (unsigned t = 0; t < c->n_threads; t++) {
             free(c->ts[t].kq);
@@ -360,6 +416,9 @@ void rt_ctx_mem(const struct rt_ctx *c, struct rt_mem *out)
     out->owned_bytes = rt_model_owned_bytes(c->m);
     bool ok;
     out->kv_bytes = rt__kv_bytes(c->kv.type, &c->m->hp, c->n_ctx, c->n_batch, c->kv.kv_dim, &ok);
+    uint64_t conv_f, ssm_f;
+    if (rt__ssm_state_bytes(&c->m->hp, &conv_f, &ssm_f, &out->state_bytes))
+        out->kv_bytes += out->state_bytes; /* allocated, so no overflow */
     out->scratch_bytes = c->scratch_bytes;
     out->n_ctx = c->n_ctx;
     out->n_threads = c->n_threads;

@@ -78,6 +78,16 @@ static void tok_task(void *arg, unsigned ith, unsigned nth)
             const struct rt_layer *ly = &m->layers[st->il];
             float *q = c->q + (uint64_t)b * qdim;
             float *k = c->k + (uint64_t)b * kvdim;
+            if (hp->attn_out_gate) { /* per head: q, then its output gate */
+                const float *qg = c->qg + (uint64_t)b * 2 * qdim;
+                float *gt = c->qgate + (uint64_t)b * qdim;
+                for (uint32_t h = 0; h < hp->n_head; h++) {
+                    memcpy(q + (uint64_t)h * hp->head_dim, qg + 2 * (uint64_t)h * hp->head_dim,
+                           hp->head_dim * sizeof(float));
+                    memcpy(gt + (uint64_t)h * hp->head_dim,
+                           qg + (2 * (uint64_t)h + 1) * hp->head_dim, hp->head_dim * sizeof(float));
+                }
+            }
             if (ly->q_norm) rt_rmsnorm_heads(q, ly->q_norm, hp->n_head, hp->head_dim, hp->rms_eps);
             if (ly->k_norm)
                 rt_rmsnorm_heads(k, ly->k_norm, hp->n_head_kv, hp->head_dim, hp->rms_eps);
@@ -110,6 +120,13 @@ static void tok_task(void *arg, unsigned ith, unsigned nth)
         case RT_OP_SOFTCAP:
             rt_softcap(st->dst + (uint64_t)b * st->n, st->n, hp->final_softcap);
             break;
+        case RT_OP_GATE_QUANT: { /* ggml_mul(attn, ggml_sigmoid(gate)) */
+            float *xb = c->xb + (uint64_t)b * c->xb_ld;
+            const float *gt = c->qgate + (uint64_t)b * qdim;
+            for (uint64_t i = 0; i < qdim; i++) xb[i] = xb[i] * (1.0f / (1.0f + expf(-gt[i])));
+            quantize_row(c, st->plan, xb, (uint32_t)qdim, b);
+            break;
+        }
         }
     }
 }
@@ -205,22 +222,35 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         emb->to_float(m->tok_embd.data + (uint64_t)tok[b] * m->tok_embd.row_bytes, x, E);
         if (hp->embd_scale)
             for (uint64_t i = 0; i < E; i++) x[i] *= escale;
-        for (uint32_t t = 0; t < c->n_rope; t++)
-            rt_rope_cache_ex(hp->n_rot, &c->rope_p[t], c->rope_ff, (int32_t)(pos0 + b),
-                             c->rope + ((uint64_t)t * c->n_batch + b) * hp->n_rot);
+        for (uint32_t t = 0; t < c->n_rope; t++) {
+            float *rc = c->rope + ((uint64_t)t * c->n_batch + b) * hp->n_rot;
+            rt_rope_cache_ex(hp->n_rot, &c->rope_p[t], c->rope_ff, (int32_t)(pos0 + b), rc);
+            rt_rope_text_sections(hp, rc);
+        }
     }
 
     struct rt_act_plan plan;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const struct rt_layer *ly = &m->layers[il];
+        struct rt_tok_stage ts;
+        struct rt_mm_stage mm;
+        if (rt_layer_is_recurrent(hp, il)) {
+            rt__ssm_layer(c, il, n_tok);
+            goto ffn;
+        }
         /* attention */
         const struct rt_weight *qkv[3] = {&ly->wq, &ly->wk, &ly->wv};
         rt__plan_acts(c, qkv, 3, &plan);
-        struct rt_tok_stage ts = {.op = RT_OP_NORM_QUANT, .n_tok = n_tok, .norm_w = ly->attn_norm,
-                                  .plan = &plan};
+        ts = (struct rt_tok_stage){.op = RT_OP_NORM_QUANT, .n_tok = n_tok, .norm_w = ly->attn_norm,
+                                   .plan = &plan};
         rt__run_tok(c, &ts);
-        struct rt_mm_stage mm = {.n_tok = n_tok, .n_job = 3};
-        mm.job[0] = (struct rt_mm_job){&ly->wq, c->act[plan.slot_of[0]], c->q, qdim, ly->bq, false};
+        mm = (struct rt_mm_stage){.n_tok = n_tok, .n_job = 3};
+        if (hp->attn_out_gate)
+            mm.job[0] =
+                (struct rt_mm_job){&ly->wq, c->act[plan.slot_of[0]], c->qg, 2 * qdim, NULL, false};
+        else
+            mm.job[0] =
+                (struct rt_mm_job){&ly->wq, c->act[plan.slot_of[0]], c->q, qdim, ly->bq, false};
         mm.job[1] =
             (struct rt_mm_job){&ly->wk, c->act[plan.slot_of[1]], c->k, kvdim, ly->bk, false};
         mm.job[2] =
@@ -231,8 +261,9 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         rt__attn(c, n_tok, pos0, il, tiled);
         const struct rt_weight *wo[1] = {&ly->wo};
         rt__plan_acts(c, wo, 1, &plan);
-        ts = (struct rt_tok_stage){.op = RT_OP_QUANT, .n_tok = n_tok, .src = c->xb,
-                                   .ld_src = c->xb_ld, .n = (uint32_t)qdim, .plan = &plan};
+        ts = (struct rt_tok_stage){.op = hp->attn_out_gate ? RT_OP_GATE_QUANT : RT_OP_QUANT,
+                                   .n_tok = n_tok, .src = c->xb, .ld_src = c->xb_ld,
+                                   .n = (uint32_t)qdim, .plan = &plan};
         rt__run_tok(c, &ts);
         mm = (struct rt_mm_stage){.n_tok = n_tok, .n_job = 1};
         if (ly->attn_post_norm) {
@@ -247,6 +278,7 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         }
 
         /* feed-forward */
+    ffn:
         if (hp->n_expert > 0) {
             rt__moe_ffn(c, il, n_tok);
             continue;
@@ -329,6 +361,11 @@ enum mw_status rt_eval(struct rt_ctx *c, const int32_t *tokens, uint32_t n, uint
                            ws, c->kv_lost - 1, c->n_past);
         c->kv_lost = 0;
     }
+    if (c->state_lost)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "the recurrent state cannot be rewound to position %u (only to 0: reset "
+                       "the context)", c->n_past);
+    if (c->n_past == 0) rt__ssm_reset(c); /* a fresh sequence */
     for (uint32_t i0 = 0; i0 < n; i0 += c->n_batch) {
         const uint32_t nb = n - i0 < c->n_batch ? n - i0 : c->n_batch;
         const bool last = i0 + nb == n;

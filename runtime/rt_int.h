@@ -42,10 +42,22 @@ struct rt_layer {
     const float *q_norm, *k_norm;  /* (head_dim) qwen3/gemma3, else NULL */
     const float *attn_post_norm;   /* (n_embd) gemma, else NULL */
     const float *ffn_post_norm;    /* (n_embd) gemma, else NULL */
-    struct rt_weight wq;    /* (n_head*hd rows, n_embd) */
-    struct rt_weight wk;    /* (n_head_kv*hd rows, n_embd) */
-    struct rt_weight wv;    /* (n_head_kv*hd rows, n_embd) */
-    struct rt_weight wo;    /* (n_embd rows, n_head*hd) */
+    union {
+        struct { /* attention (full-attention layers of the hybrid archs: wq has
+                  * 2*n_head*hd rows, per head q then its gate) */
+            struct rt_weight wq;    /* (n_head*hd rows, n_embd) */
+            struct rt_weight wk;    /* (n_head_kv*hd rows, n_embd) */
+            struct rt_weight wv;    /* (n_head_kv*hd rows, n_embd) */
+            struct rt_weight wo;    /* (n_embd rows, n_head*hd) */
+        };
+        struct { /* gated delta net (rt_layer_is_recurrent) */
+            struct rt_weight ssm_qkv;   /* attn_qkv: (conv channels rows, n_embd) q | k | v */
+            struct rt_weight ssm_z;     /* attn_gate: (d_inner rows, n_embd) the output gate z */
+            struct rt_weight ssm_beta;  /* (Hv rows, n_embd); qwen3next: ssm_ba (2*Hv rows) */
+            struct rt_weight ssm_alpha; /* (Hv rows, n_embd); absent for qwen3next */
+            struct rt_weight ssm_out;   /* (n_embd rows, d_inner) */
+        };
+    };
     struct rt_weight wgate; /* (n_ff rows, n_embd) */
     struct rt_weight wup;   /* (n_ff rows, n_embd) */
     struct rt_weight wdown; /* (n_embd rows, n_ff) */
@@ -56,6 +68,12 @@ struct rt_layer {
     struct rt_weight up_exps;        /* (n_ff_exp rows, n_embd) per expert */
     struct rt_weight down_exps;      /* (n_embd rows, n_ff_exp) per expert */
     struct rt_weight gate_inp_shexp; /* qwen2moe: (1 row, n_embd), the shared expert's gate */
+    /* gated delta net (rt_layer_is_recurrent; its matrices are in the union above) */
+    const float *ssm_conv;      /* (conv channels, K) taps, tap 0 the oldest */
+    const float *ssm_dt;        /* (Hv) dt bias */
+    const float *ssm_a;         /* (Hv) -exp(A_log) */
+    const float *ssm_norm;      /* (S) gated output norm */
+    uint32_t rec;               /* index among the recurrent layers (its state) */
 };
 
 struct rt_model {
@@ -78,6 +96,18 @@ struct rt_model {
     uint32_t main_type;
     bool locked;
 };
+
+/* Archs whose every layer is a mixture-of-experts FFN. */
+static inline bool rt__arch_is_moe(enum rt_arch a)
+{
+    return a == RT_ARCH_QWEN2MOE || a == RT_ARCH_QWEN3MOE || a == RT_ARCH_QWEN35MOE ||
+           a == RT_ARCH_QWEN3NEXT;
+}
+/* Archs with gated delta net layers (rt_model.c's hybrid loader, rt_ssm.c). */
+static inline bool rt__arch_is_ssm(enum rt_arch a)
+{
+    return a == RT_ARCH_QWEN35 || a == RT_ARCH_QWEN35MOE || a == RT_ARCH_QWEN3NEXT;
+}
 
 // --- thread pool: core/mw_pool.h ---
 
@@ -110,6 +140,7 @@ struct rt_kv {
 static inline uint32_t rt__kv_layer_cap(const struct rt_hparams *hp, uint32_t il, uint32_t n_ctx,
                                         uint32_t n_batch)
 {
+    if (rt_layer_is_recurrent(hp, il)) return 0; /* its state lives in rt_ctx */
     if (!rt_layer_is_swa(hp, il)) return n_ctx;
     const uint64_t ring = (uint64_t)hp->n_swa - 1 + n_batch;
     return ring < n_ctx ? (uint32_t)ring : n_ctx;
@@ -218,6 +249,19 @@ struct rt_ctx {
     /* context shift */
     float *shift_row;  /* (kv_dim) */
     float *shift_rope; /* (n_rot) */
+    /* gated delta net (hp.full_attn_interval > 0; NULL otherwise): the state of
+     * each recurrent layer, and one step's rows */
+    uint32_t n_rec;      /* recurrent layers */
+    float *conv_state;   /* (n_rec, conv channels, K-1) */
+    float *ssm_state;    /* (n_rec, Hv, S, S) M[j][i]: value j, key i */
+    bool state_lost;     /* rewound (rt_ctx_truncate) past what the state can undo */
+    float *s_qkv;        /* (B, conv channels) projections, then (after the conv) q | k | v */
+    float *s_conv;       /* (B, conv channels) conv outputs */
+    float *s_z;          /* (B, d_inner) gate z */
+    float *s_b, *s_a;    /* (B, 2*Hv) beta (or ssm_ba's rows) and alpha; then beta, g */
+    float *s_o;          /* (B, d_inner) delta-net outputs, normed and gated */
+    float *qg;           /* (B, 2*n_head*hd) full attention: q and gate rows */
+    float *qgate;        /* (B, n_head*hd) the gates */
     uint64_t scratch_bytes;
 };
 
@@ -258,6 +302,7 @@ enum rt_tok_op {
     RT_OP_SWIGLU_QUANT, /* hb = act(hb) * hb2; quantize hb */
     RT_OP_POST_ADD,     /* x += rmsnorm(src) * w (gemma's post norms) */
     RT_OP_SOFTCAP,      /* dst rows (n floats each): final logit soft-capping */
+    RT_OP_GATE_QUANT,   /* xb *= sigmoid(qgate) (gated attention); quantize xb */
 };
 
 struct rt_tok_stage {
@@ -296,6 +341,16 @@ struct rt_mm_stage {
     struct rt_mm_job job[3];
 };
 void rt__run_mm(struct rt_ctx *c, struct rt_mm_stage *st);
+
+/* The gated delta net of recurrent layer il for the step's n_tok tokens at
+ * the state after the previous step: x += its output (rt_ssm.c). */
+void rt__ssm_layer(struct rt_ctx *c, uint32_t il, uint32_t n_tok);
+/* Bytes of the recurrent state of hp (conv + delta net, every recurrent
+ * layer); false on overflow (rt_ssm.c). */
+bool rt__ssm_state_bytes(const struct rt_hparams *hp, uint64_t *conv_floats,
+                         uint64_t *ssm_floats, uint64_t *bytes);
+/* Zero the recurrent state (a fresh sequence). */
+void rt__ssm_reset(struct rt_ctx *c);
 
 /* The MoE feed-forward of layer il for the step's n_tok tokens: x += its
  * output (rt_moe.c). */

@@ -83,8 +83,8 @@ enum mw_status rt__kv_init(struct rt_kv *kv, enum rt_kv_type t, const struct rt_
         row += kv->cap[il];
     }
     /* calloc: a fresh cache reads as zeros, never as uninitialised memory */
-    kv->k = calloc(1, half);
-    kv->v = calloc(1, half);
+    kv->k = calloc(1, half ? half : 1); /* (every layer recurrent: no rows) */
+    kv->v = calloc(1, half ? half : 1);
     if (!kv->k || !kv->v) {
         rt__kv_free(kv);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
@@ -181,6 +181,12 @@ enum mw_status rt_ctx_shift(struct rt_ctx *c, uint32_t n_keep, uint32_t n_drop, 
     if (n_drop == 0) return MW_OK;
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
+    if (hp->full_attn_interval > 0)
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "context shift: the recurrent layers of %s hold one state for the "
+                       "whole sequence, which cannot drop positions; raise --ctx (the context "
+                       "is full at %u positions)",
+                       hp->arch_name, c->n_ctx);
     if (hp->n_swa > 0)
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                        "context shift: the sliding layers of %s keep only their window of %u "
@@ -214,11 +220,20 @@ void rt_ctx_reset(struct rt_ctx *c)
 {
     c->n_past = 0;
     c->kv_lost = 0;
+    c->state_lost = false;
+    rt__ssm_reset(c);
 }
 
 void rt_ctx_truncate(struct rt_ctx *c, uint32_t n_past)
 {
     if (n_past >= c->n_past) return;
+    /* a recurrent state holds every position it has seen: only a rewind to the
+     * start (a fresh state) is possible; rt_eval refuses to go on otherwise */
+    if (c->n_rec > 0) {
+        if (n_past == 0) rt_ctx_reset(c);
+        else c->state_lost = true, c->n_past = n_past;
+        return;
+    }
     /* a sliding layer's ring may have overwritten positions the window of
      * n_past still needs: those are lost (rt_eval refuses to read them) */
     const struct rt_hparams *hp = &c->m->hp;

@@ -168,6 +168,106 @@ static enum mw_status range_u32(struct ld *L, const char *suffix, uint32_t v, ui
 
 // --- hyper-parameters ---
 
+/* The trailing next-token-prediction blocks (qwen35, qwen35moe, qwen3next):
+ * block_count counts them, the graph never runs them (llama.cpp's n_layer()
+ * = block_count - nextn_predict_layers); their tensors are allowed and ignored. */
+static enum mw_status read_nextn(struct ld *L)
+{
+    struct rt_hparams *hp = &L->m->hp;
+    enum mw_status s;
+    if (!rt__arch_is_ssm(hp->arch)) return MW_OK;
+    if ((s = archkey_u32(L, "nextn_predict_layers", false, 0, &hp->n_nextn, NULL))) return s;
+    if (hp->n_nextn >= hp->n_layer) {
+        char key[128];
+        snprintf(key, sizeof key, "%s.nextn_predict_layers", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
+                 "%u, expected less than block_count %u (no layer would run)", hp->n_nextn,
+                 hp->n_layer);
+    }
+    hp->n_layer -= hp->n_nextn;
+    return MW_OK;
+}
+
+/* The gated delta net's keys (llama.cpp's qwen35 / qwen35moe / qwen3next
+ * load_arch_hparams): ssm.conv_kernel, ssm.state_size, ssm.group_count,
+ * ssm.time_step_rank, ssm.inner_size, full_attention_interval (default 4),
+ * rope.dimension_sections (qwen35, qwen35moe). Checked: Hv a multiple of Hk,
+ * inner_size = Hv * S, a state whose size fits 64 bits. */
+static enum mw_status read_ssm(struct ld *L)
+{
+    struct rt_hparams *hp = &L->m->hp;
+    enum mw_status s;
+    char key[128];
+    if ((s = archkey_u32(L, "ssm.conv_kernel", true, 0, &hp->ssm_conv_kernel, NULL))) return s;
+    if ((s = range_u32(L, "ssm.conv_kernel", hp->ssm_conv_kernel, 1, 64))) return s;
+    if ((s = archkey_u32(L, "ssm.state_size", true, 0, &hp->ssm_d_state, NULL))) return s;
+    if ((s = range_u32(L, "ssm.state_size", hp->ssm_d_state, 1, MAX_DIM))) return s;
+    if ((s = archkey_u32(L, "ssm.group_count", true, 0, &hp->ssm_n_group, NULL))) return s;
+    if ((s = range_u32(L, "ssm.group_count", hp->ssm_n_group, 1, MAX_DIM))) return s;
+    if ((s = archkey_u32(L, "ssm.time_step_rank", true, 0, &hp->ssm_dt_rank, NULL))) return s;
+    if ((s = range_u32(L, "ssm.time_step_rank", hp->ssm_dt_rank, 1, MAX_DIM))) return s;
+    if ((s = archkey_u32(L, "ssm.inner_size", true, 0, &hp->ssm_d_inner, NULL))) return s;
+    if ((s = archkey_u32(L, "full_attention_interval", false, 4, &hp->full_attn_interval, NULL)))
+        return s;
+    if ((s = range_u32(L, "full_attention_interval", hp->full_attn_interval, 1, MAX_LAYERS)))
+        return s;
+    const uint64_t S = hp->ssm_d_state, Hv = hp->ssm_dt_rank, Hk = hp->ssm_n_group;
+    if (Hv % Hk != 0) {
+        snprintf(key, sizeof key, "%s.ssm.time_step_rank", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
+                 "%llu value heads are not a multiple of the %llu key heads (ssm.group_count)",
+                 (unsigned long long)Hv, (unsigned long long)Hk);
+    }
+    uint64_t conv_f, ssm_f, bytes;
+    if (!rt__ssm_state_bytes(hp, &conv_f, &ssm_f, &bytes)) {
+        snprintf(key, sizeof key, "%s.ssm.state_size", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
+                 "the recurrent state (%llu x %llu x %llu floats per layer, %u layers) "
+                 "overflows 64 bits", (unsigned long long)S, (unsigned long long)S,
+                 (unsigned long long)Hv, hp->n_layer);
+    }
+    if (S * Hv != hp->ssm_d_inner) {
+        snprintf(key, sizeof key, "%s.ssm.inner_size", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
+                 "%u, expected time_step_rank x state_size = %llu", hp->ssm_d_inner,
+                 (unsigned long long)(S * Hv));
+    }
+    if (S > MAX_HEAD_DIM) {
+        snprintf(key, sizeof key, "%s.ssm.state_size", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%llu out of range [1, %u]",
+                 (unsigned long long)S, MAX_HEAD_DIM);
+    }
+    if (2 * Hk * S + Hv * S > MAX_DIM) {
+        snprintf(key, sizeof key, "%s.ssm.group_count", L->arch);
+        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%llu conv channels are too many",
+                 (unsigned long long)(2 * Hk * S + Hv * S));
+    }
+    if (hp->arch == RT_ARCH_QWEN3NEXT) return MW_OK;
+    /* IMROPE sections (required by llama.cpp); text positions put t = h = w = pos */
+    snprintf(key, sizeof key, "%s.rope.dimension_sections", L->arch);
+    uint64_t off = 0;
+    const struct gguf_value *v = kv_find(L, key, &off);
+    if (!v) FAIL_KEY(L, key, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (required, 4 x i32)");
+    if (v->type != GGUF_VT_ARRAY || (v->elem_type != GGUF_VT_I32 && v->elem_type != GGUF_VT_U32) ||
+        v->n < 3 || v->n > 4)
+        FAIL_KEY(L, key, MW_E_FORMAT, off, "expected an array of 3 or 4 i32");
+    uint64_t sum = 0;
+    for (uint64_t j = 0; j < v->n; j++) {
+        const uint32_t x = mw_le32(v->data + 4 * j);
+        if (x > MAX_HEAD_DIM)
+            FAIL_KEY(L, key, MW_E_VALUE, off, "element %llu (%d) out of range [0, %u]",
+                     (unsigned long long)j, (int32_t)x, MAX_HEAD_DIM);
+        hp->rope_sections[j] = x;
+        sum += x;
+    }
+    if (hp->rope_sections[0] + hp->rope_sections[1] + hp->rope_sections[2] == 0)
+        FAIL_KEY(L, key, MW_E_VALUE, off, "the t, h and w sections are all 0");
+    if (sum > hp->head_dim) /* ggml's GGML_ASSERT(sect_dims <= ne0) */
+        FAIL_KEY(L, key, MW_E_VALUE, off, "sections sum to %llu, more than the head size %u",
+                 (unsigned long long)sum, hp->head_dim);
+    return MW_OK;
+}
+
 /* The family keys, with llama.cpp's defaults (src/models/<arch>.cpp
  * load_arch_hparams, llama_hparams). */
 static enum mw_status read_family(struct ld *L)
@@ -256,6 +356,10 @@ static enum mw_status read_family(struct ld *L)
         hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
         break;
     }
+    case RT_ARCH_QWEN35:
+    case RT_ARCH_QWEN35MOE:
+    case RT_ARCH_QWEN3NEXT:
+        return read_ssm(L);
     default:
         break;
     }
@@ -274,7 +378,7 @@ static enum mw_status read_moe(struct ld *L)
     struct rt_hparams *hp = &L->m->hp;
     enum mw_status s;
     char key[128];
-    const bool moe_arch = hp->arch == RT_ARCH_QWEN2MOE || hp->arch == RT_ARCH_QWEN3MOE;
+    const bool moe_arch = rt__arch_is_moe(hp->arch);
     if ((s = archkey_u32(L, "expert_count", moe_arch, 0, &hp->n_expert, NULL))) return s;
     snprintf(key, sizeof key, "%s.expert_count", L->arch);
     if (hp->n_expert > 0 && !moe_arch && hp->arch != RT_ARCH_LLAMA)
@@ -326,7 +430,8 @@ static enum mw_status read_moe(struct ld *L)
     if ((s = range_u32(L, moe_arch ? "expert_feed_forward_length" : "feed_forward_length",
                        hp->n_ff_exp, 1, MAX_DIM)))
         return s;
-    if (hp->arch == RT_ARCH_QWEN2MOE) {
+    if (hp->arch == RT_ARCH_QWEN2MOE || hp->arch == RT_ARCH_QWEN35MOE ||
+        hp->arch == RT_ARCH_QWEN3NEXT) {
         if ((s = archkey_u32(L, "expert_shared_feed_forward_length", false, hp->n_ff,
                              &hp->n_ff_shexp, NULL)))
             return s;
@@ -369,11 +474,21 @@ static enum mw_status read_hparams(struct ld *L)
         hp->arch = RT_ARCH_QWEN3MOE;
         hp->rope_neox = true;
         hp->qk_norm = true;
+    } else if (strcmp(arch, "qwen35") == 0 || strcmp(arch, "qwen35moe") == 0 ||
+               strcmp(arch, "qwen3next") == 0) {
+        hp->arch = strcmp(arch, "qwen35") == 0      ? RT_ARCH_QWEN35
+                   : strcmp(arch, "qwen35moe") == 0 ? RT_ARCH_QWEN35MOE
+                                                    : RT_ARCH_QWEN3NEXT;
+        hp->rope_neox = true;
+        hp->qk_norm = true;
+        hp->attn_out_gate = true;
+        hp->ssm_v_tiled = hp->arch != RT_ARCH_QWEN3NEXT;
+        hp->ssm_ba_fused = hp->arch == RT_ARCH_QWEN3NEXT;
     } else {
         FAIL_KEY(L, "general.architecture", MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                  "architecture '%.40s' (the runtime runs llama, mistral (as llama), mixtral "
-                 "(llama with experts), qwen2, qwen2moe, qwen3, qwen3moe, gemma2, gemma3 and "
-                 "phi3)",
+                 "(llama with experts), qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, "
+                 "qwen3next, gemma2, gemma3 and phi3)",
                  arch);
     }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%.15s", arch);
@@ -386,7 +501,7 @@ static enum mw_status read_hparams(struct ld *L)
     hp->file_type = UINT32_MAX;
     if ((s = get_u32(L, "general.file_type", false, UINT32_MAX, &hp->file_type, NULL))) return s;
 
-    const bool moe_arch = hp->arch == RT_ARCH_QWEN2MOE || hp->arch == RT_ARCH_QWEN3MOE;
+    const bool moe_arch = rt__arch_is_moe(hp->arch);
     if ((s = archkey_u32(L, "context_length", true, 0, &hp->n_ctx_train, NULL))) return s;
     if ((s = archkey_u32(L, "embedding_length", true, 0, &hp->n_embd, NULL))) return s;
     if ((s = archkey_u32(L, "block_count", true, 0, &hp->n_layer, NULL))) return s;
@@ -396,6 +511,7 @@ static enum mw_status read_hparams(struct ld *L)
     if ((s = range_u32(L, "context_length", hp->n_ctx_train, 1, 1u << 24))) return s;
     if ((s = range_u32(L, "embedding_length", hp->n_embd, 1, MAX_DIM))) return s;
     if ((s = range_u32(L, "block_count", hp->n_layer, 1, MAX_LAYERS))) return s;
+    if ((s = read_nextn(L))) return s;
     if ((s = range_u32(L, "feed_forward_length", hp->n_ff, moe_arch ? 0 : 1, MAX_DIM))) return s;
     if ((s = read_moe(L))) return s;
     if ((s = range_u32(L, "attention.head_count", hp->n_head, 1, 65536))) return s;
@@ -633,15 +749,17 @@ static enum mw_status load_moe_layer(struct ld *L, uint32_t il, struct rt_layer 
     }
     static const char *const sh[] = {"ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight",
                                      "ffn_up_shexp.weight", "ffn_down_shexp.weight"};
-    if (hp->arch != RT_ARCH_QWEN2MOE) {
+    if (hp->n_ff_shexp == 0) {
         for (int j = 0; j < 4; j++) {
             snprintf(nm, sizeof nm, "blk.%u.%s", il, sh[j]);
-            if ((s = refuse_tensor(L, nm, "a shared expert is qwen2moe's"))) return s;
+            if ((s = refuse_tensor(L, nm, "a shared expert is qwen2moe's, qwen35moe's and "
+                                          "qwen3next's")))
+                return s;
         }
         return MW_OK;
     }
-    /* qwen2moe: the shared expert, a dense SwiGLU FFN scaled by
-     * sigmoid(ffn_gate_inp_shexp . x) */
+    /* qwen2moe, qwen35moe, qwen3next: the shared expert, a dense SwiGLU FFN
+     * scaled by sigmoid(ffn_gate_inp_shexp . x) */
     const uint64_t FS = hp->n_ff_shexp;
     if ((s = get_matrix(L, NAME("ffn_gate_inp_shexp.weight"), true, E, 1, &ly->gate_inp_shexp)))
         return s;
@@ -674,6 +792,102 @@ static enum mw_status get_vector(struct ld *L, const char *name, bool required, 
     }
     *pos += n;
     L->m->weight_bytes += t->nbytes;
+    return MW_OK;
+}
+
+/* A 2-D f32 table [ne0, ne1] (the conv taps) into the float buffer, as get_vector. */
+static enum mw_status get_table(struct ld *L, const char *name, uint64_t ne0, uint64_t ne1,
+                                const float **out, uint64_t *pos)
+{
+    *out = NULL;
+    const struct gguf_tensor *t;
+    enum mw_status s = find_tensor(L, name, true, ne0, ne1, &t);
+    if (s) return s;
+    if (t->type != GGUF_TYPE_F32 && t->type != GGUF_TYPE_F16 && t->type != GGUF_TYPE_BF16)
+        FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s (expected f32, f16 or bf16)",
+               type_name(t->type));
+    const struct quant_traits *qt = quant_traits_get(t->type);
+    if (!qt) FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s cannot be decoded",
+                    type_name(t->type));
+    if (L->m->fbuf) {
+        float *dst = L->m->fbuf + *pos;
+        qt->to_float(gguf_tensor_data(L->f, (uint64_t)gguf_tensor_find(L->f, name)), dst,
+                     ne0 * ne1);
+        *out = dst;
+    }
+    *pos += ne0 * ne1;
+    L->m->weight_bytes += t->nbytes;
+    return MW_OK;
+}
+
+/* One layer of qwen35 / qwen35moe / qwen3next (llama.cpp's load_block_trunk):
+ * attn_norm and post_attention_norm (the FFN's input norm); a recurrent
+ * layer's gated delta net, or gated full attention (q rows: per head q then
+ * its gate) with q/k norms; a dense SwiGLU FFN (qwen35) or experts with a
+ * sigmoid-gated shared expert. */
+static enum mw_status load_hybrid_layer(struct ld *L, uint32_t il, struct rt_layer *ly,
+                                        uint64_t *pos)
+{
+    const struct rt_hparams *hp = &L->m->hp;
+    const uint64_t E = hp->n_embd, hd = hp->head_dim;
+    const uint64_t qdim = (uint64_t)hp->n_head * hd, kvdim = (uint64_t)hp->n_head_kv * hd;
+    const uint64_t S = hp->ssm_d_state, Hv = hp->ssm_dt_rank, DI = hp->ssm_d_inner;
+    const uint64_t CH = rt_ssm_conv_channels(hp);
+    enum mw_status s;
+    char nm[96];
+#define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)
+    if ((s = get_vector(L, NAME("attn_norm.weight"), true, E, &ly->attn_norm, pos))) return s;
+    if ((s = get_vector(L, NAME("post_attention_norm.weight"), true, E, &ly->ffn_norm, pos)))
+        return s;
+    if (rt_layer_is_recurrent(hp, il)) {
+        if (gguf_tensor_find(L->f, NAME("ssm_in.weight")) >= 0)
+            FAIL_T(L, nm, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                   "the fused q|k|v|z projection of early Qwen3-Next files is not supported "
+                   "(convert again: attn_qkv.weight and attn_gate.weight)");
+        if ((s = get_matrix(L, NAME("attn_qkv.weight"), true, E, CH, &ly->ssm_qkv))) return s;
+        if ((s = get_matrix(L, NAME("attn_gate.weight"), true, E, DI, &ly->ssm_z))) return s;
+        if ((s = get_table(L, NAME("ssm_conv1d.weight"), hp->ssm_conv_kernel, CH, &ly->ssm_conv,
+                           pos)))
+            return s;
+        if ((s = get_vector(L, NAME("ssm_dt.bias"), true, Hv, &ly->ssm_dt, pos))) return s;
+        if ((s = get_vector(L, NAME("ssm_a"), true, Hv, &ly->ssm_a, pos))) return s;
+        if ((s = get_vector(L, NAME("ssm_norm.weight"), true, S, &ly->ssm_norm, pos))) return s;
+        if (hp->ssm_ba_fused) {
+            if ((s = get_matrix(L, NAME("ssm_ba.weight"), true, E, 2 * Hv, &ly->ssm_beta)))
+                return s;
+        } else {
+            if ((s = get_matrix(L, NAME("ssm_beta.weight"), true, E, Hv, &ly->ssm_beta)))
+                return s;
+            if ((s = get_matrix(L, NAME("ssm_alpha.weight"), true, E, Hv, &ly->ssm_alpha)))
+                return s;
+        }
+        if ((s = get_matrix(L, NAME("ssm_out.weight"), true, DI, E, &ly->ssm_out))) return s;
+        static const char *const full[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight",
+                                           "attn_output.weight"};
+        for (int j = 0; j < 4; j++) {
+            snprintf(nm, sizeof nm, "blk.%u.%s", il, full[j]);
+            if ((s = refuse_tensor(L, nm, "a gated delta net layer has no attention matrices")))
+                return s;
+        }
+    } else {
+        if ((s = get_matrix(L, NAME("attn_q.weight"), true, E, 2 * qdim, &ly->wq))) return s;
+        if ((s = get_matrix(L, NAME("attn_k.weight"), true, E, kvdim, &ly->wk))) return s;
+        if ((s = get_matrix(L, NAME("attn_v.weight"), true, E, kvdim, &ly->wv))) return s;
+        if ((s = get_matrix(L, NAME("attn_output.weight"), true, qdim, E, &ly->wo))) return s;
+        if ((s = get_vector(L, NAME("attn_q_norm.weight"), true, hd, &ly->q_norm, pos))) return s;
+        if ((s = get_vector(L, NAME("attn_k_norm.weight"), true, hd, &ly->k_norm, pos))) return s;
+        if ((s = refuse_tensor(L, NAME("ssm_conv1d.weight"),
+                               "a full-attention layer has no delta net")))
+            return s;
+    }
+    if (hp->n_expert > 0) return load_moe_layer(L, il, ly);
+    const uint64_t F = hp->n_ff;
+    if ((s = refuse_tensor(L, NAME("ffn_gate_inp.weight"), "a router without expert_count")))
+        return s;
+    if ((s = get_matrix(L, NAME("ffn_gate.weight"), true, E, F, &ly->wgate))) return s;
+    if ((s = get_matrix(L, NAME("ffn_up.weight"), true, E, F, &ly->wup))) return s;
+    if ((s = get_matrix(L, NAME("ffn_down.weight"), true, F, E, &ly->wdown))) return s;
+#undef NAME
     return MW_OK;
 }
 
@@ -783,12 +997,18 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
     }
 
     const bool qwen = hp->arch == RT_ARCH_QWEN2;
+    uint32_t n_rec = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct rt_layer *ly = m->layers ? &m->layers[il] : NULL;
         struct rt_layer dummy;
         if (!ly) {
             memset(&dummy, 0, sizeof dummy);
             ly = &dummy;
+        }
+        if (rt__arch_is_ssm(hp->arch)) {
+            if (rt_layer_is_recurrent(hp, il)) ly->rec = n_rec++;
+            if ((s = load_hybrid_layer(L, il, ly, &pos))) return s;
+            continue;
         }
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)
         if ((s = get_vector(L, NAME("attn_norm.weight"), true, E, &ly->attn_norm, &pos))) return s;
@@ -887,12 +1107,16 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
 static void pick_main_type(struct rt_model *m)
 {
     uint64_t bytes[GGUF_TYPE_COUNT] = {0};
-    const struct rt_weight *all[8];
+    const struct rt_weight *all[12];
     for (uint32_t il = 0; il < m->hp.n_layer; il++) {
         const struct rt_layer *ly = &m->layers[il];
         all[0] = &ly->wq, all[1] = &ly->wk, all[2] = &ly->wv, all[3] = &ly->wo;
         all[4] = &ly->wgate, all[5] = &ly->wup, all[6] = &ly->wdown;
-        for (int j = 0; j < 7; j++) bytes[all[j]->type] += all[j]->row_bytes * all[j]->n_out;
+        int n = 7;
+        if (rt_layer_is_recurrent(&m->hp, il)) /* (wq..wo are its first four) */
+            all[7] = &ly->ssm_out, n = 8;
+        for (int j = 0; j < n; j++)
+            if (all[j]->data) bytes[all[j]->type] += all[j]->row_bytes * all[j]->n_out;
         if (m->hp.n_expert == 0) continue;
         all[0] = &ly->gate_exps, all[1] = &ly->up_exps, all[2] = &ly->down_exps;
         for (int j = 0; j < 3; j++)

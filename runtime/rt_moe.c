@@ -11,6 +11,7 @@
 #include "runtime/rt_int.h"
 #include "runtime/rt_ops.h"
 
+#include <math.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -63,7 +64,11 @@ static void moe_tok_task(void *arg, unsigned ith, unsigned nth)
             const float *w = c->moe_w + (uint64_t)b * K;
             const float *o = c->moe_out + (uint64_t)b * K * E;
             const float *sh = st->shexp ? c->xb + (uint64_t)b * c->xb_ld : NULL;
-            const float sg = sh ? rt_moe_shexp_gate(c->moe_sgate[b]) : 0.0f;
+            /* qwen2moe: silu(g)/g; qwen35moe, qwen3next: ggml_sigmoid */
+            float sg = 0.0f;
+            if (sh)
+                sg = hp->arch == RT_ARCH_QWEN2MOE ? rt_moe_shexp_gate(c->moe_sgate[b])
+                                                  : 1.0f / (1.0f + expf(-c->moe_sgate[b]));
             for (uint64_t i = 0; i < E; i++) {
                 float acc = o[i] * w[0];
                 for (uint32_t e = 1; e < K; e++) acc = acc + o[(uint64_t)e * E + i] * w[e];

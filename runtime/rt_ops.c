@@ -440,3 +440,20 @@ void rt_delta_net_out_norm(float *o, const float *w, const float *z, uint32_t S,
     rt_rmsnorm(o, o, w, S, eps);
     for (uint32_t i = 0; i < S; i++) o[i] *= z[i] / (1.0f + expf(-z[i]));
 }
+
+void rt_rope_text_sections(const struct rt_hparams *hp, float *cache)
+{
+    const uint32_t *sec = hp->rope_sections;
+    const uint32_t n = sec[0] + sec[1] + sec[2] + sec[3];
+    if (n == 0) return;
+    for (uint32_t i = 0; i < hp->n_rot / 2; i++) {
+        /* ggml_mrope_cache_init, is_imrope: t, h, w interleaved, the rest e */
+        const uint32_t sector = i % n;
+        const bool thw = (sector % 3 == 1 && sector < 3 * sec[1]) ||
+                         (sector % 3 == 2 && sector < 3 * sec[2]) ||
+                         (sector % 3 == 0 && sector < 3 * sec[0]);
+        if (thw) continue;
+        cache[2 * i] = 1.0f;
+        cache[2 * i + 1] = 0.0f;
+    }
+}

@@ -104,6 +104,14 @@ static inline float rt_attn_score(float s, float scale, float cap)
  * layers); causal as always (k <= p). */
 uint32_t rt_swa_first(const struct rt_hparams *hp, uint32_t il, uint32_t p);
 
+/* IMROPE for text (qwen35, qwen35moe: hp->rope_sections not all 0): ggml's
+ * mrope table with the t, h and w positions all pos and e 0 — pair i (of
+ * n_rot/2) belongs to sector i % (sum of the sections); the pairs of the e
+ * sector get angle 0 (cos 1, sin 0: not rotated), the others the angle
+ * rt_rope_cache gives. Rewrites those pairs of cache in place; a no-op when
+ * the sections are all 0. */
+void rt_rope_text_sections(const struct rt_hparams *hp, float *cache);
+
 /* Per-head RMSNorm (qwen3, gemma3 q/k norm): rt_rmsnorm over each of the
  * n_head vectors of head_dim floats of x, with the same weight w (head_dim). */
 void rt_rmsnorm_heads(float *x, const float *w, uint32_t n_head, uint32_t head_dim, float eps);

@@ -2,6 +2,9 @@
 #   check_runtime       Check unit tests: forward invariance (threads, batch),
 #                       no allocation in rt_eval, KV q8_0 and shift, the
 #                       families, mixture of experts
+#   check_runtime_ssm   Check unit tests: qwen35 / qwen35moe / qwen3next: the
+#                       recurrent state across calls, steps and threads, its
+#                       memory, rewinds, the delta-net row ops
 #   check_runtime_model Check unit tests: hostile-model catalogue, tokenizers,
 #                       sampling, chat formats, perplexity
 #   runtime_cli         memwall-run end to end: exit codes, messages naming the
@@ -24,6 +27,8 @@ mw_check_test(check_runtime SOURCES check_runtime.c LIBS mw_runtime mw_rt_fixtur
 # count allocator calls inside rt_eval (GNU ld --wrap; fine under ASan)
 target_link_options(check_runtime PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc")
 set_tests_properties(check_runtime PROPERTIES TIMEOUT 600 COST 400) # ~90 s under ASan and qemu
+mw_check_test(check_runtime_ssm SOURCES check_runtime_ssm.c LIBS mw_runtime mw_rt_fixture)
+target_link_options(check_runtime_ssm PRIVATE "LINKER:--wrap=malloc,--wrap=calloc,--wrap=realloc")
 mw_check_test(check_runtime_model SOURCES check_runtime_model.c LIBS mw_runtime mw_rt_fixture)
 set_tests_properties(check_runtime_model PROPERTIES TIMEOUT 600)
 

@@ -23,3 +23,12 @@ if(NOT CMAKE_CROSSCOMPILING)
   set_tests_properties(runtime_moe_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77
                        TIMEOUT 900 COST 200)
 endif()
+# memwall-run on the gated delta net archs (qwen35, qwen35moe, qwen3next) against
+# llama.cpp itself: tests/e2e/run_hybrid_peer.sh on rt_mkmodel's fixtures.
+# Perplexity within 0.3% at context 512 in steps of 16 (and the same bits in
+# steps of 5), teacher-forced top-1 >= 99%, greedy tokens equal.
+if(NOT CMAKE_CROSSCOMPILING)
+  mw_shell_test(runtime_hybrid_peer e2e/run_hybrid_peer.sh $<TARGET_FILE:rt_mkmodel>)
+  set_tests_properties(runtime_hybrid_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77
+                       TIMEOUT 900 COST 100)
+endif()

@@ -194,7 +194,7 @@ struct tdesc {
     int kind; /* 0 matrix, 1 norm (around 1), 2 bias / small vector, 3 rope freqs */
 };
 
-#define MAX_T 256
+#define MAX_T 1024
 
 static void add_t(struct tdesc *t, int *n, const char *name, uint32_t type, uint32_t n_dims,
                   uint64_t ne0, uint64_t ne1, uint64_t ne2, int kind)
@@ -206,6 +206,69 @@ static void add_t(struct tdesc *t, int *n, const char *name, uint32_t type, uint
     d->n_dims = n_dims;
     d->ne[0] = ne0, d->ne[1] = ne1, d->ne[2] = ne2, d->ne[3] = 1;
     d->kind = kind;
+}
+
+/* The sizes of a gated delta net fixture. */
+struct hyb {
+    bool moe, next, mtp;
+    uint32_t E, F, FE, FS, NE, hd, qdim, kvdim, S, Hk, Hv, CH, DI, K, interval, n_layer;
+};
+
+/* One block of a qwen35 / qwen35moe / qwen3next fixture: a recurrent layer,
+ * a full-attention layer, or (mtp) the next-token-prediction block. */
+static void add_hybrid_block(struct tdesc *t, int *n, const struct hyb *h, uint32_t il, bool rec,
+                             uint32_t wt, enum rt_fx_defect d)
+{
+    char nm[64];
+#define NM(x) (snprintf(nm, sizeof nm, "blk.%u." x, il), nm)
+    add_t(t, n, NM("attn_norm.weight"), GGUF_TYPE_F32, 1, h->E, 1, 1, 1);
+    add_t(t, n, NM("post_attention_norm.weight"), GGUF_TYPE_F32, 1, h->E, 1, 1, 1);
+    if (rec) {
+        add_t(t, n, NM("attn_qkv.weight"), wt, 2, h->E, h->CH, 1, 0);
+        add_t(t, n, NM("attn_gate.weight"), wt, 2, h->E, h->DI, 1, 0);
+        add_t(t, n, NM("ssm_conv1d.weight"), GGUF_TYPE_F32, 2,
+              h->K + (d == RT_FX_SSM_CONV_KERNEL ? 1 : 0), h->CH, 1, 6);
+        add_t(t, n, NM("ssm_dt.bias"), GGUF_TYPE_F32, 1, h->Hv, 1, 1, 2);
+        add_t(t, n, NM("ssm_a"), GGUF_TYPE_F32, 1, h->Hv, 1, 1, 7);
+        if (h->next) {
+            add_t(t, n, NM("ssm_ba.weight"), wt, 2, h->E, 2 * h->Hv, 1, 0);
+        } else {
+            add_t(t, n, NM("ssm_beta.weight"), wt, 2, h->E, h->Hv, 1, 0);
+            if (!(d == RT_FX_SSM_NO_ALPHA && il == 1))
+                add_t(t, n, NM("ssm_alpha.weight"), wt, 2, h->E, h->Hv, 1, 0);
+        }
+        add_t(t, n, NM("ssm_norm.weight"), GGUF_TYPE_F32, 1, h->S, 1, 1, 1);
+        add_t(t, n, NM("ssm_out.weight"), wt, 2, h->DI, h->E, 1, 0);
+    } else {
+        add_t(t, n, NM("attn_q.weight"), wt, 2, h->E,
+              d == RT_FX_SSM_GATE_ROWS ? h->qdim : 2 * h->qdim, 1, 0);
+        add_t(t, n, NM("attn_k.weight"), wt, 2, h->E, h->kvdim, 1, 0);
+        add_t(t, n, NM("attn_v.weight"), wt, 2, h->E, h->kvdim, 1, 0);
+        add_t(t, n, NM("attn_output.weight"), wt, 2, h->qdim, h->E, 1, 0);
+        add_t(t, n, NM("attn_q_norm.weight"), GGUF_TYPE_F32, 1, h->hd, 1, 1, 1);
+        add_t(t, n, NM("attn_k_norm.weight"), GGUF_TYPE_F32, 1, h->hd, 1, 1, 1);
+    }
+    if (h->moe) {
+        add_t(t, n, NM("ffn_gate_inp.weight"), GGUF_TYPE_F32, 2, h->E, h->NE, 1, 5);
+        add_t(t, n, NM("ffn_gate_exps.weight"), wt, 3, h->E, h->FE, h->NE, 0);
+        add_t(t, n, NM("ffn_up_exps.weight"), wt, 3, h->E, h->FE, h->NE, 0);
+        add_t(t, n, NM("ffn_down_exps.weight"), wt, 3, h->FE, h->E, h->NE, 0);
+        add_t(t, n, NM("ffn_gate_inp_shexp.weight"), GGUF_TYPE_F32, 1, h->E, 1, 1, 5);
+        add_t(t, n, NM("ffn_gate_shexp.weight"), wt, 2, h->E, h->FS, 1, 0);
+        add_t(t, n, NM("ffn_up_shexp.weight"), wt, 2, h->E, h->FS, 1, 0);
+        add_t(t, n, NM("ffn_down_shexp.weight"), wt, 2, h->FS, h->E, 1, 0);
+    } else {
+        add_t(t, n, NM("ffn_gate.weight"), wt, 2, h->E, h->F, 1, 0);
+        add_t(t, n, NM("ffn_up.weight"), wt, 2, h->E, h->F, 1, 0);
+        add_t(t, n, NM("ffn_down.weight"), wt, 2, h->F, h->E, 1, 0);
+    }
+    if (il == h->n_layer) { /* the MTP block's own tensors */
+        add_t(t, n, NM("nextn.eh_proj.weight"), wt, 2, 2 * h->E, h->E, 1, 0);
+        add_t(t, n, NM("nextn.enorm.weight"), GGUF_TYPE_F32, 1, h->E, 1, 1, 1);
+        add_t(t, n, NM("nextn.hnorm.weight"), GGUF_TYPE_F32, 1, h->E, 1, 1, 1);
+        add_t(t, n, NM("nextn.shared_head_norm.weight"), GGUF_TYPE_F32, 1, h->E, 1, 1, 1);
+    }
+#undef NM
 }
 
 #define TRY(x)                    \
@@ -252,11 +315,15 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
     if (d == RT_FX_PHI3_ONE_FACTOR || d == RT_FX_PHI3_UP_ROWS || d == RT_FX_PHI3_QKV_MIXED ||
         d == RT_FX_PHI3_FACTORS_LEN)
         arch = "phi3";
+    const bool ssm_defect = d >= RT_FX_SSM_CONV_KERNEL && d <= RT_FX_SSM_NO_KEY;
+    if (ssm_defect) arch = d == RT_FX_SSM_NO_KEY ? "qwen3next" : "qwen35";
+    const bool q35 = strcmp(arch, "qwen35") == 0, q35moe = strcmp(arch, "qwen35moe") == 0;
+    const bool q3next = strcmp(arch, "qwen3next") == 0, hyb_arch = q35 || q35moe || q3next;
     const bool qwen2moe = strcmp(arch, "qwen2moe") == 0, qwen3moe = strcmp(arch, "qwen3moe") == 0;
     const bool qwen3 = strcmp(arch, "qwen3") == 0 || qwen3moe;
     /* experts: qwen*moe always, llama when asked */
-    const uint32_t NE = sp->n_expert ? sp->n_expert : (qwen2moe || qwen3moe ? 4 : 0);
-    const bool moe = NE > 0 && (qwen2moe || qwen3moe || strcmp(arch, "llama") == 0);
+    const uint32_t NE = sp->n_expert ? sp->n_expert : (qwen2moe || qwen3moe || q35moe || q3next ? 4 : 0);
+    const bool moe = NE > 0 && (qwen2moe || qwen3moe || q35moe || q3next || strcmp(arch, "llama") == 0);
     const uint32_t NK = sp->n_expert_used ? sp->n_expert_used : 2;
     const uint32_t FE = strcmp(arch, "llama") == 0 ? sp->n_ff
                         : sp->n_ff_exp            ? sp->n_ff_exp
@@ -277,6 +344,16 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
     const uint32_t E = sp->n_embd, F = sp->n_ff, hd = sp->n_embd / sp->n_head;
     const uint32_t qdim = sp->n_head * hd, kvdim = sp->n_head_kv * hd;
     const uint32_t n_vocab = v.n;
+    struct hyb hy = {.moe = moe, .next = q3next, .mtp = !sp->no_mtp, .E = E, .F = F, .FE = FE,
+                     .FS = FS, .NE = NE, .hd = hd, .qdim = qdim, .kvdim = kvdim,
+                     .S = sp->ssm_state ? sp->ssm_state : 32,
+                     .Hk = sp->ssm_k_heads ? sp->ssm_k_heads : 2,
+                     .Hv = sp->ssm_v_heads ? sp->ssm_v_heads : 4, .K = 4,
+                     .interval = sp->full_attn_interval ? sp->full_attn_interval : 4,
+                     .n_layer = ssm_defect && sp->n_layer < 4 ? 4 : sp->n_layer};
+    hy.CH = 2 * hy.Hk * hy.S + hy.Hv * hy.S;
+    hy.DI = hy.Hv * hy.S;
+    const uint32_t n_layer = hyb_arch ? hy.n_layer : sp->n_layer;
 
     TRY(gguf_writer_init(&w, err));
     TRY(gguf_writer_set_checksums(w, sp->checksums, err));
@@ -288,7 +365,8 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
     TRY(set_arch_u32(w, arch, "embedding_length", d == RT_FX_EMBD_MISMATCH ? 2 * E : E, err));
     TRY(set_arch_u32(w, arch, "block_count",
                      d == RT_FX_LAYERS_MORE ? sp->n_layer + 1
-                     : d == RT_FX_LAYERS_HUGE ? 100000 : sp->n_layer, err));
+                     : d == RT_FX_LAYERS_HUGE ? 100000
+                     : hyb_arch ? n_layer + (hy.mtp ? 1 : 0) : sp->n_layer, err));
     TRY(set_arch_u32(w, arch, "feed_forward_length", F, err));
     if (d == RT_FX_KEY_TYPE) {
         TRY(set_arch_f32(w, arch, "attention.head_count", (float)sp->n_head, err));
@@ -323,8 +401,9 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
         TRY(set_arch_u32(w, arch, "expert_count", NE, err));
         TRY(set_arch_u32(w, arch, "expert_used_count", d == RT_FX_MOE_USED_ABOVE ? NE + 1 : NK,
                          err));
-        if (qwen2moe || qwen3moe) TRY(set_arch_u32(w, arch, "expert_feed_forward_length", FE, err));
-        if (qwen2moe)
+        if (qwen2moe || qwen3moe || hyb_arch)
+            TRY(set_arch_u32(w, arch, "expert_feed_forward_length", FE, err));
+        if (qwen2moe || hyb_arch)
             TRY(set_arch_u32(w, arch, "expert_shared_feed_forward_length", FS, err));
         if (d == RT_FX_MOE_GATING || d == RT_FX_MOE_SIGMOID)
             TRY(set_arch_u32(w, arch, "expert_gating_func", d == RT_FX_MOE_GATING ? 9 : 2, err));
@@ -346,6 +425,27 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
         TRY(set_arch_f32(w, arch, "rope.freq_base_swa",
                          d == RT_FX_GEMMA3_SWA_BASE ? 0.5f : 10000.0f, err));
         TRY(set_arch_f32(w, arch, "final_logit_softcapping", 30.0f, err));
+    }
+    if (hyb_arch) {
+        TRY(set_arch_u32(w, arch, "attention.key_length", hd, err));
+        TRY(set_arch_u32(w, arch, "attention.value_length", hd, err));
+        if (hy.mtp) TRY(set_arch_u32(w, arch, "nextn_predict_layers", 1, err));
+        if (d != RT_FX_SSM_NO_KEY) TRY(set_arch_u32(w, arch, "ssm.conv_kernel", hy.K, err));
+        TRY(set_arch_u32(w, arch, "ssm.state_size", d == RT_FX_SSM_STATE_HUGE ? 1u << 22 : hy.S,
+                         err));
+        TRY(set_arch_u32(w, arch, "ssm.group_count", hy.Hk, err));
+        TRY(set_arch_u32(w, arch, "ssm.time_step_rank",
+                         d == RT_FX_SSM_HEADS ? hy.Hk + 1 : d == RT_FX_SSM_STATE_HUGE ? 1u << 22 : hy.Hv,
+                         err));
+        TRY(set_arch_u32(w, arch, "ssm.inner_size", d == RT_FX_SSM_INNER ? hy.DI + 1 : hy.DI, err));
+        TRY(set_arch_u32(w, arch, "full_attention_interval", hy.interval, err));
+        TRY(set_arch_u32(w, arch, "rope.dimension_count", hd / 4, err));
+        if (!q3next) {
+            const int32_t sec[4] = {(int32_t)(hd / 16), (int32_t)(hd / 32), (int32_t)(hd / 32), 0};
+            char key[96];
+            snprintf(key, sizeof key, "%s.rope.dimension_sections", arch);
+            TRY(gguf_writer_set_arr(w, key, GGUF_VT_I32, sec, 4, err));
+        }
     }
     if (phi3 && n_ctx_orig) {
         TRY(set_arch_u32(w, arch, "rope.scaling.original_context_length", n_ctx_orig, err));
@@ -402,7 +502,9 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
         if (d != RT_FX_PHI3_ONE_FACTOR)
             add_t(t, &nt, "rope_factors_short.weight", GGUF_TYPE_F32, 1, hd / 2, 1, 1, 3);
     }
-    for (uint32_t il = 0; il < sp->n_layer; il++) {
+    for (uint32_t il = 0; hyb_arch && il < n_layer + (hy.mtp ? 1 : 0); il++)
+        add_hybrid_block(t, &nt, &hy, il, il < n_layer && (il + 1) % hy.interval != 0, wt, d);
+    for (uint32_t il = 0; !hyb_arch && il < sp->n_layer; il++) {
         char nm[64];
 #define NM(x) (snprintf(nm, sizeof nm, "blk.%u." x, il), nm)
         add_t(t, &nt, NM("attn_norm.weight"),
@@ -491,6 +593,8 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
             case 2: f[j] = uni(&rs, 0.1f); break;
             case 4: f[j] = 1.0f + 0.5f * (float)j; break; /* LongRoPE long factors */
             case 5: f[j] = uni(&rs, 5.0f * a); break;      /* MoE router: a wide spread */
+            case 6: f[j] = uni(&rs, 0.5f); break;           /* conv taps */
+            case 7: f[j] = -expf(uni(&rs, 1.0f)); break;    /* ssm_a = -exp(A_log) */
             default: f[j] = j % 3 == 2 ? 4.0f : 1.0f; break;
             }
         }

@@ -70,7 +70,14 @@
     X(MOE_SIGMOID, MW_E_UNSUPPORTED, "key 'qwen3moe.expert_gating_func'")                       \
     X(MOE_DENSE_FFN, MW_E_FORMAT, "tensor 'blk.0.ffn_gate.weight'")                             \
     X(MOE_NO_SHEXP, MW_E_FORMAT, "tensor 'blk.0.ffn_gate_inp_shexp.weight'")                    \
-    X(MOE_IN_QWEN2, MW_E_UNSUPPORTED, "key 'qwen2.expert_count'")
+    X(MOE_IN_QWEN2, MW_E_UNSUPPORTED, "key 'qwen2.expert_count'")                              \
+    X(SSM_CONV_KERNEL, MW_E_FORMAT, "tensor 'blk.0.ssm_conv1d.weight'")                       \
+    X(SSM_HEADS, MW_E_VALUE, "key 'qwen35.ssm.time_step_rank'")                                \
+    X(SSM_STATE_HUGE, MW_E_VALUE, "key 'qwen35.ssm.state_size'")                               \
+    X(SSM_INNER, MW_E_VALUE, "key 'qwen35.ssm.inner_size'")                                    \
+    X(SSM_NO_ALPHA, MW_E_FORMAT, "tensor 'blk.1.ssm_alpha.weight'")                            \
+    X(SSM_GATE_ROWS, MW_E_FORMAT, "tensor 'blk.3.attn_q.weight'")                              \
+    X(SSM_NO_KEY, MW_E_FORMAT, "key 'qwen3next.ssm.conv_kernel'")
 
 enum rt_fx_defect {
 #define RT_FX__ENUM(name, code, where) RT_FX_##name,
@@ -103,6 +110,17 @@ struct rt_fx_spec {
     uint32_t n_expert_used;/* 0: 2 */
     uint32_t n_ff_exp;     /* qwen*moe expert_feed_forward_length (0: n_ff / 2) */
     uint32_t n_ff_shexp;   /* qwen2moe expert_shared_feed_forward_length (0: n_ff) */
+    /* gated delta net (arch "qwen35": dense FFN, IMROPE sections [2,1,1,0], V heads
+     * tiled; "qwen35moe": experts + sigmoid-gated shared expert; "qwen3next": the
+     * same with one ssm_ba matrix and grouped V heads, plain NEOX): layer il is
+     * recurrent unless (il+1) % full_attn_interval == 0; full-attention q rows carry
+     * a per-head gate, q/k norms, n_rot = head_dim / 4; one MTP block blk.{n_layer}
+     * (block_count = n_layer + 1) unless no_mtp. */
+    uint32_t ssm_state;    /* S (0: 32) */
+    uint32_t ssm_k_heads;  /* Hk (0: 2) */
+    uint32_t ssm_v_heads;  /* Hv (0: 4) */
+    uint32_t full_attn_interval; /* (0: 4) */
+    bool no_mtp;
     uint32_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_ctx_train;
     uint32_t wtype;        /* ggml type of the 2-D weights (F32, F16, BF16, Q8_0, Q4_0 ...) */
     bool tied;             /* no output.weight */

@@ -2,11 +2,13 @@
  * tests/tools/rt_mkmodel.c — command-line front of tests/tools/rt_fixture.c
  * for the runtime's shell tests.
  *
- *   rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen2moe|qwen3moe]
+ *   rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen2moe|qwen3moe|
+ *                               qwen35|qwen35moe|qwen3next]
  *                        [--type TYPE] [--tied] [--gpt2] [--rope-freqs] [--seed N]
  *                        [--layers N] [--embd N] [--ff N] [--swa N] [--swa-pattern N]
  *                        [--orig-ctx N] [--experts N] [--experts-used K] [--ff-exp N]
- *                        [--ff-shexp N] [--defect NAME]
+ *                        [--ff-shexp N] [--ssm-state S] [--ssm-heads HK HV]
+ *                        [--interval N] [--no-mtp] [--defect NAME]
  *       a tiny model (rt_fixture.h), valid unless --defect
  *   rt_mkmodel hostile DIR
  *       one file per defect of the catalogue, DIR/<defect>.gguf, and
@@ -25,11 +27,13 @@
 #include "rt_fixture.h"
 
 static const char usage[] =
-    "usage: rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen2moe|qwen3moe]\n"
+    "usage: rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen2moe|qwen3moe|\n"
+    "                                    qwen35|qwen35moe|qwen3next]\n"
     "                            [--type TYPE] [--tied] [--gpt2] [--rope-freqs] [--seed N]\n"
     "                            [--layers N] [--embd N] [--ff N] [--swa N] [--swa-pattern N]\n"
     "                            [--orig-ctx N] [--experts N] [--experts-used K] [--ff-exp N]\n"
-    "                            [--ff-shexp N] [--defect NAME]\n"
+    "                            [--ff-shexp N] [--ssm-state S] [--ssm-heads HK HV]\n"
+    "                            [--interval N] [--no-mtp] [--defect NAME]\n"
     "       rt_mkmodel hostile DIR\n"
     "       rt_mkmodel requant IN OUT TYPE\n";
 
@@ -79,6 +83,15 @@ int main(int argc, char **argv)
                 s.n_ff_exp = (uint32_t)strtoul(v, NULL, 10), i++;
             } else if (strcmp(a, "--ff-shexp") == 0 && v) {
                 s.n_ff_shexp = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--ssm-state") == 0 && v) {
+                s.ssm_state = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--ssm-heads") == 0 && v && i + 2 < argc) {
+                s.ssm_k_heads = (uint32_t)strtoul(v, NULL, 10);
+                s.ssm_v_heads = (uint32_t)strtoul(argv[i + 2], NULL, 10), i += 2;
+            } else if (strcmp(a, "--interval") == 0 && v) {
+                s.full_attn_interval = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--no-mtp") == 0) {
+                s.no_mtp = true;
             } else if (strcmp(a, "--defect") == 0 && v) {
                 int d = 1;
                 while (d < RT_FX_DEFECT_COUNT && strcmp(rt_fx_defect_get((enum rt_fx_defect)d)->name, v))
