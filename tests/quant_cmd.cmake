@@ -32,4 +32,8 @@ if(NOT MW_MINIMAL)
   # the i-quant presets (IQ1_S .. IQ4_XS, Q2_K_S): types, files, imatrix refusals
   mw_shell_test(quant_iq_peer e2e/quant_iq_peer.sh $<TARGET_FILE:moe_upcycle>)
   set_tests_properties(quant_iq_peer PROPERTIES SKIP_RETURN_CODE 77 LABELS peer TIMEOUT 600 COST 100)
+  # the gated delta net families (qwen35, qwen35moe, qwen3next): type rules on
+  # fixtures and on the real Qwen3.5 shapes, files byte for byte, --size / --bpw
+  mw_shell_test(quant_qwen35_peer e2e/quant_qwen35.sh)
+  set_tests_properties(quant_qwen35_peer PROPERTIES SKIP_RETURN_CODE 77 LABELS peer TIMEOUT 600 COST 60)
 endif()

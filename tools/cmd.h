@@ -26,7 +26,8 @@
     X(verify, "check a GGUF file: structure, bounds, padding, checksums (--deep: values)") \
     X(quant, "quantize with llama-quantize's presets (GGUF; HF dir in full builds)")       \
     X(run, "run a model: generate from a prompt or chat (the device runtime)")               \
-    X(perplexity, "perplexity / KL divergence of a model on a text (llama.cpp's protocol)")
+    X(perplexity, "perplexity / KL divergence of a model on a text (llama.cpp's protocol)") \
+    X(eval, "quality gate: KLD, top-1, ppl ratio against a reference; exit 1 past a threshold")
 
 /* Commands that need the full build (hf/, calib/): not in MW_MINIMAL builds. */
 #if defined(MW_HAVE_FULL)

@@ -1,5 +1,6 @@
 /*
- * tools/cmd_verify.c — `memwall verify FILE.gguf [--json] [--deep] [--quiet]`.
+ * tools/cmd_verify.c — `memwall verify FILE.gguf [--json] [--deep] [--quiet]
+ * [--junit REPORT.xml]`.
  *
  * Text output (stdout): one line per finding,
  *   PATH: offset N (0xN): tensor 'x': message [E_CODE]      (errors)
@@ -8,23 +9,30 @@
  * then one summary line: "PATH: OK: N tensors, checksums verified",
  * "PATH: OK: N tensors (no checksums: structural checks only)" or
  * "PATH: FAILED: k problems". --quiet prints only errors and the FAILED line.
- * --json prints the same as one JSON object instead.
+ * --json prints the same as one JSON object instead. --junit also writes the
+ * result as a JUnit report (tools/junit.h): one test case named by the file,
+ * a <failure> with every finding when it failed verification, an <error>
+ * when it could not be read.
  * Exit status: 0 intact, 1 failed verification, 2 usage, 3 cannot read.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "verify/verify.h"
 #include "tools/cmd.h"
 #include "tools/json_writer.h"
+#include "tools/junit.h"
 
 static const char usage_text[] =
-    "usage: memwall verify FILE.gguf [--json] [--deep] [--quiet]\n"
+    "usage: memwall verify FILE.gguf [--json] [--deep] [--quiet] [--junit REPORT.xml]\n"
     "  Check a GGUF file: header and tensor infos, tensor bounds, zero padding,\n"
     "  memwall checksums (header and every tensor) when present.\n"
     "  --deep   also decode every block and require finite values\n"
     "  --json   print the report as one JSON object\n"
     "  --quiet  print nothing for an intact file; only errors otherwise\n"
+    "  --junit REPORT.xml  also write the result as JUnit XML for a CI server\n"
     "exit status: 0 intact, 1 verification failed, 2 usage, 3 I/O error\n";
 
 /* One text line for a finding. */
@@ -141,13 +149,57 @@ static void print_json(const struct verify_report *r, const char *sum)
     jw_end(&w);
 }
 
+/* --junit: one test case for the file; its findings as the case's text. */
+static int write_junit(const char *junit, const char *path, const struct verify_report *r,
+                       int rc, const char *sum, double secs)
+{
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *o = open_memstream(&txt, &len);
+    if (o) {
+        for (uint64_t i = 0; i < r->n_items; i++) print_item(o, path, &r->items[i]);
+        if (r->n_dropped)
+            fprintf(o, "%s: ... %llu more finding%s not listed\n", path,
+                    (unsigned long long)r->n_dropped, r->n_dropped == 1 ? "" : "s");
+        fprintf(o, "%s: %s\n", path, sum);
+        if (fclose(o) != 0) free(txt), txt = NULL;
+    }
+    const char *code = r->n_items ? mw_status_name(r->items[0].code) : mw_status_name(r->status);
+    for (uint64_t i = 0; i < r->n_items; i++)
+        if (r->items[i].level == VERIFY_ERROR) {
+            code = mw_status_name(r->items[i].code);
+            break;
+        }
+    const struct junit_case c = {
+        .name = path, .seconds = secs, .message = sum, .text = txt ? txt : sum,
+        .result = rc == 0 ? JUNIT_PASS : rc == mw_status_exit_code(MW_E_FORMAT) ? JUNIT_FAILURE
+                                                                              : JUNIT_ERROR,
+        .type = rc == 0 ? NULL : code};
+    char v[3][32];
+    snprintf(v[0], sizeof v[0], "%llu", (unsigned long long)r->file_size);
+    snprintf(v[1], sizeof v[1], "%llu", (unsigned long long)r->n_tensors);
+    snprintf(v[2], sizeof v[2], "%s", r->deep ? "true" : "false");
+    const struct junit_prop props[] = {{"file", path},
+                                       {"file_size", v[0]},
+                                       {"tensors", v[1]},
+                                       {"deep", v[2]},
+                                       {"checksums", verify_checksums_name(r->checksums)}};
+    const struct junit_suite s = {.name = "memwall verify", .classname = "memwall.verify",
+                                  .cases = &c, .n_cases = 1, .props = props,
+                                  .n_props = sizeof props / sizeof props[0], .seconds = secs};
+    const int jrc = junit_write("verify", junit, &s);
+    free(txt);
+    return jrc;
+}
+
 int cmd_verify(int argc, char **argv)
 {
     const char *cmd = "verify";
     struct verify_opts opts = {0};
     bool json = false, quiet = false;
-    const char *path = NULL;
+    const char *path = NULL, *junit = NULL;
     const struct cmd_opt spec[] = {
+        {NULL, "--junit", CMD_OPT_STR, .str = &junit},
         {NULL, "--json", CMD_OPT_FLAG, .flag = &json},
         {NULL, "--deep", CMD_OPT_FLAG, .flag = &opts.deep},
         {"-q", "--quiet", CMD_OPT_FLAG, .flag = &quiet},
@@ -159,6 +211,7 @@ int cmd_verify(int argc, char **argv)
     if (!path) return cmd_usage_error(cmd, usage_text, "missing FILE.gguf");
 
     struct verify_report rep;
+    const double t0 = mw_now_s();
     const enum mw_status st = verify_file(path, &opts, &rep);
     const int rc = mw_status_exit_code(st);
     char sum[256];
@@ -194,6 +247,8 @@ int cmd_verify(int argc, char **argv)
                    (unsigned long long)rep.n_dropped, rep.n_dropped == 1 ? "" : "s");
         if (!quiet || st != MW_OK) printf("%s: %s\n", path, sum);
     }
+    int jrc = 0;
+    if (junit) jrc = write_junit(junit, path, &rep, rc, sum, mw_now_s() - t0);
     verify_report_free(&rep);
-    return cmd_finish_output(cmd, rc);
+    return cmd_finish_output(cmd, jrc ? jrc : rc);
 }

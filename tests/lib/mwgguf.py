@@ -1027,20 +1027,22 @@ def cmd_imatrix_dat(src, out, *opts):
 
 def cmd_imatrix_synth(model, out, seed="7"):
     """imatrix-synth MODEL OUT [SEED]: a GGUF imatrix for MODEL's 2-D layer
-    weights (not the norms): in_sum2 uniform in [1, 100) (random.seed(SEED)),
-    counts 51200, 100 chunks of 512."""
+    weights (not the norms) and stacked 3-D expert weights (one row per
+    expert): in_sum2 uniform in [1, 100) (random.seed(SEED)), counts 51200
+    per matrix, 100 chunks of 512."""
     g = read(model)
-    ents = sorted((t.name, t.ne[0]) for t in g.tensors
-                  if t.name.startswith("blk.") and len(t.ne) == 2 and not t.name.endswith("_norm.weight"))
+    ents = sorted((t.name, t.ne[0], t.ne[2] if len(t.ne) == 3 else 1) for t in g.tensors
+                  if t.name.startswith("blk.") and len(t.ne) in (2, 3)
+                  and not t.name.endswith("_norm.weight"))
     random.seed(int(seed))
     kvs = [("general.type", STRING, "imatrix"),
            ("imatrix.datasets", ARRAY, (STRING, ["synthetic.txt"])),
            ("imatrix.chunk_count", UINT32, 100), ("imatrix.chunk_size", UINT32, 512)]
     ts = []
-    for name, n in ents:
-        for suf, vals in ((".in_sum2", [random.uniform(1.0, 100.0) for _ in range(n)]),
-                          (".counts", [51200.0])):
-            ts.append((name + suf, [len(vals), 1], F32, struct.pack("<%df" % len(vals), *vals)))
+    for name, n, nx in ents:
+        for suf, vals, ne0 in ((".in_sum2", [random.uniform(1.0, 100.0) for _ in range(n * nx)], n),
+                               (".counts", [51200.0] * nx, 1)):
+            ts.append((name + suf, [ne0, nx], F32, struct.pack("<%df" % len(vals), *vals)))
     write(out, kvs, ts)
     return 0
 

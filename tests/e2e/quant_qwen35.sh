@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# `memwall quant` on the gated-delta-net families (qwen35, qwen35moe,
+# qwen3next) against llama.cpp's own quantizer (llama-peer: libllama of
+# node-llama-cpp 3.21.1, llama.cpp 80fb11ac; skipped with 77 when
+# tests/peer/setup.sh cannot provide it). Fixtures: tests/fixtures/mk_qwen35_gguf.py
+# (random F16 weights in the converter's layout: 3 gated delta net layers and
+# a full-attention layer, key heads 2 != value heads 4, the MTP block as
+# blk.4 with block_count 5; qwen35 tied, qwen35moe 8 experts, qwen3next 4
+# experts with the fused ssm_ba) and the header-only tensor tables of the
+# real Qwen3.5 0.8B, 4B, 9B, 27B and 35B-A3B.
+#  - type rules: for every preset memwall's per-tensor types equal llama.cpp's
+#    own llama_quant_compute_types (tests/peer/llama_quant_types.c) on all
+#    eight, and on the 0.8B the rules the families need hold by name:
+#    attn_qkv counts as attn_v (Q6_K on use_more_bits layers under Q4_K_M,
+#    the count taking the MTP block's attn_v as the last of 25), ssm_conv1d,
+#    ssm_a, ssm_dt.bias and the norms stay F32, the MTP block is quantized
+#  - files: our file minus its memwall.* KVs is byte-for-byte
+#    llama_model_quantize's for the same source (presets below; every preset
+#    with MW_QWEN35_PRESETS=all; the i-quants that need one with a synthetic
+#    imatrix that covers the experts)
+#  - --size on qwen35moe, --bpw on qwen3next: within the target, verify
+#    --deep passes, what llama-quantize keeps F32 stays F32
+source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
+have_python || skip "no python3"
+need_peer
+MK="$MW_SRC/tests/fixtures/mk_qwen35_gguf.py"
+
+for k in qwen35 qwen35moe qwen3next; do
+    python3 "$MK" "$k" "$T/$k.gguf" || { fail "mk_qwen35_gguf $k"; finish; }
+done
+for k in 0.8b 4b 9b 27b 35b-a3b; do
+    python3 "$MK" "$k" "$T/h-$k.gguf" --header-only || { fail "mk_qwen35_gguf $k"; finish; }
+done
+
+ALL="Q8_0 Q6_K Q5_K_M Q5_K_S Q4_K_M Q4_K_S Q4_0 Q4_1 Q5_0 Q5_1 Q3_K_L Q3_K_M Q3_K_S Q2_K
+     Q2_K_S IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S"
+ftype_of() {
+    case $1 in
+    Q4_0) echo 2 ;; Q4_1) echo 3 ;; Q8_0) echo 7 ;; Q5_0) echo 8 ;; Q5_1) echo 9 ;;
+    Q2_K) echo 10 ;; Q3_K_S) echo 11 ;; Q3_K_M) echo 12 ;; Q3_K_L) echo 13 ;;
+    Q4_K_S) echo 14 ;; Q4_K_M) echo 15 ;; Q5_K_S) echo 16 ;; Q5_K_M) echo 17 ;;
+    Q6_K) echo 18 ;; IQ2_XXS) echo 19 ;; IQ2_XS) echo 20 ;; Q2_K_S) echo 21 ;;
+    IQ3_XS) echo 22 ;; IQ3_XXS) echo 23 ;; IQ1_S) echo 24 ;; IQ4_NL) echo 25 ;;
+    IQ3_S) echo 26 ;; IQ3_M) echo 27 ;; IQ2_S) echo 28 ;; IQ2_M) echo 29 ;;
+    IQ4_XS) echo 30 ;; IQ1_M) echo 31 ;;
+    esac
+}
+
+# --- type rules against llama_quant_compute_types ---
+LIBDIR=$(cd "$(dirname "$(ls "$(dirname "$PEER")"/../node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so | head -n 1)")" && pwd)
+LQT="$T/llama_quant_types"
+if ! cc -std=c11 -O1 -w -I"$(dirname "$PEER")/../include" "$MW_SRC/tests/peer/llama_quant_types.c" \
+        "$LIBDIR"/libllama*.so "$LIBDIR"/libggml-base.so "$LIBDIR"/libggml.v*.so \
+        -Wl,-rpath,"$LIBDIR" -ldl -o "$LQT" 2> "$T/lqt.err"; then
+    fail "cannot build llama_quant_types: $(head -n 3 "$T/lqt.err")"
+    finish
+fi
+n_cmp=0
+for m in qwen35 qwen35moe qwen3next h-0.8b h-4b h-9b h-27b h-35b-a3b; do
+    for p in $ALL; do
+        # without an imatrix memwall's --dry-run only warns where llama-quantize would refuse
+        dry_types "$T/$m.gguf" "$p" > "$T/t-mw" 2> /dev/null ||
+            { fail "$m $p: memwall --dry-run failed"; continue; }
+        "$LQT" "$T/$m.gguf" "$(ftype_of "$p")" > "$T/t-ll" 2> /dev/null
+        lrc=$?
+        [ $lrc -eq 77 ] && { echo "llama_quant_types: helpers missing, rules not compared"; break 2; }
+        [ $lrc -eq 0 ] || { fail "llama_quant_types $m $p: exit $lrc"; continue; }
+        cmp -s "$T/t-mw" "$T/t-ll" ||
+            { fail "$m $p: types differ from llama.cpp's:"; diff "$T/t-mw" "$T/t-ll" | head -n 6; }
+        n_cmp=$((n_cmp + 1))
+    done
+done
+echo "type rules: $n_cmp model x preset cases equal llama.cpp's llama_quant_compute_types"
+
+# the rules the families need, by name, on the real 0.8B (24 layers + the MTP block)
+dry_types "$T/h-0.8b.gguf" Q4_K_M > "$T/t08" 2> /dev/null
+want_type() { # NAME TYPE
+    awk -v n="$1" -v t="$2" '$1 == n && $2 == t { f = 1 } END { exit !f }' "$T/t08" ||
+        fail "0.8B Q4_K_M: $1 is not $2: $(awk -v n="$1" '$1 == n' "$T/t08")"
+}
+# attn_v-like count: 18 attn_qkv + 6 attn_v + the MTP's attn_v = 25; use_more_bits(i, 25):
+# i < 3, i >= 21 or (i - 3) % 3 == 2: blk.0-2 (counts 0-2), blk.5 (5), the MTP's attn_v (24)
+want_type blk.0.attn_qkv.weight q6_K
+want_type blk.4.attn_qkv.weight q4_K
+want_type blk.5.attn_qkv.weight q6_K
+want_type blk.24.attn_v.weight q6_K
+want_type blk.24.nextn.eh_proj.weight q4_K
+want_type blk.24.attn_q.weight q4_K
+want_type blk.24.ffn_down.weight q6_K
+want_type token_embd.weight q6_K
+for n in ssm_conv1d.weight ssm_a ssm_dt.bias ssm_norm.weight attn_norm.weight; do
+    want_type "blk.0.$n" f32
+done
+want_type blk.0.ssm_alpha.weight q4_K
+want_type blk.0.ssm_beta.weight q4_K
+want_type blk.0.attn_gate.weight q4_K
+want_type blk.0.ssm_out.weight q4_K
+want_type blk.24.nextn.enorm.weight f32
+
+# --- files: byte identity with llama_model_quantize ---
+NEEDS_IM="Q2_K_S IQ3_XXS IQ3_XS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S"
+if [ "${MW_QWEN35_PRESETS:-}" = all ]; then
+    declare -A LIST=([qwen35]="$ALL" [qwen35moe]="$ALL" [qwen3next]="$ALL")
+else
+    # (llama.cpp's IQ1_M takes 12 s of CPU on qwen3next: in the full run only)
+    declare -A LIST=([qwen35]="Q4_K_M IQ4_XS IQ2_XXS" [qwen35moe]="Q4_K_M Q3_K_S"
+                     [qwen3next]="Q5_K_M Q2_K_S")
+fi
+n_ok=0
+n_all=0
+for m in qwen35 qwen35moe qwen3next; do
+    mwgguf imatrix-synth "$T/$m.gguf" "$T/$m.imatrix" 11 || { fail "imatrix-synth $m"; continue; }
+    for p in ${LIST[$m]}; do
+        n_all=$((n_all + 1))
+        im=()
+        [[ " $NEEDS_IM " == *" $p "* ]] && im=(--imatrix "$T/$m.imatrix")
+        run 0 quant "$T/$m.gguf" -o "$T/a.gguf" --preset "$p" -t 2 -q "${im[@]}" || continue
+        "$PEER" --threads 2 quantize "$T/$m.gguf" "$T/b.gguf" "$p" "${im[@]}" > /dev/null 2> "$T/lq.err" ||
+            { fail "llama-peer quantize $m $p: $(tail -n 2 "$T/lq.err")"; continue; }
+        c=$(mwgguf cmp "$T/a.gguf" "$T/b.gguf") || { fail "$m $p: $c"; continue; }
+        n_ok=$((n_ok + 1))
+    done
+done
+echo "files: $n_ok of $n_all byte-identical to llama_model_quantize's (minus memwall.* KVs)"
+
+# --- --bpw / --size on the MoE ---
+run 0 quant "$T/qwen35moe.gguf" -o "$T/s.gguf" --size 3M --no-iquants -t 2 -q &&
+    run 0 verify "$T/s.gguf" --deep || fail "--size 3M on qwen35moe"
+sz=$(stat -c %s "$T/s.gguf" 2> /dev/null || echo 0)
+[ "$sz" -le 3145728 ] && [ "$sz" -gt 2900000 ] || fail "--size 3M: the file has $sz bytes"
+run 0 quant "$T/qwen3next.gguf" -o "$T/b3.gguf" --bpw 3.5 --no-iquants -t 2 -q &&
+    run 0 verify "$T/b3.gguf" --deep || fail "--bpw 3.5 on qwen3next"
+mwgguf types "$T/b3.gguf" > "$T/b3.types"
+awk '$1 ~ /ssm_conv1d|ssm_a$|ssm_dt|_norm|ffn_gate_inp/ && $2 != "f32" { bad = bad " " $1 } END { if (bad) { print bad; exit 1 } }' \
+    "$T/b3.types" > "$T/b3.bad" || fail "--bpw 3.5 quantized what stays F32:$(cat "$T/b3.bad")"
+echo "--size 3M on qwen35moe: $sz bytes; --bpw 3.5 on qwen3next: $(stat -c %s "$T/b3.gguf") bytes"
+finish
