@@ -34,6 +34,24 @@ static void family_hparams(const struct hf_config *c, struct rt_hparams *hp)
     case HF_ARCH_QWEN2MOE: /* qwen2's attention, NEOX RoPE */
         hp->rope_base_swa = hp->rope_base;
         break;
+    case HF_ARCH_QWEN35:
+    case HF_ARCH_QWEN35MOE:
+    case HF_ARCH_QWEN3NEXT:
+        /* gated full attention (q/k norm, NEOX RoPE on the first n_rot dims:
+         * qwen35's text IMROPE is that), gated delta net layers; the MTP
+         * blocks are in the file but not executed */
+        hp->qk_norm = true;
+        hp->rope_base_swa = hp->rope_base;
+        hp->attn_out_gate = true;
+        hp->full_attn_interval = c->full_attn_interval;
+        hp->n_nextn = c->n_nextn;
+        hp->ssm_conv_kernel = c->ssm_conv_kernel;
+        hp->ssm_d_state = c->ssm_d_state;
+        hp->ssm_n_group = c->ssm_n_group;
+        hp->ssm_dt_rank = c->ssm_dt_rank;
+        hp->ssm_d_inner = c->ssm_d_inner;
+        hp->ssm_v_tiled = c->arch != HF_ARCH_QWEN3NEXT;
+        break;
     case HF_ARCH_GEMMA2:
     case HF_ARCH_GEMMA3: {
         const bool g2 = c->arch == HF_ARCH_GEMMA2;
@@ -89,6 +107,9 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
     case HF_ARCH_PHI3: hp->arch = RT_ARCH_PHI3; break;
     case HF_ARCH_QWEN2MOE: hp->arch = RT_ARCH_QWEN2MOE; break;
     case HF_ARCH_QWEN3MOE: hp->arch = RT_ARCH_QWEN3MOE; break;
+    case HF_ARCH_QWEN35: hp->arch = RT_ARCH_QWEN35; break;
+    case HF_ARCH_QWEN35MOE: hp->arch = RT_ARCH_QWEN35MOE; break;
+    case HF_ARCH_QWEN3NEXT: hp->arch = RT_ARCH_QWEN3NEXT; break;
     default: hp->arch = RT_ARCH_LLAMA; break; /* llama, mistral, mixtral */
     }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", c->gguf_arch);
@@ -120,6 +141,7 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
             hp->n_ff_exp = c->has_n_ff_exp ? c->n_ff_exp
                                            : (c->n_expert_used ? c->n_ff / c->n_expert_used : 0);
         if (c->arch == HF_ARCH_QWEN2MOE) hp->n_ff_shexp = c->n_ff_shexp ? c->n_ff_shexp : c->n_ff;
+        if (hf_arch_is_delta_net(c->arch)) hp->n_ff_shexp = c->n_ff_shexp;
     }
     if (n_bias_floats) {
         const uint64_t q = (uint64_t)c->n_head * c->head_dim;

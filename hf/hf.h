@@ -164,6 +164,10 @@ enum hf_arch {
     HF_ARCH_QWEN2MOE, /* Qwen2MoeForCausalLM -> GGUF "qwen2moe" (shared expert) */
     HF_ARCH_QWEN3MOE, /* Qwen3MoeForCausalLM -> GGUF "qwen3moe" */
     HF_ARCH_MIXTRAL,  /* MixtralForCausalLM  -> GGUF "llama" with experts */
+    /* gated delta net (3 of 4 layers linear attention) + gated full attention */
+    HF_ARCH_QWEN35,    /* Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration -> "qwen35" */
+    HF_ARCH_QWEN35MOE, /* Qwen3_5MoeForCausalLM, ..ForConditionalGeneration -> "qwen35moe" */
+    HF_ARCH_QWEN3NEXT, /* Qwen3NextForCausalLM -> "qwen3next" (fused in_proj_qkvz / ba) */
     HF_ARCH_COUNT
 };
 
@@ -230,6 +234,24 @@ struct hf_config {
     uint32_t n_ff_shexp;     /* qwen2moe shared_expert_intermediate_size (0: none) */
     bool norm_topk_prob;     /* the top-k router weights are renormalized
                               * (qwen3moe, mixtral: true; qwen2moe: false) */
+    /* --- gated delta net: qwen35, qwen35moe, qwen3next (zero elsewhere) --- */
+    bool has_n_ff;           /* intermediate_size present (feed_forward_length written;
+                              * the other families require it) */
+    uint32_t n_nextn;        /* MTP blocks kept as blk.n_layer.. (mtp_num_hidden_layers;
+                              * qwen3next: counted from the mtp.layers.N tensors) */
+    bool n_nextn_from_config;/* mtp_num_hidden_layers was in config.json */
+    uint32_t full_attn_interval; /* full_attention_interval (default 4) */
+    uint32_t ssm_conv_kernel;    /* linear_conv_kernel_dim */
+    uint32_t ssm_d_state;        /* linear_key_head_dim (key head width, ssm.state_size) */
+    uint32_t ssm_n_group;        /* linear_num_key_heads */
+    uint32_t ssm_dt_rank;        /* linear_num_value_heads (a multiple of the key heads) */
+    uint32_t ssm_head_v_dim;     /* linear_value_head_dim */
+    uint32_t ssm_d_inner;        /* value heads * value head width (ssm.inner_size) */
+    bool ssm_v_reorder;      /* qwen35/qwen35moe with key heads != value heads: V heads
+                              * reordered grouped -> tiled as llama.cpp's converter does */
+    bool has_rope_sections;  /* rope_parameters.mrope_section was given */
+    int32_t rope_sections[4];/* rope.dimension_sections (padded with 0; qwen35 default
+                              * [11, 11, 10, 0] when absent) */
 };
 
 /* Parse config.json text (len bytes, need not be NUL-terminated); name is the
@@ -242,8 +264,11 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
  * MW_E_IO if it cannot be read). */
 enum mw_status hf_config_load(const char *path, struct hf_config *cfg, struct mw_err *err);
 const char *hf_arch_name(enum hf_arch a); /* "llama", "mistral", "qwen2", "qwen2moe", ... */
-/* Does the architecture have experts (qwen2moe, qwen3moe, mixtral)? */
+/* Does the architecture have experts (qwen2moe, qwen3moe, mixtral, qwen35moe,
+ * qwen3next)? */
 bool hf_arch_is_moe(enum hf_arch a);
+/* Is it a gated delta net family (qwen35, qwen35moe, qwen3next)? */
+bool hf_arch_is_delta_net(enum hf_arch a);
 
 /* --- a checkpoint directory ---------------------------------------------- */
 
@@ -274,6 +299,8 @@ enum hf_xform {
     HF_XFORM_PERMUTE, /* rotate-half -> interleaved rows, docs/formats.md §6.3 */
     HF_XFORM_ADD_ONE, /* gemma norms: w + 1 as llama.cpp's converter computes it (in F16
                        * for an F16 source, else in F32), then the output type */
+    HF_XFORM_NEG_EXP, /* qwen35 A_log -> ssm_a: -exp(w) in F32 with torch's float exp
+                       * (SLEEF's expf_u10, FMA: hf__torch_expf) */
 };
 
 /* One output tensor of a conversion. */
@@ -288,6 +315,12 @@ struct hf_plan_tensor {
     uint64_t ne[GGUF_MAX_DIMS];        /* GGUF order (ne[0] contiguous) */
     uint64_t nbytes;                   /* bytes written */
     const float *gen;                  /* generated data (n_dims == 1) */
+    /* Gathers (qwen35's V-head reorder, qwen3next's qkvz de-interleave):
+     * output row r is source row row_map[r] (a 1-D tensor: element r is
+     * source element row_map[r]); element j of every row is source element
+     * col_map[j] of that row. NULL: identity. Owned by the plan. */
+    const uint32_t *row_map;
+    const uint32_t *col_map;
     /* Stacked experts (n_dims == 3; n_src == ne[2] > 0): expert x's HF
      * tensor is srcs[x] in shard srcs_shard[x] (2-D, ne[0] x ne[1] in GGUF
      * order); src/shard are srcs[0]/srcs_shard[0]. The output is the experts'

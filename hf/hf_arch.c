@@ -32,12 +32,17 @@ enum role {
     R_Q_NORM, R_K_NORM, R_POST_ATTN_NORM, R_POST_FFW_NORM, R_QKV, R_GATE_UP,
     /* mixture of experts; the experts themselves: see parse_expert */
     R_GATE_INP, R_GATE_SHEXP, R_UP_SHEXP, R_DOWN_SHEXP, R_GATE_INP_SHEXP,
+    /* the gated delta net families (hf_arch_qwen35.c); R_LIN_QKV first */
+    R_LIN_QKV, R_LIN_GATE, R_SSM_BETA, R_SSM_ALPHA, R_SSM_CONV, R_SSM_DT, R_SSM_A, R_SSM_NORM,
+    R_SSM_OUT, R_LIN_QKVZ, R_SSM_BA, R_NEXTN_EH, R_NEXTN_ENORM, R_NEXTN_HNORM, R_NEXTN_HEAD_NORM,
     R_COUNT
 };
 
 /* Symbolic dimensions of the expected HF shapes. */
 enum dim { D_NONE, D_VOCAB, D_EMBD, D_QDIM, D_KVDIM, D_FF, D_HEAD, D_QKV, D_FF2, D_NEXPERT,
-           D_FFSH, D_ONE };
+           D_FFSH, D_ONE,
+           /* the gated delta net */
+           D_QGATE, D_CONV, D_VD, D_HV, D_SV, D_KERNEL, D_QKVZ, D_HV2, D_EMBD2 };
 
 static const struct role_info {
     const char *hf;   /* HF name (per layer: after "model.layers.N.") */
@@ -84,7 +89,32 @@ static const struct role_info {
                       {D_EMBD, D_FFSH}},
     [R_GATE_INP_SHEXP] = {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight", true,
                           {D_ONE, D_EMBD}},
+    [R_LIN_QKV] = {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight", true, {D_CONV, D_EMBD}},
+    [R_LIN_GATE] = {"linear_attn.in_proj_z.weight", "attn_gate.weight", true, {D_VD, D_EMBD}},
+    [R_SSM_BETA] = {"linear_attn.in_proj_b.weight", "ssm_beta.weight", true, {D_HV, D_EMBD}},
+    [R_SSM_ALPHA] = {"linear_attn.in_proj_a.weight", "ssm_alpha.weight", true, {D_HV, D_EMBD}},
+    /* HF [channels, 1, kernel], squeezed (see the plan) */
+    [R_SSM_CONV] = {"linear_attn.conv1d.weight", "ssm_conv1d.weight", true, {D_CONV, D_KERNEL}},
+    [R_SSM_DT] = {"linear_attn.dt_bias", "ssm_dt.bias", true, {D_HV, D_NONE}},
+    [R_SSM_A] = {"linear_attn.A_log", "ssm_a", true, {D_HV, D_NONE}},
+    [R_SSM_NORM] = {"linear_attn.norm.weight", "ssm_norm.weight", true, {D_SV, D_NONE}},
+    [R_SSM_OUT] = {"linear_attn.out_proj.weight", "ssm_out.weight", true, {D_EMBD, D_VD}},
+    /* qwen3next: de-interleaved into attn_qkv + attn_gate (see the plan) */
+    [R_LIN_QKVZ] = {"linear_attn.in_proj_qkvz.weight", "attn_qkv.weight", true, {D_QKVZ, D_EMBD}},
+    [R_SSM_BA] = {"linear_attn.in_proj_ba.weight", "ssm_ba.weight", true, {D_HV2, D_EMBD}},
+    /* the MTP block (blk.n_layer), after hf__qwen35_name's renames */
+    [R_NEXTN_EH] = {"eh_proj.weight", "nextn.eh_proj.weight", true, {D_EMBD, D_EMBD2}},
+    [R_NEXTN_ENORM] = {"enorm.weight", "nextn.enorm.weight", true, {D_EMBD, D_NONE}},
+    [R_NEXTN_HNORM] = {"hnorm.weight", "nextn.hnorm.weight", true, {D_EMBD, D_NONE}},
+    [R_NEXTN_HEAD_NORM] = {"shared_head.norm.weight", "nextn.shared_head_norm.weight", true,
+                           {D_EMBD, D_NONE}},
 };
+
+/* Blocks of the file: the layers plus the MTP blocks. */
+static uint64_t n_blk(const struct hf_config *c)
+{
+    return (uint64_t)c->n_layer + c->n_nextn;
+}
 
 static bool is_gemma(const struct hf_config *c)
 {
@@ -99,23 +129,31 @@ static const char *role_hf(const struct hf_config *c, enum role r)
     const bool moe = hf_arch_is_moe(a);
     const bool legacy = a == HF_ARCH_LLAMA || a == HF_ARCH_MISTRAL || a == HF_ARCH_QWEN2 ||
                         a == HF_ARCH_QWEN2MOE || a == HF_ARCH_MIXTRAL;
+    const bool dn = hf_arch_is_delta_net(a);
+    if (r >= R_LIN_QKV && !dn) return NULL;
     switch (r) {
+    case R_LIN_QKV: case R_LIN_GATE: case R_SSM_BETA: case R_SSM_ALPHA:
+        return a == HF_ARCH_QWEN3NEXT ? NULL : roles[r].hf;
+    case R_LIN_QKVZ: case R_SSM_BA:
+        return a == HF_ARCH_QWEN3NEXT ? roles[r].hf : NULL;
     case R_Q_NORM: case R_K_NORM:
-        return (a == HF_ARCH_QWEN3 || a == HF_ARCH_GEMMA3 || a == HF_ARCH_QWEN3MOE) ? roles[r].hf
-                                                                                : NULL;
+        return (a == HF_ARCH_QWEN3 || a == HF_ARCH_GEMMA3 || a == HF_ARCH_QWEN3MOE || dn)
+                   ? roles[r].hf : NULL;
     case R_GATE_INP:
         return !moe ? NULL : a == HF_ARCH_MIXTRAL ? "block_sparse_moe.gate.weight" : roles[r].hf;
     case R_GATE_SHEXP: case R_UP_SHEXP: case R_DOWN_SHEXP: case R_GATE_INP_SHEXP:
-        return a == HF_ARCH_QWEN2MOE ? roles[r].hf : NULL;
+        return a == HF_ARCH_QWEN2MOE || (dn && moe) ? roles[r].hf : NULL;
     case R_GATE: case R_UP: case R_DOWN: case R_GATEB: case R_UPB: case R_DOWNB:
         if (moe) return NULL; /* the experts replace the dense MLP */
         if (r == R_DOWN) return roles[r].hf;
         if (r == R_GATE || r == R_UP) return a == HF_ARCH_PHI3 ? NULL : roles[r].hf;
         return legacy ? roles[r].hf : NULL;
-    case R_POST_ATTN_NORM: case R_POST_FFW_NORM:
+    case R_POST_ATTN_NORM:
+        return is_gemma(c) || dn ? roles[r].hf : NULL; /* qwen35: the FFN's input norm */
+    case R_POST_FFW_NORM:
         return is_gemma(c) ? roles[r].hf : NULL;
     case R_FFN_NORM:
-        return is_gemma(c) ? "pre_feedforward_layernorm.weight" : roles[r].hf;
+        return dn ? NULL : is_gemma(c) ? "pre_feedforward_layernorm.weight" : roles[r].hf;
     case R_QKV: case R_GATE_UP:
         return a == HF_ARCH_PHI3 ? roles[r].hf : NULL;
     case R_Q: case R_K: case R_V:
@@ -134,6 +172,12 @@ static const char *const dim_names[] = {
     [D_QKV] = "(num_attention_heads+2*num_key_value_heads)*head_dim",
     [D_FF2] = "2*intermediate_size", [D_NEXPERT] = "num_experts",
     [D_FFSH] = "shared_expert_intermediate_size", [D_ONE] = "1",
+    [D_QGATE] = "2*num_attention_heads*head_dim",
+    [D_CONV] = "2*linear_num_key_heads*linear_key_head_dim+linear_num_value_heads*linear_value_head_dim",
+    [D_VD] = "linear_num_value_heads*linear_value_head_dim", [D_HV] = "linear_num_value_heads",
+    [D_SV] = "linear_value_head_dim", [D_KERNEL] = "linear_conv_kernel_dim",
+    [D_QKVZ] = "2*linear_num_key_heads*linear_key_head_dim+2*linear_num_value_heads*linear_value_head_dim",
+    [D_HV2] = "2*linear_num_value_heads", [D_EMBD2] = "2*hidden_size",
 };
 
 static const char *dim_name(const struct hf_config *c, enum dim d)
@@ -156,6 +200,15 @@ static uint64_t dim_value(const struct hf_config *c, enum dim d)
     case D_NEXPERT: return c->n_expert;
     case D_FFSH: return c->n_ff_shexp;
     case D_ONE: return 1;
+    case D_QGATE: return 2 * (uint64_t)c->n_head * c->head_dim;
+    case D_CONV: return 2 * (uint64_t)c->ssm_n_group * c->ssm_d_state + c->ssm_d_inner;
+    case D_VD: return c->ssm_d_inner;
+    case D_HV: return c->ssm_dt_rank;
+    case D_SV: return c->ssm_head_v_dim;
+    case D_KERNEL: return c->ssm_conv_kernel;
+    case D_QKVZ: return 2 * (uint64_t)c->ssm_n_group * c->ssm_d_state + 2 * (uint64_t)c->ssm_d_inner;
+    case D_HV2: return 2 * (uint64_t)c->ssm_dt_rank;
+    case D_EMBD2: return 2 * (uint64_t)c->n_embd;
     case D_NONE: break;
     }
     return 0;
@@ -174,6 +227,28 @@ static bool role_required(const struct hf_config *c, enum role r)
     default: return true;
     }
 }
+
+/* Does blk.layer of a gated delta net family have role r? The linear
+ * roles in the delta net layers, the attention roles (q carrying the gate)
+ * in the full-attention layers and the MTP blocks, the nextn roles in the
+ * first MTP block; the norms and the FFN everywhere. Other families: every
+ * per-layer role in every layer. */
+static bool role_at_layer(const struct hf_config *c, enum role r, uint64_t layer)
+{
+    if (!hf_arch_is_delta_net(c->arch) || !roles[r].per_layer) return true;
+    const int kind = hf__qwen35_layer_kind(c, layer);
+    switch (r) {
+    case R_Q: case R_K: case R_V: case R_O: case R_Q_NORM: case R_K_NORM:
+        return kind != HF_LAYER_LINEAR;
+    case R_NEXTN_EH: case R_NEXTN_ENORM: case R_NEXTN_HNORM: case R_NEXTN_HEAD_NORM:
+        return kind == HF_LAYER_MTP && layer == c->n_layer;
+    default:
+        return r >= R_LIN_QKV ? kind == HF_LAYER_LINEAR : true;
+    }
+}
+
+static const char *const layer_kind_names[] = {"a gated delta net layer",
+                                               "a full-attention layer", "an MTP block"};
 
 static const char *role_flag(const struct hf_config *c, enum role r)
 {
@@ -359,6 +434,7 @@ void hf_plan_free(struct hf_plan *p)
     free(p->xsrc);
     free(p->xshard);
     free(p->xview);
+    for (uint32_t i = 0; i < p->n_maps; i++) free(p->maps[i]);
     free(p);
 }
 
@@ -415,10 +491,11 @@ static enum mw_status expert_layer_ok(const struct hf_config *c, const struct hf
                                       const struct hf_st_tensor *t, uint64_t layer,
                                       const uint8_t *fused, struct mw_err *err)
 {
-    if (layer >= c->n_layer)
+    if (layer >= n_blk(c))
         return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "layer %llu does not exist (config.json num_hidden_layers is %u)",
-                           (unsigned long long)layer, c->n_layer);
+                           "layer %llu does not exist (config.json num_hidden_layers is %u%s)",
+                           (unsigned long long)layer, c->n_layer,
+                           c->n_nextn ? ", plus the MTP blocks" : "");
     if (fused && fused[layer])
         return tensor_fail(err, MW_E_FORMAT, sh, t,
                            "layer %llu mixes per-expert mlp.experts.N.* tensors with fused ones",
@@ -473,7 +550,9 @@ static enum mw_status plan_expert(struct hf_plan *p, const struct hf_model *m, e
  * Returns 1 (down_proj), 2 (gate_up_proj) or 0 (neither). */
 static int parse_fused(const struct hf_config *c, const char *rest)
 {
-    if (c->arch != HF_ARCH_QWEN2MOE && c->arch != HF_ARCH_QWEN3MOE) return 0;
+    if (c->arch != HF_ARCH_QWEN2MOE && c->arch != HF_ARCH_QWEN3MOE && c->arch != HF_ARCH_QWEN35MOE &&
+        c->arch != HF_ARCH_QWEN3NEXT)
+        return 0;
     if (strcmp(rest, "mlp.experts.down_proj") == 0 || strcmp(rest, "mlp.experts.down_proj.weight") == 0)
         return 1;
     if (strcmp(rest, "mlp.experts.gate_up_proj") == 0 ||
@@ -553,21 +632,23 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
     struct hf_plan *p = calloc(1, sizeof *p);
     /* + rope_freqs or the two LongRoPE factor tensors, + one per layer: a
      * fused gate_up_proj gives two */
-    uint64_t cap = m->n + 3 + (hf_arch_is_moe(c->arch) ? c->n_layer : 0);
+    uint64_t cap = m->n + 3 + (hf_arch_is_moe(c->arch) ? n_blk(c) : 0) +
+                   (c->arch == HF_ARCH_QWEN3NEXT ? n_blk(c) : 0);
     /* seen[role][layer]: roles present; global roles use layer 0 */
-    uint8_t *seen = calloc((size_t)R_COUNT * c->n_layer, 1);
+    uint8_t *seen = calloc((size_t)R_COUNT * n_blk(c), 1);
     /* experts: n_layer * 3 * n_expert source slots (n_layer <= 512 and
      * n_expert <= 1024: config.json's limits), and a count per layer */
     const bool moe = hf_arch_is_moe(c->arch) && c->n_expert > 0;
-    const size_t n_xslot = moe ? (size_t)c->n_layer * 3 * c->n_expert : 0;
-    uint32_t *xcount = moe ? calloc(c->n_layer, sizeof *xcount) : NULL;
-    uint8_t *fused = moe ? calloc(c->n_layer, 1) : NULL; /* bits: 1 down_proj, 2 gate_up_proj */
+    const size_t n_xslot = moe ? (size_t)n_blk(c) * 3 * c->n_expert : 0;
+    uint32_t *xcount = moe ? calloc(n_blk(c), sizeof *xcount) : NULL;
+    uint8_t *fused = moe ? calloc(n_blk(c), 1) : NULL; /* bits: 1 down_proj, 2 gate_up_proj */
     bool any_fused = false;
     for (uint64_t i = 0; moe && i < m->n; i++) {
         uint64_t l;
-        const char *r;
-        if (parse_layer(hf_model_tensor(m, i, NULL)->name, &l, &r) && parse_fused(c, r))
-            any_fused = true;
+        const char *r, *nm = hf_model_tensor(m, i, NULL)->name;
+        char buf[GGUF_MAX_NAME + 64];
+        if (hf_arch_is_delta_net(c->arch) && !hf__qwen35_name(c, nm, buf, sizeof buf, &nm)) continue;
+        if (parse_layer(nm, &l, &r) && parse_fused(c, r)) any_fused = true;
     }
     if (p && moe) {
         p->xsrc = calloc(n_xslot, sizeof *p->xsrc);
@@ -631,13 +712,22 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         }
     }
 
+    const uint32_t *dmaps[HF_MAP_COUNT] = {NULL};
+    if (hf_arch_is_delta_net(c->arch)) {
+        s = hf__qwen35_maps(p, c, dmaps, err);
+        if (s != MW_OK) goto out;
+    }
+
     for (uint64_t i = 0; i < m->n; i++) {
         const struct hf_st *sh;
         const struct hf_st_tensor *t = hf_model_tensor(m, i, &sh);
         const char *name = t->name;
         if (ends_with(name, ".rotary_emb.inv_freq")) continue; /* recomputed by llama.cpp */
         char norm_name[GGUF_MAX_NAME + 64];
-        if (c->multimodal) {
+        if (hf_arch_is_delta_net(c->arch)) {
+            /* language_model. removed, the vision tower skipped, mtp.* renamed */
+            if (!hf__qwen35_name(c, name, norm_name, sizeof norm_name, &name)) continue;
+        } else if (c->multimodal) {
             /* Gemma3ForConditionalGeneration: the vision tower and the
              * projector are not part of the text model (llama.cpp's text
              * converter skips them); the text model is under
@@ -694,10 +784,18 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
             goto out;
         }
         const struct role_info *ri = &roles[role];
-        if (ri->per_layer && layer >= c->n_layer) {
+        if (ri->per_layer && layer >= n_blk(c)) {
             s = tensor_fail(err, MW_E_FORMAT, sh, t,
-                            "layer %llu does not exist (config.json num_hidden_layers is %u)",
-                            (unsigned long long)layer, c->n_layer);
+                            "layer %llu does not exist (config.json num_hidden_layers is %u%s)",
+                            (unsigned long long)layer, c->n_layer,
+                            c->n_nextn ? ", plus the MTP blocks" : "");
+            goto out;
+        }
+        if (ri->per_layer && !role_at_layer(c, (enum role)role, layer)) {
+            s = tensor_fail(err, MW_E_FORMAT, sh, t,
+                            "unexpected: layer %llu is %s (config.json full_attention_interval %u)",
+                            (unsigned long long)layer,
+                            layer_kind_names[hf__qwen35_layer_kind(c, layer)], c->full_attn_interval);
             goto out;
         }
         /* tied: llama.cpp reuses token_embd; Gemma's converters skip lm_head */
@@ -707,11 +805,17 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
                             role_flag(c, (enum role)role));
             goto out;
         }
-        /* shape */
+        /* shape (the delta net families: q_proj carries the gate rows;
+         * conv1d is [channels, 1, kernel], written squeezed) */
+        const bool dn = hf_arch_is_delta_net(c->arch);
+        const enum dim d0 = dn && role == R_Q ? D_QGATE : ri->shape[0];
         uint32_t want_dims = ri->shape[1] == D_NONE ? 1 : 2;
-        uint64_t want[2] = {dim_value(c, ri->shape[0]), dim_value(c, ri->shape[1])};
-        bool ok = t->n_dims == want_dims && t->shape[0] == want[0] &&
-                  (want_dims == 1 || t->shape[1] == want[1]);
+        uint64_t want[2] = {dim_value(c, d0), dim_value(c, ri->shape[1])};
+        const bool conv3 = role == R_SSM_CONV;
+        bool ok = conv3 ? t->n_dims == 3 && t->shape[0] == want[0] && t->shape[1] == 1 &&
+                              t->shape[2] == want[1]
+                        : t->n_dims == want_dims && t->shape[0] == want[0] &&
+                              (want_dims == 1 || t->shape[1] == want[1]);
         if (!ok) {
             char got[96], exp[160];
             size_t k = (size_t)snprintf(got, sizeof got, "[");
@@ -721,10 +825,14 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
             if (k < sizeof got) snprintf(got + k, sizeof got - k, "]");
             if (want_dims == 1)
                 snprintf(exp, sizeof exp, "[%llu] (%s)", (unsigned long long)want[0],
-                         dim_name(c, ri->shape[0]));
+                         dim_name(c, d0));
+            else if (conv3)
+                snprintf(exp, sizeof exp, "[%llu, 1, %llu] (conv channels %s, 1, %s)",
+                         (unsigned long long)want[0], (unsigned long long)want[1],
+                         dim_name(c, d0), dim_name(c, ri->shape[1]));
             else
                 snprintf(exp, sizeof exp, "[%llu, %llu] (%s, %s)", (unsigned long long)want[0],
-                         (unsigned long long)want[1], dim_name(c, ri->shape[0]),
+                         (unsigned long long)want[1], dim_name(c, d0),
                          dim_name(c, ri->shape[1]));
             s = tensor_fail(err, MW_E_FORMAT, sh, t, "shape %s, expected %s from config.json",
                             got, exp);
@@ -737,7 +845,7 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
             goto out;
         }
         dt_seen[t->dtype] = true;
-        seen[(size_t)role * c->n_layer + (ri->per_layer ? layer : 0)] = 1;
+        seen[(size_t)role * n_blk(c) + (ri->per_layer ? layer : 0)] = 1;
 
         struct hf_plan_tensor *e = &p->t[p->n++];
         if (ri->per_layer)
@@ -755,7 +863,26 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
             e->perm_heads = (role == R_Q || role == R_QB) ? c->n_head : c->n_head_kv;
         }
         if (is_gemma(c) && ends_with(name, "norm.weight")) e->xform = HF_XFORM_ADD_ONE;
-        if (want_dims == 1 || role == R_GATE_INP || role == R_GATE_INP_SHEXP) {
+        if (dn) {
+            /* Qwen3NextModel.modify_tensors: every norm but the delta net's
+             * gated norm is (1 + w); ssm_a = -exp(A_log); the V-head gathers */
+            if (ends_with(name, "norm.weight") && role != R_SSM_NORM) e->xform = HF_XFORM_ADD_ONE;
+            if (role == R_SSM_A) e->xform = HF_XFORM_NEG_EXP;
+            switch (role) {
+            case R_LIN_QKV: case R_SSM_CONV: e->row_map = dmaps[HF_MAP_QKV]; break;
+            case R_LIN_GATE: e->row_map = dmaps[HF_MAP_V]; break;
+            case R_SSM_BETA: case R_SSM_ALPHA: case R_SSM_DT: case R_SSM_A:
+                e->row_map = dmaps[HF_MAP_HEAD];
+                break;
+            case R_SSM_OUT: e->col_map = dmaps[HF_MAP_V]; break;
+            case R_LIN_QKVZ:
+                e->row_map = dmaps[HF_MAP_QKVZ_QKV];
+                e->ne[1] = dim_value(c, D_CONV);
+                break;
+            default: break;
+            }
+        }
+        if (want_dims == 1 || role == R_GATE_INP || role == R_GATE_INP_SHEXP || conv3) {
             /* 1-D, and the routers: F32 whatever the output type (llama.cpp's
              * converter keeps FFN_GATE_INP / FFN_GATE_INP_SHEXP in F32) */
             e->type = GGUF_TYPE_F32;
@@ -765,18 +892,31 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         }
         s = finish_entry(e, err);
         if (s != MW_OK) goto out;
+        if (role == R_LIN_QKVZ) { /* its z rows: attn_gate, right after attn_qkv */
+            struct hf_plan_tensor *g = &p->t[p->n++];
+            *g = *e;
+            snprintf(g->name, sizeof g->name, "blk.%llu.attn_gate.weight", (unsigned long long)layer);
+            g->row_map = dmaps[HF_MAP_QKVZ_Z];
+            g->ne[1] = c->ssm_d_inner;
+            s = finish_entry(g, err);
+            if (s != MW_OK) goto out;
+        }
     }
 
     /* everything required is there */
     for (int r = 0; r < R_COUNT; r++) {
         if (!role_required(c, (enum role)r)) continue;
-        uint64_t nl = roles[r].per_layer ? c->n_layer : 1;
+        uint64_t nl = roles[r].per_layer ? n_blk(c) : 1;
         for (uint64_t l = 0; l < nl; l++) {
-            if (seen[(size_t)r * c->n_layer + l]) continue;
+            if (seen[(size_t)r * n_blk(c) + l] || !role_at_layer(c, (enum role)r, l)) continue;
             mw_err_set_path(err, m->dir);
             const char *pfx = c->multimodal ? "model.language_model." : "model.";
             const char *hn = role_hf(c, (enum role)r);
-            if (roles[r].per_layer)
+            char dn_name[GGUF_MAX_NAME + 64];
+            if (hf_arch_is_delta_net(c->arch) && roles[r].per_layer) {
+                hf__qwen35_hf_name(c, l, hn, dn_name, sizeof dn_name);
+                mw_err_set_where(err, "tensor '%s'", dn_name);
+            } else if (roles[r].per_layer)
                 mw_err_set_where(err, "tensor '%slayers.%llu.%s'", pfx, (unsigned long long)l, hn);
             else if (c->multimodal && strncmp(hn, "model.", 6) == 0)
                 mw_err_set_where(err, "tensor '%s%s'", pfx, hn + 6);
@@ -795,7 +935,7 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
     }
 
     /* every expert of every layer is there */
-    for (uint32_t l = 0; moe && l < c->n_layer; l++) {
+    for (uint32_t l = 0; moe && l < n_blk(c); l++) {
         if (xcount[l] == 3 * c->n_expert || fused[l] == 3) continue;
         if (fused[l]) {
             mw_err_set_path(err, m->dir);

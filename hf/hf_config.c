@@ -114,6 +114,11 @@ static const struct {
     {"Qwen2MoeForCausalLM", HF_ARCH_QWEN2MOE},
     {"Qwen3MoeForCausalLM", HF_ARCH_QWEN3MOE},
     {"MixtralForCausalLM", HF_ARCH_MIXTRAL},
+    {"Qwen3_5ForCausalLM", HF_ARCH_QWEN35},
+    {"Qwen3_5ForConditionalGeneration", HF_ARCH_QWEN35},
+    {"Qwen3_5MoeForCausalLM", HF_ARCH_QWEN35MOE},
+    {"Qwen3_5MoeForConditionalGeneration", HF_ARCH_QWEN35MOE},
+    {"Qwen3NextForCausalLM", HF_ARCH_QWEN3NEXT},
 };
 
 static const char *const arch_short[HF_ARCH_COUNT] = {
@@ -127,6 +132,9 @@ static const char *const arch_short[HF_ARCH_COUNT] = {
     [HF_ARCH_QWEN2MOE] = "qwen2moe",
     [HF_ARCH_QWEN3MOE] = "qwen3moe",
     [HF_ARCH_MIXTRAL] = "mixtral",
+    [HF_ARCH_QWEN35] = "qwen35",
+    [HF_ARCH_QWEN35MOE] = "qwen35moe",
+    [HF_ARCH_QWEN3NEXT] = "qwen3next",
 };
 
 /* config.json model_type of each architecture (Gemma 3: see cfg_family) */
@@ -141,6 +149,9 @@ static const char *const arch_model_type[HF_ARCH_COUNT] = {
     [HF_ARCH_QWEN2MOE] = "qwen2_moe",
     [HF_ARCH_QWEN3MOE] = "qwen3_moe",
     [HF_ARCH_MIXTRAL] = "mixtral",
+    [HF_ARCH_QWEN35] = "qwen3_5",
+    [HF_ARCH_QWEN35MOE] = "qwen3_5_moe",
+    [HF_ARCH_QWEN3NEXT] = "qwen3_next",
 };
 
 static const char *const arch_gguf[HF_ARCH_COUNT] = {
@@ -154,11 +165,20 @@ static const char *const arch_gguf[HF_ARCH_COUNT] = {
     [HF_ARCH_QWEN2MOE] = "qwen2moe",
     [HF_ARCH_QWEN3MOE] = "qwen3moe",
     [HF_ARCH_MIXTRAL] = "llama",
+    [HF_ARCH_QWEN35] = "qwen35",
+    [HF_ARCH_QWEN35MOE] = "qwen35moe",
+    [HF_ARCH_QWEN3NEXT] = "qwen3next",
 };
 
 bool hf_arch_is_moe(enum hf_arch a)
 {
-    return a == HF_ARCH_QWEN2MOE || a == HF_ARCH_QWEN3MOE || a == HF_ARCH_MIXTRAL;
+    return a == HF_ARCH_QWEN2MOE || a == HF_ARCH_QWEN3MOE || a == HF_ARCH_MIXTRAL ||
+           a == HF_ARCH_QWEN35MOE || a == HF_ARCH_QWEN3NEXT;
+}
+
+bool hf_arch_is_delta_net(enum hf_arch a)
+{
+    return a == HF_ARCH_QWEN35 || a == HF_ARCH_QWEN35MOE || a == HF_ARCH_QWEN3NEXT;
 }
 
 const char *hf_arch_name(enum hf_arch a)
@@ -256,6 +276,32 @@ static enum mw_status cfg_bool(const cJSON *obj, const char *key, bool def, bool
     }
     *out = cJSON_IsTrue(v);
     return MW_OK;
+}
+
+const cJSON *hf__cfg_member(const cJSON *obj, const char *key) { return member(obj, key); }
+
+enum mw_status hf__cfg_fail(struct mw_err *err, enum mw_status code, const char *jpath,
+                            const char *fmt, ...)
+{
+    char msg[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return cfg_fail(err, code, jpath, "%s", msg);
+}
+
+enum mw_status hf__cfg_u32(const cJSON *obj, const char *prefix, const char *key, bool required,
+                           uint32_t def, uint32_t lo, uint32_t hi, uint32_t *out,
+                           const char *why, struct mw_err *err)
+{
+    return cfg_u32(obj, prefix, key, required, def, lo, hi, out, why, err);
+}
+
+enum mw_status hf__cfg_num(const cJSON *obj, const char *prefix, const char *key, bool required,
+                           double *out, bool *present, const char *why, struct mw_err *err)
+{
+    return cfg_num(obj, prefix, key, required, out, present, why, err);
 }
 
 static enum mw_status cfg_rope(const cJSON *root, struct hf_config *c, struct mw_err *err)
@@ -879,11 +925,18 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
                      "'%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
                      "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, "
                      "Gemma3ForConditionalGeneration, Phi3ForCausalLM, Qwen2MoeForCausalLM, "
-                     "Qwen3MoeForCausalLM, MixtralForCausalLM)", an);
+                     "Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen3_5ForCausalLM, "
+                     "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForCausalLM, "
+                     "Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM)", an);
         goto out;
     }
     snprintf(c->hf_arch_name, sizeof c->hf_arch_name, "%s", an);
+    c->has_n_ff = true; /* required by every family but qwen35moe's */
     c->gguf_arch = arch_gguf[c->arch];
+    if (hf_arch_is_delta_net(c->arch)) {
+        s = hf__cfg_qwen35(root, c, err);
+        goto out;
+    }
     if (c->arch == HF_ARCH_QWEN3 || c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3 ||
         c->arch == HF_ARCH_PHI3 || c->arch == HF_ARCH_QWEN3MOE) {
         s = cfg_family(root, c, err);

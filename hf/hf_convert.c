@@ -87,6 +87,7 @@ struct conv_job {
     uint64_t r0, r1;
     uint8_t *obuf;
     float *fbuf;      /* nth scratch rows of row_elems floats */
+    uint8_t *cbuf;    /* nth scratch source rows (column gathers), or NULL */
     bool copy;        /* same representation: permute only */
     bool add_one;     /* HF_XFORM_ADD_ONE */
     const uint16_t *h16; /* BF16<->F16: one table lookup per element, or NULL */
@@ -115,12 +116,44 @@ static void add_one_row(enum hf_dtype dt, float *x, uint64_t n)
     }
 }
 
-static void conv_rows(const struct conv_job *j, uint64_t a, uint64_t b, float *fbuf)
+/* torch.exp of a float32 tensor as Debian's torch computes it (and
+ * llama.cpp's converter with it): SLEEF's expf_u10 with FMA (sleefsimdsp.c
+ * xexpf), bit for bit on every input tried, unlike libm's expf. */
+static float pow2i(int q)
+{
+    return f32_from_bits((uint32_t)(q + 0x7f) << 23);
+}
+
+float hf__torch_expf(float d)
+{
+    const int q = (int)rintf(d * 1.442695040888963407359924681001892137426645954152985934135449406931f);
+    float s = fmaf((float)q, -0.693145751953125f, d);
+    s = fmaf((float)q, -1.428606765330187045e-06f, s);
+    float u = 0.000198527617612853646278381f;
+    u = fmaf(u, s, 0.00139304355252534151077271f);
+    u = fmaf(u, s, 0.00833336077630519866943359f);
+    u = fmaf(u, s, 0.0416664853692054748535156f);
+    u = fmaf(u, s, 0.166666671633720397949219f);
+    u = fmaf(u, s, 0.5f);
+    u = 1.0f + fmaf(s * s, u, s);
+    u = u * pow2i(q >> 1) * pow2i(q - (q >> 1));
+    if (d < -104.0f) u = 0.0f;
+    if (d > 100.0f) u = INFINITY;
+    return u;
+}
+
+static void conv_rows(const struct conv_job *j, uint64_t a, uint64_t b, float *fbuf, uint8_t *cbuf)
 {
     const struct hf_st_tensor *src = j->e->src;
+    const uint32_t *cm = j->e->col_map;
+    const uint64_t es = hf_dtype_size(src->dtype);
     for (uint64_t r = a; r < b; r++) {
-        const uint64_t sr = j->hd ? perm_src(r, j->hd) : r;
+        const uint64_t sr = j->e->row_map ? j->e->row_map[r] : j->hd ? perm_src(r, j->hd) : r;
         const uint8_t *in = src->data + sr * j->row_in;
+        if (cm) { /* column gather (qwen35 ssm_out's V heads) */
+            for (uint64_t k = 0; k < j->row_elems; k++) memcpy(cbuf + k * es, in + cm[k] * es, es);
+            in = cbuf;
+        }
         uint8_t *o = j->obuf + (r - j->r0) * j->row_out;
         if (j->copy) {
             memcpy(o, in, (size_t)j->row_in);
@@ -130,6 +163,8 @@ static void conv_rows(const struct conv_job *j, uint64_t a, uint64_t b, float *f
         } else {
             load_row(src->dtype, in, fbuf, j->row_elems, j->p->f16_table);
             if (j->add_one) add_one_row(src->dtype, fbuf, j->row_elems);
+            if (j->e->xform == HF_XFORM_NEG_EXP)
+                for (uint64_t k = 0; k < j->row_elems; k++) fbuf[k] = -hf__torch_expf(fbuf[k]);
             store_row(j->e->type, fbuf, o, j->row_elems);
         }
     }
@@ -140,7 +175,8 @@ static void conv_task(void *arg, unsigned ith, unsigned nth)
     const struct conv_job *j = arg;
     const uint64_t n = j->r1 - j->r0;
     const uint64_t a = j->r0 + n * ith / nth, b = j->r0 + n * (ith + 1) / nth;
-    conv_rows(j, a, b, j->fbuf + (size_t)ith * (size_t)j->row_elems);
+    conv_rows(j, a, b, j->fbuf + (size_t)ith * (size_t)j->row_elems,
+              j->cbuf ? j->cbuf + (size_t)ith * (size_t)j->row_in : NULL);
 }
 
 enum mw_status hf_plan_stream_tensor(const struct hf_plan *p, uint64_t i, size_t chunk_bytes,
@@ -200,16 +236,17 @@ static enum mw_status stream_entry(const struct hf_plan *p, const struct hf_plan
 
     const struct hf_st_tensor *src = e->src;
     const uint32_t in_es = hf_dtype_size(src->dtype);
-    /* rows as the permutation sees them: a 1-D bias permutes single elements */
-    const uint64_t row_elems = e->n_dims == 1 ? (e->xform == HF_XFORM_PERMUTE ? 1 : e->ne[0])
-                                              : e->ne[0];
-    const uint64_t n_rows = e->n_dims == 1 ? (e->xform == HF_XFORM_PERMUTE ? e->ne[0] : 1)
-                                           : e->ne[1];
+    /* rows as the permutation sees them: a 1-D bias permutes single elements,
+     * a 1-D gather moves single elements */
+    const bool one = e->xform == HF_XFORM_PERMUTE || e->row_map;
+    const uint64_t row_elems = e->n_dims == 1 ? (one ? 1 : e->ne[0]) : e->ne[0];
+    const uint64_t n_rows = e->n_dims == 1 ? (one ? e->ne[0] : 1) : e->ne[1];
+    const bool gather = e->row_map || e->col_map;
     const uint64_t row_in = row_elems * in_es;
     const uint64_t row_out = (n_rows > 0) ? e->nbytes / n_rows : 0;
     const uint64_t hd = e->xform == HF_XFORM_PERMUTE ? n_rows / e->perm_heads : 0;
 
-    if (e->xform == HF_XFORM_NONE && same_repr(src->dtype, e->type)) {
+    if (e->xform == HF_XFORM_NONE && !gather && same_repr(src->dtype, e->type)) {
         /* verbatim copy straight from the mapping */
         uint64_t done = 0;
         while (done < src->nbytes && s == MW_OK) {
@@ -233,17 +270,21 @@ static enum mw_status stream_entry(const struct hf_plan *p, const struct hf_plan
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "row too large");
     uint8_t *obuf = malloc(out_cap ? out_cap : 1);
     float *fbuf = malloc(f_cap ? f_cap : 1);
-    if (!obuf || !fbuf) {
+    uint8_t *cbuf = e->col_map ? malloc((size_t)row_in * nth) : NULL; /* row_in <= f_cap */
+    if (!obuf || !fbuf || (e->col_map && !cbuf)) {
         free(obuf);
         free(fbuf);
+        free(cbuf);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "cannot allocate %zu bytes of scratch",
                        out_cap + f_cap);
     }
+    const bool elementwise = e->xform == HF_XFORM_ADD_ONE || e->xform == HF_XFORM_NEG_EXP;
     struct conv_job job = {.p = p, .e = e, .row_in = row_in, .row_out = row_out,
                            .row_elems = row_elems, .hd = hd, .obuf = obuf, .fbuf = fbuf,
-                           .copy = same_repr(src->dtype, e->type) && e->xform != HF_XFORM_ADD_ONE,
+                           .cbuf = cbuf,
+                           .copy = same_repr(src->dtype, e->type) && !elementwise,
                            .add_one = e->xform == HF_XFORM_ADD_ONE,
-                           .h16 = e->xform == HF_XFORM_ADD_ONE ? NULL : h16_table(p, src->dtype, e->type)};
+                           .h16 = elementwise ? NULL : h16_table(p, src->dtype, e->type)};
     uint64_t released = 0;
     for (uint64_t r0 = 0; r0 < n_rows && s == MW_OK; r0 += rows_per_chunk) {
         uint64_t r1 = r0 + rows_per_chunk;
@@ -251,16 +292,17 @@ static enum mw_status stream_entry(const struct hf_plan *p, const struct hf_plan
         job.r0 = r0;
         job.r1 = r1;
         if (nth > 1 && r1 - r0 > 1) mw_pool_run(pool, conv_task, &job);
-        else conv_rows(&job, r0, r1, fbuf);
+        else conv_rows(&job, r0, r1, fbuf, cbuf);
         s = sink(ud, obuf, (size_t)((r1 - r0) * row_out), err);
-        if (!hd) { /* sequential: drop what was read */
+        if (!hd && !e->row_map) { /* sequential: drop what was read */
             hf_st_release(e->shard, src->file_off + released, (r1 * row_in) - released);
             released = r1 * row_in;
         }
     }
-    if (hd) hf_st_release(e->shard, src->file_off, src->nbytes);
+    if (hd || e->row_map) hf_st_release(e->shard, src->file_off, src->nbytes);
     free(obuf);
     free(fbuf);
+    free(cbuf);
     return s;
 }
 
@@ -294,6 +336,8 @@ static enum mw_status writer_sink(void *ud, const void *data, size_t n, struct m
 
 static enum mw_status set_family_kvs(struct gguf_writer *w, const struct hf_config *c,
                                      enum hf_out_type ot, struct mw_err *err);
+static enum mw_status set_delta_net_kvs(struct gguf_writer *w, const struct hf_config *c,
+                                        enum hf_out_type ot, struct mw_err *err);
 
 static enum mw_status set_arch_kvs(struct gguf_writer *w, const struct hf_config *c,
                                    enum hf_out_type ot, struct mw_err *err)
@@ -303,6 +347,7 @@ static enum mw_status set_arch_kvs(struct gguf_writer *w, const struct hf_config
     const char *a = c->gguf_arch;
     if (c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3 || c->arch == HF_ARCH_PHI3)
         return set_family_kvs(w, c, ot, err);
+    if (hf_arch_is_delta_net(c->arch)) return set_delta_net_kvs(w, c, ot, err);
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
     TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
     TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
@@ -406,6 +451,56 @@ static enum mw_status set_family_kvs(struct gguf_writer *w, const struct hf_conf
     default:
         break;
     }
+#undef K
+out:
+    return s;
+}
+
+/* Qwen3.5 (dense, MoE) and Qwen3-Next: the base TextModel's keys (block
+ * count with the MTP blocks, rope.dimension_sections from mrope_section
+ * before the RoPE base, no feed_forward_length without intermediate_size),
+ * Qwen2MoeModel's expert widths, _QwenMtpMixin's nextn_predict_layers,
+ * Qwen3NextModel's delta net keys and rope.dimension_count, and last
+ * _Qwen35MRopeMixin's default sections when config.json had none. */
+static enum mw_status set_delta_net_kvs(struct gguf_writer *w, const struct hf_config *c,
+                                        enum hf_out_type ot, struct mw_err *err)
+{
+    enum mw_status s = MW_OK;
+    char key[96];
+    const char *a = c->gguf_arch;
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer + c->n_nextn, err));
+    TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
+    TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
+    if (c->has_n_ff) TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
+    TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
+    TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
+    if (c->has_rope_sections)
+        TRY(gguf_writer_set_arr(w, K("rope.dimension_sections"), GGUF_VT_I32, c->rope_sections, 4, err));
+    if (c->has_rope_theta) TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
+    TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
+    if (c->n_expert) {
+        TRY(gguf_writer_set_u32(w, K("expert_count"), c->n_expert, err));
+        TRY(gguf_writer_set_u32(w, K("expert_used_count"), c->n_expert_used, err));
+    }
+    if (c->head_dim_explicit) {
+        TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
+        TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
+    }
+    TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
+    if (c->has_n_ff_exp) TRY(gguf_writer_set_u32(w, K("expert_feed_forward_length"), c->n_ff_exp, err));
+    if (c->n_ff_shexp)
+        TRY(gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), c->n_ff_shexp, err));
+    if (c->n_nextn) TRY(gguf_writer_set_u32(w, K("nextn_predict_layers"), c->n_nextn, err));
+    TRY(gguf_writer_set_u32(w, K("ssm.conv_kernel"), c->ssm_conv_kernel, err));
+    TRY(gguf_writer_set_u32(w, K("ssm.state_size"), c->ssm_d_state, err));
+    TRY(gguf_writer_set_u32(w, K("ssm.group_count"), c->ssm_n_group, err));
+    TRY(gguf_writer_set_u32(w, K("ssm.time_step_rank"), c->ssm_dt_rank, err));
+    TRY(gguf_writer_set_u32(w, K("ssm.inner_size"), c->ssm_d_inner, err));
+    TRY(gguf_writer_set_u32(w, K("full_attention_interval"), c->full_attn_interval, err));
+    TRY(gguf_writer_set_u32(w, K("rope.dimension_count"), c->n_rot, err));
+    if (c->arch != HF_ARCH_QWEN3NEXT && !c->has_rope_sections)
+        TRY(gguf_writer_set_arr(w, K("rope.dimension_sections"), GGUF_VT_I32, c->rope_sections, 4, err));
 #undef K
 out:
     return s;

@@ -62,6 +62,9 @@ struct hf_plan {
     /* the experts' 2-D slabs of fused 3-D tensors (transformers >= 5 layout),
      * same slots; NULL when the checkpoint has none */
     struct hf_st_tensor *xview;
+    /* index maps of the gathers (hf_plan_tensor row_map / col_map) */
+    uint32_t *maps[8];
+    uint32_t n_maps;
 };
 
 /* --- hf_json.c: the JSON wrapper ------------------------------------------- */
@@ -95,5 +98,50 @@ char *hf__util_path_join(const char *dir, const char *name);
 bool hf__util_exists(const char *path);
 /* Basename of a path, ignoring trailing slashes, into buf. */
 void hf__util_basename(const char *path, char *buf, size_t n);
+
+/* --- hf_config.c: shared JSON readers ---------------------------------------- */
+
+/* Member lookup; JSON null counts as absent. */
+const cJSON *hf__cfg_member(const cJSON *obj, const char *key);
+/* MW_E_FORMAT / code naming the JSON path jpath (err->where). */
+enum mw_status hf__cfg_fail(struct mw_err *err, enum mw_status code, const char *jpath,
+                            const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Integer key prefix+key in [lo, hi]; absent: *out = def unless required. */
+enum mw_status hf__cfg_u32(const cJSON *obj, const char *prefix, const char *key, bool required,
+                           uint32_t def, uint32_t lo, uint32_t hi, uint32_t *out,
+                           const char *why, struct mw_err *err);
+/* Positive finite number; absent: *present = false (error if required). */
+enum mw_status hf__cfg_num(const cJSON *obj, const char *prefix, const char *key, bool required,
+                           double *out, bool *present, const char *why, struct mw_err *err);
+
+/* --- hf_config_qwen35.c: the gated delta net families ---------------------- */
+
+/* config.json of Qwen3_5(Moe)For{CausalLM,ConditionalGeneration} and
+ * Qwen3NextForCausalLM into c (c->arch, hf_arch_name, gguf_arch set). */
+enum mw_status hf__cfg_qwen35(const cJSON *root, struct hf_config *c, struct mw_err *err);
+/* After the checkpoint is indexed: qwen3next's MTP block count from its
+ * mtp.layers.N tensors when config.json does not give it. */
+void hf__qwen35_count_mtp(struct hf_model *m);
+/* torch.exp on a float32 tensor (SLEEF's expf_u10 with FMA, bit for bit). */
+float hf__torch_expf(float d);
+
+/* --- hf_arch_qwen35.c: their tensor names and gathers ---------------------- */
+
+enum { HF_LAYER_LINEAR, HF_LAYER_FULL, HF_LAYER_MTP };
+/* Layer kind of blk.layer: gated delta net, gated full attention, MTP block. */
+int hf__qwen35_layer_kind(const struct hf_config *c, uint64_t layer);
+/* The name the mapping sees for HF tensor name (*out: name or buf): false
+ * when the tensor is skipped (the vision tower). */
+bool hf__qwen35_name(const struct hf_config *c, const char *name, char *buf, size_t n,
+                     const char **out);
+/* The HF name of per-layer tensor rest of blk.layer (messages). */
+void hf__qwen35_hf_name(const struct hf_config *c, uint64_t layer, const char *rest, char *buf,
+                        size_t n);
+enum { HF_MAP_QKV, HF_MAP_V, HF_MAP_HEAD, HF_MAP_QKVZ_QKV, HF_MAP_QKVZ_Z, HF_MAP_COUNT };
+/* The gathers' index maps for c, allocated in p (NULL where c needs none):
+ * QKV (2*Hk*S + Hv*Sv rows: the V rows reordered), V (Hv*Sv), HEAD (Hv);
+ * qwen3next's QKVZ_QKV / QKVZ_Z (source rows of in_proj_qkvz). */
+enum mw_status hf__qwen35_maps(struct hf_plan *p, const struct hf_config *c,
+                               const uint32_t *maps[HF_MAP_COUNT], struct mw_err *err);
 
 #endif /* MW_HF_INT_H */

@@ -792,6 +792,7 @@ enum mw_status hf_model_open(const char *dir, struct hf_model **out, struct mw_e
     free(cpath);
     free(ipath);
     free(spath);
+    hf__qwen35_count_mtp(m);
     *out = m;
     return MW_OK;
 fail:
