@@ -62,6 +62,13 @@ int cmd_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
  * returns 2; CMD_GO_ON when the command goes on. */
 #define CMD_GO_ON (-1)
 int cmd_parse_args(struct cmd_opts *p, const char *cmd, const char *usage, int argc, char **argv);
+/* cmd_parse_args also answers a lone hidden --help-man: the command's man
+ * page "memwall-CMD" in roff on stdout (tools/cmd_man.c), made from usage
+ * and p's table; returns 0 (3 if stdout fails). */
+int cmd_man_print(const char *page, const char *summary, const char *usage,
+                  const struct cmd_opts *p);
+/* The one-line help of a command in MW_COMMANDS ("" if none). */
+const char *cmd_man_summary(const char *cmd);
 /* cmd_opts_finish(p) the same way: CMD_GO_ON or 2. */
 int cmd_parse_late(struct cmd_opts *p, const char *cmd, const char *usage);
 /* Print "memwall CMD: <mw_err_format(err)>" to stderr; returns the exit code

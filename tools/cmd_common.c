@@ -28,6 +28,11 @@ int cmd_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
 
 int cmd_parse_args(struct cmd_opts *p, const char *cmd, const char *usage, int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--help-man") == 0) {
+        char page[64];
+        snprintf(page, sizeof page, "memwall-%s", cmd);
+        return cmd_man_print(page, cmd_man_summary(cmd), usage, p);
+    }
     switch (cmd_opts_parse(p, argc, argv)) {
     case CMD_OPTS_OK: return CMD_GO_ON;
     case CMD_OPTS_HELP: fputs(usage, stdout); return cmd_finish_output(cmd, 0);

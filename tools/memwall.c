@@ -2,7 +2,9 @@
  * tools/memwall.c — the `memwall` front end: dispatches `memwall <command>`
  * to tools/cmd_<command>.c through the table built from tools/cmd.h.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tools/cmd.h"
@@ -49,6 +51,19 @@ int main(int argc, char **argv)
         strcmp(name, "version") == 0) {
         printf("memwall %s\n", MW_VERSION_STRING);
         return cmd_finish_output("--version", 0);
+    }
+    if (strcmp(name, "--help-man") == 0) { /* memwall(1) (tools/cmd_man.c) */
+        char *u = NULL;
+        size_t n = 0;
+        FILE *f = open_memstream(&u, &n);
+        if (!f) return mw_status_exit_code(MW_E_NOMEM);
+        usage(f);
+        int rc = fclose(f) == 0 ? 0 : mw_status_exit_code(MW_E_NOMEM);
+        if (rc == 0)
+            rc = cmd_man_print("memwall", "quantize, calibrate, verify and run LLMs in GGUF files",
+                               u, NULL);
+        free(u);
+        return rc;
     }
     if (strcmp(name, "help") == 0 || cmd_is_help(name)) {
         if (argc >= 3 && strcmp(name, "help") == 0) {

@@ -201,6 +201,16 @@ static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *
     struct cmd_opts op = {CMD_OPTS_TABLE(spec), .when = 1u << cl->mode,
                           .flags = CMD_OPTS_NO_EQ | CMD_OPTS_NO_DASHDASH, .pos = pos,
                           .max_pos = ppl_cmd ? 2 : 0, .needs_value = "option '%a' needs a value"};
+    if (argc == 2 && strcmp(argv[1], "--help-man") == 0) { /* the man page (cmd_man.c) */
+        char u[sizeof usage_any + 256];
+        if (ppl_cmd) snprintf(u, sizeof u, usage_ppl, cl->prog, cl->prog);
+        else snprintf(u, sizeof u, usage_any, cl->prog, cl->prog, cl->prog);
+        cmd_man_print(ppl_cmd ? "memwall-perplexity" : "memwall-run",
+                      ppl_cmd ? cmd_man_summary("perplexity")
+                              : "the device runtime: generate, chat, score a text",
+                      u, &op);
+        return -1;
+    }
     switch (cmd_opts_parse(&op, argc, argv)) {
     case CMD_OPTS_OK: break;
     case CMD_OPTS_HELP:
