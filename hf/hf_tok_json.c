@@ -229,7 +229,37 @@ static const struct known_pre known_pres[] = {
     {"qwen2",
      "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
      "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    /* Qwen3.5: Qwen2's with \p{M} beside \p{L} (llama-vocab.cpp, QWEN35) */
+    {"qwen35",
+     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?"
+     "[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+    {"qwen35",
+     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?"
+     "[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|"
+     "\\s+(?!\\S)|\\s+"},
+    /* o200k (GPT-4o, Phi-4-mini, gpt-oss): the name llama.cpp's converter
+     * gives its hash */
+    {"gpt-4o",
+     "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}"
+     "\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}"
+     "\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?"
+     "[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
 };
+
+/* A Split keeps each regex match as one piece, which is what llama.cpp's
+ * pre-tokenizers do, for behavior "Isolated" (matches and the text between
+ * them each a piece) and for "Removed" with invert true (the text between
+ * matches removed): the same pieces whenever the matches cover the whole
+ * text, as every regex of known_pres does (its last alternatives, \s+ and
+ * [^\s\p{L}\p{N}]+, take whatever the others leave). The other forms glue
+ * matches to their neighbours ("MergedWithPrevious", "MergedWithNext",
+ * "Contiguous"), drop the matches ("Removed") or keep the gaps as the
+ * pieces (inverted "Isolated"): llama.cpp has no pre-tokenizer for them. */
+static bool split_keeps_matches(const char *behavior, bool invert)
+{
+    if (!behavior || streq(behavior, "Isolated")) return !invert;
+    return streq(behavior, "Removed") && invert;
+}
 
 static enum mw_status detect_pre(const cJSON *root, char *pre, size_t cap, struct mw_err *err)
 {
@@ -266,11 +296,15 @@ static enum mw_status detect_pre(const cJSON *root, char *pre, size_t cap, struc
                 return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                                "Split without a Regex pattern is not supported");
             }
-            if ((behavior && !streq(behavior, "Isolated")) ||
-                cJSON_IsTrue(obj_get(it, "invert"))) {
+            if (!split_keeps_matches(behavior, cJSON_IsTrue(obj_get(it, "invert")))) {
+                char q[80];
+                hf__json_quote(q, sizeof q, behavior ? behavior : "(none)");
                 mw_err_set_where(err, "%s", where);
                 return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                               "Split must be behavior \"Isolated\", not inverted");
+                               "Split behavior %s%s is not supported (supported: \"Isolated\", "
+                               "or \"Removed\" with invert true: each keeps exactly the regex's "
+                               "matches, as llama.cpp's pre-tokenizers split)",
+                               q, cJSON_IsTrue(obj_get(it, "invert")) ? " with invert true" : "");
             }
             if (n_bl) split_after_bl = true;
             regex = rx;
@@ -321,7 +355,8 @@ static enum mw_status detect_pre(const cJSON *root, char *pre, size_t cap, struc
     char q[120];
     hf__json_quote(q, sizeof q, regex);
     return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                   "unrecognized Split regex %s (known: Llama 3 -> llama-bpe, Qwen2 -> qwen2)",
+                   "unrecognized Split regex %s (known: Llama 3 -> llama-bpe, Qwen2 -> qwen2, "
+                   "Qwen3.5 -> qwen35, o200k -> gpt-4o)",
                    q);
 }
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
-"""Regenerate the \\p{L} / \\p{N} range tables of runtime/rt_tok_pre.c.
+"""Regenerate the \\p{L} / \\p{N} / \\p{M} range tables of runtime/rt_tok_pre.c.
 
     gen_tok_classes.py LLAMA_CPP_SRC/src/unicode-data.cpp > tables.inc
 
 The tables must classify code points exactly as the llama.cpp the runtime is
 compared with (tests/peer: llama.cpp 80fb11ac), so they are read from that
 llama.cpp's own Unicode data (unicode_ranges_flags: a start code point and
-its flags per range, LETTER = 0x0004, NUMBER = 0x0002), not from Python's
+its flags per range, LETTER = 0x0004, NUMBER = 0x0002, ACCENT_MARK = 0x0010:
+the \\p{M} of the qwen35 pre-tokenizer), not from Python's
 unicodedata, whose Unicode version follows the Python release. The output
 replaces the block between the "generated" markers in rt_tok_pre.c.
 Python 3 standard library only.
@@ -41,7 +42,7 @@ def main(argv):
         return out
 
     w = sys.stdout.write
-    for name, bit in (("letters", 0x4), ("numbers", 0x2)):
+    for name, bit in (("letters", 0x4), ("numbers", 0x2), ("marks", 0x10)):
         r = ranges(bit)
         w("static const struct range %s[%d] = {\n" % (name, len(r)))
         for k in range(0, len(r), 4):

@@ -457,7 +457,8 @@ uint32_t rt_tok_eog_ids(const struct rt_tok *t, int32_t *ids, uint32_t cap);
 bool rt_tok_is_control(const struct rt_tok *t, int32_t id);
 /* "llama", "gpt2" or "gemma4". */
 const char *rt_tok_model_name(const struct rt_tok *t);
-/* The pre-tokenizer the encoder runs ("spm", "llama3", "qwen2", "gpt2", "gemma4"). */
+/* The pre-tokenizer the encoder runs ("spm", "llama3", "qwen2", "qwen35", "gpt2",
+ * "gpt-4o", "gemma4"). */
 const char *rt_tok_pre_name(const struct rt_tok *t);
 
 // --- chat templates ---
@@ -475,9 +476,16 @@ enum rt_chat_fmt {
     RT_CHAT_ZEPHYR,  /* <|user|>\n...</s>\n<|assistant|>\n (TinyLlama chat) */
     RT_CHAT_GEMMA,   /* <start_of_turn>user\n...<end_of_turn>\n<start_of_turn>model\n */
     RT_CHAT_PHI3,    /* <|user|>\n...<|end|>\n<|assistant|>\n */
+    RT_CHAT_CHATML_THINK,   /* Qwen3.5: ChatML, text trimmed, the assistant opens
+                               with <think>\n (thinking) */
+    RT_CHAT_CHATML_NOTHINK, /* the same with enable_thinking false: the assistant
+                               opens with an empty <think>\n\n</think>\n\n */
 };
 enum rt_chat_fmt rt_chat_detect(const struct gguf_file *f);
 const char *rt_chat_fmt_name(enum rt_chat_fmt fmt);
+/* fmt with thinking off where the format has the choice (chatml-think ->
+ * chatml-nothink); any other format as it is. */
+enum rt_chat_fmt rt_chat_no_thinking(enum rt_chat_fmt fmt);
 /* Append the text of one turn (role "system", "user") followed by the
  * assistant prefix when role is "user", into buf (cap bytes, NUL-terminated).
  * first: no earlier turn in the conversation (llama2 and gemma put the system

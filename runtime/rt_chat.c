@@ -25,6 +25,11 @@ enum rt_chat_fmt rt_chat_detect(const struct gguf_file *f)
     if (i < 0) return RT_CHAT_NONE;
     const struct gguf_value *v = gguf_kv_value(f, (uint64_t)i);
     if (v->type != GGUF_VT_STRING) return RT_CHAT_NONE;
+    /* Qwen3.5's generation prompt {{- '<think>\n' }}: no other ChatML
+     * template writes that string alone (Qwen3's has '<think>\n\n</think>\n\n'
+     * and '\n<think>\n') */
+    if (has(v->data, v->n, "<|im_start|>") && has(v->data, v->n, "'<think>\\n'"))
+        return RT_CHAT_CHATML_THINK;
     if (has(v->data, v->n, "<|im_start|>")) return RT_CHAT_CHATML;
     if (has(v->data, v->n, "<|start_header_id|>")) return RT_CHAT_LLAMA3;
     /* llama.cpp's llm_chat_detect_template: <|assistant|> and <|end|> is
@@ -46,8 +51,15 @@ const char *rt_chat_fmt_name(enum rt_chat_fmt fmt)
     case RT_CHAT_ZEPHYR: return "zephyr";
     case RT_CHAT_GEMMA: return "gemma";
     case RT_CHAT_PHI3: return "phi3";
+    case RT_CHAT_CHATML_THINK: return "chatml-think";
+    case RT_CHAT_CHATML_NOTHINK: return "chatml-nothink";
     default: return "none";
     }
+}
+
+enum rt_chat_fmt rt_chat_no_thinking(enum rt_chat_fmt fmt)
+{
+    return fmt == RT_CHAT_CHATML_THINK ? RT_CHAT_CHATML_NOTHINK : fmt;
 }
 
 __attribute__((format(printf, 3, 4))) static size_t cat(char *buf, size_t cap, const char *fmt,
@@ -89,6 +101,13 @@ size_t rt_chat_format(enum rt_chat_fmt fmt, const char *role, const char *text, 
         if (user)
             return cat(buf, cap, "<|im_start|>user\n%s<|im_end|>\n<|im_start|>assistant\n", text);
         return cat(buf, cap, "<|im_start|>%s\n%s<|im_end|>\n", role, text);
+    case RT_CHAT_CHATML_THINK:
+    case RT_CHAT_CHATML_NOTHINK: /* Qwen3.5-4B.jinja: content|trim, then
+                                    add_generation_prompt with enable_thinking */
+        if (user)
+            return cat(buf, cap, "<|im_start|>user\n%.*s<|im_end|>\n<|im_start|>assistant\n%s", tn,
+                       tp, fmt == RT_CHAT_CHATML_THINK ? "<think>\n" : "<think>\n\n</think>\n\n");
+        return cat(buf, cap, "<|im_start|>%s\n%.*s<|im_end|>\n", role, tn, tp);
     case RT_CHAT_LLAMA3: /* the template's message['content'] | trim */
         if (user)
             return cat(buf, cap,
@@ -123,7 +142,9 @@ size_t rt_chat_format(enum rt_chat_fmt fmt, const char *role, const char *text, 
 const char *rt_chat_turn_end(enum rt_chat_fmt fmt)
 {
     switch (fmt) {
-    case RT_CHAT_CHATML: return "<|im_end|>\n";
+    case RT_CHAT_CHATML:
+    case RT_CHAT_CHATML_THINK:
+    case RT_CHAT_CHATML_NOTHINK: return "<|im_end|>\n";
     case RT_CHAT_LLAMA3: return "<|eot_id|>";
     case RT_CHAT_ZEPHYR: return "</s>\n";
     case RT_CHAT_LLAMA2: return "</s><s>";

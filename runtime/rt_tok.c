@@ -205,6 +205,7 @@ static enum rt_pre pre_from_name(const char *s)
     static const char *const qwen2[] = {"qwen2", "deepseek-r1-qwen", "megrez"};
     static const char *const gpt2[] = {"gpt-2", "phi-2", "jina-es", "jina-de", "gigachat",
                                        "jina-v2-es", "jina-v2-de"};
+    static const char *const gpt4o[] = {"gpt-4o", "llama4", "kanana2", "talkie", "minimax-m2"};
     if (strcmp(s, "gemma4") == 0 || strcmp(s, "granite-embed-multi-311m") == 0)
         return RT_PRE_GEMMA4;
     for (size_t i = 0; i < sizeof llama3 / sizeof llama3[0]; i++)
@@ -213,6 +214,9 @@ static enum rt_pre pre_from_name(const char *s)
         if (strcmp(s, qwen2[i]) == 0) return RT_PRE_QWEN2;
     for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++)
         if (strcmp(s, gpt2[i]) == 0) return RT_PRE_GPT2;
+    for (size_t i = 0; i < sizeof gpt4o / sizeof gpt4o[0]; i++)
+        if (strcmp(s, gpt4o[i]) == 0) return RT_PRE_GPT4O;
+    if (strcmp(s, "qwen35") == 0) return RT_PRE_QWEN35;
     return RT_PRE_UNSUPPORTED;
 }
 
@@ -807,8 +811,9 @@ enum mw_status rt_tok_encode(const struct rt_tok *t, const char *text, size_t le
     *n_out = 0;
     if (t->kind == RT_TOK_BPE && t->pre == RT_PRE_UNSUPPORTED)
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                       "cannot encode with pre-tokenizer '%s' (supported: llama3, qwen2, gpt-2, gemma4 "
-                       "groups); decoding works", t->pre_name);
+                       "cannot encode with pre-tokenizer '%s' (supported: llama3, qwen2, "
+                       "qwen35, gpt-2, gpt-4o, gemma4 groups); decoding works",
+                       t->pre_name);
     const uint8_t *s = (const uint8_t *)text;
     struct ivec v = {0};
     struct fvec fr = {0};
@@ -1019,6 +1024,8 @@ const char *rt_tok_pre_name(const struct rt_tok *t)
     case RT_PRE_SPM: return "spm";
     case RT_PRE_LLAMA3: return "llama3";
     case RT_PRE_QWEN2: return "qwen2";
+    case RT_PRE_QWEN35: return "qwen35";
+    case RT_PRE_GPT4O: return "gpt-4o";
     case RT_PRE_GPT2: return "gpt2";
     case RT_PRE_GEMMA4: return "gemma4";
     default: return "unsupported";

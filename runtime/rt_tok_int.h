@@ -15,6 +15,8 @@ enum rt_pre {
     RT_PRE_SPM = 0,     /* SentencePiece: no pre-tokenizer */
     RT_PRE_LLAMA3,      /* llama3 / llama-v3 / llama-bpe / falcon3 / pixtral ... */
     RT_PRE_QWEN2,       /* qwen2 / deepseek-r1-qwen */
+    RT_PRE_QWEN35,      /* qwen35: qwen2's regex with \p{M} beside \p{L} */
+    RT_PRE_GPT4O,       /* gpt-4o (o200k) / llama4 / kanana2 / talkie / minimax-m2 */
     RT_PRE_GPT2,        /* gpt-2 and the names that use its regex */
     RT_PRE_GEMMA4,      /* "gemma4" model: SentencePiece-style BPE, newline runs */
     RT_PRE_UNSUPPORTED, /* a BPE pre-tokenizer not written out here: no encoding */

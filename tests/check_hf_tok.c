@@ -536,6 +536,76 @@ static char *make_tokjson(int merge_form, const char *regex, bool with_post)
     return txt;
 }
 
+/* Qwen3.5's and o200k's Split regexes as their tokenizer.json spell them */
+static const char QWEN35_RX[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?"
+    "[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char O200K_RX[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}"
+    "\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}"
+    "\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?"
+    "[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* make_tokjson's text with its Split's behavior and invert set */
+static char *with_split(const char *j, const char *behavior, bool invert)
+{
+    cJSON *root = cJSON_Parse(j);
+    ck_assert_ptr_nonnull(root);
+    cJSON *sp = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(root, "pre_tokenizer"), "pretokenizers"), 0);
+    cJSON_ReplaceItemInObject(sp, "behavior", cJSON_CreateString(behavior));
+    cJSON_ReplaceItemInObject(sp, "invert", cJSON_CreateBool(invert));
+    char *txt = cJSON_Print(root);
+    cJSON_Delete(root);
+    return txt;
+}
+
+/* Every Split form a tokenizer.json can hold: "Isolated", and "Removed"
+ * with invert true (o200k's), keep exactly the regex's matches and are
+ * taken (the pre-tokenizer named by the regex); the others are refused
+ * naming the form and the JSON path. */
+START_TEST(json_split_forms)
+{
+    static const struct {
+        const char *behavior;
+        bool invert, ok;
+    } forms[] = {
+        {"Isolated", false, true},           {"Isolated", true, false},
+        {"Removed", true, true},             {"Removed", false, false},
+        {"MergedWithPrevious", false, false}, {"MergedWithPrevious", true, false},
+        {"MergedWithNext", false, false},    {"MergedWithNext", true, false},
+        {"Contiguous", false, false},        {"Contiguous", true, false},
+    };
+    static const struct {
+        const char *rx, *pre;
+    } rxs[] = {{QWEN35_RX, "qwen35"}, {O200K_RX, "gpt-4o"}, {QWEN2_RX, "qwen2"}};
+    for (size_t r = 0; r < sizeof rxs / sizeof rxs[0]; r++) {
+        char *base = make_tokjson(1, rxs[r].rx, false);
+        for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+            char *j = with_split(base, forms[i].behavior, forms[i].invert);
+            struct mw_err err;
+            struct hf_tok *t = NULL;
+            mw_err_clear(&err);
+            const enum mw_status s = hf_tok_parse_json(j, strlen(j), "s.json", -1, &t, &err);
+            if (forms[i].ok) {
+                ck_assert_msg(s == MW_OK, "%s invert %d: %s", forms[i].behavior, forms[i].invert,
+                              err.msg);
+                ck_assert_str_eq(hf_tok_pre(t), rxs[r].pre);
+                hf_tok_free(t);
+            } else {
+                ck_assert_int_eq(s, MW_E_UNSUPPORTED);
+                ck_assert_ptr_null(t);
+                ck_assert_str_eq(err.where, "pre_tokenizer.pretokenizers[0]");
+                ck_assert_msg(strstr(err.msg, forms[i].behavior), "%s", err.msg);
+                ck_assert_msg(!forms[i].invert || strstr(err.msg, "invert true"), "%s", err.msg);
+            }
+            cJSON_free(j);
+        }
+        cJSON_free(base);
+    }
+}
+END_TEST
+
 START_TEST(json_merge_forms_identical)
 {
     char *j1 = make_tokjson(1, LLAMA3_RX, true);
@@ -1033,6 +1103,7 @@ static Suite *hf_tok_suite(void)
     tc = tcase_create("json");
     tcase_add_test(tc, json_merge_forms_identical);
     tcase_add_test(tc, json_pre_detection);
+    tcase_add_test(tc, json_split_forms);
     tcase_add_test(tc, json_normalizer_forms);
     tcase_add_loop_test(tc, json_malformed_catalogue, 0,
                         (int)(sizeof json_cases / sizeof json_cases[0]));

@@ -51,11 +51,56 @@ START_TEST(classes_of_other_scripts)
 }
 END_TEST
 
+/* qwen35: Qwen2's regex with [\p{L}\p{M}] for \p{L}: combining marks stay in
+ * the word (llama.cpp's unicode_regex_split_custom_qwen35); digits alone */
+START_TEST(qwen35_marks)
+{
+    /* the Thai word that qwen2 cuts at each mark is one word */
+    SPLIT(RT_PRE_QWEN35,
+          " \xe0\xb8\xaa\xe0\xb8\xa7\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94\xe0\xb8\xb5",
+          " \xe0\xb8\xaa\xe0\xb8\xa7\xe0\xb8\xb1\xe0\xb8\xaa\xe0\xb8\x94\xe0\xb8\xb5");
+    /* Devanagari: virama and vowel signs (Mn, Mc) inside the word */
+    SPLIT(RT_PRE_QWEN35, "\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0\xa4\xa4\xe0\xa5\x87!",
+          "\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0\xa4\xa4\xe0\xa5\x87", "!");
+    /* NFD Latin (e + U+0301): one word; qwen2 splits the accent off */
+    SPLIT(RT_PRE_QWEN35, " cafe\xcc\x81 x", " cafe\xcc\x81", " x");
+    SPLIT(RT_PRE_QWEN2, " cafe\xcc\x81 x", " cafe", "\xcc\x81", " x");
+    /* a mark after a space starts a word; marks are no punctuation */
+    SPLIT(RT_PRE_QWEN35, "a \xcc\x81\xcc\x88" "b.\xcc\x81", "a", " \xcc\x81\xcc\x88" "b", ".\xcc\x81");
+    /* digits one by one, contractions as qwen2 */
+    SPLIT(RT_PRE_QWEN35, "x123 it'S", "x", "1", "2", "3", " it", "'S");
+}
+END_TEST
+
+/* gpt-4o (o200k) as llama.cpp's std::regex runs it on category-collapsed
+ * text: ASCII case decides the words, a non-ASCII letter counts as upper and
+ * lower case, a mark is no letter; numbers by 3; contractions only after a
+ * word; "/" and newlines close a punctuation run */
+START_TEST(gpt4o_words)
+{
+    SPLIT(RT_PRE_GPT4O, "HELLOworld helloWORLD", "HELLOworld", " hello", "WORLD");
+    SPLIT(RT_PRE_GPT4O, "I'm DON'T they'RE 'tis", "I'm", " DON'T", " they'RE", " '", "tis");
+    SPLIT(RT_PRE_GPT4O, "1234567 x", "123", "456", "7", " x");
+    SPLIT(RT_PRE_GPT4O, "a !!\n/b", "a", " !!\n/", "b");
+    SPLIT(RT_PRE_GPT4O, "  x\n\n  y  ", " ", " x", "\n\n", " ", " y", "  ");
+    /* non-ASCII letters: lower after an upper run, and the last of an upper
+     * run that has no lower part ends the first alternative's match */
+    SPLIT(RT_PRE_GPT4O, "\xd0\x9f\xd0\xa0\xd0\x98mir", "\xd0\x9f\xd0\xa0\xd0\x98mir");
+    SPLIT(RT_PRE_GPT4O, "\xc3\x80" "BC.", "\xc3\x80", "BC", ".");
+    SPLIT(RT_PRE_GPT4O, "hello\xd0\x9f\xd1\x80\xd0\xb8", "hello\xd0\x9f\xd1\x80\xd0\xb8");
+    /* a combining mark is punctuation here (Hugging Face's regex keeps it
+     * in the word) */
+    SPLIT(RT_PRE_GPT4O, " cafe\xcc\x81 x", " cafe", "\xcc\x81", " x");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tok");
     TCase *tc = tcase_create("classes");
     tcase_add_test(tc, classes_of_other_scripts);
+    tcase_add_test(tc, qwen35_marks);
+    tcase_add_test(tc, gpt4o_words);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

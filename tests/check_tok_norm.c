@@ -136,6 +136,30 @@ START_TEST(chat_trim)
 }
 END_TEST
 
+/* Qwen3.5 (llama.cpp models/templates/Qwen3.5-4B.jinja): ChatML with every
+ * message's content|trim, and add_generation_prompt opening the assistant
+ * turn with <think>\n, or with enable_thinking false an empty think block */
+START_TEST(chat_qwen35_think)
+{
+    ck_assert_str_eq(fmt(RT_CHAT_CHATML_THINK, "system", "\n You are terse. \n", true, NULL),
+                     "<|im_start|>system\nYou are terse.<|im_end|>\n");
+    ck_assert_str_eq(fmt(RT_CHAT_CHATML_THINK, "user", "  2+2?\t", false, NULL),
+                     "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n<think>\n");
+    ck_assert_str_eq(fmt(RT_CHAT_CHATML_NOTHINK, "user", " 2+2? ", false, NULL),
+                     "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+                     "<think>\n\n</think>\n\n");
+    ck_assert_str_eq(fmt(RT_CHAT_CHATML_NOTHINK, "system", "s", true, NULL),
+                     "<|im_start|>system\ns<|im_end|>\n");
+    ck_assert_str_eq(rt_chat_turn_end(RT_CHAT_CHATML_THINK), "<|im_end|>\n");
+    ck_assert_str_eq(rt_chat_turn_end(RT_CHAT_CHATML_NOTHINK), "<|im_end|>\n");
+    ck_assert_int_eq(rt_chat_no_thinking(RT_CHAT_CHATML_THINK), RT_CHAT_CHATML_NOTHINK);
+    ck_assert_int_eq(rt_chat_no_thinking(RT_CHAT_CHATML), RT_CHAT_CHATML);
+    ck_assert_int_eq(rt_chat_no_thinking(RT_CHAT_LLAMA3), RT_CHAT_LLAMA3);
+    ck_assert_str_eq(rt_chat_fmt_name(RT_CHAT_CHATML_THINK), "chatml-think");
+    ck_assert_str_eq(rt_chat_fmt_name(RT_CHAT_CHATML_NOTHINK), "chatml-nothink");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tok_norm");
@@ -143,6 +167,7 @@ int main(void)
     tcase_add_test(tc, nfc_nfd);
     tcase_add_test(tc, nfkc_nfkd);
     tcase_add_test(tc, chat_trim);
+    tcase_add_test(tc, chat_qwen35_think);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

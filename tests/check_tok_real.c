@@ -9,7 +9,9 @@
  *   - Gemma 3's SentencePiece-style BPE ("gpt2", pre
  *     "granite-embed-multi-311m", llama.cpp's gemma4 pre-tokenizer): types,
  *     ids of a few strings (the same llama.cpp gives, tests/e2e/
- *     tok_family_peer.sh compares whole corpora).
+ *     tok_family_peer.sh compares whole corpora);
+ *   - GPT-4o's o200k tokenizer.json (pre "gpt-4o"): special ids and the
+ *     Hugging Face tokenizer's ids of a few strings.
  * Exit 77 (skip) when the tokenizer files are missing. */
 #include <check.h>
 #include <stdio.h>
@@ -195,6 +197,43 @@ START_TEST(gemma3_spm_bpe)
 }
 END_TEST
 
+/* GPT-4o's o200k tokenizer.json (Phi-4-mini's; Split "Removed" with invert
+ * true, then ByteLevel without regex): pre "gpt-4o", llama.cpp's special ids
+ * (all <|endoftext|>), the ids of the Hugging Face tokenizer
+ * (@lenml/tokenizers, tests/lib/hf_tokenize.js) on a few strings */
+START_TEST(gpt4o_o200k)
+{
+    struct tok k;
+    tok_open(&k, "gpt4o");
+    ck_assert_str_eq(hf_tok_pre(k.ht), "gpt-4o");
+    ck_assert_str_eq(rt_tok_pre_name(k.t), "gpt-4o");
+    ck_assert_uint_eq(hf_tok_n_vocab(k.ht), 200019);
+    int32_t eog[8];
+    ck_assert_uint_eq(rt_tok_eog_ids(k.t, eog, 8), 1);
+    ck_assert_int_eq(eog[0], 199999);
+    ck_assert_int_eq(rt_tok_eos(k.t), 199999);
+    ck_assert_int_eq(rt_tok_bos(k.t), 199999);
+    static const struct {
+        const char *text;
+        int32_t ids[12];
+        size_t n;
+    } cases[] = {
+        {"Hello world! I'M DON'T 1234567", {13225, 2375, 0, 3413, 44, 153384, 220, 7633, 19354, 22},
+         10},
+        {"  x\n\n/* y */<|endoftext|>", {220, 1215, 279, 2965, 342, 932, 199999}, 7},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int32_t ids[64];
+        const size_t n = enc(&k, cases[c].text, false, true, ids, 64);
+        ck_assert_msg(n == cases[c].n, "'%s': %zu ids", cases[c].text, n);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg(ids[i] == cases[c].ids[i], "'%s' id %zu: %d, want %d", cases[c].text, i,
+                          ids[i], cases[c].ids[i]);
+    }
+    tok_close(&k);
+}
+END_TEST
+
 static bool have(const char *name)
 {
     char p[1200];
@@ -223,6 +262,7 @@ int main(void)
     tcase_add_test(tc, qwen3_eog_control);
     tcase_add_test(tc, qwen3_nfc);
     tcase_add_test(tc, gemma3_spm_bpe);
+    if (have("gpt4o")) tcase_add_test(tc, gpt4o_o200k);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
