@@ -294,6 +294,8 @@ struct quant_opts {
     const struct quant_imatrix *imatrix; /* NULL: round-to-nearest ("rtn") */
     const char *imatrix_file;            /* quantize.imatrix.file value (the path given) */
     const char *budget;                  /* memwall.quant.budget value (--bpw/--size/--fit-ram), or NULL */
+    bool guess_file_type;                /* general.file_type from the plan's types (a budget's
+                                          * mix without a preset), not the preset's */
     bool allow_requantize;               /* source tensors already quantized */
     unsigned n_threads;                  /* 0: 1 */
     size_t slab_bytes;                   /* f32 scratch per slab; 0: 64 MiB */
@@ -328,6 +330,16 @@ uint64_t quant_plan_count(const struct quant_plan *p);
 const struct quant_plan_entry *quant_plan_get(const struct quant_plan *p, uint64_t i);
 uint64_t quant_plan_src_bytes(const struct quant_plan *p);
 uint64_t quant_plan_out_bytes(const struct quant_plan *p); /* tensor data, unpadded */
+/* The general.file_type the plan's file gets (docs/formats.md §8.1): the
+ * preset's ftype, as llama-quantize writes it (also with type overrides);
+ * with o->guess_file_type llama-model-loader's guess from the tensor types
+ * (the type most tensors have, ties to the first in the loader's name order,
+ * Q3_K/Q4_K/Q5_K as their _M ftypes), counted over the tensors the plan
+ * quantizes only, not the norms it copies. */
+uint32_t quant_plan_file_type(const struct quant_plan *p);
+/* A file type's name as the presets spell it ("IQ2_S", "Q4_K_M"; "F32",
+ * "F16", "BF16", "TQ1_0", "TQ2_0"), or NULL for an unknown value. */
+const char *quant_file_type_name(uint32_t ftype);
 
 struct quant_stats {
     uint64_t file_bytes;  /* size of the file written */

@@ -153,6 +153,73 @@ const struct quant_plan_entry *quant_plan_get(const struct quant_plan *p, uint64
 uint64_t quant_plan_src_bytes(const struct quant_plan *p) { return p->src_bytes; }
 uint64_t quant_plan_out_bytes(const struct quant_plan *p) { return p->out_bytes; }
 
+/* llama-model-loader's file type for a tensor type (its guess's table). */
+static uint32_t loader_ftype(uint32_t t)
+{
+    static const uint8_t ft[GGUF_TYPE_COUNT] = {
+        [GGUF_TYPE_F16] = 1,      [GGUF_TYPE_BF16] = 32,    [GGUF_TYPE_Q4_0] = 2,
+        [GGUF_TYPE_Q4_1] = 3,     [GGUF_TYPE_Q5_0] = 8,     [GGUF_TYPE_Q5_1] = 9,
+        [GGUF_TYPE_Q8_0] = 7,     [GGUF_TYPE_Q2_K] = 10,    [GGUF_TYPE_Q3_K] = 12,
+        [GGUF_TYPE_Q4_K] = 15,    [GGUF_TYPE_Q5_K] = 17,    [GGUF_TYPE_Q6_K] = 18,
+        [GGUF_TYPE_TQ1_0] = 36,   [GGUF_TYPE_TQ2_0] = 37,   [GGUF_TYPE_IQ2_XXS] = 19,
+        [GGUF_TYPE_IQ2_XS] = 20,  [GGUF_TYPE_IQ2_S] = 28,   [GGUF_TYPE_IQ3_XXS] = 23,
+        [GGUF_TYPE_IQ1_S] = 24,   [GGUF_TYPE_IQ1_M] = 31,   [GGUF_TYPE_IQ4_NL] = 25,
+        [GGUF_TYPE_IQ4_XS] = 30,  [GGUF_TYPE_IQ3_S] = 26,
+    };
+    return t < GGUF_TYPE_COUNT ? ft[t] : 0; /* F32 and the rest: ALL_F32 */
+}
+
+/* llama-model-loader's weights_map order: by the "blk.N." layer (-1
+ * without one), then by name. */
+static int loader_layer(const char *name)
+{
+    int l = -1;
+    if (sscanf(name, "blk.%d.", &l) != 1) l = -1;
+    return l;
+}
+static int loader_cmp(const void *a, const void *b)
+{
+    const struct quant_plan_entry *x = *(const struct quant_plan_entry *const *)a;
+    const struct quant_plan_entry *y = *(const struct quant_plan_entry *const *)b;
+    const int lx = loader_layer(x->src->name), ly = loader_layer(y->src->name);
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return strcmp(x->src->name, y->src->name);
+}
+
+uint32_t quant_plan_file_type(const struct quant_plan *p)
+{
+    if (!p->o.guess_file_type) return p->preset->ftype;
+    const struct quant_plan_entry **ord = malloc((p->n ? p->n : 1) * sizeof *ord);
+    uint64_t n = 0;
+    if (!ord) return p->preset->ftype; /* out of memory: the preset's, as without a guess */
+    for (uint64_t i = 0; i < p->n; i++)
+        if (p->e[i].choice.reason != QUANT_KEEP) ord[n++] = &p->e[i];
+    qsort(ord, n, sizeof *ord, loader_cmp);
+    uint64_t count[GGUF_TYPE_COUNT] = {0}, best_n = 0;
+    uint32_t best = GGUF_TYPE_F32;
+    for (uint64_t i = 0; i < n; i++) {
+        const uint32_t t = ord[i]->choice.type;
+        if (t >= GGUF_TYPE_COUNT) continue;
+        if (++count[t] > best_n) best_n = count[t], best = t; /* the loader's strict > */
+    }
+    free(ord);
+    return n ? loader_ftype(best) : p->preset->ftype;
+}
+
+const char *quant_file_type_name(uint32_t ftype)
+{
+    for (size_t i = 0; quant_preset_at(i); i++)
+        if (quant_preset_at(i)->ftype == ftype) return quant_preset_at(i)->name;
+    switch (ftype) {
+    case 0: return "F32";
+    case 1: return "F16";
+    case 32: return "BF16";
+    case 36: return "TQ1_0";
+    case 37: return "TQ2_0";
+    default: return NULL;
+    }
+}
+
 static void logf_(const struct quant_opts *o, enum quant_log_level lvl, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void logf_(const struct quant_opts *o, enum quant_log_level lvl, const char *fmt, ...)
@@ -702,7 +769,7 @@ static enum mw_status write_kvs(const struct quant_plan *p, struct gguf_writer *
         TRY(gguf_writer_copy_kv(w, kv, i, err));
     }
     TRY(gguf_writer_set_u32(w, "general.quantization_version", 2, err));
-    TRY(gguf_writer_set_u32(w, "general.file_type", p->preset->ftype, err));
+    TRY(gguf_writer_set_u32(w, "general.file_type", quant_plan_file_type(p), err));
     const struct quant_imatrix *im = p->o.rules.has_imatrix ? p->o.imatrix : NULL;
     if (im) {
         TRY(set_str127(w, "quantize.imatrix.file", p->o.imatrix_file ? p->o.imatrix_file : "",

@@ -319,10 +319,13 @@ static void print_written(const struct job *j, const struct quant_stats *qs)
                     ? "bound: the method's header keys were reserved at their longest"
                     : "MISMATCH");
     const uint64_t ne = quant_plan_n_elements(j->plan);
+    char what[512]; /* the preset, or a budget's mix (cmd_quant_mix) */
+    if (a->rq.kind != BUDGET_NONE) cmd_quant_mix(j->plan, j->rq.budget, what, sizeof what);
+    else snprintf(what, sizeof what, "%s", j->o.rules.preset->name);
     fprintf(stderr,
-            "memwall quant: wrote %s (%s, %s, %llu bytes, %.2f bpw; %llu tensors quantized, "
+            "memwall quant: wrote %s (%s%s %s, %llu bytes, %.2f bpw; %llu tensors quantized, "
             "%llu copied%s) in %.2fs\n",
-            a->out, j->o.rules.preset->name,
+            a->out, what, a->rq.kind != BUDGET_NONE ? ";" : ",",
             j->psrc->method ? j->psrc->method : j->im ? "imatrix" : "rtn",
             (unsigned long long)qs->file_bytes,
             ne ? (double)quant_plan_out_bytes(j->plan) * 8.0 / (double)ne : 0.0,

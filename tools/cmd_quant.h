@@ -55,6 +55,10 @@ int cmd_quant_parse(struct quant_args *a, int argc, char **argv);
 
 /* --dry-run: the per-tensor plan on stdout. */
 void cmd_quant_print_plan(const struct quant_plan *p);
+/* What a budget's file is, for the final line: "mix for BUDGET: 30 IQ2_S,
+ * 28 IQ1_M, 17 F32; file type IQ2_S" (the tensors of each type, most first;
+ * the general.file_type written), into buf. */
+void cmd_quant_mix(const struct quant_plan *p, const char *budget, char *buf, size_t cap);
 /* The allocation of a budget (rq->budget) on stderr. */
 void cmd_quant_print_alloc(const struct alloc_req *rq, const struct quant_budget_result *r);
 

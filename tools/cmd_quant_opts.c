@@ -50,7 +50,8 @@ const char cmd_quant_usage[] =
     "                             `memwall plan` formula)\n"
 #endif
     "                             (--preset is then optional: its rules are not used,\n"
-    "                             only its file type; default Q4_K_M)\n"
+    "                             only its file type; without it general.file_type\n"
+    "                             names the mix's most common type)\n"
     "  --imatrix FILE             importance matrix (llama-imatrix .gguf or legacy .dat);\n"
     "                             mixed precision weighs each tensor's errors with it\n"
     "  --type-override REGEX=TYPE tensors whose name matches REGEX (POSIX extended,\n"
@@ -124,7 +125,7 @@ static int check_args(struct quant_args *a)
     USAGE_IF(!a->dry && (!a->out || !a->out[0]), "missing -o OUT.gguf");
     USAGE_IF(!a->preset_name && rq->kind == BUDGET_NONE,
              "missing --preset (or --bpw/--size/--fit-ram)");
-    if (!a->preset_name) a->preset_name = "Q4_K_M";
+    if (!a->preset_name) a->preset_name = "Q4_K_M", a->o.guess_file_type = true;
     USAGE_IF(rq->kind == BUDGET_RAM && !a->ctx, "--fit-ram needs --ctx N");
     USAGE_IF(rq->kind != BUDGET_RAM && (a->ctx || a->kv_name), "--ctx/--kv go with --fit-ram");
     USAGE_IF(rq->no_iquants && rq->kind == BUDGET_NONE,

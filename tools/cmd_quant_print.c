@@ -37,6 +37,37 @@ void cmd_quant_print_plan(const struct quant_plan *p)
            ne ? (double)quant_plan_out_bytes(p) * 8.0 / (double)ne : 0.0);
 }
 
+void cmd_quant_mix(const struct quant_plan *p, const char *budget, char *buf, size_t cap)
+{
+    uint64_t count[GGUF_TYPE_COUNT] = {0};
+    for (uint64_t i = 0; i < quant_plan_count(p); i++) {
+        const uint32_t t = quant_plan_get(p, i)->choice.type;
+        if (t < GGUF_TYPE_COUNT) count[t]++;
+    }
+    size_t o = 0;
+    o += (size_t)snprintf(buf, cap, "mix for %s:", budget);
+    for (;;) { /* most tensors first; equal counts by type id */
+        uint32_t best = GGUF_TYPE_COUNT;
+        for (uint32_t t = 0; t < GGUF_TYPE_COUNT; t++)
+            if (count[t] && (best == GGUF_TYPE_COUNT || count[t] > count[best])) best = t;
+        if (best == GGUF_TYPE_COUNT || o >= cap) break;
+        char up[16];
+        size_t k = 0;
+        for (const char *c = tname(best); *c && k + 1 < sizeof up; c++)
+            up[k++] = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+        up[k] = '\0';
+        o += (size_t)snprintf(buf + o, cap - o, "%s %llu %s", buf[o - 1] != ':' ? "," : "",
+                              (unsigned long long)count[best], up);
+        count[best] = 0;
+    }
+    const uint32_t ft = quant_plan_file_type(p);
+    const char *fn = quant_file_type_name(ft);
+    if (o < cap) {
+        if (fn) snprintf(buf + o, cap - o, "; file type %s", fn);
+        else snprintf(buf + o, cap - o, "; file type %u", ft);
+    }
+}
+
 void cmd_quant_print_alloc(const struct alloc_req *rq, const struct quant_budget_result *r)
 {
     fprintf(stderr, "memwall quant: mixed precision, budget %s: %llu tensors allocated "

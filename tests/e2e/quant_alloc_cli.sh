@@ -124,7 +124,16 @@ run 0 verify --deep "$T/min.gguf"
 run 0 inspect "$T/min.gguf"
 [[ $out == *" iq2_"* || $out == *" iq1_"* ]] || fail "--size at the named minimum chose no i-quant"
 rm -f "$T/min.gguf"
-run 0 quant "$f16" -o "$T/i.gguf" --bpw 2.5 --imatrix "$im" -q
+run 0 quant "$f16" -o "$T/i.gguf" --bpw 2.5 --imatrix "$im"
+# the last line names the mix, not a preset; general.file_type is its most
+# common quantized type's (docs/formats.md §8.1): an i-quant here
+line=$(grep "wrote $T/i.gguf" <<< "$err")
+[[ $line == *"(mix for bpw=2.5: "*"; file type IQ"*"; imatrix, $(stat -c %s "$T/i.gguf") bytes, 2.50 bpw;"* ]] ||
+    fail "--bpw 2.5 line: '$line'"
+case $(kv_value "$T/i.gguf" general.file_type) in
+19 | 20 | 23 | 24 | 26 | 28 | 31) ;; # IQ2_XXS IQ2_XS IQ3_XXS IQ1_S IQ3_S IQ2_S IQ1_M
+*) fail "--bpw 2.5: general.file_type $(kv_value "$T/i.gguf" general.file_type), not an i-quant's" ;;
+esac
 run 0 inspect "$T/i.gguf"
 [[ $out == *" iq2_"* || $out == *" iq1_"* ]] || fail "--bpw 2.5 chose no i-quant"
 run 0 verify --deep "$T/i.gguf"
