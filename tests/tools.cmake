@@ -7,3 +7,11 @@ set_tests_properties(tools_pipe PROPERTIES SKIP_RETURN_CODE 77)
 if(NOT MW_SANITIZE AND NOT CMAKE_CROSSCOMPILING)
   mw_shell_test(lint_modules e2e/lint_selftest.sh)
 endif()
+# the CI quality gate (eval, --junit) and quant's mix line on tinyllama-8m;
+# installing (cmake --install, pkg-config, man pages) and the .deb: release
+# build only (they run the real model; cpack packs this build)
+if(NOT MW_SANITIZE AND NOT CMAKE_CROSSCOMPILING AND NOT MW_MINIMAL)
+  mw_shell_test(eval_gate e2e/eval_gate.sh)
+  mw_shell_test(install_deb e2e/install_deb.sh)
+  set_tests_properties(eval_gate install_deb PROPERTIES SKIP_RETURN_CODE 77)
+endif()
