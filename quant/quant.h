@@ -294,6 +294,7 @@ struct quant_opts {
     const struct quant_imatrix *imatrix; /* NULL: round-to-nearest ("rtn") */
     const char *imatrix_file;            /* quantize.imatrix.file value (the path given) */
     const char *budget;                  /* memwall.quant.budget value (--bpw/--size/--fit-ram), or NULL */
+    const char *command;                 /* memwall.quant.command value (the command line), or NULL */
     bool guess_file_type;                /* general.file_type from the plan's types (a budget's
                                           * mix without a preset), not the preset's */
     bool allow_requantize;               /* source tensors already quantized */

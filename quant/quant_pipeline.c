@@ -796,6 +796,7 @@ static enum mw_status write_kvs(const struct quant_plan *p, struct gguf_writer *
     }
     if (p->o.rules.pure) TRY(gguf_writer_set_bool(w, "memwall.quant.pure", true, err));
     if (p->o.budget) TRY(gguf_writer_set_str(w, "memwall.quant.budget", p->o.budget, err));
+    if (p->o.command) TRY(gguf_writer_set_str(w, "memwall.quant.command", p->o.command, err));
     const uint64_t nov = quant_overrides_count(p->o.rules.overrides);
     if (nov) {
         const char **v = calloc((size_t)nov, sizeof *v);

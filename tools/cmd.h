@@ -34,7 +34,8 @@
 #define MW_COMMANDS_FULL(X)                                                                \
     X(convert, "convert a Hugging Face checkpoint dir to GGUF (f16, bf16, f32, q8_0)")     \
     X(calib, "run a model over a corpus layer by layer; write a llama.cpp imatrix")        \
-    X(plan, "memory budget: weights per preset, KV cache, overhead; what fits which device")
+    X(plan, "memory budget: weights per preset, KV cache, overhead; what fits which device") \
+    X(report, "quantization report (self-contained HTML) and Hugging Face model card of a GGUF")
 #else
 #define MW_COMMANDS_FULL(X)
 #endif

@@ -12,6 +12,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "quant/quant.h"
@@ -24,6 +25,9 @@
 #endif
 #include "tools/cmd.h"
 #include "tools/cmd_quant.h"
+#if defined(MW_HAVE_FULL)
+#include "tools/report.h"
+#endif
 
 static const char *cmd = "quant";
 
@@ -353,6 +357,11 @@ static int run(struct job *j)
     cmd_progress_end(&j->ui.pr);
     if (s != MW_OK) return job_fail(j, s);
     print_written(j, &qs);
+#if defined(MW_HAVE_FULL)
+    if (a->report || a->card)
+        return report_after_quant(cmd, a->out, a->report, a->card, j->o.command,
+                                  a->src_is_dir ? a->src : NULL);
+#endif
     return 0;
 }
 
@@ -360,6 +369,11 @@ int cmd_quant(int argc, char **argv)
 {
     struct quant_args a;
     int rc = cmd_quant_parse(&a, argc, argv);
+#if defined(MW_HAVE_FULL)
+    /* memwall.quant.command: the options that make the bytes */
+    char *command = rc == CMD_GO_ON ? report_quant_command(argc, argv) : NULL;
+    a.o.command = command;
+#endif
     if (rc == CMD_GO_ON) {
         struct job j;
         job_init(&j, &a);
@@ -368,5 +382,8 @@ int cmd_quant(int argc, char **argv)
         job_free(&j);
     }
     quant_overrides_free(a.ov);
+#if defined(MW_HAVE_FULL)
+    free(command);
+#endif
     return rc;
 }

@@ -41,6 +41,7 @@ struct quant_args {
     uint64_t max_memory;  /* --max-memory (with --corpus); 0: not given */
     uint64_t ctx;         /* --ctx */
     int progress;         /* enum cmd_progress_mode */
+    const char *report, *card; /* --report FILE.html, --card README.md (tools/report.h) */
     struct quant_opts o;  /* the rules, overrides and thread count; no callbacks yet */
     struct quant_overrides *ov; /* owned: quant_overrides_free */
     struct alloc_req rq;

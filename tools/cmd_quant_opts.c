@@ -84,6 +84,9 @@ const char cmd_quant_usage[] =
     "  --resume                   continue the run journaled in --work-dir DIR after the\n"
     "                             last complete layer (same SRC, corpus and options; the\n"
     "                             output is byte-identical to an uninterrupted run's)\n"
+    "  --report FILE.html         then the quantization report of the output (`memwall\n"
+    "                             report`: type map, sizes, calibration, memory plan)\n"
+    "  --card README.md           then a Hugging Face model card of the output\n"
 #endif
     "exit status: 0 ok, 1 bad input (no output written), 2 usage, 3 I/O error\n";
 
@@ -139,6 +142,7 @@ static int check_args(struct quant_args *a)
     USAGE_IF(a->work_dir && !a->corpus_path, "--work-dir goes with --corpus");
     USAGE_IF(a->work_dir && !a->work_dir[0], "--work-dir: empty path");
     USAGE_IF(a->work_dir && a->dry, "--dry-run writes nothing: no --work-dir");
+    USAGE_IF((a->report || a->card) && a->dry, "--dry-run writes nothing: no --report/--card");
     a->o.rules.preset = quant_preset_find(a->preset_name);
     USAGE_IF(!a->o.rules.preset, "unknown preset '%s'", a->preset_name);
     struct stat st;
@@ -202,6 +206,10 @@ int cmd_quant_parse(struct quant_args *a, int argc, char **argv)
          .bad = "--max-memory: expected a size such as 512M or 2G, got '%v'"},
         {NULL, "--work-dir", CMD_OPT_STR, .str = &a->work_dir},
         {NULL, "--resume", CMD_OPT_FLAG, .flag = &a->resume},
+#if defined(MW_HAVE_FULL)
+        {NULL, "--report", CMD_OPT_STR, .str = &a->report},
+        {NULL, "--card", CMD_OPT_STR, .str = &a->card},
+#endif
         {NULL, "--progress", CMD_OPT_ENUM, .idx = &a->progress, .names = cmd_progress_mode_names,
          .bad = CMD_PROGRESS_BAD},
     };
