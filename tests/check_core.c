@@ -15,6 +15,7 @@
 
 #include "core/mw.h"
 #include "core/mw_file.h"
+#include "core/mw_mem.h"
 
 #include "check_common.h"
 
@@ -308,6 +309,136 @@ START_TEST(test_map_drop)
 }
 END_TEST
 
+/* mw_mem_available over a fake /proc and /sys/fs/cgroup under dir: each
+ * entry of files is "relative/path", "content" (directories made). */
+static enum mw_status mem_at(const char *dir, const char *const files[][2], size_t n,
+                             struct mw_mem_avail *av, struct mw_err *err)
+{
+    rm_rf(dir);
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    for (size_t i = 0; i < n; i++) {
+        char p[1024];
+        snprintf(p, sizeof p, "%s/%s", dir, files[i][0]);
+        for (char *q = p + strlen(dir) + 1; (q = strchr(q, '/')); q++) {
+            *q = '\0';
+            mkdir(p, 0755);
+            *q = '/';
+        }
+        write_file(p, files[i][1], strlen(files[i][1]));
+    }
+    char proc[1024], cg[1024];
+    snprintf(proc, sizeof proc, "%s/proc", dir);
+    snprintf(cg, sizeof cg, "%s/cg", dir);
+    const struct mw_mem_roots r = {.proc = proc, .cgroup = cg, .env_set = true};
+    mw_err_clear(err);
+    return mw_mem_available(&r, av, err);
+}
+
+START_TEST(test_mem_available)
+{
+    char *dir = make_tmpdir("mem");
+    char *root = path_in(dir, "r");
+    struct mw_mem_avail av;
+    struct mw_err err;
+    const char *mi = "MemTotal:       16000000 kB\nMemFree:  10 kB\nMemAvailable:    1000000 kB\n"
+                     "Cached: 5 kB\n";
+    /* MemAvailable alone */
+    const char *const f1[][2] = {{"proc/meminfo", mi}};
+    ck_assert_int_eq(mem_at(root, f1, 1, &av, &err), MW_OK);
+    ck_assert_int_eq(av.source, MW_MEM_SRC_MEMINFO);
+    ck_assert_uint_eq(av.bytes, 1024000000ull);
+    ck_assert_uint_eq(av.meminfo, 1024000000ull);
+    ck_assert_uint_eq(av.cgroup, 0);
+    ck_assert(strstr(av.from, "MemAvailable in ") && strstr(av.from, "/proc/meminfo"));
+    /* cgroup v2: the leaf says max, its parent limits; the smaller wins */
+    const char *const f2[][2] = {{"proc/meminfo", mi},
+                                 {"proc/self/cgroup", "0::/a/b\n"},
+                                 {"cg/a/b/memory.max", "max\n"},
+                                 {"cg/a/b/memory.current", "5\n"},
+                                 {"cg/a/memory.max", "600000000\n"},
+                                 {"cg/a/memory.current", "100000000\n"},
+                                 {"cg/memory.max", "garbage\n"}};
+    ck_assert_int_eq(mem_at(root, f2, 7, &av, &err), MW_OK);
+    ck_assert_int_eq(av.source, MW_MEM_SRC_CGROUP2);
+    ck_assert_uint_eq(av.bytes, 500000000ull);
+    ck_assert_uint_eq(av.cgroup, 500000000ull);
+    ck_assert_uint_eq(av.meminfo, 1024000000ull);
+    ck_assert_msg(strstr(av.from, "memory.max - memory.current in ") &&
+                  strstr(av.from, "/cg/a") && !strstr(av.from, "/cg/a/b"), "%s", av.from);
+    ck_assert_uint_eq(mw_mem_bound(&av), 500000000ull - 64ull * 1048576);
+    /* usage above the limit: no room, and a bound no run meets (not "none") */
+    const char *const f3[][2] = {{"proc/meminfo", mi},
+                                 {"proc/self/cgroup", "0::/\n"},
+                                 {"cg/memory.max", "1000\n"},
+                                 {"cg/memory.current", "2000\n"}};
+    ck_assert_int_eq(mem_at(root, f3, 4, &av, &err), MW_OK);
+    ck_assert_int_eq(av.source, MW_MEM_SRC_CGROUP2);
+    ck_assert_uint_eq(av.bytes, 0);
+    ck_assert_uint_eq(mw_mem_bound(&av), 1);
+    /* cgroup v1: the memory controller's cgroup unlimited, the root limited */
+    const char *const f4[][2] = {
+        {"proc/meminfo", mi},
+        {"proc/self/cgroup", "7:cpu,cpuacct:/y\n5:memory:/x\n0::/\n"},
+        {"cg/memory/x/memory.limit_in_bytes", "9223372036854771712\n"},
+        {"cg/memory/x/memory.usage_in_bytes", "1\n"},
+        {"cg/memory/memory.limit_in_bytes", "300000000\n"},
+        {"cg/memory/memory.usage_in_bytes", "100000000\n"}};
+    ck_assert_int_eq(mem_at(root, f4, 6, &av, &err), MW_OK);
+    ck_assert_int_eq(av.source, MW_MEM_SRC_CGROUP1);
+    ck_assert_uint_eq(av.bytes, 200000000ull);
+    ck_assert(strstr(av.from, "memory.limit_in_bytes - memory.usage_in_bytes in "));
+    /* a limit above MemAvailable: MemAvailable */
+    const char *const f5[][2] = {{"proc/meminfo", mi},
+                                 {"proc/self/cgroup", "0::/s\n"},
+                                 {"cg/s/memory.max", "8000000000\n"},
+                                 {"cg/s/memory.current", "1000\n"}};
+    ck_assert_int_eq(mem_at(root, f5, 4, &av, &err), MW_OK);
+    ck_assert_int_eq(av.source, MW_MEM_SRC_MEMINFO);
+    ck_assert_uint_eq(av.cgroup, 8000000000ull - 1000);
+    /* malformed or missing everything: no figure, no error, no bound */
+    const char *const f6[][2] = {
+        {"proc/meminfo", "MemAvailable: 99999999999999999999999 kB\n"},
+        {"proc/self/cgroup", "0::/s\nnonsense\n::\n"},
+        {"cg/s/memory.max", "12abc\n"},
+        {"cg/s/memory.current", "1\n"}};
+    ck_assert_int_eq(mem_at(root, f6, 4, &av, &err), MW_OK);
+    ck_assert_int_eq(av.source, MW_MEM_SRC_NONE);
+    ck_assert_uint_eq(av.bytes, 0);
+    ck_assert_uint_eq(mw_mem_bound(&av), 0);
+    const char *const f7[][2] = {{"proc/meminfo", "MemAvailable: 12 MB\n"}};
+    ck_assert_int_eq(mem_at(root, f7, 1, &av, &err), MW_OK);
+    ck_assert_int_eq(av.source, MW_MEM_SRC_NONE);
+    ck_assert_int_eq(mem_at(root, f7, 0, &av, &err), MW_OK);
+    ck_assert_int_eq(av.source, MW_MEM_SRC_NONE);
+    /* MW_MEMAVAILABLE stands in for every file */
+    struct mw_mem_roots r = {.proc = root, .cgroup = root, .env_set = true, .env = "400M"};
+    ck_assert_int_eq(mw_mem_available(&r, &av, &err), MW_OK);
+    ck_assert_int_eq(av.source, MW_MEM_SRC_ENV);
+    ck_assert_uint_eq(av.bytes, 400ull << 20);
+    ck_assert_str_eq(av.from, "MW_MEMAVAILABLE");
+    ck_assert_uint_eq(mw_mem_bound(&av), 336ull << 20);
+    r.env = "lots";
+    ck_assert_int_eq(mw_mem_available(&r, &av, &err), MW_E_USAGE);
+    ck_assert(strstr(err.msg, "MW_MEMAVAILABLE='lots'"));
+    r.env = "0";
+    ck_assert_int_eq(mw_mem_available(&r, &av, &err), MW_E_USAGE);
+    /* the margin: an eighth, within [64 MiB, 2 GiB] */
+    ck_assert_uint_eq(mw_mem_margin(0), 64ull << 20);
+    ck_assert_uint_eq(mw_mem_margin(8ull << 30), 1ull << 30);
+    ck_assert_uint_eq(mw_mem_margin(64ull << 30), 2ull << 30);
+    ck_assert_uint_eq(mw_mem_margin(UINT64_MAX), 2ull << 30);
+    struct mw_mem_avail small = {.bytes = 50ull << 20, .source = MW_MEM_SRC_MEMINFO};
+    ck_assert_uint_eq(mw_mem_bound(&small), 1);
+    ck_assert_str_eq(mw_mem_source_name(MW_MEM_SRC_CGROUP2), "cgroup v2");
+    /* the real machine: whatever it says, no error without the variable */
+    r = (struct mw_mem_roots){.env_set = true};
+    ck_assert_int_eq(mw_mem_available(&r, &av, &err), MW_OK);
+    rm_rf(dir);
+    free(root);
+    free(dir);
+}
+END_TEST
+
 static Suite *core_suite(void)
 {
     Suite *s = suite_create("core");
@@ -321,6 +452,7 @@ static Suite *core_suite(void)
     tcase_add_test(tc, test_bf16);
     tcase_add_test(tc, test_outfile_atomic);
     tcase_add_test(tc, test_map_drop);
+    tcase_add_test(tc, test_mem_available);
     tcase_add_loop_test(tc, test_parse_size, 0, sizeof size_cases / sizeof size_cases[0]);
     suite_add_tcase(s, tc);
     return s;
