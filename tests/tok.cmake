@@ -21,4 +21,10 @@ endif()
 if(NOT CMAKE_CROSSCOMPILING AND NOT MW_MINIMAL)
   mw_shell_test(tok_family_peer e2e/tok_family_peer.sh)
   set_tests_properties(tok_family_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800 LABELS peer COST 300)
+  # the qwen35 and gpt-4o (o200k) pre-tokenizers against llama.cpp, and the
+  # o200k one against Hugging Face's (node, @lenml/tokenizers)
+  # (tests/e2e/tok_pre_peer.sh; label peer)
+  mw_shell_test(tok_pre_peer e2e/tok_pre_peer.sh)
+  set_tests_properties(tok_pre_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS peer COST 200
+                                               FIXTURES_REQUIRED tokenizers)
 endif()
