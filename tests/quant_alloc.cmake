@@ -12,3 +12,11 @@ if(NOT MW_MINIMAL)
   endif()
   set_tests_properties(quant_alloc_cli PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1800 COST 700) # long: start first
 endif()
+if(NOT MW_MINIMAL)
+  # the memory plan of the gated delta net families (plan, --fit-ram): the real
+  # Qwen3.5 configs (tests/fixtures/configs) against an independent count, the
+  # rt_fixture models against the runtime's own allocation
+  mw_check_test(check_quant_plan SOURCES check_quant_plan.c
+                LIBS mw_calib mw_hf mw_runtime mw_rt_fixture mw_quant mw_gguf mw_core)
+  target_compile_definitions(check_quant_plan PRIVATE MW_SRC_DIR="${CMAKE_SOURCE_DIR}")
+endif()

@@ -1,14 +1,22 @@
 /*
  * tools/cmd_plan.c — `memwall plan MODEL [--ram 16G] [--ctx 4096] [--kv f16|q8_0]`:
- * the memory budget of running MODEL (an HF dir or a GGUF file) on a
- * device: the weights at each llama-quantize preset (exact tensor sizes from
- * quant's per-tensor type rules) and at plain bits-per-weight targets, the
- * KV cache per context length and KV type (from the architecture), the
- * runtime's overhead (calib_mem_estimate: the runtime's own allocation
- * formula), and what fits on 8/12/16/24 GiB devices (or the one given).
+ * the memory budget of running MODEL (an HF dir, a GGUF file, or a
+ * config.json alone) on a device: the weights at each llama-quantize preset
+ * (exact tensor sizes from quant's per-tensor type rules) and at plain
+ * bits-per-weight targets, the KV cache per context length and KV type (from
+ * the architecture; the gated delta net's layers keep a fixed recurrent
+ * state instead), the runtime's overhead (calib_mem_estimate: the runtime's
+ * own allocation formula), and what fits on 8/12/16/24 GiB devices (or the
+ * one given).
+ *
+ * Without weights (a config.json, or a directory holding no safetensors) the
+ * tensor table is the one llama.cpp's converter writes for that config
+ * (config_tensors): the llama-like dense and MoE families and qwen35,
+ * qwen35moe, qwen3next, whose layouts it knows.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +29,8 @@
 
 static const char usage_text[] =
     "usage: memwall plan MODEL [--ram SIZE] [--ctx N] [--kv f16|q8_0] [--threads N]\n"
-    "  Memory budget of MODEL (a Hugging Face checkpoint dir or a GGUF file) on a device:\n"
+    "  Memory budget of MODEL (a Hugging Face checkpoint dir, a GGUF file, or a config.json\n"
+    "  alone: the tensors its conversion would have) on a device:\n"
     "  weights per llama-quantize preset and per bits-per-weight, KV cache per context\n"
     "  length and type, the runtime's overhead, and what fits on 8/12/16/24 GiB devices.\n"
     "  --ram SIZE      one device size instead of the four tiers (16G, 12GiB, 8192M)\n"
@@ -46,11 +55,15 @@ struct model {
     uint64_t n_bias;
     uint64_t file_bytes; /* GGUF input: its size */
     uint64_t data_bytes; /* GGUF input: its tensor data */
+    char (*names)[GGUF_MAX_NAME + 1]; /* config.json alone: the names t[] points to */
+    uint64_t cap;
+    bool config_only;
 };
 
 static void model_free(struct model *m)
 {
     free(m->t);
+    free(m->names);
     rt_model_close(m->rm);
     gguf_close(m->gf);
     hf_plan_free(m->plan);
@@ -63,6 +76,151 @@ static int desc_cmp(const void *a, const void *b)
                                  ((const struct quant_tensor_desc *)b)->name);
 }
 
+// --- config.json alone: the tensors its conversion would have ---
+
+/* Append tensor name (printf-style) of ne0 x ne1 x ne2 (1-D when ne1 is 0)
+ * and type; false when out of memory. */
+static bool add_tensor(struct model *m, uint32_t type, uint64_t ne0, uint64_t ne1, uint64_t ne2,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static bool add_tensor(struct model *m, uint32_t type, uint64_t ne0, uint64_t ne1, uint64_t ne2,
+                       const char *fmt, ...)
+{
+    if (m->n_t == m->cap) {
+        const uint64_t cap = m->cap ? 2 * m->cap : 256;
+        char(*nn)[GGUF_MAX_NAME + 1] = realloc(m->names, (size_t)cap * sizeof *nn);
+        if (!nn) return false;
+        m->names = nn;
+        struct quant_tensor_desc *t = realloc(m->t, (size_t)cap * sizeof *t);
+        if (!t) return false;
+        m->t = t;
+        m->cap = cap;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->names[m->n_t], sizeof m->names[0], fmt, ap);
+    va_end(ap);
+    struct quant_tensor_desc *t = &m->t[m->n_t++];
+    *t = (struct quant_tensor_desc){.type = type, .n_dims = ne2 > 1 ? 3 : ne1 ? 2 : 1,
+                                    .ne = {ne0, ne1 ? ne1 : 1, ne2 ? ne2 : 1, 1}};
+    return true;
+}
+
+/* The tensor table llama.cpp's converter writes for hp (F16 weights, F32
+ * norms, routers, conv kernels and 1-D tensors; families-2026.md 1b for the
+ * gated delta net, its MTP blocks as blk.n_layer..); false when out of
+ * memory, or *unsupported set for a family whose layout is not known here
+ * (gemma, phi3: they need the checkpoint). */
+static bool config_tensors(struct model *m, const struct rt_hparams *hp, bool *unsupported)
+{
+    const uint32_t F16 = GGUF_TYPE_F16, F32 = GGUF_TYPE_F32;
+    const uint64_t E = hp->n_embd, hd = hp->head_dim, V = hp->n_vocab;
+    const uint64_t q = (uint64_t)hp->n_head * hd, kv = (uint64_t)hp->n_head_kv * hd;
+    const bool dn = hp->arch == RT_ARCH_QWEN35 || hp->arch == RT_ARCH_QWEN35MOE ||
+                    hp->arch == RT_ARCH_QWEN3NEXT;
+    *unsupported = !(dn || hp->arch == RT_ARCH_LLAMA || hp->arch == RT_ARCH_QWEN2 ||
+                     hp->arch == RT_ARCH_QWEN3 || hp->arch == RT_ARCH_QWEN2MOE ||
+                     hp->arch == RT_ARCH_QWEN3MOE) ||
+                   hp->post_norms || hp->fused_qkv || hp->has_rope_long;
+    if (*unsupported) return false;
+    bool ok = add_tensor(m, F16, E, V, 0, "token_embd.weight") &&
+              add_tensor(m, F32, E, 0, 0, "output_norm.weight");
+    if (!hp->tied_output) ok = ok && add_tensor(m, F16, E, V, 0, "output.weight");
+    const uint32_t n_all = hp->n_layer + (dn ? hp->n_nextn : 0);
+    const uint64_t X = hp->n_expert, FX = hp->n_ff_exp ? hp->n_ff_exp : hp->n_ff;
+    for (uint32_t il = 0; ok && il < n_all; il++) {
+        const bool mtp = il >= hp->n_layer;
+        ok = add_tensor(m, F32, E, 0, 0, "blk.%u.attn_norm.weight", il) &&
+             add_tensor(m, F32, E, 0, 0, dn ? "blk.%u.post_attention_norm.weight"
+                                            : "blk.%u.ffn_norm.weight", il);
+        if (dn && !mtp && rt_layer_is_recurrent(hp, il)) {
+            const uint64_t S = hp->ssm_d_state, Hv = hp->ssm_dt_rank, vd = hp->ssm_d_inner;
+            const uint64_t conv = rt_ssm_conv_channels(hp);
+            ok = ok && add_tensor(m, F16, E, conv, 0, "blk.%u.attn_qkv.weight", il) &&
+                 add_tensor(m, F16, E, vd, 0, "blk.%u.attn_gate.weight", il) &&
+                 add_tensor(m, F32, hp->ssm_conv_kernel, conv, 0, "blk.%u.ssm_conv1d.weight", il) &&
+                 add_tensor(m, F32, Hv, 0, 0, "blk.%u.ssm_dt.bias", il) &&
+                 add_tensor(m, F32, Hv, 0, 0, "blk.%u.ssm_a", il) &&
+                 add_tensor(m, F32, S, 0, 0, "blk.%u.ssm_norm.weight", il) &&
+                 add_tensor(m, F16, vd, E, 0, "blk.%u.ssm_out.weight", il);
+            if (hp->arch == RT_ARCH_QWEN3NEXT)
+                ok = ok && add_tensor(m, F16, E, 2 * Hv, 0, "blk.%u.ssm_ba.weight", il);
+            else
+                ok = ok && add_tensor(m, F16, E, Hv, 0, "blk.%u.ssm_beta.weight", il) &&
+                     add_tensor(m, F16, E, Hv, 0, "blk.%u.ssm_alpha.weight", il);
+        } else {
+            ok = ok && add_tensor(m, F16, E, dn ? 2 * q : q, 0, "blk.%u.attn_q.weight", il) &&
+                 add_tensor(m, F16, E, kv, 0, "blk.%u.attn_k.weight", il) &&
+                 add_tensor(m, F16, E, kv, 0, "blk.%u.attn_v.weight", il) &&
+                 add_tensor(m, F16, q, E, 0, "blk.%u.attn_output.weight", il);
+            if (dn || hp->qk_norm)
+                ok = ok && add_tensor(m, F32, hd, 0, 0, "blk.%u.attn_q_norm.weight", il) &&
+                     add_tensor(m, F32, hd, 0, 0, "blk.%u.attn_k_norm.weight", il);
+            if (hp->arch == RT_ARCH_QWEN2 || hp->arch == RT_ARCH_QWEN2MOE)
+                ok = ok && add_tensor(m, F32, q, 0, 0, "blk.%u.attn_q.bias", il) &&
+                     add_tensor(m, F32, kv, 0, 0, "blk.%u.attn_k.bias", il) &&
+                     add_tensor(m, F32, kv, 0, 0, "blk.%u.attn_v.bias", il);
+        }
+        if (X) {
+            ok = ok && add_tensor(m, F32, E, X, 0, "blk.%u.ffn_gate_inp.weight", il) &&
+                 add_tensor(m, F16, E, FX, X, "blk.%u.ffn_gate_exps.weight", il) &&
+                 add_tensor(m, F16, E, FX, X, "blk.%u.ffn_up_exps.weight", il) &&
+                 add_tensor(m, F16, FX, E, X, "blk.%u.ffn_down_exps.weight", il);
+            if (hp->n_ff_shexp)
+                ok = ok && add_tensor(m, F32, E, 0, 0, "blk.%u.ffn_gate_inp_shexp.weight", il) &&
+                     add_tensor(m, F16, E, hp->n_ff_shexp, 0, "blk.%u.ffn_gate_shexp.weight", il) &&
+                     add_tensor(m, F16, E, hp->n_ff_shexp, 0, "blk.%u.ffn_up_shexp.weight", il) &&
+                     add_tensor(m, F16, hp->n_ff_shexp, E, 0, "blk.%u.ffn_down_shexp.weight", il);
+        } else {
+            ok = ok && add_tensor(m, F16, E, hp->n_ff, 0, "blk.%u.ffn_gate.weight", il) &&
+                 add_tensor(m, F16, E, hp->n_ff, 0, "blk.%u.ffn_up.weight", il) &&
+                 add_tensor(m, F16, hp->n_ff, E, 0, "blk.%u.ffn_down.weight", il);
+        }
+        if (mtp)
+            ok = ok && add_tensor(m, F16, 2 * E, E, 0, "blk.%u.nextn.eh_proj.weight", il) &&
+                 add_tensor(m, F32, E, 0, 0, "blk.%u.nextn.enorm.weight", il) &&
+                 add_tensor(m, F32, E, 0, 0, "blk.%u.nextn.hnorm.weight", il) &&
+                 add_tensor(m, F32, E, 0, 0, "blk.%u.nextn.shared_head_norm.weight", il);
+    }
+    for (uint64_t i = 0; ok && i < m->n_t; i++) m->t[i].name = m->names[i];
+    return ok;
+}
+
+/* A directory with config.json but no safetensors: plan from the config. */
+static bool config_only_dir(const char *dir)
+{
+    static const char *const files[] = {"model.safetensors", "model.safetensors.index.json"};
+    char p[4096];
+    struct stat st;
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(p, sizeof p, "%s/%s", dir, files[i]);
+        if (stat(p, &st) == 0) return false;
+    }
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    return stat(p, &st) == 0;
+}
+
+static enum mw_status model_from_config(const char *path, struct model *m, struct mw_err *err)
+{
+    struct hf_config *c = calloc(1, sizeof *c);
+    if (!c) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "config");
+    enum mw_status s = hf_config_load(path, c, err);
+    if (s == MW_OK) {
+        calib_hparams_from_hf(c, &m->hp, &m->n_bias);
+        bool unsupported = false;
+        if (!config_tensors(m, &m->hp, &unsupported)) {
+            mw_err_set_path(err, path);
+            s = unsupported
+                    ? MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                              "a %s config alone: plan needs the checkpoint for this family",
+                              m->hp.arch_name)
+                    : MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor table");
+        }
+        m->config_only = true;
+    }
+    free(c);
+    return s;
+}
+
 static enum mw_status model_open(const char *path, struct model *m, struct mw_err *err)
 {
     struct stat st;
@@ -72,7 +230,14 @@ static enum mw_status model_open(const char *path, struct model *m, struct mw_er
                        strerror(errno));
     }
     enum mw_status s;
-    if (S_ISDIR(st.st_mode)) {
+    const size_t pl = strlen(path);
+    if (S_ISDIR(st.st_mode) && config_only_dir(path)) {
+        char cfg[4096];
+        snprintf(cfg, sizeof cfg, "%s/config.json", path);
+        if ((s = model_from_config(cfg, m, err))) return s;
+    } else if (!S_ISDIR(st.st_mode) && pl >= 5 && strcmp(path + pl - 5, ".json") == 0) {
+        if ((s = model_from_config(path, m, err))) return s;
+    } else if (S_ISDIR(st.st_mode)) {
         if ((s = hf_model_open(path, &m->hf, err))) return s;
         if ((s = hf_plan_build(m->hf, HF_OUT_F16, &m->plan, err))) return s;
         calib_hparams_from_hf(hf_model_config(m->hf), &m->hp, &m->n_bias);
@@ -106,7 +271,8 @@ static enum mw_status model_open(const char *path, struct model *m, struct mw_er
         }
     }
     snprintf(m->info.arch, sizeof m->info.arch, "%s", m->hp.arch_name);
-    m->info.n_layer = m->hp.n_layer;
+    /* llama-quantize's layer count is block_count: the MTP blocks too */
+    m->info.n_layer = m->hp.n_layer + m->hp.n_nextn;
     m->info.n_head = m->hp.n_head;
     m->info.n_head_kv = m->hp.n_head_kv;
     m->info.n_expert = m->hp.n_expert;
@@ -135,6 +301,14 @@ static bool preset_bytes(const struct model *m, const struct quant_preset *p, ui
     for (uint64_t i = 0; ok && i < m->n_t; i++)
         ty[i] = quant_tensor_is_quantizable(&m->t[i], false) ? ch[i].type : m->t[i].type;
     ok = ok && quant_decode_bytes(m->t, ty, m->n_t, m->hp.n_expert_used, out, active);
+    /* the MTP blocks (blk.n_layer..) stay in the file but are never run */
+    for (uint64_t i = 0; ok && m->hp.n_nextn && i < m->n_t; i++) {
+        unsigned il;
+        uint64_t b;
+        if (sscanf(m->t[i].name, "blk.%u.", &il) == 1 && il >= m->hp.n_layer &&
+            gguf_tensor_nbytes(ty[i], m->t[i].ne, &b) && b <= *active)
+            *active -= b;
+    }
     free(ch);
     free(ty);
     return ok;
@@ -198,6 +372,12 @@ static void print_model(const char *path, const struct rt_hparams *hp, uint64_t 
         printf("       mixture of experts: %u experts, %u routed per token, expert ffn %u%s\n",
                hp->n_expert, hp->n_expert_used, hp->n_ff_exp ? hp->n_ff_exp : hp->n_ff,
                hp->n_ff_shexp ? ", a shared expert" : "");
+    if (hp->full_attn_interval)
+        printf("       gated delta net: every %u-th layer full attention (q output gate), the "
+               "others linear attention: %u key / %u value heads, state %u, conv kernel %u%s\n",
+               hp->full_attn_interval, hp->ssm_n_group, hp->ssm_dt_rank, hp->ssm_d_state,
+               hp->ssm_conv_kernel,
+               hp->n_nextn ? "; an MTP block in the file (blk.n_layer), never run" : "");
     printf("       %.3f B parameters in quantizable weights, %.1f MiB of other tensors (f32)\n",
            (double)n_q / 1e9, mib(other));
 }
@@ -260,6 +440,23 @@ static void print_decode(const struct rt_hparams *hp, const struct presets *pr)
 static void print_kv_layout(const struct rt_hparams *hp, const struct calib_mem_arch *arch,
                             uint32_t ctx)
 {
+    if (hp->full_attn_interval) {
+        uint32_t n_rec = 0;
+        for (uint32_t il = 0; il < hp->n_layer; il++) n_rec += rt_layer_is_recurrent(hp, il);
+        const uint64_t conv = (uint64_t)(hp->ssm_conv_kernel ? hp->ssm_conv_kernel - 1 : 0) *
+                              rt_ssm_conv_channels(hp);
+        const uint64_t ssm = (uint64_t)hp->ssm_d_state * hp->ssm_d_state * hp->ssm_dt_rank;
+        printf("  layout (%s): %u full-attention layers x %u kv heads x head dim %u (K and V) "
+               "keep ctx positions; %u gated delta net layers keep a fixed f32 state each, "
+               "whatever the context: conv %u x %llu + delta rule %u x %u x %u = %.2f MiB "
+               "(%.1f MiB in all, counted in the column below)%s\n",
+               hp->arch_name, hp->n_layer - n_rec, hp->n_head_kv, hp->head_dim, n_rec,
+               hp->ssm_conv_kernel ? hp->ssm_conv_kernel - 1 : 0,
+               (unsigned long long)rt_ssm_conv_channels(hp), hp->ssm_d_state, hp->ssm_d_state,
+               hp->ssm_dt_rank, mib(4 * (conv + ssm)), mib(4 * (conv + ssm) * n_rec),
+               hp->n_nextn ? "; the MTP block is not run and keeps no cache" : "");
+        return;
+    }
     uint32_t n_sl = 0, rows = 0;
     calib_mem_kv_layout(arch, ctx, 0, &n_sl, &rows);
     printf("  layout (%s): %u layers x %u kv heads x head dim %u (K and V)", hp->arch_name,
@@ -280,7 +477,8 @@ static void print_kv(const struct rt_hparams *hp, const struct calib_mem_arch *a
                      uint32_t ctx, uint32_t threads)
 {
     printf("\nKV cache (K+V = 2 * n_layer * n_ctx * n_head_kv * head_dim * bytes; f16 2 B, "
-           "q8_0 34 B per 32):\n");
+           "q8_0 34 B per 32%s):\n",
+           hp->full_attn_interval ? "; full-attention layers only, plus the recurrent state" : "");
     if (hp->arch != RT_ARCH_LLAMA && hp->arch != RT_ARCH_QWEN2) print_kv_layout(hp, arch, ctx);
     printf("  %8s %12s %12s\n", "ctx", "f16", "q8_0");
     uint32_t ctxs[24];
@@ -327,8 +525,12 @@ static void print_fit_row(uint64_t r, const struct calib_mem *mm, uint64_t n_q, 
                                preset_names[k]);
         if (w > 0 && (size_t)w < sizeof list - used) used += (size_t)w;
     }
-    printf("  %-7s %11s %11s %8s %9s  %s\n", dev, app, lw, bpw, best,
-           used ? list : "(nothing fits: lower --ctx or use --kv q8_0)");
+    /* nothing fits: a smaller context helps only where the KV cache is what
+     * took the room; else the weights alone are too big for any preset */
+    const char *none = mm->kv_bytes >= left / 4 ? "(nothing fits: lower --ctx or use --kv q8_0)"
+                       : maxb >= 1.5 ? "(no preset fits: quant --fit-ram mixes down to max bpw)"
+                                     : "(nothing fits)";
+    printf("  %-7s %11s %11s %8s %9s  %s\n", dev, app, lw, bpw, best, used ? list : none);
 }
 
 /* The runtime at ctx and what fits each device tier (or --ram). */

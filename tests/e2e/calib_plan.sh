@@ -2,6 +2,15 @@
 # memwall plan: usage errors; tables for an HF dir and a GGUF file; preset
 # sizes equal the tensor data memwall quant writes; the KV column follows
 # 2 * n_layer * n_ctx * n_head_kv * head_dim * bytes.
+# A config.json alone (weights not needed): the same tables as the
+# checkpoint's (tinyllama; the qwen35, qwen35moe, qwen3next HF fixtures of
+# mk_family_fixture.py when their tokenizer files are at hand); the real
+# Qwen3.5 0.8B, 4B, 9B, 27B, 35B-A3B (tests/fixtures/configs: 0.8B's values
+# are its config.json; 9B, 27B, 35B-A3B's sizes and head counts are those of
+# shared/docs/families-2026.md 1a, with 0.8B's keys otherwise; 4B's linear
+# heads 16/32, ffn 9216 and tied embeddings are not in that table) at 4k and
+# 32k: the full-attention layers' KV plus the recurrent state (exact bytes:
+# check_quant_plan), and what fits 8/12/16 GiB.
 . "$(dirname "$0")/calib_common.sh"
 [ -d "$TINY" ] || { skip "no $TINY"; }
 run 2 plan && has "$err" "missing MODEL" "no args"
@@ -25,4 +34,45 @@ start=$(echo "$out" | sed -n 's/.*data start \([0-9]*\).*/\1/p')
 end=$(echo "$out" | sed -n 's/.*data end \([0-9]*\).*/\1/p')
 [ -n "$start" ] && [ "$plan_q4" = "$((end - start))" ] ||
     fail "plan Q4_K_M bytes $plan_q4, memwall quant wrote $((end - start))"
+
+# --- config.json alone: the tensor table its conversion has ---
+same_plan() { # DIR [kv]: plan DIR and plan DIR/config.json print the same tables
+    # (kv: the KV tables only; qwen3next's config does not say that the
+    # checkpoint has an MTP block, its mtp.* tensors do)
+    local sel='NR > 1'
+    [ "${2:-}" = kv ] && sel='/^KV cache/ { f = 1 } /^runtime at/ { f = 0 } f'
+    run 0 plan "$1" && echo "$out" | awk "$sel" | sed 's/; the MTP block.*//' > "$T/p-dir" &&
+        run 0 plan "$1/config.json" && echo "$out" | awk "$sel" | sed 's/; the MTP block.*//' > "$T/p-cfg" ||
+        { fail "plan $1"; return; }
+    cmp -s "$T/p-dir" "$T/p-cfg" ||
+        { fail "$(basename "$1"): config.json alone plans otherwise:"; diff "$T/p-dir" "$T/p-cfg" | head -n 6; }
+}
+same_plan "$TINY"
+if have_python; then
+    for k in qwen35 qwen35moe qwen3next; do
+        python3 "$MW_SRC/tests/fixtures/mk_family_fixture.py" "$k" "$T/$k" > "$T/mk.log" 2>&1
+        mrc=$?
+        [ $mrc -eq 77 ] && { echo "$k: no tokenizer files, config-only table not compared"; continue; }
+        [ $mrc -eq 0 ] || { fail "mk_family_fixture.py $k: exit $mrc: $(tail -n 2 "$T/mk.log")"; continue; }
+        if [ $k = qwen3next ]; then same_plan "$T/$k" kv; else same_plan "$T/$k"; fi
+        rm -rf "${T:?}/$k"
+    done
+fi
+# the real Qwen3.5 shapes; 0.8B at 4k: 6 full-attention layers * 2 * 4096 * 2 kv
+# heads * 256 * 2 B = 48 MiB, + 18 delta net layers * (3 * 6144 + 128 * 128 * 16)
+# * 4 B = 19.27 MiB
+for m in 0.8b 4b 9b 27b 35b-a3b; do
+    for ctx in 4096 32768; do
+        run 0 plan "$MW_SRC/tests/fixtures/configs/qwen3.5-$m" --ctx "$ctx" || continue
+        echo "$out" | grep -q "gated delta net layers keep a fixed f32 state" || fail "$m: no state layout"
+        for r in 8 12 16; do
+            echo "$out" | grep -q "^  $r GiB " || fail "$m ctx $ctx: no $r GiB row"
+        done
+        printf 'qwen3.5-%-7s ctx %5d: %s; best 8/12/16 GiB: %s\n' "$m" "$ctx" \
+            "$(echo "$out" | sed -n 's/^runtime at ctx [0-9]*, f16 KV, [0-9]* threads: \(KV [^,]*\),.*/\1/p')" \
+            "$(echo "$out" | awk '/^  (8|12|16) GiB / { printf "%s%s (%s bpw)", n++ ? ", " : "", $8, $7 }')"
+    done
+done
+run 0 plan "$MW_SRC/tests/fixtures/configs/qwen3.5-0.8b/config.json"
+has "$out" "runtime at ctx 4096, f16 KV, 4 threads: KV 67.3 MiB" "0.8B KV at 4k"
 finish
