@@ -101,13 +101,18 @@ vg 1 "$M" quant "$QSRC" -o "$T/imat.gguf" --preset Q4_K_S -q \
 vg 1 "$M" quant "$QSRC" -o "$T/x.gguf" --preset Q4_K_M --imatrix "$T/cut.gguf"
 vg 2 "$M" quant "$QSRC" -o "$T/x.gguf" --preset Q9_X
 has_cmd convert && vg 0 "$M" quant "$T/qwen2" -o "$T/qwq.gguf" --preset Q5_K_M -q
-vg 0 "$M" verify --deep "$T/q4km.gguf"
+vg 0 "$M" verify --deep "$T/q4km.gguf" --junit "$T/verify.xml"
+vg 0 "$M" quant --help-man
 
 # --- run, perplexity (and the phone binary) ---------------------------------------------
 if [ $have_rt = 1 ]; then
     vg 0 "$M" run -m "$T/m.gguf" -p "It was" -n 8 --temp 0 -q
     vg 0 "$M" run -m "$T/m.gguf" -p "It was" -n 8 --temp 0.8 --seed 3 --kv-type q8_0 -t 2 -q
     vg 0 "$M" perplexity "$T/m.gguf" "$T/eval.txt" --ctx 32 --chunks 2 -q
+    vg 0 "$M" eval "$T/m.gguf" --reference "$T/m.gguf" --text "$T/eval.txt" --ctx 32 --chunks 2 \
+        --max-kld 0 --junit "$T/eval.xml" -q
+    vg 1 "$M" eval "$T/m.gguf" --reference "$T/m.gguf" --text "$T/eval.txt" --ctx 32 --chunks 2 \
+        --max-ppl-ratio 0.5 -q
     vg 1 "$M" run -m "$T/cut.gguf" -p hi
     [ -x "$MR" ] && vg 0 "$MR" -m "$T/m.gguf" -p "It was" -n 4 --temp 0 -q
 fi
