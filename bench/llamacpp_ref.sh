@@ -69,7 +69,8 @@ mkdir -p "$OUT" "$W"
 kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src
                                   qwen3moe mixtral qwen2moe qwen3moe-fused
-                                  qwen35 qwen35moe qwen3next qwen35-causal qwen35moe-causal)
+                                  qwen35 qwen35moe qwen3next qwen35-causal qwen35moe-causal
+                                  phi4mini)
 commit=$(git -C "$LLAMA" log -1 --format=%H 2> /dev/null || echo unknown)
 for k in "${kinds[@]}"; do
     # k: a fixture kind, or gemma2-f16src (gemma2 with F16 weights: the

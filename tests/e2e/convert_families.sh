@@ -102,7 +102,7 @@ if [ "$WITH_PEER" = peer ]; then
 fi
 
 for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtral qwen2moe \
-         qwen3moe-fused; do
+         qwen3moe-fused phi4mini; do
     mkargs=("$k")
     types=${MW_FAMILIES_TYPES:-f16 bf16 q8_0}
     # gemma2 with F16 weights: the F16 source path (Gemma's norm + 1 rounded in F16)
@@ -156,7 +156,7 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
         arch=$(awk '$1=="arch"{print $2}' "$T/info")
         nv=$(awk '$1=="n_vocab"{print $2}' "$T/info")
         want_arch=$k
-        case $k in gemma3mm) want_arch=gemma3 ;; phi3long) want_arch=phi3 ;; gemma2-f16src) want_arch=gemma2 ;;
+        case $k in gemma3mm) want_arch=gemma3 ;; phi3long|phi4mini) want_arch=phi3 ;; gemma2-f16src) want_arch=gemma2 ;;
         mixtral) want_arch=llama ;; qwen3moe-fused) want_arch=qwen3moe ;; esac
         want_nv=$(python3 -c '
 import json, sys

@@ -16,7 +16,8 @@ What the converter uses, and what this gives:
                             add_special_tokens and a TemplateProcessing puts
                             one first.
   decode(ids)               byte-level inverse; added tokens as their text.
-\p{M} (Qwen3.5's regex) becomes the Unicode mark code points; a tokenizer
+\p{M} (Qwen3.5's and o200k's regexes) and \p{Lu} \p{Ll} \p{Lt} \p{Lm} \p{Lo}
+(o200k's) become their Unicode code points; a tokenizer
 whose regex is Qwen3.5's is flagged memwall_pre = "qwen35" (__init__.py).
 Byte-level BPE only (Qwen, Llama 3, GPT-2 layouts): a SentencePiece-style
 tokenizer.json (Gemma) raises NotImplementedError, as llama.cpp has no
@@ -95,6 +96,11 @@ class JsonTokenizer:
         self.memwall_pre = "qwen35" if rx == QWEN35_REGEX else None
         if rx and r"\p{M}" in rx:
             rx = rx.replace(r"\p{M}", _fx._class_of(lambda cat: cat[0] == "M"))
+        # o200k's (GPT-4o, Phi-4-mini) letter subcategories, also only
+        # inside [...]: the converter finds its pre-tokenizer gpt-4o by hash
+        for sub in ("Lu", "Ll", "Lt", "Lm", "Lo"):
+            if rx and r"\p{%s}" % sub in rx:
+                rx = rx.replace(r"\p{%s}" % sub, _fx._class_of(lambda cat, sub=sub: cat == sub))
         self._rx = _fx.py_regex(rx) if rx else None
         self._bos = None
         post = tj.get("post_processor") or {}
