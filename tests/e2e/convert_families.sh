@@ -30,6 +30,16 @@
 # ffn_{gate,up,down}_exps as llama.cpp's converter does, judged by the same
 # digests.
 #
+# Gated delta net: qwen35 (Qwen3_5ForConditionalGeneration: text_config,
+# vision tensors skipped, tied), qwen35moe (Qwen3_5MoeForConditionalGeneration:
+# fused experts, shared expert), qwen3next (Qwen3NextForCausalLM: fused
+# in_proj_qkvz / in_proj_ba, per-expert tensors), all with linear key heads
+# 2 != value heads 6 and the MTP block; qwen35-causal and qwen35moe-causal
+# (Qwen3_5ForCausalLM / Qwen3_5MoeForCausalLM, f16): the (1 + w) norms, ssm_a
+# = -exp(A_log), the V-head reorder, qwen3next's de-interleave and the MTP
+# renames judged by the same digests. Their pre-tokenizer (qwen35) is named
+# by the reference shim, not by llama.cpp's hash (bench/llamacpp_ref.sh).
+#
 # calib_hparams_from_hf (config.json -> runtime hyper-parameters: plan,
 # --fit-ram, calibration from an HF directory) equals what the runtime reads
 # from each converted file (HPARAMS_CMP: tests/tools/hparams_cmp.c), the MoE
@@ -102,7 +112,7 @@ if [ "$WITH_PEER" = peer ]; then
 fi
 
 for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtral qwen2moe \
-         qwen3moe-fused phi4mini; do
+         qwen3moe-fused qwen35 qwen35moe qwen3next qwen35-causal qwen35moe-causal phi4mini; do
     mkargs=("$k")
     types=${MW_FAMILIES_TYPES:-f16 bf16 q8_0}
     # gemma2 with F16 weights: the F16 source path (Gemma's norm + 1 rounded in F16)
@@ -110,6 +120,9 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
     # qwen3moe in transformers 5's fused expert layout (f16: the per-type
     # paths are qwen3moe's)
     [ $k = qwen3moe-fused ] && { mkargs=(qwen3moe --fused-experts); types=f16; }
+    # the Qwen3_5*ForCausalLM layouts (f16: the per-type paths are the
+    # ConditionalGeneration kinds')
+    case $k in *-causal) mkargs=("${k%-causal}" --causal-lm); types=f16 ;; esac
     python3 "$FIX/mk_family_fixture.py" "${mkargs[@]}" "$T/$k" --tok-dir "$TOKDIR" > "$T/mk.log" 2>&1
     mrc=$?
     [ $mrc -eq 77 ] && skip "fixture $k: $(tail -n 1 "$T/mk.log")"
@@ -157,7 +170,7 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
         nv=$(awk '$1=="n_vocab"{print $2}' "$T/info")
         want_arch=$k
         case $k in gemma3mm) want_arch=gemma3 ;; phi3long|phi4mini) want_arch=phi3 ;; gemma2-f16src) want_arch=gemma2 ;;
-        mixtral) want_arch=llama ;; qwen3moe-fused) want_arch=qwen3moe ;; esac
+        mixtral) want_arch=llama ;; qwen3moe-fused) want_arch=qwen3moe ;; *-causal) want_arch=${k%-causal} ;; esac
         want_nv=$(python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))
