@@ -359,8 +359,8 @@ static int run(struct job *j)
     print_written(j, &qs);
 #if defined(MW_HAVE_FULL)
     if (a->report || a->card)
-        return report_after_quant(cmd, a->out, a->report, a->card, j->o.command,
-                                  a->src_is_dir ? a->src : NULL);
+        return report_after_quant(cmd, a->out, a->report, a->card, j->o.command, a->src,
+                                  a->src_is_dir);
 #endif
     return 0;
 }
@@ -371,7 +371,7 @@ int cmd_quant(int argc, char **argv)
     int rc = cmd_quant_parse(&a, argc, argv);
 #if defined(MW_HAVE_FULL)
     /* memwall.quant.command: the options that make the bytes */
-    char *command = rc == CMD_GO_ON ? report_quant_command(argc, argv) : NULL;
+    char *command = rc == CMD_GO_ON ? report_quant_command(argc, argv, a.src) : NULL;
     a.o.command = command;
 #endif
     if (rc == CMD_GO_ON) {

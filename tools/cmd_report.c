@@ -46,7 +46,7 @@ struct report_args {
 
 /* Write the page and/or the card of files[0..n). */
 static int emit(const char *cmd, struct report_file *files, size_t n, const char *html,
-                const char *card, const char *command, const char *license)
+                const char *card, const char *command, const char *src, const char *license)
 {
     struct mw_err err;
     mw_err_clear(&err);
@@ -59,7 +59,7 @@ static int emit(const char *cmd, struct report_file *files, size_t n, const char
     }
     if (s == MW_OK && card) {
         struct report_buf b = {0};
-        report_card(&b, &files[0], command, license);
+        report_card(&b, &files[0], command, src, license);
         s = report_buf_write(&b, card, &err);
         free(b.p);
     }
@@ -81,7 +81,7 @@ static int run(const char *cmd, const struct report_args *a)
                                                .n_threads = a->threads};
         s = report_measure(&qo, files, (size_t)n, &err);
     }
-    rc = s == MW_OK ? emit(cmd, files, (size_t)n, a->html, a->card, NULL, NULL)
+    rc = s == MW_OK ? emit(cmd, files, (size_t)n, a->html, a->card, NULL, NULL, NULL)
                     : cmd_fail(cmd, &err);
     for (int i = 0; i < n; i++) report_file_close(&files[i]);
     return rc;
@@ -119,14 +119,14 @@ int cmd_report(int argc, char **argv)
 }
 
 int report_after_quant(const char *cmd, const char *out, const char *html, const char *card,
-                       const char *command, const char *src_dir)
+                       const char *command, const char *src, bool src_is_dir)
 {
     struct report_file rf;
     struct mw_err err;
     mw_err_clear(&err);
     if (report_file_open(out, &rf, &err) != MW_OK) return cmd_fail(cmd, &err);
-    char *license = src_dir ? report_hf_license(src_dir) : NULL;
-    const int rc = emit(cmd, &rf, 1, html, card, command, license);
+    char *license = src_is_dir ? report_hf_license(src) : NULL;
+    const int rc = emit(cmd, &rf, 1, html, card, command, src, license);
     free(license);
     report_file_close(&rf);
     return rc;
@@ -170,7 +170,7 @@ static void quoted(struct report_buf *b, const char *s)
     report_buf_printf(b, "'");
 }
 
-char *report_quant_command(int argc, char **argv)
+char *report_quant_command(int argc, char **argv, const char *src)
 {
     struct report_buf b = {0};
     report_buf_printf(&b, "memwall quant");
@@ -180,7 +180,8 @@ char *report_quant_command(int argc, char **argv)
         if (opts && strcmp(argv[i], "--") == 0) opts = false;
         if (d == 2) i++;
         if (d) continue;
-        quoted(&b, argv[i]);
+        if (argv[i] == src) report_buf_printf(&b, " SRC"); /* the very argument parsed as SRC */
+        else quoted(&b, argv[i]);
     }
     if (b.oom) {
         free(b.p);

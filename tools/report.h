@@ -152,9 +152,10 @@ void report_html_calib(struct report_buf *b, const struct report_file *rf);
 void report_html_plan(struct report_buf *b, const struct report_file *rf);
 void report_html_quality(struct report_buf *b, const struct report_file *files, size_t n);
 /* The model card of files[0] (command: the command line that made it, NULL:
- * memwall.quant.command; license: the source's, NULL: general.license). */
+ * memwall.quant.command; src: the path its "SRC" stands for, NULL: not known
+ * here; license: the source's, NULL: general.license). */
 void report_card(struct report_buf *b, const struct report_file *rf, const char *command,
-                 const char *license);
+                 const char *src, const char *license);
 
 /* The license named in a Hugging Face checkpoint directory: README.md's
  * front matter "license:" line, else config.json's "license"; NULL if none
@@ -162,17 +163,20 @@ void report_card(struct report_buf *b, const struct report_file *rf, const char 
 char *report_hf_license(const char *dir);
 
 /* `memwall quant`'s command line as recorded in memwall.quant.command:
- * "memwall quant" and its arguments (shell-quoted where needed) without the
- * ones that do not change the file's bytes (-o, -t, -q, --progress,
- * --max-memory, --work-dir, --resume, --dry-run, --report, --card), so that
- * files made with other thread counts or output names stay byte-identical.
- * malloc'd; NULL when out of memory. */
-char *report_quant_command(int argc, char **argv);
+ * "memwall quant" and its arguments (shell-quoted where needed), the source
+ * argument (argv's element src) written "SRC", without the options that do
+ * not change the file's bytes (-o, -t, -q, --progress, --max-memory,
+ * --work-dir, --resume, --dry-run, --report, --card): files made with other
+ * thread counts or output names, or from the same model elsewhere (an HF
+ * directory or its F16 GGUF) stay byte-identical. malloc'd; NULL when out
+ * of memory. */
+char *report_quant_command(int argc, char **argv, const char *src);
 
 /* After `memwall quant`: the report and/or the card of the file just
- * written (html or card NULL: not asked). Prints errors as cmd; returns an
+ * written (html or card NULL: not asked), the card's command with SRC as
+ * given and the license of an HF source. Prints errors as cmd; returns an
  * exit code. */
 int report_after_quant(const char *cmd, const char *out, const char *html, const char *card,
-                       const char *command, const char *src_dir);
+                       const char *command, const char *src, bool src_is_dir);
 
 #endif /* MW_TOOLS_REPORT_H */

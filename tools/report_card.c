@@ -149,8 +149,35 @@ static void quality(struct report_buf *b, const struct report_file *rf)
       q->ppl_base > 0 ? q->ppl / q->ppl_base : 0.0, q->kld, 100.0 * q->top1);
 }
 
+/* The command with its "SRC" word as src (quoted where needed), or as it is. */
+static void command_line(struct report_buf *b, const char *c, const char *src)
+{
+    const char *w = strstr(c, " SRC");
+    while (w && w[4] != '\0' && w[4] != ' ') w = strstr(w + 4, " SRC");
+    if (!src || !w) {
+        P(b, "%s", c);
+        return;
+    }
+    P(b, "%.*s ", (int)(w - c), c);
+    bool plain = *src != '\0';
+    for (const char *p = src; *p && plain; p++)
+        plain = strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:+,@",
+                       *p) != NULL;
+    if (plain) {
+        P(b, "%s", src);
+    } else {
+        P(b, "'");
+        for (const char *p = src; *p; p++) {
+            if (*p == '\'') P(b, "'\\''");
+            else P(b, "%c", *p);
+        }
+        P(b, "'");
+    }
+    P(b, "%s", w + 4);
+}
+
 void report_card(struct report_buf *b, const struct report_file *rf, const char *command,
-                 const char *license)
+                 const char *src, const char *license)
 {
     front_matter(b, rf, license);
     P(b, "# ");
@@ -164,7 +191,12 @@ void report_card(struct report_buf *b, const struct report_file *rf, const char 
     const char *c = command ? command : rf->command;
     P(b, "## How it was made\n\n");
     if (c) {
-        P(b, "```sh\n%s -o %s\n```\n", c, base_name(rf->path));
+        P(b, "```sh\n");
+        command_line(b, c, src);
+        P(b, " -o %s\n```\n", base_name(rf->path));
+        if (!src && strstr(c, " SRC"))
+            P(b, "\nSRC: the unquantized model (the base model above), as a GGUF file or a "
+                 "Hugging Face checkpoint directory.\n");
     } else {
         P(b, "The file records no command line (not made by memwall quant).\n");
     }

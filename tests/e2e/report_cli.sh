@@ -26,13 +26,22 @@ run 3 report "$T/none.gguf" -o "$T/x.html"
 [ -e "$T/x.html" ] && fail "a failed report left $T/x.html"
 run 2 quant "$HF" --dry-run --preset Q4_K_M --report "$T/x.html" && has "$err" "--report" "dry"
 
-# quant --report --card; the command line recorded; the same bytes without them
+# quant --report --card; the command line recorded (SRC for the source); the
+# same bytes without the options that do not make them, and from a copy
 run 0 quant "$HF" -o "$T/q4.gguf" --preset Q4_K_M -t 1 -q --report "$T/q4.html" --card "$T/q4.md"
-want="memwall quant $HF --preset Q4_K_M"
 got=$(mwgguf kv "$T/q4.gguf" memwall.quant.command)
-[ "$got" = "$want" ] || fail "memwall.quant.command '$got', want '$want'"
-run 0 quant "$HF" --progress=none -o "$T/q4-b.gguf" -t 2 --preset Q4_K_M
-cmp -s "$T/q4.gguf" "$T/q4-b.gguf" || fail "-t/-o/-q/--progress/--report changed the file's bytes"
+[ "$got" = "memwall quant SRC --preset Q4_K_M" ] || fail "memwall.quant.command '$got'"
+CP="$T/copy/$(basename "$HF")" # general.name comes from the directory's name
+mkdir -p "$CP" && cp "$HF"/* "$CP/"
+run 0 quant "$CP" --progress=none -o "$T/q4-b.gguf" -t 2 --preset Q4_K_M
+cmp -s "$T/q4.gguf" "$T/q4-b.gguf" || fail "-t/-o/-q/--progress/--report or SRC's place changed the bytes"
+run 0 quant "$F16" -o "$T/o.gguf" --preset Q4_K_M --type-override 'attn_v=q8_0' -q
+got=$(mwgguf kv "$T/o.gguf" memwall.quant.command)
+[ "$got" = "memwall quant SRC --preset Q4_K_M --type-override attn_v=q8_0" ] ||
+    fail "memwall.quant.command '$got'"
+run 0 report "$T/o.gguf" --card "$T/o.md"
+grep -qxF 'memwall quant SRC --preset Q4_K_M --type-override attn_v=q8_0 -o o.gguf' "$T/o.md" &&
+    grep -q '^SRC: the unquantized model' "$T/o.md" || fail "card of report: the recorded command"
 
 # the page: self-contained, one cell per matrix with its type
 H="$T/q4.html"
@@ -67,12 +76,12 @@ C="$T/q4.md"
 [ "$(head -n 1 "$C")" = "---" ] || fail "card: no front matter"
 for l in 'base_model: tinyllama-8m' '- gguf' 'quantized_by: memwall' \
     '| Q4_K | 4.5 | 49 | 3612672 | 68.9% |' '| bits per weight | 4.997 |' \
-    "$want -o q4.gguf"; do
+    "memwall quant $HF --preset Q4_K_M -o q4.gguf"; do
     grep -qxF -- "$l" "$C" || fail "card lacks the line '$l'"
 done
 # a license from the source's README front matter
-mkdir -p "$T/hf" && cp "$HF"/* "$T/hf/" && printf -- '---\nlicense: apache-2.0\n---\n# x\n' > "$T/hf/README.md"
-run 0 quant "$T/hf" -o "$T/lic.gguf" --preset Q8_0 -q --card "$T/lic.md"
+printf -- '---\nlicense: apache-2.0\n---\n# x\n' > "$CP/README.md"
+run 0 quant "$CP" -o "$T/lic.gguf" --preset Q8_0 -q --card "$T/lic.md"
 grep -qx 'license: apache-2.0' "$T/lic.md" || fail "card: license from the source's README"
 
 # a --size budget: the file against it

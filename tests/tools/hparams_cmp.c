@@ -77,6 +77,11 @@ int main(int argc, char **argv)
     U(n_swa); U(swa_pattern); F(rope_base_swa); U(n_ctx_orig); U(has_rope_long);
     F(rope_attn_factor); F(rope_freq_scale_swa);
     U(n_expert); U(n_expert_used); U(n_ff_exp); U(n_ff_shexp); U(moe_norm_w);
+    /* the gated delta net (n_nextn too where config.json gives it: Qwen3-Next
+     * counts its MTP blocks from the tensors) */
+    U(full_attn_interval); U(ssm_conv_kernel); U(ssm_d_state); U(ssm_n_group); U(ssm_dt_rank);
+    U(ssm_d_inner); U(attn_out_gate); U(ssm_v_tiled);
+    if (c.n_nextn_from_config || !hf_arch_is_delta_net(c.arch)) U(n_nextn);
 #undef U
 #undef F
     rt_model_close(m);
