@@ -18,8 +18,9 @@
 #    llama_model_quantize's for the same source (presets below; every preset
 #    with MW_QWEN35_PRESETS=all; the i-quants that need one with a synthetic
 #    imatrix that covers the experts)
-#  - --size on qwen35moe, --bpw on qwen3next: within the target, verify
-#    --deep passes, what llama-quantize keeps F32 stays F32
+#  - --size on qwen35, --fit-ram on qwen35moe (the room plan shows), --bpw on
+#    qwen3next: within the target, verify --deep passes, what llama-quantize
+#    keeps F32 stays F32
 source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
 have_python || skip "no python3"
 need_peer
@@ -123,15 +124,28 @@ for m in qwen35 qwen35moe qwen3next; do
 done
 echo "files: $n_ok of $n_all byte-identical to llama_model_quantize's (minus memwall.* KVs)"
 
-# --- --bpw / --size on the MoE ---
-run 0 quant "$T/qwen35moe.gguf" -o "$T/s.gguf" --size 3M --no-iquants -t 2 -q &&
-    run 0 verify "$T/s.gguf" --deep || fail "--size 3M on qwen35moe"
+# --- --size, --fit-ram, --bpw (k-quants: the i-quants' candidates cost more to measure) ---
+run 0 quant "$T/qwen35.gguf" -o "$T/s.gguf" --size 1.5M --no-iquants -t 2 -q &&
+    run 0 verify "$T/s.gguf" --deep || fail "--size 1.5M on qwen35"
 sz=$(stat -c %s "$T/s.gguf" 2> /dev/null || echo 0)
-[ "$sz" -le 3145728 ] && [ "$sz" -gt 2900000 ] || fail "--size 3M: the file has $sz bytes"
+[ "$sz" -le 1572864 ] && [ "$sz" -gt 1450000 ] || fail "--size 1.5M on qwen35: the file has $sz bytes"
+# --fit-ram: the runtime's memory at ctx 512 (the MoE's 3 recurrent layers' state
+# and 1 full-attention layer's KV, scratch, the 64 MiB base) leaves about 5 MiB
+run 0 quant "$T/qwen35moe.gguf" -o "$T/f.gguf" --fit-ram 110M --ctx 512 --no-iquants -t 2
+fb=$(echo "$err" | sed -n 's/.*fit-ram=[0-9]*,ctx=512,kv=f16,file=\([0-9]*\).*/\1/p' | head -n 1)
+run 0 verify "$T/f.gguf" --deep || fail "--fit-ram 110M on qwen35moe"
+fz=$(stat -c %s "$T/f.gguf" 2> /dev/null || echo 0)
+[ -n "$fb" ] && [ "$fz" -le "$fb" ] && [ "$fz" -gt $((fb * 9 / 10)) ] ||
+    fail "--fit-ram 110M: file $fz bytes for a budget of '$fb'"
+run 0 plan "$T/qwen35moe.gguf" --ram 110M --ctx 512
+has "$out" "$(awk -v b="$fb" 'BEGIN { printf "%.1f MiB", b / 1048576 }')" "plan's room for the weights at 110M"
 run 0 quant "$T/qwen3next.gguf" -o "$T/b3.gguf" --bpw 3.5 --no-iquants -t 2 -q &&
     run 0 verify "$T/b3.gguf" --deep || fail "--bpw 3.5 on qwen3next"
-mwgguf types "$T/b3.gguf" > "$T/b3.types"
-awk '$1 ~ /ssm_conv1d|ssm_a$|ssm_dt|_norm|ffn_gate_inp/ && $2 != "f32" { bad = bad " " $1 } END { if (bad) { print bad; exit 1 } }' \
-    "$T/b3.types" > "$T/b3.bad" || fail "--bpw 3.5 quantized what stays F32:$(cat "$T/b3.bad")"
-echo "--size 3M on qwen35moe: $sz bytes; --bpw 3.5 on qwen3next: $(stat -c %s "$T/b3.gguf") bytes"
+for f in s f b3; do
+    mwgguf types "$T/$f.gguf" |
+        awk '$1 ~ /ssm_conv1d|ssm_a$|ssm_dt|_norm|ffn_gate_inp/ && $2 != "f32" { bad = bad " " $1 } END { if (bad) { print bad; exit 1 } }' \
+        > "$T/bad" || fail "$f: a budget quantized what llama-quantize keeps F32:$(cat "$T/bad")"
+done
+echo "--size 1.5M on qwen35: $sz bytes; --fit-ram 110M --ctx 512 on qwen35moe: $fz of $fb bytes;" \
+    "--bpw 3.5 on qwen3next: $(stat -c %s "$T/b3.gguf") bytes"
 finish
