@@ -521,6 +521,133 @@ START_TEST(test_config_family_errors)
 }
 END_TEST
 
+// --- the gated delta net families ------------------------------------------------------
+
+/* Qwen3.5-0.8B's text_config key set (tiny values): 8 layers, key heads 2,
+ * value heads 6 */
+#define CFG_Q35_TEXT                                                                       \
+    "\"attn_output_gate\":true,\"full_attention_interval\":4,\"head_dim\":64,"           \
+    "\"hidden_act\":\"silu\",\"hidden_size\":64,\"intermediate_size\":128,"               \
+    "\"linear_conv_kernel_dim\":4,\"linear_key_head_dim\":32,\"linear_num_key_heads\":2,"  \
+    "\"linear_num_value_heads\":6,\"linear_value_head_dim\":32,"                          \
+    "\"max_position_embeddings\":262144,\"model_type\":\"qwen3_5_text\","                 \
+    "\"mtp_num_hidden_layers\":1,\"num_attention_heads\":4,\"num_hidden_layers\":8,"      \
+    "\"num_key_value_heads\":2,\"rms_norm_eps\":1e-06,\"vocab_size\":1000,"               \
+    "\"rope_parameters\":{\"mrope_interleaved\":true,\"mrope_section\":[3,3,2],"           \
+    "\"partial_rotary_factor\":0.25,\"rope_theta\":10000000,\"rope_type\":\"default\"}"
+#define CFG_Q35_CG(extra)                                                                  \
+    "{\"architectures\":[\"Qwen3_5ForConditionalGeneration\"],\"model_type\":\"qwen3_5\","  \
+    "\"tie_word_embeddings\":true,\"text_config\":{" CFG_Q35_TEXT extra "}}"
+#define CFG_Q3NEXT(extra)                                                                  \
+    "{\"architectures\":[\"Qwen3NextForCausalLM\"],\"model_type\":\"qwen3_next\","         \
+    "\"full_attention_interval\":4,\"head_dim\":64,\"hidden_size\":64,"                     \
+    "\"intermediate_size\":160,\"linear_conv_kernel_dim\":4,\"linear_key_head_dim\":32,"    \
+    "\"linear_num_key_heads\":2,\"linear_num_value_heads\":6,\"linear_value_head_dim\":32,"  \
+    "\"max_position_embeddings\":262144,\"moe_intermediate_size\":32,\"norm_topk_prob\":true," \
+    "\"num_attention_heads\":4,\"num_experts\":8,\"num_experts_per_tok\":2,"               \
+    "\"num_hidden_layers\":8,\"num_key_value_heads\":2,\"partial_rotary_factor\":0.25,"     \
+    "\"rms_norm_eps\":1e-06,\"rope_theta\":10000000,\"shared_expert_intermediate_size\":64," \
+    "\"vocab_size\":1000" extra "}"
+
+START_TEST(test_config_delta_net)
+{
+    struct hf_config c;
+    struct mw_err err;
+    mw_err_clear(&err);
+    const char *j = CFG_Q35_CG("");
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.arch, HF_ARCH_QWEN35);
+    ck_assert_str_eq(c.gguf_arch, "qwen35");
+    ck_assert(c.multimodal && c.tie_embeddings && hf_arch_is_delta_net(c.arch) &&
+              !hf_arch_is_moe(c.arch));
+    ck_assert_uint_eq(c.n_layer, 8);
+    ck_assert_uint_eq(c.n_nextn, 1);
+    ck_assert_uint_eq(c.n_rot, 16);
+    ck_assert(c.has_rope_sections && c.rope_sections[0] == 3 && c.rope_sections[2] == 2 &&
+              c.rope_sections[3] == 0);
+    ck_assert_uint_eq(c.full_attn_interval, 4);
+    ck_assert_uint_eq(c.ssm_conv_kernel, 4);
+    ck_assert_uint_eq(c.ssm_d_state, 32);
+    ck_assert_uint_eq(c.ssm_n_group, 2);
+    ck_assert_uint_eq(c.ssm_dt_rank, 6);
+    ck_assert_uint_eq(c.ssm_d_inner, 192);
+    ck_assert(c.ssm_v_reorder);
+    ck_assert_float_eq(c.rope_theta, 1e7f);
+
+    j = CFG_Q3NEXT("");
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.arch, HF_ARCH_QWEN3NEXT);
+    ck_assert(!c.multimodal && !c.ssm_v_reorder && !c.has_rope_sections && hf_arch_is_moe(c.arch));
+    ck_assert(!c.n_nextn_from_config); /* counted from the mtp.layers.N tensors */
+    ck_assert_uint_eq(c.n_rot, 16);
+    ck_assert_uint_eq(c.n_expert, 8);
+    ck_assert_uint_eq(c.n_ff_shexp, 64);
+}
+END_TEST
+
+/* A delta net case: base with the first occurrence of from replaced by to. */
+static const struct dn_case {
+    const char *name, *base, *from, *to;
+    enum mw_status want;
+    const char *where, *msg;
+} dn_cases[] = {
+    {"q35-layer-types", CFG_Q35_CG(""), "\"vocab_size\"",
+     "\"layer_types\":[\"linear_attention\",\"linear_attention\",\"full_attention\","
+     "\"full_attention\",\"linear_attention\",\"linear_attention\",\"linear_attention\","
+     "\"full_attention\"],\"vocab_size\"",
+     MW_E_FORMAT, "text_config.layer_types[2]", "contradicts full_attention_interval 4"},
+    {"q35-layer-types-len", CFG_Q35_CG(""), "\"vocab_size\"",
+     "\"layer_types\":[\"linear_attention\"],\"vocab_size\"", MW_E_FORMAT,
+     "text_config.layer_types", "num_hidden_layers (8)"},
+    {"q35-value-heads", CFG_Q35_CG(""), "\"linear_num_value_heads\":6",
+     "\"linear_num_value_heads\":5", MW_E_FORMAT, "text_config.linear_num_value_heads",
+     "not a multiple of linear_num_key_heads 2"},
+    {"q35-state-overflow", CFG_Q35_CG(""), "\"linear_key_head_dim\":32,\"linear_num_key_heads\":2,"
+     "\"linear_num_value_heads\":6", "\"linear_key_head_dim\":4294967295,\"linear_num_key_heads\":2,"
+     "\"linear_num_value_heads\":4294967294",
+     MW_E_FORMAT, "text_config.linear_num_value_heads", "overflows"},
+    {"q35-no-conv-kernel", CFG_Q35_CG(""), "\"linear_conv_kernel_dim\":4,", "", MW_E_FORMAT,
+     "text_config.linear_conv_kernel_dim", "missing"},
+    {"q35-mrope-sum", CFG_Q35_CG(""), "\"head_dim\":64", "\"head_dim\":128", MW_E_FORMAT,
+     "text_config.rope_parameters.mrope_section", "16 pairs"},
+    {"q35-gate-off", CFG_Q35_CG(""), "\"attn_output_gate\":true", "\"attn_output_gate\":false",
+     MW_E_UNSUPPORTED, "text_config.attn_output_gate", "always gates"},
+    {"q35-experts", CFG_Q35_CG(""), "\"vocab_size\"", "\"num_experts\":8,\"vocab_size\"",
+     MW_E_FORMAT, "text_config.num_experts", "not a Qwen3_5ForConditionalGeneration key"},
+    {"q35-top-level", CFG_Q35_CG(""), "\"text_config\"", "\"hidden_size\":64,\"text_config\"",
+     MW_E_FORMAT, "hidden_size", "text_config"},
+    {"q35-no-text-config", "{\"architectures\":[\"Qwen3_5ForConditionalGeneration\"]}", "", "",
+     MW_E_FORMAT, "text_config", "missing"},
+    {"q35-rope-yarn", CFG_Q35_CG(""), "\"rope_type\":\"default\"", "\"rope_type\":\"yarn\"",
+     MW_E_UNSUPPORTED, "text_config.rope_parameters.rope_type", "'yarn'"},
+    {"q3next-no-key-dim", CFG_Q3NEXT(""), "\"linear_key_head_dim\":32,", "", MW_E_FORMAT,
+     "linear_key_head_dim", "missing"},
+    {"q3next-mrope", CFG_Q3NEXT(""), "\"rope_theta\":10000000",
+     "\"rope_theta\":10000000,\"rope_scaling\":{\"rope_type\":\"default\",\"mrope_section\":[4,4]}",
+     MW_E_FORMAT, "rope_scaling.mrope_section", "not a Qwen3NextForCausalLM key"},
+    {"q3next-no-shared", CFG_Q3NEXT(""), "\"shared_expert_intermediate_size\":64,", "", MW_E_FORMAT,
+     "shared_expert_intermediate_size", "missing"},
+    {"q3next-norm-topk", CFG_Q3NEXT(""), "\"norm_topk_prob\":true", "\"norm_topk_prob\":false",
+     MW_E_UNSUPPORTED, "norm_topk_prob", "always renormalizes"},
+};
+#define N_DN_CASES ((int)(sizeof dn_cases / sizeof dn_cases[0]))
+
+START_TEST(test_config_delta_net_errors)
+{
+    const struct dn_case *d = &dn_cases[_i];
+    char json[4096];
+    const char *at = *d->from ? strstr(d->base, d->from) : NULL;
+    ck_assert_msg(!*d->from || at, "%s: '%s' not in the base config", d->name, d->from);
+    if (at)
+        snprintf(json, sizeof json, "%.*s%s%s", (int)(at - d->base), d->base, d->to,
+                 at + strlen(d->from));
+    else
+        snprintf(json, sizeof json, "%s", d->base);
+    const struct cfg_case c = {d->name, json, d->want, d->where, d->msg};
+    check_cfg_case(&c);
+}
+END_TEST
+
 /* A JSON syntax error names its byte offset. */
 START_TEST(test_config_syntax_offset)
 {
@@ -543,6 +670,8 @@ static Suite *hf_config_suite(void)
     tcase_add_test(tc, test_config_syntax_offset);
     tcase_add_test(tc, test_config_families);
     tcase_add_loop_test(tc, test_config_family_errors, 0, N_FAM_CASES);
+    tcase_add_test(tc, test_config_delta_net);
+    tcase_add_loop_test(tc, test_config_delta_net_errors, 0, N_DN_CASES);
     suite_add_tcase(s, tc);
     return s;
 }
