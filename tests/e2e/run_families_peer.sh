@@ -5,7 +5,8 @@
 # real tokenizer files of tests/fixtures/fetch_tokenizers.sh missing).
 #
 # For each KIND of tests/fixtures/mk_family_fixture.py (qwen3, gemma3, the
-# text model of gemma3mm, gemma2, phi3, phi3long, and the mixtures of experts
+# text model of gemma3mm, gemma2, phi3, phi3long, phi4mini (partial rotary
+# 0.75, LongRoPE, tied, the o200k tokenizer), and the mixtures of experts
 # qwen3moe, mixtral, qwen2moe ): the fixture checkpoint
 # (the family's real config.json layout and tokenizer, small random BF16
 # weights) converted by `memwall convert` (F16), then on eval.txt with
@@ -30,7 +31,7 @@
 #   MW_FAMILY_GGUF_DIR=DIR          use DIR/KIND.gguf instead of converting
 #                                   (debugging the runtime without the converter)
 source "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
-KINDS=${MW_FAMILY_KINDS:-qwen3 gemma3 gemma3mm gemma2 phi3 phi3long qwen3moe mixtral qwen2moe}
+KINDS=${MW_FAMILY_KINDS:-qwen3 gemma3 gemma3mm gemma2 phi3 phi3long phi4mini qwen3moe mixtral qwen2moe}
 CTX=128
 CHUNKS=3
 BYTES=40000
