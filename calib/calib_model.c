@@ -341,8 +341,10 @@ static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)
     const char *base = strrchr(m->path, '/');
     snprintf(hp->name, sizeof hp->name, "%s", base && base[1] ? base + 1 : m->path);
     mw_err_set_path(err, m->path);
+    /* a MoE config may leave intermediate_size out (qwen35moe): the experts' widths count */
     if (hp->n_layer == 0 || hp->n_embd == 0 || hp->n_head == 0 || hp->n_head_kv == 0 ||
-        hp->head_dim == 0 || hp->n_ff == 0 || hp->n_head % hp->n_head_kv != 0 ||
+        hp->head_dim == 0 || (hp->n_ff == 0 && hp->n_expert == 0) ||
+        hp->n_head % hp->n_head_kv != 0 ||
         hp->head_dim % 2 != 0)
         return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
                        "config.json: inconsistent sizes (layers %u, hidden %u, heads %u/%u, "
