@@ -1,5 +1,6 @@
 # Calibration and the methods on the Qwen3 / Gemma 2-3 / Phi-3 families (qwen3,
-# gemma2, gemma3, phi3): tests/e2e/calib_family.sh makes each fixture
+# gemma2, gemma3, phi3; Qwen3.5's qwen35, qwen35moe, qwen3next in
+# tests/e2e/calib_qwen35.sh): tests/e2e/calib_family.sh makes each fixture
 # (mk_family_fixture.py), converts it (memwall convert, F32) and runs
 # check_calib_family on it (forward = runtime, AWQ folds exact, fold
 # legality, imatrix entries), then quant with every method and --size from
@@ -28,5 +29,11 @@ if(NOT MW_MINIMAL)
     # box loaded with other jobs; a hang still ends inside CI's time
     set_tests_properties(calib_family calib_family_gemma3 calib_family_gemma2 PROPERTIES
                          SKIP_RETURN_CODE 77 TIMEOUT 1200 COST 500 FIXTURES_REQUIRED tokenizers)
+    # Qwen3.5's gated delta net (qwen35, qwen35moe, qwen3next): forward = the
+    # runtime's, folds, entries, determinism; calib, awq+gptq+round and --size
+    # with the corpus, verify --deep; llama.cpp's load and perplexity with the peer
+    mw_shell_test(calib_qwen35 e2e/calib_qwen35.sh $<TARGET_FILE:check_calib_family>)
+    set_tests_properties(calib_qwen35 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 COST 120
+                         FIXTURES_REQUIRED tokenizers)
   endif()
 endif()
