@@ -3,8 +3,11 @@
 # output file: truncated safetensors, lying offsets, a missing shard, an
 # unknown dtype, a wrong-shaped tensor, malformed config.json, malformed
 # tokenizer.json and tokenizer.model; mixture-of-experts configs llama.cpp
-# cannot represent and missing / misshapen / out-of-range expert tensors
-#. Damage is made on copies by
+# cannot represent and missing / misshapen / out-of-range expert tensors;
+# Qwen3.5 configs whose layer_types contradict full_attention_interval, that
+# lack a linear_* key, whose value heads are not a multiple of the key heads
+# or whose recurrent state overflows, and a conv1d whose kernel is not
+# linear_conv_kernel_dim. Damage is made on copies by
 # tests/fixtures/hf_corrupt.py on the fixtures of mk_hf_fixture.py.
 source "$(dirname "${BASH_SOURCE[0]}")/hf_common.sh"
 have_python || { skip "python3 needed for the fixtures"; }
@@ -179,6 +182,22 @@ json.dump(c, open(sys.argv[2], "w"), indent=2)' "$base/config.json" "$d/config.j
     # names sort first, so its shape is what is wrong with it)
     st fused-mixed "$T/qwen2moe-fused" rename $Q.gate_up_proj $Q.0.gate_proj.weight -- \
         "tensor '$Q.0.gate_proj.weight'" "shape [6, 96, 64], expected [48, 64]"
+
+    # the gated delta net (qwen35: Qwen3_5ForConditionalGeneration, keys
+    # under text_config): layer kinds, head counts, state size, conv kernel
+    python3 "$FIX/mk_family_fixture.py" qwen35 "$T/qwen35" --tok-dir "$TOKDIR" > /dev/null ||
+        fail "mk_family_fixture.py qwen35"
+    fam qwen35-layer-types "$T/qwen35" 'c["text_config"]["layer_types"][3] = "linear_attention"' -- \
+        "config.json" "text_config.layer_types[3]" "contradicts full_attention_interval 4"
+    fam qwen35-no-linear-key "$T/qwen35" 'del c["text_config"]["linear_value_head_dim"]' -- \
+        "config.json" "text_config.linear_value_head_dim" "missing"
+    fam qwen35-value-heads "$T/qwen35" 'c["text_config"]["linear_num_value_heads"] = 5' -- \
+        "config.json" "text_config.linear_num_value_heads" "not a multiple of linear_num_key_heads 2"
+    fam qwen35-state-overflow "$T/qwen35" 'c["text_config"].update(linear_key_head_dim=2**32 - 1, linear_num_value_heads=2**32 - 2)' -- \
+        "config.json" "text_config.linear_num_value_heads" "overflows"
+    fam qwen35-conv-kernel "$T/qwen35" 'c["text_config"]["linear_conv_kernel_dim"] = 3' -- \
+        "model.safetensors" "tensor 'model.language_model.layers.0.linear_attn.conv1d.weight'" \
+        "shape [320, 1, 4], expected [320, 1, 3]" "linear_conv_kernel_dim"
 else
     echo "family cases skipped: tokenizer files unavailable ($(tail -n 1 "$T/fetch.log"))"
 fi
