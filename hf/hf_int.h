@@ -85,7 +85,7 @@ bool hf__util_json_dup(const cJSON *obj, const char **dup);
 /* A JSON number that is an exact integer in [0, 2^53). */
 bool hf__util_json_u64(const cJSON *v, uint64_t *out);
 
-/* --- hf_config.c: files ----------------------------------------------------- */
+/* --- hf_files.c: files ------------------------------------------------------- */
 
 /* Read a whole (small) file into a NUL-terminated heap buffer of *len bytes
  * (plus the NUL). Missing file: MW_E_FORMAT "does not exist"; larger than
