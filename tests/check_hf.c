@@ -24,6 +24,7 @@
 #include "core/mw_pool.h"
 #include "gguf/gguf.h"
 #include "hf/hf.h"
+#include "hf/hf_int.h" /* hf__torch_expf */
 
 #include "check_common.h"
 
@@ -1103,6 +1104,29 @@ START_TEST(test_inspect)
 }
 END_TEST
 
+/* ssm_a = -exp(A_log): llama.cpp's converter computes exp with torch, whose
+ * float32 exp is SLEEF's expf_u10 with FMA; libm's expf differs in the last
+ * bit on about 1 in 130 BF16 inputs. Torch's bits (Debian's torch 1.13,
+ * AVX2) for inputs where libm's differ, and the range ends. */
+START_TEST(test_torch_expf)
+{
+    static const uint32_t v[][2] = {
+        {0x3fdc0000u, 0x40b27b4eu}, {0x3ec50000u, 0x3fbc110au}, {0x42330000u, 0x5fbcc90eu},
+        {0x3fa00000u, 0x405f61c8u}, {0xc2120000u, 0x2522333au}, {0xc1550000u, 0x35ddf470u},
+        {0x00000000u, 0x3f800000u}, {0x3f800000u, 0x402df854u}, {0xc2cf0000u, 0x00000001u},
+        {0x42b10000u, 0x7f4cdcc4u},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        float x, y;
+        uint32_t got;
+        memcpy(&x, &v[i][0], 4);
+        y = hf__torch_expf(x);
+        memcpy(&got, &y, 4);
+        ck_assert_msg(got == v[i][1], "exp(%a): 0x%08x, torch 0x%08x", (double)x, got, v[i][1]);
+    }
+}
+END_TEST
+
 static Suite *hf_suite(void)
 {
     Suite *s = suite_create("hf");
@@ -1124,6 +1148,7 @@ static Suite *hf_suite(void)
     tc = tcase_create("kernels");
     tcase_add_test(tc, test_llama3_rope_factors);
     tcase_add_test(tc, test_out_types);
+    tcase_add_test(tc, test_torch_expf);
     suite_add_tcase(s, tc);
     tc = tcase_create("convert");
     tcase_set_timeout(tc, 30);
