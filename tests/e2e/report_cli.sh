@@ -103,16 +103,18 @@ grep -q '<dd data-param="samples">4</dd>' "$G" && grep -q '<dd data-param="seq_l
 grep -q "<dd id=\"corpus\">$CAL</dd>" "$G" || fail "calibration: the corpus"
 grep -q '<tr><td>gptq</td><td class="n">' "$G" || fail "method table: gptq"
 
-# llama.cpp's F16 (no memwall.* keys) and quality against it, three files
+# llama.cpp's F16 (no memwall.* keys) and quality against it, four files:
+# q4.gguf without its memwall.* keys is llama-quantize's Q4_K_M (same tensor data)
 head -c 60000 "$EVAL" > "$T/eval.txt"
-run 0 report "$T/q4.gguf" "$T/g.gguf" "$F16" -o "$T/m.html" --card "$T/m.md" --reference "$F16" \
+mwgguf strip "$T/q4.gguf" "$T/lc-q4.gguf"
+run 0 report "$T/q4.gguf" "$T/g.gguf" "$F16" "$T/lc-q4.gguf" -o "$T/m.html" --card "$T/m.md" --reference "$F16" \
     --text "$T/eval.txt" --chunks 4 -t 2
 run 0 report "$F16" -o "$T/f16.html"
 grep -q 'not memwall (no memwall.\* keys)' "$T/f16.html" || fail "F16: made by another tool"
 grep -q 'data-tensor="blk.3.ffn_up.weight" data-type="F16"' "$T/f16.html" || fail "F16: map"
 grep -q 'id="fits"' "$T/f16.html" || fail "F16: plan"
 M="$T/m.html"
-for f in q4.gguf g.gguf "$(basename "$F16")"; do
+for f in q4.gguf g.gguf "$(basename "$F16")" lc-q4.gguf; do
     grep -q "<tr data-file=\"$f\">" "$M" || fail "quality row $f"
 done
 kq4=$(sed -n 's/.*<tr data-file="q4.gguf">.*data-kld="\([0-9.]*\)".*/\1/p' "$M")
@@ -122,6 +124,9 @@ awk -v a="$kq4" -v b="$kg" 'BEGIN { exit !(a > 0 && a < 0.01 && b > a) }' ||
 grep -q "data-file=\"$(basename "$F16")\">.*data-kld=\"0.000000\">.*100.00%" "$M" ||
     fail "the reference against itself: KLD 0, top-1 100%"
 [ "$(grep -c 'class="pt memwall"' "$M")" -eq 2 ] || fail "plot: two memwall points"
+[ "$(grep -c 'class="pt other"' "$M")" -eq 1 ] || fail "plot: one llama.cpp point (the F16's KLD 0 is not)"
+klc=$(sed -n 's/.*<tr data-file="lc-q4.gguf"><td>lc-q4.gguf<\/td><td>other<\/td>.*data-kld="\([0-9.]*\)".*/\1/p' "$M")
+[ "$klc" = "$kq4" ] || fail "the same tensors without memwall keys: KLD $klc, want $kq4"
 grep -q '| perplexity | reference | ratio | KL divergence | top-1 agreement |' "$T/m.md" ||
     fail "card: quality table"
 finish
