@@ -31,7 +31,12 @@
  *                 Qwen2MoeForCausalLM ("qwen2moe"), Qwen3MoeForCausalLM
  *                 ("qwen3moe"), MixtralForCausalLM ("llama" with experts:
  *                 expert counts, expert widths, refusing what llama.cpp
- *                 cannot represent); the hyper-parameters, RoPE
+ *                 cannot represent), and the gated delta net families
+ *                 Qwen3_5ForCausalLM / Qwen3_5ForConditionalGeneration
+ *                 ("qwen35"), Qwen3_5MoeForCausalLM / ..ForConditionalGeneration
+ *                 ("qwen35moe"), Qwen3NextForCausalLM ("qwen3next";
+ *                 hf_config_qwen35.c, hf_arch_qwen35.c, docs/formats.md
+ *                 §6.8); the hyper-parameters, RoPE
  *                 (rope_theta, rope_scaling linear / llama3 / longrope), tied
  *                 embeddings, the families' keys (activation, sliding window,
  *                 soft-capping, ...). Missing, mistyped or contradictory keys,
