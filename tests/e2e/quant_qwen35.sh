@@ -18,6 +18,9 @@
 #    llama_model_quantize's for the same source (presets below; every preset
 #    with MW_QWEN35_PRESETS=all; the i-quants that need one with a synthetic
 #    imatrix that covers the experts)
+#  - the HF checkpoints of mk_family_fixture.py: Q4_K_M of memwall convert's
+#    F16 file byte for byte llama-quantize's; quant from the directory, the
+#    same tensors
 #  - --size on qwen35, --fit-ram on qwen35moe (the room plan shows), --bpw on
 #    qwen3next: within the target, verify --deep passes, what llama-quantize
 #    keeps F32 stays F32
@@ -123,6 +126,29 @@ for m in qwen35 qwen35moe qwen3next; do
     done
 done
 echo "files: $n_ok of $n_all byte-identical to llama_model_quantize's (minus memwall.* KVs)"
+
+# --- from Hugging Face checkpoints (mk_family_fixture.py: 8 layers, key heads 2 !=
+# value heads 6, experts; skipped without their tokenizer files): Q4_K_M of
+# memwall convert's F16 file is llama_model_quantize's, and quant straight from
+# the directory writes the same tensors (qwen35moe; all three in the full run:
+# each checkpoint costs ~3.5 s of CPU, most of it its 151936-row embedding) ---
+HF_KINDS=qwen35moe
+[ "${MW_QWEN35_PRESETS:-}" = all ] && HF_KINDS="qwen35 qwen35moe qwen3next"
+for k in $HF_KINDS; do
+    python3 "$MW_SRC/tests/fixtures/mk_family_fixture.py" "$k" "$T/hf-$k" > "$T/mk.log" 2>&1
+    mrc=$?
+    [ $mrc -eq 77 ] && { echo "$k: no tokenizer files, HF checkpoint not quantized"; continue; }
+    [ $mrc -eq 0 ] || { fail "mk_family_fixture.py $k: exit $mrc: $(tail -n 2 "$T/mk.log")"; continue; }
+    run 0 convert "$T/hf-$k" -o "$T/c.gguf" --type f16 -q &&
+        run 0 quant "$T/c.gguf" -o "$T/a.gguf" --preset Q4_K_M -t 2 -q &&
+        run 0 quant "$T/hf-$k" -o "$T/h.gguf" --preset Q4_K_M -t 2 -q || continue
+    "$PEER" --threads 2 quantize "$T/c.gguf" "$T/b.gguf" Q4_K_M > /dev/null 2> "$T/lq.err" ||
+        { fail "llama-peer quantize $k (converted): $(tail -n 2 "$T/lq.err")"; continue; }
+    c=$(mwgguf cmp "$T/a.gguf" "$T/b.gguf") || fail "$k converted, Q4_K_M: $c"
+    c=$(mwgguf tensors-cmp "$T/h.gguf" "$T/b.gguf") || fail "$k from the HF directory, Q4_K_M: $c"
+    echo "$k HF checkpoint: Q4_K_M as llama-quantize's ($c)"
+    rm -rf "${T:?}/hf-$k"
+done
 
 # --- --size, --fit-ram, --bpw (k-quants: the i-quants' candidates cost more to measure) ---
 run 0 quant "$T/qwen35.gguf" -o "$T/s.gguf" --size 1.5M --no-iquants -t 2 -q &&
