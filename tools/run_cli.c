@@ -41,6 +41,7 @@ struct opts {
     enum rt_kv_type kv_type;
     bool mlock, verify, interactive, print_tokens, ignore_eos, quiet;
     bool no_bos, parse_special; /* --tokenize: llama-tokenize's --no-bos / --parse-special */
+    bool no_think;            /* -i: a thinking template's enable_thinking=false */
     struct rt_sampler_opts samp;
     uint32_t chunks;
     uint64_t bytes;           /* UINT64_MAX: whole file */
@@ -71,6 +72,8 @@ static const char usage_any[] =
     "  -i, --interactive     chat: one user turn per stdin line, the GGUF chat template\n"
     "                        when it is one of chatml/llama2/llama3/zephyr\n"
     "      --system TEXT     system prompt for -i (kept when the window slides)\n"
+    "      --no-think        with -i and a thinking template (Qwen3.5): answer without\n"
+    "                        thinking (its enable_thinking=false)\n"
     "      --temp T          temperature (default 0.8; 0 = greedy)\n"
     "      --top-k K         (default 40; 0 = off)\n"
     "      --top-p P         (default 0.95; 1 = off)\n"
@@ -177,6 +180,7 @@ static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *
         {"-q", "--quiet", CMD_OPT_FLAG, .flag = &o->quiet},
         {"-i", "--interactive", CMD_OPT_FLAG, .flag = &o->interactive, .when = ANY | RUN},
         {NULL, "--system", CMD_OPT_STR, .str = &o->system, .when = ANY | RUN},
+        {NULL, "--no-think", CMD_OPT_FLAG, .flag = &o->no_think, .when = ANY | RUN},
         {NULL, "--temp", CMD_OPT_FLOAT, .flt = &sp->temp, .dmax = INFINITY, .when = ANY | RUN},
         {NULL, "--top-k", CMD_OPT_U32, .u32 = &sp->top_k, .max = UINT32_MAX, .when = ANY | RUN},
         {NULL, "--top-p", CMD_OPT_FLOAT, .flt = &sp->top_p, .dmax = 1, .dmin_open = true,
@@ -236,6 +240,7 @@ static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *
     if (o->teacher && !o->prompt) return usage_error(cl, "--teacher needs -p PROMPT");
     if ((o->no_bos || o->parse_special) && !o->tokenize_file)
         return usage_error(cl, "--no-bos/--parse-special need --tokenize");
+    if (o->no_think && !o->interactive) return usage_error(cl, "--no-think needs -i");
     if (!o->ppl_file && !o->prompt && !o->interactive && !o->tokenize_file)
         return usage_error(cl, "nothing to do: give -p PROMPT, -i or --perplexity FILE");
     return 0;
@@ -568,7 +573,8 @@ static enum mw_status feed_text(struct gen *g, struct turns *tu, const char *tex
 static int run_chat(struct gen *g, struct mw_err *err)
 {
     const struct cli *cl = g->cl;
-    const enum rt_chat_fmt fmt = rt_chat_detect(rt_model_gguf(rt_ctx_model(g->c)));
+    enum rt_chat_fmt fmt = rt_chat_detect(rt_model_gguf(rt_ctx_model(g->c)));
+    if (g->o->no_think) fmt = rt_chat_no_thinking(fmt);
     struct turns *tu = calloc(1, sizeof *tu);
     enum mw_status s;
     if (!tu) {

@@ -10,7 +10,8 @@
 #             reaches both pre-tokenizers with its combining marks; Qwen3.5's
 #             chat template) in the qwen3 fixture: memwall convert writes
 #             pre "qwen35", llama.cpp loads it without a pre-tokenizer
-#             warning, memwall-run -i detects the chatml-think format; texts:
+#             warning, memwall-run -i detects the chatml-think format
+#             (chatml-nothink with --no-think); texts:
 #             the multilingual sample plus Vietnamese / Devanagari / Thai /
 #             Tamil, digits and code, then all of it again in NFD
 #             (mk_tok_variant.py marks), and special-token spellings, with
@@ -27,7 +28,10 @@
 #             --no-bos --parse-special) must equal memwall's on eval.txt, the
 #             special spellings and the lines of the multilingual sample
 #             without combining marks (CJK, Cyrillic, Arabic, Greek, Hebrew,
-#             emoji, digit runs, code). Where a text has combining marks
+#             emoji, digit runs, code); the same tokenizer with its Split as
+#             behavior "Isolated" gives the same ids on both sides, and as
+#             "MergedWithNext" is refused (exit 1, naming it). Where a text has
+#             combining marks
 #             llama.cpp's gpt-4o regex (no \p{M}; every non-ASCII letter both
 #             upper and lower case) splits otherwise than Hugging Face's, and
 #             memwall follows llama.cpp: the number of differing ids on the
@@ -82,6 +86,8 @@ if $MW_EMU "$MEMWALL" convert "$T/hf-q35" -o "$T/q35.gguf" -q > "$T/c.log" 2>&1;
     load_ok qwen35 "$T/q35.gguf" qwen35
     $MW_EMU "$RUNBIN" -m "$T/q35.gguf" -i < /dev/null > /dev/null 2> "$T/chat.err"
     grep -q "chat format chatml-think" "$T/chat.err" || fail "qwen35: chat format: $(head -n 3 "$T/chat.err")"
+    $MW_EMU "$RUNBIN" -m "$T/q35.gguf" -i --no-think < /dev/null > /dev/null 2> "$T/chat.err"
+    grep -q "chat format chatml-nothink" "$T/chat.err" || fail "qwen35 --no-think: chat format: $(head -n 3 "$T/chat.err")"
     n0=$total
     same "qwen35 probe" "$T/probe.txt" "$T/probe.txt" "$T/q35.gguf"
     cat "$T/marks.txt" "$T/special.txt" > "$T/q35.txt"
@@ -131,6 +137,34 @@ if $MW_EMU "$MEMWALL" convert "$T/hf-p4" -o "$T/p4.gguf" -q > "$T/c.log" 2>&1; t
             done
             echo "  $nh ids identical to Hugging Face's"
             total=$((total + nh))
+            # the same Split as behavior "Isolated" (invert false): the same
+            # pieces for Hugging Face and for memwall (pre gpt-4o too)
+            mkdir -p "$T/hf-iso"
+            cp "$T/hf-p4/config.json" "$T/hf-p4/tokenizer_config.json" "$T/hf-iso/"
+            ln -s "$T/hf-p4/model.safetensors" "$T/hf-iso/model.safetensors"
+            python3 "$FIX/mk_tok_variant.py" split "$T/hf-p4/tokenizer.json" "$T/hf-iso/tokenizer.json" Isolated false
+            if $MW_EMU "$MEMWALL" convert "$T/hf-iso" -o "$T/iso.gguf" -q > "$T/c.log" 2>&1; then
+                [ "$(mwgguf kv "$T/iso.gguf" tokenizer.ggml.pre)" = gpt-4o ] || fail "Isolated form: not pre gpt-4o"
+                node "$PYLIB/hf_tokenize.js" "$MW_TOK_DIR/gpt4o/tokenizer.global.js" "$T/hf-iso" \
+                    "${hf_texts[@]:0:3}" > "$T/hf-iso.ids" 2> "$T/hf.err" || fail "hf_tokenize.js (Isolated): $(tail -n 2 "$T/hf.err")"
+                head -n 3 "$T/hf.ids" | cmp -s - "$T/hf-iso.ids" || fail "Hugging Face: Isolated and inverted Removed give other ids"
+                for i in 0 1 2; do
+                    $MW_EMU "$RUNBIN" -m "$T/iso.gguf" --tokenize "${hf_texts[$i]}" -q --no-bos --parse-special |
+                        tr -s ' \n' '\n' | sed '/^$/d' > "$T/ours.l"
+                    sed -n "$((i + 1))p" "$T/hf-iso.ids" | tr -s ' \n' '\n' | sed '/^$/d' | cmp -s - "$T/ours.l" ||
+                        fail "Isolated form: $(basename "${hf_texts[$i]}") differs from Hugging Face's"
+                done
+                echo "  Split Isolated = Removed with invert: the same ids (Hugging Face and memwall)"
+            else
+                fail "Isolated form: memwall convert: $(tail -n 2 "$T/c.log")"
+            fi
+            # a form llama.cpp has no pre-tokenizer for: refused, naming it
+            python3 "$FIX/mk_tok_variant.py" split "$T/hf-p4/tokenizer.json" "$T/hf-iso/tokenizer.json" MergedWithNext false
+            $MW_EMU "$MEMWALL" convert "$T/hf-iso" -o "$T/mwn.gguf" -q > "$T/c.log" 2>&1
+            rc=$?
+            [ $rc -eq 1 ] && grep -q 'MergedWithNext' "$T/c.log" && [ ! -e "$T/mwn.gguf" ] ||
+                fail "Split MergedWithNext: exit $rc, want 1 naming it and no output: $(tail -n 2 "$T/c.log")"
+            rm -rf "$T/hf-iso" "$T/iso.gguf"
         else
             fail "hf_tokenize.js: $(tail -n 2 "$T/hf.err")"
         fi
