@@ -40,6 +40,10 @@
 # renames judged by the same digests. Their pre-tokenizer (qwen35) is named
 # by the reference shim, not by llama.cpp's hash (bench/llamacpp_ref.sh).
 #
+# qwen35 and qwen3next are also quantized (Q4_K_M) straight from the HF
+# directory and from their f16 conversion: the same tensors (the gathers run
+# through quant's HF source as through convert).
+#
 # calib_hparams_from_hf (config.json -> runtime hyper-parameters: plan,
 # --fit-ram, calibration from an HF directory) equals what the runtime reads
 # from each converted file (HPARAMS_CMP: tests/tools/hparams_cmp.c), the MoE
@@ -160,6 +164,17 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
                 "$HPCMP" "$T/$k" "$g" > "$T/hp" 2>&1 ||
                     fail "$k: calib_hparams_from_hf differs from the runtime's reading: $(head -n 6 "$T/hp")"
             fi
+            # the delta net's gathers through quant's HF source (hf_quant.c):
+            # quantizing the directory writes what quantizing its conversion does
+            case $k in qwen35|qwen3next)
+                if [ $t = f16 ]; then
+                    run 0 quant "$T/$k" -o "$T/$k-hfq.gguf" --preset Q4_K_M -q &&
+                        run 0 quant "$g" -o "$T/$k-gq.gguf" --preset Q4_K_M -q &&
+                        { mwgguf tensors-cmp "$T/$k-hfq.gguf" "$T/$k-gq.gguf" > "$T/qcmp" 2>&1 ||
+                              fail "$k: quant from the HF dir differs from quant of its conversion: $(tail -n 3 "$T/qcmp")"; }
+                    rm -f "$T/$k-hfq.gguf" "$T/$k-gq.gguf"
+                fi ;;
+            esac
         fi
         [ "$WITH_PEER" = peer ] || continue
         if ! "$PEER" -v info "$g" > "$T/info" 2> "$T/info.err"; then
