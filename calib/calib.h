@@ -148,7 +148,9 @@ uint64_t calib_corpus_hash(const struct calib_corpus *c);
  *     protocol of models/README.md (345 samples, 257 positions each).
  *   CALIB_CHUNK_LLAMACPP: llama-imatrix -c L: the stream with a BOS in
  *     front, cut into L-token chunks whose first token is replaced by BOS;
- *     n_pos = L (chunk k = [BOS] + stream[k*L .. k*L+L-2]).
+ *     n_pos = L (chunk k = [BOS] + stream[k*L .. k*L+L-2]). A vocabulary
+ *     that adds no BOS (tokenizer.ggml.add_bos_token false: qwen's) gets none,
+ *     as llama-imatrix tokenizes it: chunk k = stream[k*L .. k*L+L-1].
  *
  * seq_len L: 0 -> CALIB_DEFAULT_SEQ_LEN; clamped so n_pos <= n_ctx_max
  * (the model's training context) when n_ctx_max > 0. n_samples 0 -> all

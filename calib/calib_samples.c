@@ -100,10 +100,13 @@ enum mw_status calib_samples_build(const struct calib_corpus *c, const struct rt
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                        "the vocabulary has no BOS token; samples start with BOS");
     const uint32_t n_pos = llamacpp ? L : L + 1;
+    /* llama.cpp mode with a vocabulary that adds no BOS (qwen's): llama-imatrix
+     * tokenizes without one and leaves each chunk's first token as it is */
+    const bool lc_bos = !llamacpp || rt_tok_add_bos(tok);
     /* tokens of the stream one sample consumes */
     const uint64_t per = L;
     uint64_t want = UINT64_MAX; /* stream tokens needed; all when n_samples == 0 */
-    if (opt.n_samples > 0) want = (uint64_t)opt.n_samples * per - (llamacpp ? 1 : 0);
+    if (opt.n_samples > 0) want = (uint64_t)opt.n_samples * per - (llamacpp && lc_bos ? 1 : 0);
 
     struct stream st = {0};
     enum mw_status s = MW_OK;
@@ -136,13 +139,13 @@ enum mw_status calib_samples_build(const struct calib_corpus *c, const struct rt
     }
     /* llama.cpp mode: the stream has a BOS in front: chunk k covers stream'
      * positions [k*L, k*L+L), i.e. stream tokens [k*L, k*L+L-1) after its BOS */
-    const uint64_t avail = llamacpp ? (st.n + 1) / L : st.n / L;
+    const uint64_t avail = llamacpp && lc_bos ? (st.n + 1) / L : st.n / L;
     if (avail == 0) {
         s = MW_FAIL(err, MW_E_VALUE, MW_ERR_OFF_NONE,
                     "corpus too short: it gives %llu tokens, one sample of %u positions needs "
                     "%llu (lower --seq-len)",
                     (unsigned long long)st.n, n_pos,
-                    (unsigned long long)(llamacpp ? L - 1 : L));
+                    (unsigned long long)(llamacpp && lc_bos ? L - 1 : L));
         goto fail;
     }
     uint64_t n_samples = avail;
@@ -160,6 +163,10 @@ enum mw_status calib_samples_build(const struct calib_corpus *c, const struct rt
     }
     for (uint64_t k = 0; k < n_samples; k++) {
         int32_t *dst = r->tok + k * n_pos;
+        if (!lc_bos) { /* the stream's own tokens, no BOS */
+            memcpy(dst, st.t + k * L, (size_t)n_pos * sizeof(int32_t));
+            continue;
+        }
         dst[0] = bos;
         const int32_t *src = st.t + k * L;
         memcpy(dst + 1, src, (size_t)(n_pos - 1) * sizeof(int32_t));
