@@ -13,9 +13,9 @@
 #    any threads / batch / callbacks;
 #  - memwall calib: an imatrix with an entry for every quantized matrix
 #    (attn_qkv, attn_gate, ssm_beta, ssm_alpha or ssm_ba, ssm_out, the gated
-#    attention's q/k/v/o, the FFN or the experts); where llama.cpp's own
-#    imatrix of the fixture is kept (tests/fixtures/llamacpp_ref/<kind>-calib
-#    .imatrix.gguf, bench/llamacpp_imatrix_ref.sh qwen35) the two agree;
+#    attention's q/k/v/o, the FFN or the experts), which agrees with
+#    llama.cpp's (tests/fixtures/llamacpp_ref/<kind>-calib32*.imatrix.gguf,
+#    bench/llamacpp_imatrix_qwen35.sh);
 #  - quant --corpus --method awq+gptq+round (AWQ, GPTQ and learned rounding on
 #    every matrix) and --size with the corpus: verify --deep, the AWQ log names
 #    the delta net's folds and the ones it skips;
@@ -88,18 +88,25 @@ for k in ${MW_FAMILY_KINDS:-qwen35 qwen35moe qwen3next}; do
     *) grep -q 'blk.0.ffn_down_exps.weight.in_sum2' "$T/im-dump.txt" || fail "$k: no expert entry"
        grep -q 'blk.0.ffn_up_shexp.weight.in_sum2' "$T/im-dump.txt" || fail "$k: no shared-expert entry" ;;
   esac
-  ref_im="$MW_SRC/tests/fixtures/llamacpp_ref/$k-calib.imatrix.gguf"
-  if [ -f "$ref_im" ]; then
-    # llama-imatrix -c 32 over the same corpus slice: the same entries, and
-    # the importance within llama.cpp's F32 mat-mul rounding
+  # llama.cpp's own imatrix of the fixture (bench/llamacpp_imatrix_qwen35.sh:
+  # llama-imatrix -c 32 over the same corpus slice): the same entries, the same
+  # counts per expert (the same routing), and the importance within llama.cpp's
+  # F16 KV cache and flash attention's rounding (which the delta-net layers
+  # before the first attention layer do not see: 1e-5 there); against the
+  # same graph with an F32 cache and no flash attention, within F32 rounding
+  ref=$MW_SRC/tests/fixtures/llamacpp_ref/$k-calib32
+  if [ -f "$ref.imatrix.gguf" ] && [ -f "$ref-kvf32.imatrix.gguf" ]; then
     $mw calib "$d" --corpus "$T/corpus.txt" --samples 2 --seq-len 32 --llamacpp-chunks -t 2 \
         -o "$T/$k-lc.imatrix" -q || fail "$k: memwall calib --llamacpp-chunks"
     cmp_sub=imatrix-cmp; [ "$k" = qwen35 ] || cmp_sub=imatrix-cmp-experts
-    r=$(mwgguf $cmp_sub "$T/$k-lc.imatrix" "$ref_im" --max-rel 2e-3 --mean-rel 1e-4) ||
-        fail "$k: vs llama.cpp's imatrix: $r"
-    echo "  vs llama-imatrix: $r"
+    r=$(mwgguf $cmp_sub "$T/$k-lc.imatrix" "$ref.imatrix.gguf" --max-rel 6e-3 --mean-rel 2e-4) ||
+        fail "$k: vs llama-imatrix: $r"
+    echo "  vs llama-imatrix (F16 KV cache): ${r#ok }"
+    r=$(mwgguf $cmp_sub "$T/$k-lc.imatrix" "$ref-kvf32.imatrix.gguf" --max-rel 3e-4 --mean-rel 1e-5) ||
+        fail "$k: vs llama.cpp's imatrix with an F32 KV cache: $r"
+    echo "  vs llama.cpp, F32 KV cache: ${r#ok }"
   else
-    echo "  note: no llama.cpp imatrix of $k kept (bench/llamacpp_imatrix_ref.sh qwen35)"
+    fail "$k: no llama.cpp imatrix kept ($ref*.imatrix.gguf: bench/llamacpp_imatrix_qwen35.sh)"
   fi
   # every method step on every matrix: AWQ, GPTQ, learned rounding
   o=$T/$k-agr.gguf
