@@ -108,9 +108,11 @@ for k in ${MW_FAMILY_KINDS:-qwen35 qwen35moe qwen3next}; do
   else
     fail "$k: no llama.cpp imatrix kept ($ref*.imatrix.gguf: bench/llamacpp_imatrix_qwen35.sh)"
   fi
-  # every method step on every matrix: AWQ, GPTQ, learned rounding
+  # every method step on every matrix: AWQ, GPTQ, learned rounding. Q4_0:
+  # the fixtures' 64-wide rows leave Q4_K_M's k-quants to q5_0, which GPTQ
+  # does not take; q4_0 / q8_0 it does, on every matrix of both layer kinds
   o=$T/$k-agr.gguf
-  if $mw quant "$d" -o "$o" --preset Q4_K_M "${C[@]}" --method awq+gptq+round > "$T/q.log" 2>&1; then
+  if $mw quant "$d" -o "$o" --preset Q4_0 "${C[@]}" --method awq+gptq+round > "$T/q.log" 2>&1; then
     $mw verify --deep "$o" > "$T/verify.txt" 2>&1 || { cat "$T/verify.txt"; fail "$k awq+gptq+round: verify --deep"; }
     echo "  awq+gptq+round: $(grep 'memwall quant: wrote' "$T/q.log" | sed 's/.*gguf (//; s/ in [0-9.]*s$//')"
     for want in 'awq: attn_norm -> q/k/v, attn_qkv/attn_gate/ssm_beta/ssm_alpha: folded in' \
@@ -119,12 +121,19 @@ for k in ${MW_FAMILY_KINDS:-qwen35 qwen35moe qwen3next}; do
       grep -q "$want" "$T/q.log" || fail "$k: the quant log lacks '$want'"
     done
     grep 'memwall quant: awq:' "$T/q.log" | head -4 | sed 's/^memwall quant: /    /'
+    grep 'memwall quant: round:' "$T/q.log" | head -1 | sed 's/^memwall quant: /    /'
+    # dense: GPTQ then learned rounding on each of the 62 layer matrices (6 delta-net
+    # layers x attn_qkv, attn_gate, ssm_beta, ssm_alpha, ssm_out, gate, up, down;
+    # 2 attention layers x q, k, v, o, gate, up, down); the MoE fixtures' experts
+    # with fewer routed rows than a quarter of their width are rounded instead
+    [ "$k" = qwen35 ] && { grep -q 'round: learned rounding on 62 tensors' "$T/q.log" ||
+        fail "$k: learned rounding did not reach all 62 layer matrices"; }
   else
     cat "$T/q.log"; fail "$k: quant --method awq+gptq+round"
   fi
   # --size with the corpus: the allocation over the delta net's tensors too
   if [ -f "$o" ]; then
-    # a quarter above the Q4_K_M file: the fixtures' 64-wide rows leave few
+    # a quarter above the Q4_0 file: the fixtures' 64-wide rows leave few
     # types, and the tied 152k-row token_embd sets the smallest file
     base=$(( $(stat -c %s "$o") * 5 / 4 ))
     if $mw quant "$d" -o "$T/$k-size.gguf" --size "$base" "${C[@]}" --method gptq --no-probes \
