@@ -14,6 +14,7 @@
  *     Hugging Face tokenizer's ids of a few strings.
  * Exit 77 (skip) when the tokenizer files are missing. */
 #include <check.h>
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +36,8 @@ struct tok {
     struct rt_tok *t;
 };
 
-static void tok_open(struct tok *k, const char *name)
+static void tok_open_dir(struct tok *k, const char *dir, const char *name)
 {
-    char dir[1200];
-    snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
     struct mw_err err;
     mw_err_clear(&err);
     char eb[1024];
@@ -54,6 +53,13 @@ static void tok_open(struct tok *k, const char *name)
     ck_assert_int_eq(gguf_open_mem(k->buf, size, name, 0, &k->f, &err), MW_OK);
     s = rt_tok_init(k->f, hf_tok_n_vocab(k->ht), &k->t, &err);
     ck_assert_msg(s == MW_OK, "%s", mw_err_format(&err, eb, sizeof eb));
+}
+
+static void tok_open(struct tok *k, const char *name)
+{
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s/%s", g_dir, name);
+    tok_open_dir(k, dir, name);
 }
 
 static void tok_close(struct tok *k)
@@ -234,6 +240,61 @@ START_TEST(gpt4o_o200k)
 }
 END_TEST
 
+/* Phi-4-mini's tokenizer: GPT-4o's tokenizer.json plus Phi-4-mini's added
+ * tokens <|assistant|> 200019 .. <|tag|> 200028 (as tests/fixtures/
+ * mk_family_fixture.py phi4mini writes it). llama.cpp's end-of-generation
+ * set for it is <|endoftext|> and <|end|> (llama-peer -v info on the
+ * converted fixture; tests/e2e/tok_pre_peer.sh checks that list), every added
+ * token is control. */
+START_TEST(phi4mini_eog)
+{
+    static const char *const added[] = {"<|assistant|>", "<|end|>", "<|user|>", "<|system|>",
+                                        "<|tool|>", "<|/tool|>", "<|tool_call|>",
+                                        "<|/tool_call|>", "<|tool_response|>", "<|tag|>"};
+    char p[1200];
+    snprintf(p, sizeof p, "%s/gpt4o/tokenizer.json", g_dir);
+    size_t n = 0;
+    uint8_t *txt = read_file_ok(p, &n);
+    cJSON *root = cJSON_ParseWithLength((const char *)txt, n);
+    free(txt);
+    ck_assert_ptr_nonnull(root);
+    cJSON *arr = cJSON_GetObjectItem(root, "added_tokens");
+    for (int i = 0; i < 10; i++) {
+        cJSON *a = cJSON_CreateObject();
+        cJSON_AddNumberToObject(a, "id", 200019 + i);
+        cJSON_AddStringToObject(a, "content", added[i]);
+        cJSON_AddBoolToObject(a, "special", true);
+        cJSON_AddItemToArray(arr, a);
+    }
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    char *dir = make_tmpdir("phi4tok");
+    write_text_in(dir, "tokenizer.json", out);
+    cJSON_free(out);
+    write_text_in(dir, "tokenizer_config.json",
+                  "{\"bos_token\": \"<|endoftext|>\", \"eos_token\": \"<|endoftext|>\", "
+                  "\"tokenizer_class\": \"GPT2Tokenizer\"}");
+    struct tok k;
+    tok_open_dir(&k, dir, "phi4mini");
+    ck_assert_uint_eq(hf_tok_n_vocab(k.ht), 200029);
+    int32_t eog[8];
+    ck_assert_uint_eq(rt_tok_eog_ids(k.t, eog, 8), 2);
+    ck_assert_int_eq(eog[0], 199999);
+    ck_assert_int_eq(eog[1], 200020);
+    for (int32_t id = 200018; id <= 200028; id++) ck_assert(rt_tok_is_control(k.t, id));
+    ck_assert(!rt_tok_is_eog(k.t, 200021)); /* <|user|> */
+    /* "<|user|>hi<|end|>" with special tokens: three ids */
+    int32_t ids[16];
+    const size_t m = enc(&k, "<|user|>hi<|end|>", false, true, ids, 16);
+    ck_assert_uint_eq(m, 3);
+    ck_assert_int_eq(ids[0], 200021);
+    ck_assert_int_eq(ids[2], 200020);
+    tok_close(&k);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 static bool have(const char *name)
 {
     char p[1200];
@@ -262,7 +323,10 @@ int main(void)
     tcase_add_test(tc, qwen3_eog_control);
     tcase_add_test(tc, qwen3_nfc);
     tcase_add_test(tc, gemma3_spm_bpe);
-    if (have("gpt4o")) tcase_add_test(tc, gpt4o_o200k);
+    if (have("gpt4o")) {
+        tcase_add_test(tc, gpt4o_o200k);
+        tcase_add_test(tc, phi4mini_eog);
+    }
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -11,7 +11,8 @@
 #             chat template) in the qwen3 fixture: memwall convert writes
 #             pre "qwen35", llama.cpp loads it without a pre-tokenizer
 #             warning, memwall-run -i detects the chatml-think format
-#             (chatml-nothink with --no-think); texts:
+#             (chatml-nothink with --no-think), llama.cpp's end-of-generation
+#             ids are those check_tok_real asserts for memwall's; texts:
 #             the multilingual sample plus Vietnamese / Devanagari / Thai /
 #             Tamil, digits and code, then all of it again in NFD
 #             (mk_tok_variant.py marks), and special-token spellings, with
@@ -74,6 +75,13 @@ load_ok() {
         fail "$1: llama.cpp warns about the pre-tokenizer"
     fi
 }
+# eog_is NAME IDS: llama.cpp's end-of-generation ids (of the last load_ok)
+# are IDS, the set tests/check_tok_real.c asserts for memwall's tokenizer
+eog_is() {
+    local got
+    got=$(sed -n 's/.*EOG token *= *\([0-9]*\) .*/\1/p' "$T/info" | sort -n | tr '\n' ' ')
+    [ "$got" = "$2 " ] || fail "$1: llama.cpp's EOG ids [$got], memwall's (check_tok_real) [$2]"
+}
 ALLFLAGS=("" "--no-bos" "--parse-special" "--no-bos --parse-special")
 
 echo "== qwen35"
@@ -84,6 +92,7 @@ python3 "$FIX/mk_tok_variant.py" json "$T/hf-q35/tokenizer.json" "$T/tj.json" --
 if $MW_EMU "$MEMWALL" convert "$T/hf-q35" -o "$T/q35.gguf" -q > "$T/c.log" 2>&1; then
     rm -rf "$T/hf-q35"
     load_ok qwen35 "$T/q35.gguf" qwen35
+    eog_is qwen35 "128247 151643 151645 151662 151663 151664"
     $MW_EMU "$RUNBIN" -m "$T/q35.gguf" -i < /dev/null > /dev/null 2> "$T/chat.err"
     grep -q "chat format chatml-think" "$T/chat.err" || fail "qwen35: chat format: $(head -n 3 "$T/chat.err")"
     $MW_EMU "$RUNBIN" -m "$T/q35.gguf" -i --no-think < /dev/null > /dev/null 2> "$T/chat.err"
@@ -105,6 +114,7 @@ echo "== phi4mini (o200k)"
 python3 "$FIX/mk_family_fixture.py" phi4mini "$T/hf-p4" > "$T/fx.log" 2>&1 || fail "mk_family_fixture.py phi4mini: $(tail -n 2 "$T/fx.log")"
 if $MW_EMU "$MEMWALL" convert "$T/hf-p4" -o "$T/p4.gguf" -q > "$T/c.log" 2>&1; then
     load_ok phi4mini "$T/p4.gguf" gpt-4o
+    eog_is phi4mini "199999 200020"
     n0=$total
     # one file (each call loads the 200k vocabulary): eval.txt, the sample
     # (with code), the marks text, the special spellings
