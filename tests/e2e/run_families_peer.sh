@@ -7,7 +7,8 @@
 # For each KIND of tests/fixtures/mk_family_fixture.py (qwen3, gemma3, the
 # text model of gemma3mm, gemma2, phi3, phi3long, phi4mini (partial rotary
 # 0.75, LongRoPE, tied, the o200k tokenizer), and the mixtures of experts
-# qwen3moe, mixtral, qwen2moe ): the fixture checkpoint
+# qwen3moe, mixtral, qwen2moe, and the gated delta net archs qwen35, qwen35moe,
+# qwen3next): the fixture checkpoint
 # (the family's real config.json layout and tokenizer, small random BF16
 # weights) converted by `memwall convert` (F16), then on eval.txt with
 # llama-perplexity's protocol, context 128 (> the fixtures' sliding window
@@ -22,6 +23,13 @@
 #    U(+-0.2) times sqrt(hidden)) give logits spread over several units,
 #    and the script also prints the mean KL divergence (a tie-free measure,
 #    expected ~1e-6 where the graphs agree; a wrong graph gives > 0.1);
+#    qwen35moe and qwen3next need 97% only: their fixtures' logits are flat
+#    (perplexity ~2.3e5 over 151,936 tokens) and their 8 experts' router
+#    probabilities near-uniform, so a few positions are near ties in the
+#    routing or the argmax (seen 97.9% and 98.9%, mean KL 1.7e-4 and 2.9e-4;
+#    llama.cpp itself moves 0.22% in perplexity between --batch 1 and 128
+#    on qwen3next); run_hybrid_peer.sh's fixtures, whose logits spread,
+#    agree on >= 99.4% with KL <= 2e-5;
 #  - phi3long (LongRoPE, original context 4096) once more at context 4352:
 #    llama.cpp pads the context to 256 and takes the long factors above
 #    4096, as memwall-run does; perplexity within 0.3%.
@@ -31,7 +39,7 @@
 #   MW_FAMILY_GGUF_DIR=DIR          use DIR/KIND.gguf instead of converting
 #                                   (debugging the runtime without the converter)
 source "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
-KINDS=${MW_FAMILY_KINDS:-qwen3 gemma3 gemma3mm gemma2 phi3 phi3long phi4mini qwen3moe mixtral qwen2moe}
+KINDS=${MW_FAMILY_KINDS:-qwen3 gemma3 gemma3mm gemma2 phi3 phi3long phi4mini qwen3moe mixtral qwen2moe qwen35 qwen35moe qwen3next}
 CTX=128
 CHUNKS=3
 BYTES=40000
@@ -87,8 +95,10 @@ for k in $KINDS; do
     kld=$(awk '$1 == "kld" { print $2 }' <<< "$kl")
     scored=$(awk '$1 == "ppl" { print $8 }' <<< "$kl")
     echo "  teacher-forced top-1 on llama.cpp's tokens: $top of $scored positions agree; mean KL $kld"
-    awk -v t="$top" -v m=$MIN_TOP 'BEGIN { exit !(t != "" && t >= m) }' ||
-        fail "$k: top-1 agreement $top < $MIN_TOP"
+    min_top=$MIN_TOP
+    case $k in qwen35moe | qwen3next) min_top=0.97 ;; esac
+    awk -v t="$top" -v m=$min_top 'BEGIN { exit !(t != "" && t >= m) }' ||
+        fail "$k: top-1 agreement $top < $min_top"
     awk -v d="$kld" 'BEGIN { exit !(d != "" && d < 0.01) }' ||
         fail "$k: mean KL divergence $kld from llama.cpp's logits (>= 0.01)"
     if [ "$k" = phi3long ]; then
