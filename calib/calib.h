@@ -52,6 +52,17 @@
  * short/long factors (long when n_pos > the original context) with the
  * attention factor on cos/sin. Final soft-capping only touches logits,
  * which calib does not compute.
+ * Qwen3.5 (qwen35, qwen35moe, qwen3next: rt_hparams full_attn_interval):
+ * the layers rt_layer_is_recurrent names are a gated delta net instead of
+ * attention (calib_ssm.c): attn_qkv, attn_gate (z), ssm_beta, ssm_alpha
+ * (qwen3next: ssm_ba) read ATTN_IN and run batched; then per sample, token by
+ * token from a zero state, the runtime's causal conv + SiLU, q/k L2 norms,
+ * gates and delta rule per value head, and the gated norm rmsnorm(o) *
+ * ssm_norm * silu(z): ATTN_OUT (ssm_d_inner wide), which ssm_out reads. The
+ * other layers are gated attention: attn_q holds per head q then gate rows;
+ * q/k norm, NEOX RoPE on the first n_rot dims, attention * sigmoid(gate). The
+ * FFN norm is post_attention_norm; the MTP block (blk.n_layer) is not run.
+ * No lean mode (hidden states on disk) for these models.
  *
  * Statistics (llama.cpp imatrix semantics, docs/formats.md §9.1): per group and
  * input channel j, over every row (every position of every sample, BOS
