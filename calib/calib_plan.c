@@ -31,21 +31,36 @@ static struct mem_plan mem_plan_of(const struct calib_engine *e, const struct ca
     const long double widest = (long double)calib__max3(e->E, e->Q, e->F > e->FX ? e->F : e->FX);
     const long double NX = (long double)e->NX, FX = (long double)e->FX, K = (long double)e->K;
     const bool cb = o->on_group || o->on_layer;
+    /* gated delta net and gated attention (calib_ssm.c; all 0 elsewhere): the
+     * qkv/conv rows C, the gated q rows 2 Q, the gate and the attention output
+     * AOmax wide (Q, or the delta net's Hv x S), beta and alpha */
+    const long double C = (long double)e->C, AO = (long double)e->AOmax;
+    const long double HV = (long double)e->Hv, S = (long double)e->Sd;
+    const bool gate = e->hp->attn_out_gate;
+    const long double qg = gate && 2.0L * Q > C ? 2.0L * Q : C, gt = gate || e->C ? AO : 0;
+    const long double wide = calib__max3(e->E, e->AOmax, e->F > e->FX ? e->F : e->FX);
     p.fixed = 8.0L * L * 2.0L * (2.0L * E + Q + F) +
               L * CALIB_G_COUNT * (long double)sizeof(struct calib_group_stats) +
               (long double)sizeof(struct calib_stats) +
-              (e->hp->n_swa ? 8.0L : 4.0L) * P * e->hp->n_rot + 4.0L * P * Q;
+              (e->hp->n_swa ? 8.0L : 4.0L) * P * e->hp->n_rot + 4.0L * P * AO;
     p.hs = 4.0L * T * E;
-    /* xin, q, k, v, att, g, u, y, ubuf: rows_b rows each */
-    p.per_smp = 4.0L * P * (E + Q + 2.0L * KV + Q + 2.0L * F + E + widest);
+    /* xin, q, qg, gt, ba, k, v, att, g, u, y, ubuf: rows_b rows each */
+    p.per_smp = 4.0L * P * (E + Q + qg + gt + 2.0L * HV + 2.0L * KV + AO + 2.0L * F + E + wide);
     p.hsb = 4.0L * P * E * (cb ? 2.0L : 1.0L);
-    p.attn = 4.0L * P * P;
+    /* per thread: the scores, and the delta net's conv and recurrent state */
+    p.attn = 4.0L * P * P + 4.0L * (long double)calib__ssm_thread_floats(e);
     const long double n_ids = T < e->hp->n_vocab ? T : (long double)e->hp->n_vocab;
     p.embed = 4.0L * e->hp->n_vocab + 4.0L * n_ids + 1.0L + 4.0L * n_ids * E + 2.0L * e->hp->n_rot;
     /* weights + every optional bias + the two norms */
     const long double small = 4.0L * ((Q + 2.0L * KV + E + 2.0L * F + E) + 2.0L * E +
                                       2.0L * e->hd + 2.0L * E);
-    p.layer = 4.0L * (2.0L * Q * E + 2.0L * KV * E + 3.0L * F * E) + small;
+    /* the larger layer kind: gated attention (q rows 2 Q) or the delta net's
+     * attn_qkv, attn_gate, ssm_out, beta/alpha, conv kernel and small vectors */
+    const long double att_w = (gate ? 3.0L : 2.0L) * Q * E + 2.0L * KV * E;
+    const long double rec_w = e->C ? C * E + 2.0L * HV * S * E + 2.0L * HV * E +
+                                         C * (long double)e->Kc + 2.0L * HV + S
+                                   : 0;
+    p.layer = 4.0L * ((att_w > rec_w ? att_w : rec_w) + 3.0L * F * E) + small;
     if (o->on_group) p.layer += 4.0L * T * Q + 4.0L * widest * widest;
     if (e->NX) {
         /* MoE: expert statistics, chunk scratch; per batch row the router
@@ -59,11 +74,12 @@ static struct mem_plan mem_plan_of(const struct calib_engine *e, const struct ca
     }
     /* lean: the weights one tensor at a time (the largest two when a callback
      * holds a fold's pair), one Hessian with the largest weight reading it */
-    long double w[4] = {e->hp->fused_qkv ? 4.0L * (Q + 2.0L * KV) * E : 4.0L * Q * E, /* q/k/v */
-                        4.0L * E * Q,                                             /* o */
+    const long double qw = gate && 2.0L * Q > C ? 2.0L * Q : (Q > C ? Q : C); /* widest input */
+    long double w[4] = {e->hp->fused_qkv ? 4.0L * (Q + 2.0L * KV) * E : 4.0L * qw * E, /* q/k/v */
+                        4.0L * E * AO,                                            /* o */
                         e->hp->fused_gate_up ? 8.0L * F * E : 4.0L * F * E,       /* gate/up */
                         4.0L * E * F};                                            /* down */
-    const long double n_in[4] = {E, Q, E, F};
+    const long double n_in[4] = {E, AO, E, F};
     long double w1 = 0, w2 = 0, hw = 0;
     for (int g = 0; g < 4; g++) {
         if (w[g] > w1) {

@@ -75,4 +75,25 @@ for m in 0.8b 4b 9b 27b 35b-a3b; do
 done
 run 0 plan "$MW_SRC/tests/fixtures/configs/qwen3.5-0.8b/config.json"
 has "$out" "runtime at ctx 4096, f16 KV, 4 threads: KV 67.3 MiB" "0.8B KV at 4k"
+
+# --- calibration's own plan (calib_plan.c) on a gated delta net: under
+# --max-memory 40M the peak RSS stays within 40 MiB of a one-sample run's
+# (the conv rows, the gated q rows and the per-thread state counted; without
+# them this model took 49 MiB). Native release builds only (RSS). ---
+MK="$MW_BIN/../tests/rt_mkmodel"
+CAL="$MW_DATASETS/corpora/calib.txt"
+[ -f "$CAL" ] || CAL="$MW_SHARED/corpora/calib.txt"
+if [ -x "$MK" ] && [ -z "${MW_EMU:-}" ] && [ -f "$CAL" ] && ! grep -q __asan_init "$MEMWALL"; then
+    "$MK" model "$T/q35.gguf" --arch qwen35 --gpt2 --layers 4 --embd 256 --ff 512 \
+        --ssm-state 64 --ssm-heads 2 8 --type f32 > /dev/null || fail "rt_mkmodel qwen35"
+    peak() { echo "$err" | sed -n 's/.*peak RSS \([0-9.]*\) MiB.*/\1/p' | tail -n 1; }
+    run 0 calib "$T/q35.gguf" --corpus "$CAL" --samples 1 --seq-len 16 -o "$T/a.imatrix" -t 2 \
+        --max-memory none && base=$(peak)
+    run 0 calib "$T/q35.gguf" --corpus "$CAL" --samples 32 --seq-len 127 -o "$T/b.imatrix" -t 2 \
+        --max-memory 40M && bound=$(peak)
+    has "$err" "samples per batch" "calib --max-memory 40M on qwen35"
+    awk -v a="${base:-0}" -v b="${bound:-999}" 'BEGIN { exit !(b > 0 && b - a <= 40) }' ||
+        fail "calib --max-memory 40M on qwen35: peak RSS $bound MiB, one sample's $base MiB"
+    echo "calib --max-memory 40M on a qwen35 model: peak RSS $bound MiB (one sample: $base MiB)"
+fi
 finish
