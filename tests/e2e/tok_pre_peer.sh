@@ -17,7 +17,8 @@
 #             Tamil, digits and code, then all of it again in NFD
 #             (mk_tok_variant.py marks), and special-token spellings, with
 #             every --no-bos / --parse-special combination; a probe of every
-#             code point (mk_tok_probe.py).
+#             code point (mk_tok_probe.py); Hugging Face's ids (node) on
+#             the marks text too.
 #   phi4mini  the Phi-4-mini fixture (mk_family_fixture.py phi4mini: GPT-4o's
 #             o200k tokenizer.json, Split "Removed" with invert true, plus
 #             Phi-4-mini's added tokens): pre "gpt-4o", no llama.cpp warning;
@@ -90,7 +91,6 @@ python3 "$FIX/mk_tok_variant.py" json "$T/hf-q35/tokenizer.json" "$T/tj.json" --
     --no-normalizer --template "$T/hf-q35/tokenizer_config.json" "$FIX/qwen35_chat_template.jinja" &&
     mv "$T/tj.json" "$T/hf-q35/tokenizer.json" || fail "mk_tok_variant.py json"
 if $MW_EMU "$MEMWALL" convert "$T/hf-q35" -o "$T/q35.gguf" -q > "$T/c.log" 2>&1; then
-    rm -rf "$T/hf-q35"
     load_ok qwen35 "$T/q35.gguf" qwen35
     eog_is qwen35 "128247 151643 151645 151662 151663 151664"
     $MW_EMU "$RUNBIN" -m "$T/q35.gguf" -i < /dev/null > /dev/null 2> "$T/chat.err"
@@ -105,7 +105,23 @@ if $MW_EMU "$MEMWALL" convert "$T/hf-q35" -o "$T/q35.gguf" -q > "$T/c.log" 2>&1;
         same "qwen35 marks+special" "$T/q35.txt" "$T/q35.txt" "$T/q35.gguf" $fl
     done
     echo "  $((total - n0)) ids identical to llama.cpp's"
-    rm -f "$T/q35.gguf"
+    # Hugging Face's ids on the marks text, its invalid bytes (which node
+    # reads as U+FFFD) and "</s>" (a normal token in Qwen's tokenizer.json,
+    # control by llama.cpp's rules) left out
+    if command -v node > /dev/null 2>&1 && [ -f "$MW_TOK_DIR/gpt4o/tokenizer.global.js" ]; then
+        sed 's#</s>##g' "$T/marks.txt" | iconv -f UTF-8 -t UTF-8 -c > "$T/q35hf.txt"
+        node "$PYLIB/hf_tokenize.js" "$MW_TOK_DIR/gpt4o/tokenizer.global.js" "$T/hf-q35" \
+            "$T/q35hf.txt" 2> "$T/hf.err" | tr -s ' \n' '\n' | sed '/^$/d' > "$T/hf.l"
+        $MW_EMU "$RUNBIN" -m "$T/q35.gguf" --tokenize "$T/q35hf.txt" -q --no-bos --parse-special |
+            tr -s ' \n' '\n' | sed '/^$/d' > "$T/ours.l"
+        if [ -s "$T/hf.l" ] && cmp -s "$T/ours.l" "$T/hf.l"; then
+            echo "  $(wc -l < "$T/hf.l") ids identical to Hugging Face's (marks text)"
+            total=$((total + $(wc -l < "$T/hf.l")))
+        else
+            fail "qwen35 marks text: differs from Hugging Face's ($(wc -l < "$T/ours.l") ids vs $(wc -l < "$T/hf.l")) $(tail -n 2 "$T/hf.err")"
+        fi
+    fi
+    rm -rf "$T/q35.gguf" "$T/hf-q35"
 else
     fail "qwen35: memwall convert: $(tail -n 2 "$T/c.log")"
 fi
