@@ -295,6 +295,11 @@ struct quant_opts {
     const char *imatrix_file;            /* quantize.imatrix.file value (the path given) */
     const char *budget;                  /* memwall.quant.budget value (--bpw/--size/--fit-ram), or NULL */
     const char *command;                 /* memwall.quant.command value (the command line), or NULL */
+    /* memwall.quant.probe_kld: the budget's probes, one KL divergence per
+     * source tensor (< 0: not probed; n_probe_kld: the source's tensor
+     * count), written in the file's tensor order; NULL: no key */
+    const float *probe_kld;
+    uint64_t n_probe_kld;
     bool guess_file_type;                /* general.file_type from the plan's types (a budget's
                                           * mix without a preset), not the preset's */
     bool allow_requantize;               /* source tensors already quantized */

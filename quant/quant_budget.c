@@ -403,6 +403,10 @@ enum mw_status quant_budget_allocate(const struct quant_source *src, const struc
     struct quant_opts lo = *o; /* the plans built here would repeat the final plan's notices */
     lo.log = NULL;
     lo.progress = NULL;
+    /* the probes' results go into the final file (memwall.quant.probe_kld,
+     * one f32 per tensor): the plans measured here carry the key too */
+    float *pk = b->probe && !o->probe_kld ? calloc((size_t)src->n_tensors + 1, sizeof *pk) : NULL;
+    if (pk) lo.probe_kld = pk, lo.n_probe_kld = src->n_tensors;
     struct quant_source asrc = *src;
     /* placeholders for the method keys to reserve */
     char *wm = malloc((size_t)b->reserve_method + 1);
@@ -413,7 +417,7 @@ enum mw_status quant_budget_allocate(const struct quant_source *src, const struc
     uint32_t *choice = NULL;
     uint64_t n = 0;
     enum mw_status s;
-    if (!wm || !wp) {
+    if (!wm || !wp || (b->probe && !o->probe_kld && !pk)) {
         s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
         goto out;
     }
@@ -539,6 +543,7 @@ out:
     free(choice);
     free(wm);
     free(wp);
+    free(pk);
     return s;
 }
 

@@ -797,6 +797,18 @@ static enum mw_status write_kvs(const struct quant_plan *p, struct gguf_writer *
     if (p->o.rules.pure) TRY(gguf_writer_set_bool(w, "memwall.quant.pure", true, err));
     if (p->o.budget) TRY(gguf_writer_set_str(w, "memwall.quant.budget", p->o.budget, err));
     if (p->o.command) TRY(gguf_writer_set_str(w, "memwall.quant.command", p->o.command, err));
+    if (p->o.probe_kld) {
+        float *v = malloc((size_t)(p->n ? p->n : 1) * sizeof *v);
+        if (!v) {
+            s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+            goto out;
+        }
+        for (uint64_t i = 0; i < p->n; i++)
+            v[i] = p->e[i].src_index < p->o.n_probe_kld ? p->o.probe_kld[p->e[i].src_index] : -1.0f;
+        s = gguf_writer_set_arr(w, "memwall.quant.probe_kld", GGUF_VT_F32, v, p->n, err);
+        free(v);
+        if (s != MW_OK) goto out;
+    }
     const uint64_t nov = quant_overrides_count(p->o.rules.overrides);
     if (nov) {
         const char **v = calloc((size_t)nov, sizeof *v);

@@ -7,7 +7,7 @@
 # build). Needs chromium (scripts/deps.sh). About a minute of CPU.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-BUILD=${1:-$ROOT/build}
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
 MEMWALL=$BUILD/tools/memwall
 CHROME=$(command -v chromium || command -v chromium-browser || true)
 [ -x "$MEMWALL" ] || { echo "no $MEMWALL: build first" >&2; exit 2; }

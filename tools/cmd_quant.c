@@ -164,6 +164,7 @@ struct job {
     struct alloc_req rq; /* o.budget points into it */
     struct quant_budget_result ares;
     uint64_t predicted; /* the budget's predicted file size */
+    float *probe_kld;   /* o.probe_kld: the probes' KLDs by source tensor */
 #if defined(MW_HAVE_FULL)
     struct hf_quant_src *hs;
     struct quant_methods_src *mh;
@@ -208,6 +209,7 @@ static void job_free(struct job *j)
     gguf_close(j->f);
     quant_imatrix_free(j->im);
     quant_budget_result_free(&j->ares);
+    free(j->probe_kld);
 }
 
 /* A library error: the progress line ends, the error prints. */
@@ -259,6 +261,21 @@ static int apply_budget(struct job *j)
     const int rc = budget(rq, &j->src, j->f, NULL, NULL, &j->o, &j->ares);
 #endif
     if (rc == 0) j->predicted = j->ares.file_bytes;
+    if (rc == 0 && j->ares.probe_asked) { /* memwall.quant.probe_kld, reserved by the budget */
+        const uint64_t n = j->src.n_tensors;
+        if (!(j->probe_kld = malloc((size_t)(n ? n : 1) * sizeof *j->probe_kld))) {
+            mw_err_clear(&j->err);
+            return job_fail(j, MW_FAIL(&j->err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory"));
+        }
+        for (uint64_t i = 0; i < n; i++) j->probe_kld[i] = -1.0f;
+        for (uint64_t k = 0; k < j->ares.n_rows; k++) {
+            const struct quant_budget_row *w = &j->ares.rows[k];
+            const uint64_t i = (uint64_t)(w->t - j->src.tensors);
+            if (w->t >= j->src.tensors && i < n) j->probe_kld[i] = (float)w->probe_kld;
+        }
+        j->o.probe_kld = j->probe_kld;
+        j->o.n_probe_kld = n;
+    }
     return rc;
 }
 

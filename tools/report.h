@@ -33,6 +33,7 @@ struct report_tensor {
     int kind;          /* index into report_file.kinds */
     uint32_t type;
     uint64_t n_el, nbytes;
+    double probe_kld;  /* memwall.quant.probe_kld: the budget's probe; < 0: none */
 };
 
 /* A tensor kind ("attn_q.weight", "token_embd.weight", ...): its totals. */
@@ -83,6 +84,7 @@ struct report_file {
     char *im_file, *im_dataset;
     uint32_t im_chunks, file_type;
     bool has_file_type, memwall, pure;
+    uint32_t n_probed;             /* tensors with a probe_kld >= 0 */
     uint32_t n_overrides;
     struct report_plan plan;
     struct report_quality q;

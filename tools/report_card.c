@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant/quant.h"
 #include "tools/report.h"
 
 #define P report_buf_printf
@@ -90,8 +91,12 @@ static void facts(struct report_buf *b, const struct report_file *rf)
         md(b, rf->arch);
         P(b, " |\n");
     }
-    if (rf->preset) {
-        P(b, "| preset / file type | ");
+    if (rf->has_file_type) {
+        const char *ft = quant_file_type_name(rf->file_type);
+        P(b, "| file type | %s (general.file_type %u) |\n", ft ? ft : "unknown", rf->file_type);
+    }
+    if (rf->preset && !rf->budget) {
+        P(b, "| preset | ");
         md(b, rf->preset);
         P(b, " |\n");
     }

@@ -17,6 +17,7 @@
 
 #include "core/mw_file.h"
 #include "gguf/gguf.h"
+#include "quant/quant.h"
 #include "tools/report.h"
 
 // --- the buffer ---
@@ -170,7 +171,8 @@ static void summary(struct report_buf *b, const struct report_file *rf)
     kv_row(b, "tensor data", s);
     P(b, "<dt>bits per weight</dt><dd id=\"bpw\">%.3f</dd>\n", report_bpw(rf));
     if (rf->has_file_type) {
-        snprintf(s, sizeof s, "%u", rf->file_type);
+        const char *ft = quant_file_type_name(rf->file_type);
+        snprintf(s, sizeof s, "%u (%s)", rf->file_type, ft ? ft : "unknown");
         kv_row(b, "general.file_type", s);
     }
     if (rf->memwall) {
@@ -179,7 +181,8 @@ static void summary(struct report_buf *b, const struct report_file *rf)
     } else {
         kv_row(b, "made by", "not memwall (no memwall.* keys): llama.cpp or another tool");
     }
-    if (rf->preset) kv_row(b, "preset (file type)", rf->preset);
+    if (rf->preset) kv_row(b, rf->budget ? "preset (its rules unused by the budget)" : "preset",
+                           rf->preset);
     if (rf->method) kv_row(b, "method", rf->method);
     if (rf->budget) {
         double bpw;
@@ -249,6 +252,7 @@ static void map_cell(struct report_buf *b, const struct report_file *rf,
         P(b, "; ");
         H(b, m);
     }
+    if (t->probe_kld >= 0) P(b, "; probe KLD %.6f", t->probe_kld);
     P(b, "</title></rect><text x=\"%d\" y=\"%d\" "
          "font-size=\"10\" text-anchor=\"middle\" fill=\"%s\">%s</text>",
       x + w / 2, y + MAP_ROW - 6, text_on(col), nm);

@@ -10,6 +10,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "tools/report.h"
@@ -112,8 +113,53 @@ static void method_table(struct report_buf *b, const struct report_file *rf)
     }
     P(b, ".</p>\n<p class=\"note\">Learned rounding's own fallbacks (to the method before "
          "it) are counted over the file (fallback= above); experts with too few routed rows "
-         "are rounded too (experts= above). The probes' KL divergence per tensor is printed "
-         "by <code>memwall quant</code> and not stored in the file.</p>\n");
+         "are rounded too (experts= above). A budget with --corpus (without --no-probes) "
+         "also records the probes' KL divergence of each tensor (below).</p>\n");
+}
+
+/* The budget's probes (memwall.quant.probe_kld): each probed tensor's
+ * output KL divergence alone at its probe type, largest first (at most 64). */
+static void probe_table(struct report_buf *b, const struct report_file *rf)
+{
+    if (!rf->n_probed) return;
+    uint64_t *ord = malloc(rf->n_probed * sizeof *ord);
+    if (!ord) {
+        b->oom = true;
+        return;
+    }
+    uint32_t n = 0;
+    for (uint64_t i = 0; i < rf->n_tensors; i++)
+        if (rf->t[i].probe_kld >= 0) ord[n++] = i;
+    for (uint32_t i = 1; i < n; i++) /* insertion sort, largest KLD first */
+        for (uint32_t j = i; j > 0 && rf->t[ord[j - 1]].probe_kld < rf->t[ord[j]].probe_kld; j--) {
+            const uint64_t x = ord[j];
+            ord[j] = ord[j - 1];
+            ord[j - 1] = x;
+        }
+    if (!n) {
+        free(ord);
+        return;
+    }
+    const double top = rf->t[ord[0]].probe_kld > 0 ? rf->t[ord[0]].probe_kld : 1;
+    P(b, "<h3>Probes</h3>\n<p class=\"note\">The output KL divergence each tensor causes "
+         "alone, quantized to its probe type, as the budget measured it (%u tensors; the "
+         "largest %u):</p>\n<div class=\"scroll\"><table id=\"probes\"><tr><th>tensor</th>"
+         "<th>type in file</th><th class=\"n\">probe KLD</th><th></th></tr>\n",
+      n, n < 64 ? n : 64);
+    for (uint32_t k = 0; k < n && k < 64; k++) {
+        const struct report_tensor *t = &rf->t[ord[k]];
+        char nm[32];
+        P(b, "<tr data-tensor=\"");
+        H(b, t->name);
+        P(b, "\"><td>");
+        H(b, t->name);
+        P(b, "</td><td>%s</td><td class=\"n\" data-kld=\"%.6g\">%.6f</td><td><span class=\"bar\" "
+             "style=\"width:%.1fpx\"></span></td></tr>\n",
+          report_type_name(t->type, nm, sizeof nm), t->probe_kld, t->probe_kld,
+          120.0 * t->probe_kld / top);
+    }
+    P(b, "</table></div>\n");
+    free(ord);
 }
 
 void report_html_calib(struct report_buf *b, const struct report_file *rf)
@@ -147,6 +193,7 @@ void report_html_calib(struct report_buf *b, const struct report_file *rf)
     H(b, rf->method_params);
     P(b, "</code></dd>\n</dl>\n");
     method_table(b, rf);
+    probe_table(b, rf);
 }
 
 static void plan_table(struct report_buf *b, const struct report_plan *pl)

@@ -173,6 +173,16 @@ static void read_kvs(struct report_file *rf)
     const int64_t pi = gguf_kv_find(f, "memwall.quant.pure");
     bool b = false;
     rf->pure = pi >= 0 && gguf_value_as_bool(gguf_kv_value(f, (uint64_t)pi), &b) && b;
+    const int64_t ki = gguf_kv_find(f, "memwall.quant.probe_kld");
+    const struct gguf_value *pv = ki >= 0 ? gguf_kv_value(f, (uint64_t)ki) : NULL;
+    const bool probes = pv && pv->type == GGUF_VT_ARRAY && pv->n == rf->n_tensors;
+    for (uint64_t i = 0; i < rf->n_tensors; i++) {
+        struct gguf_value e;
+        double d = -1;
+        rf->t[i].probe_kld = probes && gguf_value_elem(pv, i, &e) && gguf_value_as_f64(&e, &d) &&
+                                     d >= 0 ? d : -1;
+        rf->n_probed += rf->t[i].probe_kld >= 0;
+    }
     const int64_t oi = gguf_kv_find(f, "memwall.quant.type_overrides");
     if (oi >= 0 && gguf_kv_value(f, (uint64_t)oi)->type == GGUF_VT_ARRAY)
         rf->n_overrides = (uint32_t)gguf_kv_value(f, (uint64_t)oi)->n;

@@ -84,11 +84,17 @@ printf -- '---\nlicense: apache-2.0\n---\n# x\n' > "$CP/README.md"
 run 0 quant "$CP" -o "$T/lic.gguf" --preset Q8_0 -q --card "$T/lic.md"
 grep -qx 'license: apache-2.0' "$T/lic.md" || fail "card: license from the source's README"
 
-# a --size budget: the file against it
-run 0 quant "$F16" -o "$T/b.gguf" --size 4449984 --no-iquants -t 2 -q --report "$T/b.html"
+# a --size budget with a corpus: the file against it; the probes' KLD per
+# tensor recorded (memwall.quant.probe_kld, reserved by the allocation)
+run 0 quant "$F16" -o "$T/b.gguf" --size 4449984 --no-iquants --corpus "$CAL" --method gptq \
+    --samples 2 --seq-len 32 -t 2 -q --report "$T/b.html"
 sz=$(stat -c %s "$T/b.gguf")
+[ "$sz" -le 4449984 ] || fail "--size 4449984 gave $sz bytes"
 grep -q "id=\"budget\">Budget asked: --size 4449984: a file of at most 4449984 bytes. The file: $sz bytes" \
     "$T/b.html" || fail "budget paragraph (file $sz bytes)"
+np=$(mwgguf kv "$T/b.gguf" memwall.quant.probe_kld | tr ',' '\n' | grep -c '[0-9]')
+[ "$np" -eq 75 ] || fail "memwall.quant.probe_kld: $np values, want one per tensor (75)"
+[ "$(grep -c '<tr data-tensor=' "$T/b.html")" -eq 58 ] || fail "probes table: want the 58 matrices"
 
 # --corpus: the method per tensor; Q2_K has no GPTQ grid, its tensors fall back
 run 0 quant "$F16" -o "$T/g.gguf" --preset Q2_K --corpus "$CAL" --method gptq --samples 4 \
