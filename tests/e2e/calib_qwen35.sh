@@ -17,8 +17,9 @@
 #    llama.cpp's (tests/fixtures/llamacpp_ref/<kind>-calib32*.imatrix.gguf,
 #    bench/llamacpp_imatrix_qwen35.sh);
 #  - quant --corpus --method awq+gptq+round (AWQ, GPTQ and learned rounding on
-#    every matrix) and --size with the corpus: verify --deep, the AWQ log names
-#    the delta net's folds and the ones it skips;
+#    every matrix; qwen35: the same bytes with -t 1 and -t 2) and --size with
+#    the corpus: verify --deep, the AWQ log names the delta net's folds and the
+#    ones it skips;
 #  - with the llama.cpp peer: llama.cpp loads both files, and its perplexity
 #    of the awq+gptq+round file equals memwall's within 5 % (see ppl_pair).
 # 2 samples of 32 tokens from a slice of calib.txt. Exit 77 when python3 or
@@ -128,6 +129,12 @@ for k in ${MW_FAMILY_KINDS:-qwen35 qwen35moe qwen3next}; do
     # with fewer routed rows than a quarter of their width are rounded instead
     [ "$k" = qwen35 ] && { grep -q 'round: learned rounding on 62 tensors' "$T/q.log" ||
         fail "$k: learned rounding did not reach all 62 layer matrices"; }
+    # the same bytes with one thread (the recurrence, GPTQ and rounding alike)
+    if [ "$k" = qwen35 ]; then
+      $mw quant "$d" -o "$T/$k-t1.gguf" --preset Q4_0 --corpus "$T/corpus.txt" --samples 2 \
+          --seq-len 32 -t 1 --method awq+gptq+round -q 2> /dev/null || fail "$k: quant -t 1"
+      cmp -s "$o" "$T/$k-t1.gguf" || fail "$k: awq+gptq+round with -t 1 and -t 2 differ"
+    fi
   else
     cat "$T/q.log"; fail "$k: quant --method awq+gptq+round"
   fi
