@@ -28,7 +28,6 @@ static struct mem_plan mem_plan_of(const struct calib_engine *e, const struct ca
     const long double T = (long double)e->T, P = e->n_pos, E = (long double)e->E;
     const long double Q = (long double)e->Q, KV = (long double)e->KV, F = (long double)e->F;
     const long double L = e->hp->n_layer;
-    const long double widest = (long double)calib__max3(e->E, e->Q, e->F > e->FX ? e->F : e->FX);
     const long double NX = (long double)e->NX, FX = (long double)e->FX, K = (long double)e->K;
     const bool cb = o->on_group || o->on_layer;
     /* gated delta net and gated attention (calib_ssm.c; all 0 elsewhere): the
@@ -61,7 +60,7 @@ static struct mem_plan mem_plan_of(const struct calib_engine *e, const struct ca
                                          C * (long double)e->Kc + 2.0L * HV + S
                                    : 0;
     p.layer = 4.0L * ((att_w > rec_w ? att_w : rec_w) + 3.0L * F * E) + small;
-    if (o->on_group) p.layer += 4.0L * T * Q + 4.0L * widest * widest;
+    if (o->on_group) p.layer += 4.0L * T * AO + 4.0L * wide * wide;
     if (e->NX) {
         /* MoE: expert statistics, chunk scratch; per batch row the router
          * logits; per layer the router, the stacked experts, the shared gate,
