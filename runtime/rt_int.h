@@ -349,6 +349,10 @@ void rt__ssm_layer(struct rt_ctx *c, uint32_t il, uint32_t n_tok);
  * layer); false on overflow (rt_ssm.c). */
 bool rt__ssm_state_bytes(const struct rt_hparams *hp, uint64_t *conv_floats,
                          uint64_t *ssm_floats, uint64_t *bytes);
+/* rt_delta_net_step through a kernel table's row ops (the scalar ops give
+ * its very bits). */
+void rt__delta_step(const struct rt_ssm_ops *k, float *M, uint32_t S, const float *q,
+                    const float *kv, const float *v, float g, float beta, float *out);
 /* Zero the recurrent state (a fresh sequence). */
 void rt__ssm_reset(struct rt_ctx *c);
 

@@ -41,6 +41,15 @@
 
 #define RT_NACC 4 /* float partial sums over blocks */
 
+/* The delta net's row ops (rt_kern_ssm.c). */
+extern const struct rt_ssm_ops rt_ssm_ops_ref;
+#if RT_HAVE_X86
+extern const struct rt_ssm_ops rt_ssm_ops_avx2;
+#endif
+#if RT_HAVE_NEON
+extern const struct rt_ssm_ops rt_ssm_ops_neon;
+#endif
+
 /* Block sizes in bytes (docs/formats.md §3). */
 #define RT_BS_Q4_0 18
 #define RT_BS_Q4_1 20

@@ -157,6 +157,7 @@ struct rt_cpu rt_cpu_detect(void)
 
 static const struct rt_kernels table_scalar = {
     .name = "scalar",
+    .ssm = &rt_ssm_ops_ref,
     .kernel = {RT__KERNELS(ref, ref)},
     .act = {RT__ACTS(ref)},
 };
@@ -164,17 +165,20 @@ static const struct rt_kernels table_scalar = {
 #if RT_HAVE_NEON
 static const struct rt_kernels table_neon = {
     .name = "neon",
+    .ssm = &rt_ssm_ops_neon,
     .kernel = {RT__KERNELS(neon, neon)},
     .act = {RT__ACTS(neon)},
 };
 static const struct rt_kernels table_sdot = {
     .name = "neon+dotprod",
+    .ssm = &rt_ssm_ops_neon,
     .kernel = {RT__KERNELS(sdot, neon)},
     .act = {RT__ACTS(neon)},
 };
 /* the SDOT mat-vec kernels (decode) with the SMMLA batched ones (prompt) */
 static const struct rt_kernels table_i8mm = {
     .name = "neon+i8mm",
+    .ssm = &rt_ssm_ops_neon,
     .kernel = {RT__KERNELS_G(sdot, neon, i8mm)},
     .act = {RT__ACTS(neon)},
 };
@@ -210,11 +214,13 @@ static const struct rt_kernels table_i8mm = {
 
 static const struct rt_kernels table_avx2 = {
     .name = "avx2",
+    .ssm = &rt_ssm_ops_avx2,
     .kernel = {RT__KERNELS_X86(avx2, avx2)},
     .act = {RT__ACTS(avx2)},
 };
 static const struct rt_kernels table_avx2_vnni = {
     .name = "avx2+vnni",
+    .ssm = &rt_ssm_ops_avx2,
     .kernel = {RT__KERNELS_X86(vnni, vnni)},
     .act = {RT__ACTS(vnni)},
 };
@@ -222,6 +228,7 @@ static const struct rt_kernels table_avx2_vnni = {
  * later): the AVX-VNNI table with the zmm k-quant gemms. */
 static const struct rt_kernels table_avx512 = {
     .name = "avx512+vnni",
+    .ssm = &rt_ssm_ops_avx2,
     .kernel = {RT__KERNELS_X86(vnni, avx512)},
     .act = {RT__ACTS(vnni)},
 };

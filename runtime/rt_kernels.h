@@ -156,11 +156,23 @@ struct rt_kernel {
 
 /* One variant's function-pointer tables. Indexed by ggml type id; rows that
  * are not supported have dot == NULL (kernel) / quantize == NULL (act). */
+/* The gated delta net's recurrence over rows of n floats (rt_kern_ssm.c):
+ * dot = sum x[i]*y[i] (scalar: in index order, rt_delta_net_step's bits;
+ * vector variants: fixed partial sums, FMA), axpy y[i] += x[i]*a, scale
+ * y[i] *= a. */
+struct rt_ssm_ops {
+    const char *name; /* "scalar", "avx2", "neon" */
+    float (*dot)(uint64_t n, const float *x, const float *y);
+    void (*axpy)(uint64_t n, float *y, const float *x, float a);
+    void (*scale)(uint64_t n, float *y, float a);
+};
+
 struct rt_kernels {
     const char *name; /* "scalar", "neon", "neon+dotprod", "neon+i8mm", "avx2", "avx2+vnni",
                          "avx512+vnni" */
     struct rt_kernel kernel[GGUF_TYPE_COUNT]; /* by weight type */
     struct rt_act_format act[GGUF_TYPE_COUNT]; /* by activation type */
+    const struct rt_ssm_ops *ssm; /* the delta net's row ops */
 };
 
 /* The best table for cpu: aarch64: NEON+SDOT+SMMLA if cpu->i8mm (and

@@ -19,10 +19,13 @@
  * step's tokens in order inside each: the state after a step, and every
  * output, are the same for any thread count and any way the prompt is cut
  * into steps (the projections are rt_gemm's, which equal the mat-vec).
+ * The recurrence's dots and rank-1 updates are the kernel table's
+ * (rt_kern_ssm.c: scalar = rt_delta_net_step's bits, AVX2, NEON).
  */
 #include "runtime/rt_int.h"
 #include "runtime/rt_ops.h"
 
+#include <math.h>
 #include <string.h>
 
 bool rt__ssm_state_bytes(const struct rt_hparams *hp, uint64_t *conv_floats, uint64_t *ssm_floats,
@@ -43,6 +46,22 @@ bool rt__ssm_state_bytes(const struct rt_hparams *hp, uint64_t *conv_floats, uin
     *ssm_floats = sf;
     *bytes = all;
     return true;
+}
+
+void rt__delta_step(const struct rt_ssm_ops *k, float *M, uint32_t S, const float *q,
+                    const float *kv, const float *v, float g, float beta, float *out)
+{
+    /* rt_delta_net_step's order (ggml's gated_delta_net: scale, then per value
+     * row the dot with k and the rank-1 update, then the dots with q) */
+    const float decay = expf(g);
+    const float scale = 1.0f / sqrtf((float)S);
+    k->scale((uint64_t)S * S, M, decay);
+    for (uint32_t j = 0; j < S; j++) {
+        float *row = M + (uint64_t)j * S;
+        const float d = (v[j] - k->dot(S, row, kv)) * beta;
+        k->axpy(S, row, kv, d);
+    }
+    for (uint32_t j = 0; j < S; j++) out[j] = k->dot(S, M + (uint64_t)j * S, q) * scale;
 }
 
 void rt__ssm_reset(struct rt_ctx *c)
@@ -124,8 +143,8 @@ static void ssm_task(void *arg, unsigned ith, unsigned nth)
                 const float *y = c->s_conv + (uint64_t)b * CH;
                 const float *aa = c->s_a + (uint64_t)b * 2 * Hv;
                 float *o = c->s_o + (uint64_t)b * DI + h * S;
-                rt_delta_net_step(M, (uint32_t)S, y + kh * S, y + (Hk + kh) * S,
-                                  y + (2 * (uint64_t)Hk + h) * S, aa[h], aa[Hv + h], o);
+                rt__delta_step(c->ks->ssm, M, (uint32_t)S, y + kh * S, y + (Hk + kh) * S,
+                               y + (2 * (uint64_t)Hk + h) * S, aa[h], aa[Hv + h], o);
                 rt_delta_net_out_norm(o, ly->ssm_norm, c->s_z + (uint64_t)b * DI + h * S,
                                       (uint32_t)S, hp->rms_eps);
             }

@@ -3,7 +3,9 @@
  * SIMD kernel and activation quantizer against its scalar reference
  * (bit-identical results required; rt_kernels.h explains why they must be),
  * the scalar kernels against a float dot of quant/'s dequantized weights
- * (block decoding agrees with quant/), and an allocation-free rt_matvec.
+ * (block decoding agrees with quant/), an allocation-free rt_matvec, and the
+ * gated delta net's f32 row ops (exact for the scalar table, within a
+ * reassociation bound for the AVX2 / NEON ones).
  *
  * Every variant the CPU runs is compared: on x86-64 the AVX2 and AVX-VNNI
  * tables (rt_kern_x86.c) where the CPU has them; the NEON comparisons run in
@@ -680,6 +682,73 @@ START_TEST(test_vs_quant)
 END_TEST
 
 /* rt_matvec: rows x dot, no allocation, row ranges compose. */
+/* The delta net's row ops of every table against the scalar ones: the
+ * scalar table is the index-order sum (exactly), the vector tables within
+ * a reassociation bound; axpy within one rounding of the unfused one, scale
+ * exact; the AVX2 and NEON tables name their ops. */
+START_TEST(test_ssm_ops)
+{
+    static const uint64_t lens[] = {0, 1, 3, 4, 7, 8, 15, 16, 17, 31, 32, 33, 64, 127, 128, 129, 256};
+    enum { NMAX = 256 };
+    float x[NMAX], y[NMAX], ya[NMAX], yb[NMAX];
+    uint64_t r = 99;
+    for (int i = 0; i < NMAX; i++) {
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        x[i] = (float)((double)(r >> 40) / (double)(1ull << 24) - 0.5) * 4.0f;
+        r = r * 6364136223846793005ull + 1442695040888963407ull;
+        y[i] = (float)((double)(r >> 40) / (double)(1ull << 24) - 0.5);
+    }
+    const struct rt_kernels *v[6];
+    const int nv = variants(v);
+    ck_assert_str_eq(v[0]->ssm->name, "scalar");
+    for (int t = 0; t < nv; t++) {
+        const struct rt_ssm_ops *k = v[t]->ssm;
+        ck_assert_ptr_nonnull(k);
+#if RT_HAVE_X86
+        if (t > 0) ck_assert_str_eq(k->name, "avx2");
+#endif
+#if RT_HAVE_NEON
+        if (t > 0) ck_assert_str_eq(k->name, "neon");
+#endif
+        for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+            const uint64_t n = lens[li];
+            float ref = 0.0f;
+            double exact = 0.0, mag = 0.0;
+            for (uint64_t i = 0; i < n; i++) {
+                ref += x[i] * y[i];
+                exact += (double)x[i] * y[i];
+                mag += fabs((double)x[i] * y[i]);
+            }
+            const float got = k->dot(n, x, y);
+            if (t == 0) {
+                ck_assert_msg(fbits(got) == fbits(ref), "scalar dot n=%llu", (unsigned long long)n);
+            } else {
+                const double bound = (double)(n / 4 + 2) * 0x1p-24 * mag + 1e-30;
+                ck_assert_msg(fabs((double)got - exact) <= bound, "%s dot n=%llu: %g vs %g",
+                              k->name, (unsigned long long)n, (double)got, exact);
+            }
+            memcpy(ya, y, sizeof y);
+            memcpy(yb, y, sizeof y);
+            k->axpy(n, ya, x, -0.37f);
+            for (uint64_t i = 0; i < n; i++) yb[i] += x[i] * -0.37f;
+            for (uint64_t i = 0; i < NMAX; i++) {
+                if (t == 0 || i >= n) {
+                    ck_assert(fbits(ya[i]) == fbits(yb[i]));
+                } else { /* fused (one rounding), or unfused in the tail */
+                    const double e = (double)y[i] + (double)x[i] * (double)-0.37f;
+                    ck_assert_double_le(fabs((double)ya[i] - e),
+                                        0x1p-24 * (fabs(e) + fabs((double)x[i] * 0.37)) + 1e-30);
+                }
+            }
+            memcpy(ya, y, sizeof y);
+            k->scale(n, ya, 0.83f);
+            for (uint64_t i = 0; i < NMAX; i++)
+                ck_assert(fbits(ya[i]) == fbits(i < n ? y[i] * 0.83f : y[i]));
+        }
+    }
+}
+END_TEST
+
 START_TEST(test_matvec)
 {
     const uint32_t t = wtypes[_i];
@@ -747,6 +816,7 @@ int main(void)
     tcase_set_timeout(tq, 120);
     tcase_add_loop_test(tq, test_vs_quant, 0, N_WTYPES);
     tcase_add_loop_test(tq, test_matvec, 0, N_WTYPES);
+    tcase_add_test(tq, test_ssm_ops);
     suite_add_tcase(s, tq);
 
     return run_suite(s);

@@ -21,6 +21,7 @@
 
 #include "gguf/gguf.h"
 #include "runtime/rt.h"
+#include "runtime/rt_int.h"
 #include "runtime/rt_ops.h"
 #include "tools/rt_fixture.h"
 
@@ -287,6 +288,30 @@ START_TEST(test_ssm_ops)
             double so = 0;
             for (int i = 0; i < S; i++) so += Md[j * S + i] * q[i];
             ck_assert_double_eq_tol(o[j], so / sqrt((double)S), 1e-5);
+        }
+    }
+    /* the kernel tables' recurrence (rt__delta_step): the scalar ops give
+     * rt_delta_net_step's bits, the vector ops stay within 1e-5 of them */
+    const struct rt_kernels *kv[6];
+    const int n_kv = rt_kernels_variants(kv, 6);
+    for (int t = 0; t < n_kv; t++) {
+        float Ma[S * S], Mb[S * S], oa[S], ob[S];
+        for (int i = 0; i < S * S; i++) Ma[i] = Mb[i] = (float)Md[i] * 0.5f;
+        for (int step = 0; step < 6; step++) {
+            for (int i = 0; i < S; i++) {
+                q[i] = sinf((float)(2 * i + step)), k[i] = cosf((float)(i - step));
+                v[i] = 0.05f * (float)(i + step);
+            }
+            rt_l2norm_heads(q, 1, S, 1e-6f);
+            rt_l2norm_heads(k, 1, S, 1e-6f);
+            rt_delta_net_step(Ma, S, q, k, v, -0.1f * (float)step, 0.6f, oa);
+            rt__delta_step(kv[t]->ssm, Mb, S, q, k, v, -0.1f * (float)step, 0.6f, ob);
+            if (t == 0) {
+                ck_assert(memcmp(oa, ob, sizeof oa) == 0 && memcmp(Ma, Mb, sizeof Ma) == 0);
+            } else {
+                for (int j = 0; j < S; j++) ck_assert_float_eq_tol(ob[j], oa[j], 1e-5f);
+                for (int j = 0; j < S * S; j++) ck_assert_float_eq_tol(Mb[j], Ma[j], 1e-5f);
+            }
         }
     }
     /* conv: K = 3 taps over 2 channels, state of the 2 previous inputs */
