@@ -1,7 +1,8 @@
 /*
  * runtime/rt.h — memwall's device runtime: runs a llama-family GGUF file
- * (llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, and the
- * mixture-of-experts qwen2moe, qwen3moe and Mixtral (llama with experts) as
+ * (llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, the gated delta net
+ * archs qwen35, qwen35moe and qwen3next, and the mixture-of-experts
+ * qwen2moe, qwen3moe and Mixtral (llama with experts) as
  * memwall and llama.cpp's converters write them) on a CPU, the same code on
  * an ARM phone and on the desktop.
  *
@@ -60,6 +61,25 @@
  * step groups its tokens by expert: each routed expert's matrices are read
  * once per step, the others not at all (tests/check_runtime.c counts the
  * resident pages with mincore()).
+ *
+ * Gated delta net (qwen35, qwen35moe, qwen3next; llama.cpp's qwen35.cpp,
+ * qwen35moe.cpp, qwen3next.cpp, delta-net-base.cpp): layer il is recurrent
+ * unless (il+1) % full_attention_interval == 0; the MTP blocks after n_layer
+ * are not run. A recurrent layer (rt_ssm.c):
+ *   qkv = attn_qkv h; z = attn_gate h; beta = sigmoid(ssm_beta h);
+ *   g = ssm_a * softplus(ssm_alpha h + ssm_dt.bias)   (qwen3next: one ssm_ba)
+ *   y = silu(causal depthwise conv of qkv, K taps, with the conv state)
+ *   q, k = L2-normalised heads of y; per value head h (key head h % Hk, or
+ *   h / (Hv/Hk) for qwen3next) on its S x S state M: M = e^g M;
+ *   d = beta (v - M k); M += d k^T; o = M q / sqrt(S); o = rmsnorm(o)*ssm_norm*silu(z)
+ *   x += ssm_out o
+ * A full-attention layer: attn_q gives per head q then a gate; q/k norms;
+ * NEOX RoPE on n_rot dims (qwen35: IMROPE, the same for text positions);
+ * the attention output times sigmoid(gate) before attn_output. The FFN input
+ * is post_attention_norm; qwen35moe/qwen3next: experts plus a shared expert
+ * times sigmoid(ffn_gate_inp_shexp . h). The state ((K-1) x channels + S x S
+ * x Hv floats per recurrent layer) is allocated with the context, constant
+ * in n_ctx; it cannot be rewound except to position 0.
  *
  * Memory: the model is the mapping plus a few owned float vectors (norms,
  * biases); a context (rt_ctx) allocates its KV cache, activation scratch,
