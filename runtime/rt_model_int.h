@@ -1,0 +1,73 @@
+/*
+ * runtime/rt_model_int.h — the model loader's internals shared by
+ * rt_model.c (keys, tensors, the dense and MoE layers) and rt_model_ssm.c
+ * (the gated delta net archs): the loader state and its checked readers.
+ * Not for use outside those two files.
+ */
+#ifndef MW_RT_MODEL_INT_H
+#define MW_RT_MODEL_INT_H
+
+#include <stdio.h>
+
+#include "runtime/rt_int.h"
+
+#define RT_MAX_LAYERS 512
+#define RT_MAX_HEAD_DIM 1024 /* attention scratch and the rope table are sized by it */
+#define RT_MAX_DIM (1u << 24) /* any one dimension (embedding, ffn, vocab) */
+
+struct ld {
+    const struct gguf_file *f;
+    struct rt_model *m;
+    struct mw_err *err;
+    const char *arch; /* key prefix */
+};
+
+/* An error naming key (msg already formatted). */
+enum mw_status rt__ld_fail_key(struct ld *L, const char *key, enum mw_status code, uint64_t off,
+                               const char *msg);
+
+#define FAIL_KEY(L, key, code, off, ...)                         \
+    do {                                                         \
+        char msg_[256];                                          \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                \
+        return rt__ld_fail_key((L), (key), (code), (off), msg_); \
+    } while (0)
+
+#define FAIL_T(L, name, code, off, ...)                                  \
+    do {                                                                 \
+        mw_err_set_path((L)->err, gguf_path((L)->f));                    \
+        mw_err_set_where((L)->err, "tensor '%.64s'", (name));            \
+        return MW_FAIL((L)->err, (code), (off), __VA_ARGS__);            \
+    } while (0)
+
+/* Keys (rt_model.c): the value of key (NULL if absent; *off its offset); a
+ * u32 <arch>.<suffix> (or a uniform per-layer array), default def when absent
+ * and not required; a range check naming <arch>.<suffix>. */
+const struct gguf_value *rt__ld_kv_find(const struct ld *L, const char *key, uint64_t *off);
+enum mw_status rt__ld_archkey_u32(struct ld *L, const char *suffix, bool required, uint32_t def,
+                                  uint32_t *out, bool *present);
+enum mw_status rt__ld_range_u32(struct ld *L, const char *suffix, uint32_t v, uint32_t lo,
+                                uint32_t hi);
+/* Tensors (rt_model.c): the ggml type's name; a tensor of exact shape [ne0]
+ * (ne1 == 0) or [ne0, ne1]; a weight matrix with a kernel; an f32/f16/bf16
+ * vector decoded into the model's float buffer at *pos (counted only in
+ * the first pass); a tensor that must be absent; one MoE layer's FFN. */
+const char *rt__ld_type_name(uint32_t t);
+enum mw_status rt__ld_find_tensor(struct ld *L, const char *name, bool required, uint64_t ne0,
+                                  uint64_t ne1, const struct gguf_tensor **out);
+enum mw_status rt__ld_get_matrix(struct ld *L, const char *name, bool required, uint64_t n_in,
+                                 uint64_t n_out, struct rt_weight *w);
+enum mw_status rt__ld_get_vector(struct ld *L, const char *name, bool required, uint64_t n,
+                                 const float **out, uint64_t *pos);
+enum mw_status rt__ld_refuse_tensor(struct ld *L, const char *name, const char *why);
+enum mw_status rt__ld_load_moe_layer(struct ld *L, uint32_t il, struct rt_layer *ly);
+
+/* The gated delta net archs (rt_model_ssm.c): nextn_predict_layers (n_layer
+ * drops the MTP blocks), the ssm.* keys and IMROPE sections, one layer's
+ * tensors. */
+enum mw_status rt__ld_read_nextn(struct ld *L);
+enum mw_status rt__ld_read_ssm(struct ld *L);
+enum mw_status rt__ld_load_hybrid_layer(struct ld *L, uint32_t il, struct rt_layer *ly,
+                                        uint64_t *pos);
+
+#endif /* MW_RT_MODEL_INT_H */
