@@ -301,13 +301,22 @@ static bool preset_bytes(const struct model *m, const struct quant_preset *p, ui
     for (uint64_t i = 0; ok && i < m->n_t; i++)
         ty[i] = quant_tensor_is_quantizable(&m->t[i], false) ? ch[i].type : m->t[i].type;
     ok = ok && quant_decode_bytes(m->t, ty, m->n_t, m->hp.n_expert_used, out, active);
-    /* the MTP blocks (blk.n_layer..) stay in the file but are never run */
-    for (uint64_t i = 0; ok && m->hp.n_nextn && i < m->n_t; i++) {
-        unsigned il;
-        uint64_t b;
-        if (sscanf(m->t[i].name, "blk.%u.", &il) == 1 && il >= m->hp.n_layer &&
-            gguf_tensor_nbytes(ty[i], m->t[i].ne, &b) && b <= *active)
-            *active -= b;
+    /* the MTP blocks (blk.n_layer..) stay in the file but are never run: a
+     * token reads what quant_decode_bytes counts without them */
+    if (ok && m->hp.n_nextn) {
+        struct quant_tensor_desc *run = calloc(m->n_t ? m->n_t : 1, sizeof *run);
+        uint32_t *rty = calloc(m->n_t ? m->n_t : 1, sizeof *rty);
+        uint64_t n_run = 0, tot;
+        for (uint64_t i = 0; run && rty && i < m->n_t; i++) {
+            unsigned il;
+            if (sscanf(m->t[i].name, "blk.%u.", &il) == 1 && il >= m->hp.n_layer) continue;
+            run[n_run] = m->t[i];
+            rty[n_run++] = ty[i];
+        }
+        ok = run && rty &&
+             quant_decode_bytes(run, rty, n_run, m->hp.n_expert_used, &tot, active);
+        free(run);
+        free(rty);
     }
     free(ch);
     free(ty);

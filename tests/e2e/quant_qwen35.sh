@@ -18,6 +18,7 @@
 #    llama_model_quantize's for the same source (presets below; every preset
 #    with MW_QWEN35_PRESETS=all; the i-quants that need one with a synthetic
 #    imatrix that covers the experts)
+#  - plan's Q4_K_M bytes on qwen35moe = the tensor data quant writes
 #  - the HF checkpoints of mk_family_fixture.py: Q4_K_M of memwall convert's
 #    F16 file byte for byte llama-quantize's; quant from the directory, the
 #    same tensors
@@ -126,6 +127,19 @@ for m in qwen35 qwen35moe qwen3next; do
     done
 done
 echo "files: $n_ok of $n_all byte-identical to llama_model_quantize's (minus memwall.* KVs)"
+
+# --- plan: its Q4_K_M bytes (the MTP block in them) are the tensors quant writes
+# (unpadded), and a token reads all but the experts not routed and the MTP block ---
+run 0 plan "$T/qwen35moe.gguf" && cp "$T/out" "$T/plan"
+run 0 quant "$T/qwen35moe.gguf" -o "$T/q4.gguf" --preset Q4_K_M -t 2 -q
+read -r w_tot w_act <<< "$(mwgguf active-bytes "$T/q4.gguf" 2)"
+mwgguf cut-layers "$T/q4.gguf" "$T/q4-nomtp.gguf" 4 > /dev/null
+read -r _ w_run <<< "$(mwgguf active-bytes "$T/q4-nomtp.gguf" 2)"
+awk -v t="$w_tot" '$1 == "Q4_K_M" && $NF == t { f = 1 } END { exit !f }' "$T/plan" ||
+    fail "plan: qwen35moe's Q4_K_M is not $w_tot bytes: $(grep -m1 '^ *Q4_K_M' "$T/plan")"
+plan_act=$(sed -n '/^decode/,/^$/p' "$T/plan" | awk '$1 == "Q4_K_M" { print $4 }')
+[ "${plan_act:-}" = "$w_run" ] && [ "$w_run" -lt "$w_act" ] ||
+    fail "plan: a token's Q4_K_M bytes ${plan_act:-?}, want $w_run (without the MTP block; with it $w_act)"
 
 # --- from Hugging Face checkpoints (mk_family_fixture.py: 8 layers, key heads 2 !=
 # value heads 6, experts; skipped without their tokenizer files): Q4_K_M of
