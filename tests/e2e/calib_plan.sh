@@ -8,7 +8,8 @@
 # Qwen3.5 0.8B, 4B, 9B, 27B, 35B-A3B (tests/fixtures/configs: 0.8B's values
 # are its config.json; 9B, 27B, 35B-A3B's sizes and head counts are those of
 # shared/docs/families-2026.md 1a, with 0.8B's keys otherwise; 4B's linear
-# heads 16/32, ffn 9216 and tied embeddings are not in that table) at 4k and
+# heads 16/32, ffn 9216 and tied embeddings, and the other three untied, are
+# not in that table) at 4k and
 # 32k: the full-attention layers' KV plus the recurrent state (exact bytes:
 # check_quant_plan), and what fits 8/12/16 GiB.
 . "$(dirname "$0")/calib_common.sh"
