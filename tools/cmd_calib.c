@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "calib/calib.h"
+#include "core/mw_mem.h"
 #include "quant/quant.h"
 #include "tools/cmd.h"
 
@@ -36,8 +37,12 @@ static const char usage_text[] =
     "  --batch-rows N      rows per GEMM batch (default 4096; the statistics do not\n"
     "                      depend on it)\n"
     "  --max-memory SIZE   bound on calib's own allocations (e.g. 512M, 2G; K/M/G are\n"
-    "                      powers of 2): fewer rows per batch when needed, else exit 3\n"
-    "                      before computing, saying what is needed and what to change\n"
+    "                      powers of 2): fewer rows per batch when needed, then the\n"
+    "                      hidden states in a scratch file, else exit 3 before\n"
+    "                      computing, saying what is needed and what to change.\n"
+    "                      Default: the memory available (MemAvailable, cgroup limit;\n"
+    "                      $MW_MEMAVAILABLE stands in for it) minus an eighth, at\n"
+    "                      least 64 MiB, at most 2 GiB; 'none' or 0: no bound\n"
     "  --progress MODE     auto (default: a line per stage and layer with the elapsed\n"
     "                      time, rate and ETA when stderr is a terminal), none, or\n"
     "                      json (one JSON event per line on stderr, even with -q)\n"
@@ -52,6 +57,42 @@ static bool parse_samples(void *ctx, const char *val, char *msg, size_t cap)
     if (strcmp(val, "all") != 0 && !cmd_parse_u64(val, 1, UINT32_MAX, &n)) return false;
     *(uint32_t *)ctx = (uint32_t)n;
     return true;
+}
+
+/* --max-memory SIZE | none | 0 (ctx: struct mem_opt) */
+struct mem_opt {
+    uint64_t bytes; /* 0: no bound */
+    bool given;
+};
+
+static bool parse_max_memory(void *ctx, const char *val, char *msg, size_t cap)
+{
+    (void)msg, (void)cap;
+    struct mem_opt *mo = ctx;
+    mo->given = true;
+    mo->bytes = 0;
+    return strcmp(val, "none") == 0 || strcmp(val, "0") == 0 || mw_parse_size(val, &mo->bytes);
+}
+
+/* Without --max-memory: the bound from the machine (core/mw_mem.h), said
+ * on stderr unless quiet; *av keeps where it came from. */
+static enum mw_status default_bound(struct mem_opt *mo, struct mw_mem_avail *av, bool quiet,
+                                    struct mw_err *err)
+{
+    const enum mw_status s = mw_mem_available(NULL, av, err);
+    if (s != MW_OK) return s;
+    mo->bytes = mw_mem_bound(av);
+    if (quiet) return MW_OK;
+    if (av->source == MW_MEM_SRC_NONE)
+        fprintf(stderr, "memwall calib: no memory bound: the memory available could not be "
+                        "read (--max-memory SIZE or %s=SIZE sets one)\n", MW_MEM_ENV);
+    else
+        fprintf(stderr,
+                "memwall calib: memory bound %.1f MiB: %.1f MiB available (%s) minus a margin "
+                "of %.1f MiB; --max-memory SIZE sets another, --max-memory none lifts it\n",
+                (double)mo->bytes / 1048576.0, (double)av->bytes / 1048576.0, av->from,
+                (double)mw_mem_margin(av->bytes) / 1048576.0);
+    return MW_OK;
 }
 
 /* Read the file back with quant's reader: every weight present with the
@@ -98,7 +139,7 @@ static enum mw_status read_back(const char *path, const struct calib_stats *st,
 static void print_intro(const char *model, const char *corpus, const struct calib_model *m,
                         const struct calib_corpus *c, const struct calib_samples *smp,
                         const struct calib_sample_opts *so, const struct calib_run_opts *ro,
-                        bool llamacpp, double t_tok_s)
+                        bool given, bool llamacpp, double t_tok_s)
 {
     const struct rt_hparams *hp = calib_model_hparams(m);
     const uint32_t ns = calib_samples_count(smp), np = calib_samples_n_pos(smp);
@@ -124,8 +165,8 @@ static void print_intro(const char *model, const char *corpus, const struct cali
     fprintf(stderr, "memwall calib: activations and one layer need about %.1f MiB",
             (double)calib_run_peak_bytes(m, smp, ro) / 1048576.0);
     if (ro->max_memory && spb)
-        fprintf(stderr, " (--max-memory %.1f MiB: %u sample%s per batch%s)",
-                (double)ro->max_memory / 1048576.0, spb, spb == 1 ? "" : "s",
+        fprintf(stderr, " (%s %.1f MiB: %u sample%s per batch%s)",
+                given ? "--max-memory" : "memory bound", (double)ro->max_memory / 1048576.0, spb, spb == 1 ? "" : "s",
                 calib_run_hidden_on_disk(m, smp, ro)
                     ? ", hidden states in a scratch file under $TMPDIR"
                     : "");
@@ -144,6 +185,7 @@ int cmd_calib(int argc, char **argv)
     struct calib_sample_opts so = {.n_samples = CALIB_DEFAULT_SAMPLES,
                                    .seq_len = CALIB_DEFAULT_SEQ_LEN};
     struct calib_run_opts ro = {.n_threads = 1};
+    struct mem_opt mem = {0};
     /* the late ones are checked in this order, after what is missing */
     const struct cmd_opt spec[] = {
         {"-q", "--quiet", CMD_OPT_FLAG, .flag = &quiet},
@@ -161,8 +203,8 @@ int cmd_calib(int argc, char **argv)
          .max = CALIB_MAX_THREADS, .late = true, .bad = "--threads: expected 1..%x"},
         {NULL, "--batch-rows", CMD_OPT_U32, .u32 = &ro.batch_rows, .min = 1, .max = 1u << 24,
          .late = true, .bad = "--batch-rows: expected 1..%x"},
-        {NULL, "--max-memory", CMD_OPT_SIZE, .u64 = &ro.max_memory, .late = true,
-         .bad = "--max-memory: expected a size such as 512M or 2G, got '%v'"},
+        {NULL, "--max-memory", CMD_OPT_CALL, .ctx = &mem, .call = parse_max_memory,
+         .late = true, .bad = "--max-memory: expected a size such as 512M or 2G, or none, got '%v'"},
         {NULL, "--progress", CMD_OPT_ENUM, .idx = &progress, .names = cmd_progress_mode_names,
          .bad = CMD_PROGRESS_BAD},
     };
@@ -188,11 +230,14 @@ int cmd_calib(int argc, char **argv)
     struct calib_stats *st = NULL;
     rc = 0;
     const double t0 = mw_now_s();
+    struct mw_mem_avail av = {0};
     struct cmd_progress prog;
     cmd_progress_init(&prog, true); /* drawn from calib_run on */
     struct cmd_stage_progress sp;
     cmd_stage_progress_init(&sp, cmd, progress, &prog);
-    enum mw_status s = calib_corpus_load(corpus, cf, &c, &err);
+    enum mw_status s = mem.given ? MW_OK : default_bound(&mem, &av, quiet, &err);
+    ro.max_memory = mem.bytes;
+    if (!s) s = calib_corpus_load(corpus, cf, &c, &err);
     if (!s) s = calib_model_open(model, &m, &err);
     if (s) goto fail;
     const struct rt_hparams *hp = calib_model_hparams(m);
@@ -200,7 +245,7 @@ int cmd_calib(int argc, char **argv)
     if ((s = calib_samples_build(c, calib_model_tok(m), &so, &smp, &err))) goto fail;
     const double t_tok = mw_now_s();
     const uint32_t ns = calib_samples_count(smp), np = calib_samples_n_pos(smp);
-    if (!quiet) print_intro(model, corpus, m, c, smp, &so, &ro, llamacpp, t_tok - t0);
+    if (!quiet) print_intro(model, corpus, m, c, smp, &so, &ro, mem.given, llamacpp, t_tok - t0);
     cmd_progress_init(&prog, quiet || progress != CMD_PROGRESS_AUTO);
     ro.on_stage = cmd_stage_progress_on_stage;
     ro.on_stage_ud = &sp;
@@ -230,6 +275,11 @@ int cmd_calib(int argc, char **argv)
 fail:
     if (err.code == MW_OK) MW_FAIL(&err, s, MW_ERR_OFF_NONE, "%s", mw_status_msg(s));
     rc = cmd_fail(cmd, &err);
+    if (s == MW_E_NOMEM && !mem.given && av.source != MW_MEM_SRC_NONE)
+        fprintf(stderr, "memwall calib: that bound is the default: %.1f MiB available (%s) "
+                        "minus a margin of %.1f MiB; raise it with --max-memory SIZE\n",
+                (double)av.bytes / 1048576.0, av.from,
+                (double)mw_mem_margin(av.bytes) / 1048576.0);
 done:
     cmd_stage_progress_done(&sp, rc, out);
     calib_stats_free(st);

@@ -19,6 +19,7 @@
 #include "quant/quant_alloc.h"
 #if defined(MW_HAVE_FULL)
 #include "calib/calib.h"
+#include "core/mw_mem.h"
 #include "hf/hf.h"
 #include "methods/methods.h"
 #include "runtime/rt.h"
@@ -170,6 +171,8 @@ struct job {
     struct quant_methods_src *mh;
     struct quant_methods_opts mo;
     struct quant_source msrc;
+    struct mw_mem_avail mem; /* where the default --max-memory came from */
+    bool mem_default;        /* mo.max_memory is that default */
 #endif
     double t0;
     struct mw_err err;
@@ -216,8 +219,43 @@ static void job_free(struct job *j)
 static int job_fail(struct job *j, enum mw_status s)
 {
     cmd_progress_end(&j->ui.pr);
-    return fail(s, &j->err);
+    const int rc = fail(s, &j->err);
+#if defined(MW_HAVE_FULL)
+    if (s == MW_E_NOMEM && j->mem_default)
+        fprintf(stderr, "memwall quant: that bound is the default: %.1f MiB available (%s) "
+                        "minus a margin of %.1f MiB; raise it with --max-memory SIZE\n",
+                (double)j->mem.bytes / 1048576.0, j->mem.from,
+                (double)mw_mem_margin(j->mem.bytes) / 1048576.0);
+#endif
+    return rc;
 }
+
+#if defined(MW_HAVE_FULL)
+/* --corpus: --max-memory as given (none: no bound), else the bound from the
+ * machine (core/mw_mem.h), said on stderr unless -q. Returns 0 or an exit
+ * status. */
+static int memory_bound(struct job *j)
+{
+    const struct quant_args *a = j->a;
+    if (a->max_memory == UINT64_MAX) j->mo.max_memory = 0;
+    if (!a->corpus_path || a->max_memory) return 0;
+    const enum mw_status s = mw_mem_available(NULL, &j->mem, &j->err);
+    if (s != MW_OK) return job_fail(j, s);
+    j->mo.max_memory = mw_mem_bound(&j->mem);
+    j->mem_default = j->mem.source != MW_MEM_SRC_NONE;
+    if (a->quiet) return 0;
+    if (!j->mem_default)
+        fprintf(stderr, "memwall quant: no memory bound: the memory available could not be "
+                        "read (--max-memory SIZE or %s=SIZE sets one)\n", MW_MEM_ENV);
+    else
+        fprintf(stderr,
+                "memwall quant: memory bound %.1f MiB: %.1f MiB available (%s) minus a margin "
+                "of %.1f MiB; --max-memory SIZE sets another, --max-memory none lifts it\n",
+                (double)j->mo.max_memory / 1048576.0, (double)j->mem.bytes / 1048576.0,
+                j->mem.from, (double)mw_mem_margin(j->mem.bytes) / 1048576.0);
+    return 0;
+}
+#endif
 
 /* --imatrix, and SRC: an HF checkpoint directory, or a GGUF file. */
 static enum mw_status open_source(struct job *j)
@@ -255,8 +293,14 @@ static int apply_budget(struct job *j)
     rq->quiet = a->quiet;
     rq->n_threads = (unsigned)a->threads;
 #if defined(MW_HAVE_FULL)
+    /* the probes' bound as without a default one (QUANT_PROBE_MAX_BYTES, or
+     * less on a smaller machine): what they measure does not grow with the
+     * machine; the imatrix pass's statistics do not depend on the bound */
+    const uint64_t mm = j->mo.max_memory;
+    if (j->mem_default && mm > QUANT_PROBE_MAX_BYTES) j->mo.max_memory = QUANT_PROBE_MAX_BYTES;
     const int rc = budget(rq, &j->src, j->f, j->hs ? hf_quant_source_config(j->hs) : NULL,
                           &j->mo, &j->o, &j->ares);
+    j->mo.max_memory = mm;
 #else
     const int rc = budget(rq, &j->src, j->f, NULL, NULL, &j->o, &j->ares);
 #endif
@@ -359,6 +403,9 @@ static int run(struct job *j)
     const struct quant_args *a = j->a;
     enum mw_status s;
     int rc;
+#if defined(MW_HAVE_FULL)
+    if ((rc = memory_bound(j)) != 0) return rc;
+#endif
     if ((s = open_source(j)) != MW_OK) return job_fail(j, s);
     if (a->rq.kind != BUDGET_NONE && (rc = apply_budget(j)) != 0) return rc;
     if ((rc = method_source(j)) != 0) return rc;

@@ -38,7 +38,8 @@ struct quant_args {
     bool resume, no_probes, quiet, dry;
     bool src_is_dir;      /* SRC is a directory (an HF checkpoint) */
     uint32_t n_samples, seq_len, threads;
-    uint64_t max_memory;  /* --max-memory (with --corpus); 0: not given */
+    uint64_t max_memory;  /* --max-memory (with --corpus); 0: not given (the machine's
+                           * bound, core/mw_mem.h); UINT64_MAX: none (no bound) */
     uint64_t ctx;         /* --ctx */
     int progress;         /* enum cmd_progress_mode */
     const char *report, *card; /* --report FILE.html, --card README.md (tools/report.h) */

@@ -78,6 +78,9 @@ const char cmd_quant_usage[] =
     "                             (with --corpus; default awq+gptq+round)\n"
     "  --samples N, --seq-len L   calibration samples (default 128) of L tokens (512)\n"
     "  --max-memory SIZE          with --corpus: bound on calibration + method buffers\n"
+    "                             (default: the memory available, MemAvailable or the\n"
+    "                             cgroup limit or $MW_MEMAVAILABLE, minus an eighth, at\n"
+    "                             least 64 MiB, at most 2 GiB; 'none' or 0: no bound)\n"
     "  --work-dir DIR             with --corpus: keep the quantized layers, the hidden\n"
     "                             states and a journal of finished layers in DIR (created;\n"
     "                             kept after the run: remove it yourself)\n"
@@ -111,6 +114,18 @@ static bool add_override(void *ctx, const char *val, char *msg, size_t cap)
     if (quant_overrides_add(ctx, val, &err) == MW_OK) return true;
     snprintf(msg, cap, "--type-override: %s", err.msg);
     return false;
+}
+
+/* --max-memory SIZE, or none / 0 (no bound: UINT64_MAX, see cmd_quant.h) */
+static bool parse_max_memory(void *ctx, const char *val, char *msg, size_t cap)
+{
+    (void)msg, (void)cap;
+    uint64_t *v = ctx;
+    if (strcmp(val, "none") == 0 || strcmp(val, "0") == 0) {
+        *v = UINT64_MAX;
+        return true;
+    }
+    return mw_parse_size(val, v);
 }
 
 /* A usage error: print it and return its exit code. */
@@ -202,8 +217,8 @@ int cmd_quant_parse(struct quant_args *a, int argc, char **argv)
         {NULL, "--ctx", CMD_OPT_U64, .u64 = &a->ctx, .min = 1, .max = UINT32_MAX,
          .bad = "--ctx: '%v' is not a positive count"},
         {NULL, "--kv", CMD_OPT_STR, .str = &a->kv_name},
-        {NULL, "--max-memory", CMD_OPT_SIZE, .u64 = &a->max_memory,
-         .bad = "--max-memory: expected a size such as 512M or 2G, got '%v'"},
+        {NULL, "--max-memory", CMD_OPT_CALL, .ctx = &a->max_memory, .call = parse_max_memory,
+         .bad = "--max-memory: expected a size such as 512M or 2G, or none, got '%v'"},
         {NULL, "--work-dir", CMD_OPT_STR, .str = &a->work_dir},
         {NULL, "--resume", CMD_OPT_FLAG, .flag = &a->resume},
 #if defined(MW_HAVE_FULL)
