@@ -10,6 +10,8 @@
  *   sizes     Llama-2-7B / Llama-3-8B shapes: the bytes of every preset equal
  *             docs/formats.md §8.4's cross-check table (GiB and bpw to 3 decimals)
  *   70b       80 layers, gqa 8: attn_v per preset (the 70B rule)
+ *   delta_net Qwen3.5-0.8B's tensor table: attn_qkv counted as attn_v, the
+ *             MTP block in block_count, the ssm tensors
  *   fallback  row lengths not a multiple of 256 / 32 (§5), tied embeddings
  *   override  --type-override / --pure / output and token-embedding types
  */
@@ -401,6 +403,90 @@ START_TEST(test_moe)
 }
 END_TEST
 
+/* The gated delta net (Qwen3.5-0.8B's tensor table: 24 layers, every 4th
+ * full attention, the MTP block as blk.24, block_count 25) under Q4_K_M:
+ * the linear layers' attn_qkv is attn_v-like and shares its running count
+ * with attn_v (25 in all, the MTP block's last); ffn_down counts the MTP
+ * block's layer; conv, ssm_a, ssm_dt, norms keep their type; the ssm
+ * projections take the default. Cross-checked against libllama by
+ * tests/e2e/quant_qwen35.sh (every preset, the real shapes). */
+START_TEST(test_delta_net)
+{
+    struct model *m = xmalloc(sizeof *m);
+    memset(m, 0, sizeof *m);
+    snprintf(m->mi.arch, sizeof m->mi.arch, "qwen35");
+    m->mi.n_layer = 25;
+    m->mi.n_head = 8;
+    m->mi.n_head_kv = 2;
+    const uint64_t E = 1024, F = 3584, conv = 6144, vd = 2048, hd = 256;
+    add(m, "token_embd.weight", 2, E, 248320);
+    add(m, "output_norm.weight", 1, E, 1);
+    char nm[64];
+    for (uint32_t l = 0; l < 25; l++) {
+#define L(x, nd, a, b) (snprintf(nm, sizeof nm, "blk.%u." x, l), add(m, nm, nd, a, b))
+        L("attn_norm.weight", 1, E, 1);
+        L("post_attention_norm.weight", 1, E, 1);
+        if (l < 24 && (l + 1) % 4 != 0) {
+            L("attn_qkv.weight", 2, E, conv);
+            L("attn_gate.weight", 2, E, vd);
+            L("ssm_conv1d.weight", 2, 4, conv);
+            m->t[m->n - 1].type = GGUF_TYPE_F32;
+            L("ssm_dt.bias", 1, 16, 1);
+            L("ssm_a", 1, 16, 1);
+            L("ssm_norm.weight", 1, 128, 1);
+            L("ssm_beta.weight", 2, E, 16);
+            L("ssm_alpha.weight", 2, E, 16);
+            L("ssm_out.weight", 2, vd, E);
+        } else {
+            L("attn_q.weight", 2, E, 2 * 8 * hd);
+            L("attn_k.weight", 2, E, 2 * hd);
+            L("attn_v.weight", 2, E, 2 * hd);
+            L("attn_output.weight", 2, 8 * hd, E);
+            L("attn_q_norm.weight", 1, hd, 1);
+            L("attn_k_norm.weight", 1, hd, 1);
+        }
+        L("ffn_gate.weight", 2, E, F);
+        L("ffn_up.weight", 2, E, F);
+        L("ffn_down.weight", 2, F, E);
+        if (l == 24) {
+            L("nextn.eh_proj.weight", 2, 2 * E, E);
+            L("nextn.enorm.weight", 1, E, 1);
+            L("nextn.hnorm.weight", 1, E, 1);
+            L("nextn.shared_head_norm.weight", 1, E, 1);
+        }
+#undef L
+    }
+    qsort(m->t, (size_t)m->n, sizeof m->t[0], desc_cmp);
+    struct quant_rules r = rules_for("Q4_K_M");
+    struct quant_choice *c = xmalloc(sizeof *c * (size_t)m->n);
+    choose(m, &r, c);
+    static const struct {
+        const char *name, *type;
+    } want[] = {
+        {"token_embd.weight", "q6_K"},          {"blk.0.attn_qkv.weight", "q6_K"},
+        {"blk.2.attn_qkv.weight", "q6_K"},      {"blk.3.attn_v.weight", "q4_K"},
+        {"blk.4.attn_qkv.weight", "q4_K"},      {"blk.5.attn_qkv.weight", "q6_K"},
+        {"blk.8.attn_qkv.weight", "q6_K"},      {"blk.22.attn_qkv.weight", "q6_K"},
+        {"blk.24.attn_v.weight", "q6_K"},       {"blk.24.ffn_down.weight", "q6_K"},
+        {"blk.19.ffn_down.weight", "q4_K"},     {"blk.20.ffn_down.weight", "q6_K"},
+        {"blk.22.ffn_down.weight", "q6_K"},     {"blk.24.nextn.eh_proj.weight", "q4_K"},
+        {"blk.24.attn_q.weight", "q4_K"},       {"blk.0.attn_gate.weight", "q4_K"},
+        {"blk.0.ssm_alpha.weight", "q4_K"},     {"blk.0.ssm_beta.weight", "q4_K"},
+        {"blk.0.ssm_out.weight", "q4_K"},       {"blk.0.ssm_conv1d.weight", "f32"},
+        {"blk.0.ssm_a", "f32"},                 {"blk.0.ssm_dt.bias", "f32"},
+        {"blk.0.ssm_norm.weight", "f32"},       {"blk.24.nextn.enorm.weight", "f32"},
+    };
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+        const int64_t i = find(m, want[k].name);
+        ck_assert_msg(i >= 0, "%s missing", want[k].name);
+        ck_assert_msg(strcmp(tname(c[i].type), want[k].type) == 0, "%s: %s, want %s",
+                      want[k].name, tname(c[i].type), want[k].type);
+    }
+    free(c);
+    free(m);
+}
+END_TEST
+
 /* llama-quantize's imatrix requirement (tensor_requires_imatrix). */
 START_TEST(test_requires_imatrix)
 {
@@ -615,6 +701,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_sizes, 0, (int)(sizeof sizes / sizeof sizes[0]));
     tcase_add_loop_test(tc, test_70b, 0, (int)(sizeof counts70 / sizeof counts70[0]));
     tcase_add_loop_test(tc, test_moe, 0, (int)(sizeof moe_rows / sizeof moe_rows[0]));
+    tcase_add_test(tc, test_delta_net);
     tcase_add_test(tc, test_requires_imatrix);
     tcase_add_test(tc, test_fallback);
     tcase_add_test(tc, test_override);
