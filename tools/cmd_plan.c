@@ -606,6 +606,11 @@ int cmd_plan(int argc, char **argv)
         split_params(&m, &n_q, &other);
         struct presets pr;
         print_model(path, &m.hp, n_q, other);
+        if (m.config_only)
+            printf("       (config.json alone: the tensors its conversion would have%s)\n",
+                   m.hp.arch == RT_ARCH_QWEN3NEXT && !m.hp.n_nextn
+                       ? "; an MTP block the checkpoint may hold is not counted"
+                       : "");
         print_weights(&m, n_q, other, &pr);
         print_decode(&m.hp, &pr);
         print_kv(&m.hp, &arch, ctx, threads);
