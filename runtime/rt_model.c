@@ -27,7 +27,7 @@
 
 #include "runtime/rt_model_int.h"
 
-enum mw_status rt__ld_fail_key(struct ld *L, const char *key, enum mw_status code, uint64_t off,
+enum mw_status fail_key(struct ld *L, const char *key, enum mw_status code, uint64_t off,
                                const char *msg)
 {
     mw_err_set_path(L->err, gguf_path(L->f));
@@ -37,7 +37,7 @@ enum mw_status rt__ld_fail_key(struct ld *L, const char *key, enum mw_status cod
 
 // --- keys ---
 
-const struct gguf_value *rt__ld_kv_find(const struct ld *L, const char *key, uint64_t *off)
+const struct gguf_value *kv_find(const struct ld *L, const char *key, uint64_t *off)
 {
     const int64_t i = gguf_kv_find(L->f, key);
     if (i < 0) return NULL;
@@ -51,7 +51,7 @@ static enum mw_status get_u32(struct ld *L, const char *key, bool required, uint
                               uint32_t *out, bool *present)
 {
     uint64_t off = 0;
-    const struct gguf_value *v = rt__ld_kv_find(L, key, &off);
+    const struct gguf_value *v = kv_find(L, key, &off);
     if (present) *present = v != NULL;
     if (!v) {
         if (required) FAIL_KEY(L, key, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (required, u32)");
@@ -85,7 +85,7 @@ static enum mw_status get_u32(struct ld *L, const char *key, bool required, uint
 static enum mw_status get_f32(struct ld *L, const char *key, bool required, float def, float *out)
 {
     uint64_t off = 0;
-    const struct gguf_value *v = rt__ld_kv_find(L, key, &off);
+    const struct gguf_value *v = kv_find(L, key, &off);
     if (!v) {
         if (required) FAIL_KEY(L, key, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (required, f32)");
         *out = def;
@@ -104,7 +104,7 @@ static enum mw_status get_str(struct ld *L, const char *key, bool required, char
                               bool *present)
 {
     uint64_t off = 0;
-    const struct gguf_value *v = rt__ld_kv_find(L, key, &off);
+    const struct gguf_value *v = kv_find(L, key, &off);
     buf[0] = '\0';
     if (present) *present = v != NULL;
     if (!v) {
@@ -122,7 +122,7 @@ static enum mw_status get_str(struct ld *L, const char *key, bool required, char
     return MW_OK;
 }
 
-enum mw_status rt__ld_archkey_u32(struct ld *L, const char *suffix, bool required, uint32_t def,
+enum mw_status archkey_u32(struct ld *L, const char *suffix, bool required, uint32_t def,
                                   uint32_t *out, bool *present)
 {
     char key[128];
@@ -138,7 +138,7 @@ static enum mw_status archkey_f32(struct ld *L, const char *suffix, bool require
     return get_f32(L, key, required, def, out);
 }
 
-enum mw_status rt__ld_range_u32(struct ld *L, const char *suffix, uint32_t v, uint32_t lo,
+enum mw_status range_u32(struct ld *L, const char *suffix, uint32_t v, uint32_t lo,
                                 uint32_t hi)
 {
     if (v >= lo && v <= hi) return MW_OK;
@@ -175,16 +175,16 @@ static enum mw_status read_family(struct ld *L)
             hp->rope_base_swa = 10000.0f; /* llama_hparams' default, not rope.freq_base */
             hp->rope_freq_scale_swa = 1.0f;
         }
-        if ((s = rt__ld_archkey_u32(L, "attention.sliding_window", false, hp->n_swa, &hp->n_swa,
+        if ((s = archkey_u32(L, "attention.sliding_window", false, hp->n_swa, &hp->n_swa,
                              &has_swa)))
             return s;
-        if ((s = rt__ld_range_u32(L, "attention.sliding_window", hp->n_swa, 0, 1u << 24))) return s;
+        if ((s = range_u32(L, "attention.sliding_window", hp->n_swa, 0, 1u << 24))) return s;
         if (hp->arch == RT_ARCH_GEMMA3 && hp->n_swa == 0) hp->swa_pattern = 0;
         if (hp->n_swa > 0) {
-            if ((s = rt__ld_archkey_u32(L, "attention.sliding_window_pattern", false, hp->swa_pattern,
+            if ((s = archkey_u32(L, "attention.sliding_window_pattern", false, hp->swa_pattern,
                                  &hp->swa_pattern, NULL)))
                 return s;
-            if ((s = rt__ld_range_u32(L, "attention.sliding_window_pattern", hp->swa_pattern, 0,
+            if ((s = range_u32(L, "attention.sliding_window_pattern", hp->swa_pattern, 0,
                                MAX_LAYERS)))
                 return s;
             if ((s = archkey_f32(L, "rope.freq_base_swa", false, hp->rope_base_swa,
@@ -221,10 +221,10 @@ static enum mw_status read_family(struct ld *L)
     }
     case RT_ARCH_PHI3: {
         /* llama.cpp turns Phi's sliding window off (n_swa = 0) and so do we */
-        if ((s = rt__ld_archkey_u32(L, "rope.scaling.original_context_length", false, hp->n_ctx_train,
+        if ((s = archkey_u32(L, "rope.scaling.original_context_length", false, hp->n_ctx_train,
                              &hp->n_ctx_orig, NULL)))
             return s;
-        if ((s = rt__ld_range_u32(L, "rope.scaling.original_context_length", hp->n_ctx_orig, 1,
+        if ((s = range_u32(L, "rope.scaling.original_context_length", hp->n_ctx_orig, 1,
                            1u << 24)))
             return s;
         if ((s = archkey_f32(L, "rope.scaling.attn_factor", false, 1.0f, &hp->rope_attn_factor)))
@@ -240,7 +240,7 @@ static enum mw_status read_family(struct ld *L)
     case RT_ARCH_QWEN35:
     case RT_ARCH_QWEN35MOE:
     case RT_ARCH_QWEN3NEXT:
-        return rt__ld_read_ssm(L);
+        return read_ssm(L);
     default:
         break;
     }
@@ -260,17 +260,17 @@ static enum mw_status read_moe(struct ld *L)
     enum mw_status s;
     char key[128];
     const bool moe_arch = rt__arch_is_moe(hp->arch);
-    if ((s = rt__ld_archkey_u32(L, "expert_count", moe_arch, 0, &hp->n_expert, NULL))) return s;
+    if ((s = archkey_u32(L, "expert_count", moe_arch, 0, &hp->n_expert, NULL))) return s;
     snprintf(key, sizeof key, "%s.expert_count", L->arch);
     if (hp->n_expert > 0 && !moe_arch && hp->arch != RT_ARCH_LLAMA)
         FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                  "%u experts in a %s file (the runtime's mixture-of-experts graphs: llama "
                  "(Mixtral), qwen2moe, qwen3moe)", hp->n_expert, L->arch);
-    if ((s = rt__ld_range_u32(L, "expert_count", hp->n_expert, moe_arch ? 1 : 0, RT_MAX_EXPERTS)))
+    if ((s = range_u32(L, "expert_count", hp->n_expert, moe_arch ? 1 : 0, RT_MAX_EXPERTS)))
         return s;
     uint32_t used = 0;
     bool has_used = false;
-    if ((s = rt__ld_archkey_u32(L, "expert_used_count", hp->n_expert > 0, 0, &used, &has_used)))
+    if ((s = archkey_u32(L, "expert_used_count", hp->n_expert > 0, 0, &used, &has_used)))
         return s;
     if (hp->n_expert == 0) {
         if (has_used && used > 0) {
@@ -280,17 +280,17 @@ static enum mw_status read_moe(struct ld *L)
         }
         return MW_OK;
     }
-    if ((s = rt__ld_range_u32(L, "expert_used_count", used, 1, hp->n_expert))) return s;
+    if ((s = range_u32(L, "expert_used_count", used, 1, hp->n_expert))) return s;
     hp->n_expert_used = used;
     uint32_t v = 0;
-    if ((s = rt__ld_archkey_u32(L, "expert_group_count", false, 0, &v, NULL))) return s;
+    if ((s = archkey_u32(L, "expert_group_count", false, 0, &v, NULL))) return s;
     if (v > 1) {
         snprintf(key, sizeof key, "%s.expert_group_count", L->arch);
         FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                  "%u expert groups (group-limited routing is not supported)", v);
     }
     /* llama_expert_gating_func_type: 1 softmax (0: none given) */
-    if ((s = rt__ld_archkey_u32(L, "expert_gating_func", false, 1, &v, NULL))) return s;
+    if ((s = archkey_u32(L, "expert_gating_func", false, 1, &v, NULL))) return s;
     if (v > 1) {
         snprintf(key, sizeof key, "%s.expert_gating_func", L->arch);
         if (v <= 4)
@@ -302,21 +302,21 @@ static enum mw_status read_moe(struct ld *L)
     }
     hp->moe_norm_w = hp->arch != RT_ARCH_QWEN2MOE;
     if (moe_arch) {
-        if ((s = rt__ld_archkey_u32(L, "expert_feed_forward_length", false, hp->n_ff / used,
+        if ((s = archkey_u32(L, "expert_feed_forward_length", false, hp->n_ff / used,
                              &hp->n_ff_exp, NULL)))
             return s;
     } else {
         hp->n_ff_exp = hp->n_ff; /* Mixtral: the experts are feed_forward_length wide */
     }
-    if ((s = rt__ld_range_u32(L, moe_arch ? "expert_feed_forward_length" : "feed_forward_length",
+    if ((s = range_u32(L, moe_arch ? "expert_feed_forward_length" : "feed_forward_length",
                        hp->n_ff_exp, 1, MAX_DIM)))
         return s;
     if (hp->arch == RT_ARCH_QWEN2MOE || hp->arch == RT_ARCH_QWEN35MOE ||
         hp->arch == RT_ARCH_QWEN3NEXT) {
-        if ((s = rt__ld_archkey_u32(L, "expert_shared_feed_forward_length", false, hp->n_ff,
+        if ((s = archkey_u32(L, "expert_shared_feed_forward_length", false, hp->n_ff,
                              &hp->n_ff_shexp, NULL)))
             return s;
-        if ((s = rt__ld_range_u32(L, "expert_shared_feed_forward_length", hp->n_ff_shexp, 1, MAX_DIM)))
+        if ((s = range_u32(L, "expert_shared_feed_forward_length", hp->n_ff_shexp, 1, MAX_DIM)))
             return s;
     }
     return MW_OK;
@@ -383,22 +383,22 @@ static enum mw_status read_hparams(struct ld *L)
     if ((s = get_u32(L, "general.file_type", false, UINT32_MAX, &hp->file_type, NULL))) return s;
 
     const bool moe_arch = rt__arch_is_moe(hp->arch);
-    if ((s = rt__ld_archkey_u32(L, "context_length", true, 0, &hp->n_ctx_train, NULL))) return s;
-    if ((s = rt__ld_archkey_u32(L, "embedding_length", true, 0, &hp->n_embd, NULL))) return s;
-    if ((s = rt__ld_archkey_u32(L, "block_count", true, 0, &hp->n_layer, NULL))) return s;
+    if ((s = archkey_u32(L, "context_length", true, 0, &hp->n_ctx_train, NULL))) return s;
+    if ((s = archkey_u32(L, "embedding_length", true, 0, &hp->n_embd, NULL))) return s;
+    if ((s = archkey_u32(L, "block_count", true, 0, &hp->n_layer, NULL))) return s;
     /* qwen2moe/qwen3moe: llama.cpp reads it as optional (the experts have their own) */
-    if ((s = rt__ld_archkey_u32(L, "feed_forward_length", !moe_arch, 0, &hp->n_ff, NULL))) return s;
-    if ((s = rt__ld_archkey_u32(L, "attention.head_count", true, 0, &hp->n_head, NULL))) return s;
-    if ((s = rt__ld_range_u32(L, "context_length", hp->n_ctx_train, 1, 1u << 24))) return s;
-    if ((s = rt__ld_range_u32(L, "embedding_length", hp->n_embd, 1, MAX_DIM))) return s;
-    if ((s = rt__ld_range_u32(L, "block_count", hp->n_layer, 1, MAX_LAYERS))) return s;
-    if ((s = rt__ld_read_nextn(L))) return s;
-    if ((s = rt__ld_range_u32(L, "feed_forward_length", hp->n_ff, moe_arch ? 0 : 1, MAX_DIM))) return s;
+    if ((s = archkey_u32(L, "feed_forward_length", !moe_arch, 0, &hp->n_ff, NULL))) return s;
+    if ((s = archkey_u32(L, "attention.head_count", true, 0, &hp->n_head, NULL))) return s;
+    if ((s = range_u32(L, "context_length", hp->n_ctx_train, 1, 1u << 24))) return s;
+    if ((s = range_u32(L, "embedding_length", hp->n_embd, 1, MAX_DIM))) return s;
+    if ((s = range_u32(L, "block_count", hp->n_layer, 1, MAX_LAYERS))) return s;
+    if ((s = read_nextn(L))) return s;
+    if ((s = range_u32(L, "feed_forward_length", hp->n_ff, moe_arch ? 0 : 1, MAX_DIM))) return s;
     if ((s = read_moe(L))) return s;
-    if ((s = rt__ld_range_u32(L, "attention.head_count", hp->n_head, 1, 65536))) return s;
-    if ((s = rt__ld_archkey_u32(L, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, NULL)))
+    if ((s = range_u32(L, "attention.head_count", hp->n_head, 1, 65536))) return s;
+    if ((s = archkey_u32(L, "attention.head_count_kv", false, hp->n_head, &hp->n_head_kv, NULL)))
         return s;
-    if ((s = rt__ld_range_u32(L, "attention.head_count_kv", hp->n_head_kv, 1, hp->n_head))) return s;
+    if ((s = range_u32(L, "attention.head_count_kv", hp->n_head_kv, 1, hp->n_head))) return s;
     if (hp->n_head % hp->n_head_kv != 0) {
         char key[128];
         snprintf(key, sizeof key, "%s.attention.head_count_kv", L->arch);
@@ -408,8 +408,8 @@ static enum mw_status read_hparams(struct ld *L)
     }
     bool has_kl = false, has_vl = false;
     uint32_t kl = 0, vl = 0;
-    if ((s = rt__ld_archkey_u32(L, "attention.key_length", false, 0, &kl, &has_kl))) return s;
-    if ((s = rt__ld_archkey_u32(L, "attention.value_length", false, 0, &vl, &has_vl))) return s;
+    if ((s = archkey_u32(L, "attention.key_length", false, 0, &kl, &has_kl))) return s;
+    if ((s = archkey_u32(L, "attention.value_length", false, 0, &vl, &has_vl))) return s;
     if (!has_kl) {
         if (hp->n_embd % hp->n_head != 0) {
             char key[128];
@@ -428,7 +428,7 @@ static enum mw_status read_hparams(struct ld *L)
                  "value_length %u differs from key_length %u", vl, kl);
     }
     hp->head_dim = kl;
-    if ((s = rt__ld_range_u32(L, "attention.key_length", hp->head_dim, 2, MAX_HEAD_DIM))) return s;
+    if ((s = range_u32(L, "attention.key_length", hp->head_dim, 2, MAX_HEAD_DIM))) return s;
     if (hp->head_dim % 2 != 0) {
         char key[128];
         snprintf(key, sizeof key, "%s.attention.key_length", L->arch);
@@ -441,7 +441,7 @@ static enum mw_status read_hparams(struct ld *L)
         FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%u heads x %u is too large", hp->n_head,
                  hp->head_dim);
     }
-    if ((s = rt__ld_archkey_u32(L, "rope.dimension_count", false, hp->head_dim, &hp->n_rot, NULL)))
+    if ((s = archkey_u32(L, "rope.dimension_count", false, hp->head_dim, &hp->n_rot, NULL)))
         return s;
     if ((hp->arch == RT_ARCH_LLAMA || hp->arch == RT_ARCH_QWEN2MOE ||
          hp->arch == RT_ARCH_QWEN3MOE) && hp->n_rot != hp->head_dim) {
@@ -499,7 +499,7 @@ static enum mw_status read_hparams(struct ld *L)
 
 // --- tensors ---
 
-const char *rt__ld_type_name(uint32_t t)
+const char *type_name(uint32_t t)
 {
     const struct gguf_type_info *ti = gguf_type_get(t);
     return ti && ti->name ? ti->name : "?";
@@ -541,7 +541,7 @@ static enum mw_status find_tensor3(struct ld *L, const char *name, bool required
     return MW_OK;
 }
 
-enum mw_status rt__ld_find_tensor(struct ld *L, const char *name, bool required, uint64_t ne0,
+enum mw_status find_tensor(struct ld *L, const char *name, bool required, uint64_t ne0,
                                   uint64_t ne1, const struct gguf_tensor **out)
 {
     return find_tensor3(L, name, required, ne0, ne1, 0, out);
@@ -561,13 +561,13 @@ static enum mw_status get_weight(struct ld *L, const char *name, bool required, 
         FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off,
                "type %s has no mat-vec kernel (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
                "q2_K..q6_K, iq4_nl, iq4_xs, iq3_s, iq3_xxs, iq2_s, iq2_xs, iq2_xxs, "
-               "iq1_m, iq1_s)", rt__ld_type_name(t->type));
+               "iq1_m, iq1_s)", type_name(t->type));
     }
     const struct rt_act_format *af = rt_kernel_act(L->m->ks, k);
     if (!af || !af->quantize || af->blck == 0 || n_in % af->blck != 0)
         FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off,
                "row length %llu does not fit the %s activation blocks of type %s",
-               (unsigned long long)n_in, af ? rt__ld_type_name(af->type) : "?", rt__ld_type_name(t->type));
+               (unsigned long long)n_in, af ? type_name(af->type) : "?", type_name(t->type));
     const uint64_t rb = rt_row_bytes(t->type, n_in);
     uint64_t slab, total;
     if (rb == 0 || !mw_mul_u64(rb, n_out, &slab) ||
@@ -591,7 +591,7 @@ static enum mw_status get_weight(struct ld *L, const char *name, bool required, 
     return MW_OK;
 }
 
-enum mw_status rt__ld_get_matrix(struct ld *L, const char *name, bool required, uint64_t n_in,
+enum mw_status get_matrix(struct ld *L, const char *name, bool required, uint64_t n_in,
                                  uint64_t n_out, struct rt_weight *w)
 {
     return get_weight(L, name, required, n_in, n_out, 0, w);
@@ -599,7 +599,7 @@ enum mw_status rt__ld_get_matrix(struct ld *L, const char *name, bool required, 
 
 /* A tensor that the graph does not read must not be there (llama.cpp
  * refuses files with tensors it did not load). */
-enum mw_status rt__ld_refuse_tensor(struct ld *L, const char *name, const char *why)
+enum mw_status refuse_tensor(struct ld *L, const char *name, const char *why)
 {
     if (gguf_tensor_find(L->f, name) >= 0)
         FAIL_T(L, name, MW_E_FORMAT, MW_ERR_OFF_NONE, "unexpected in a %s file (%s)", L->arch, why);
@@ -608,14 +608,14 @@ enum mw_status rt__ld_refuse_tensor(struct ld *L, const char *name, const char *
 
 /* One MoE layer's FFN tensors (llama.cpp's create_tensor calls of the
  * llama / qwen2moe / qwen3moe loaders). */
-enum mw_status rt__ld_load_moe_layer(struct ld *L, uint32_t il, struct rt_layer *ly)
+enum mw_status load_moe_layer(struct ld *L, uint32_t il, struct rt_layer *ly)
 {
     const struct rt_hparams *hp = &L->m->hp;
     const uint64_t E = hp->n_embd, FE = hp->n_ff_exp, NE = hp->n_expert;
     enum mw_status s;
     char nm[96];
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)
-    if ((s = rt__ld_get_matrix(L, NAME("ffn_gate_inp.weight"), true, E, NE, &ly->gate_inp))) return s;
+    if ((s = get_matrix(L, NAME("ffn_gate_inp.weight"), true, E, NE, &ly->gate_inp))) return s;
     /* llama.cpp's llama loader takes a missing ffn_gate_exps as silu(up) alone; no
      * converter writes such a file and the runtime refuses it */
     if ((s = get_weight(L, NAME("ffn_gate_exps.weight"), true, E, FE, NE, &ly->gate_exps)))
@@ -626,14 +626,14 @@ enum mw_status rt__ld_load_moe_layer(struct ld *L, uint32_t il, struct rt_layer 
     static const char *const dense[] = {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"};
     for (int j = 0; j < 3; j++) {
         snprintf(nm, sizeof nm, "blk.%u.%s", il, dense[j]);
-        if ((s = rt__ld_refuse_tensor(L, nm, "a mixture-of-experts layer has no dense FFN"))) return s;
+        if ((s = refuse_tensor(L, nm, "a mixture-of-experts layer has no dense FFN"))) return s;
     }
     static const char *const sh[] = {"ffn_gate_inp_shexp.weight", "ffn_gate_shexp.weight",
                                      "ffn_up_shexp.weight", "ffn_down_shexp.weight"};
     if (hp->n_ff_shexp == 0) {
         for (int j = 0; j < 4; j++) {
             snprintf(nm, sizeof nm, "blk.%u.%s", il, sh[j]);
-            if ((s = rt__ld_refuse_tensor(L, nm, "a shared expert is qwen2moe's, qwen35moe's and "
+            if ((s = refuse_tensor(L, nm, "a shared expert is qwen2moe's, qwen35moe's and "
                                           "qwen3next's")))
                 return s;
         }
@@ -642,30 +642,30 @@ enum mw_status rt__ld_load_moe_layer(struct ld *L, uint32_t il, struct rt_layer 
     /* qwen2moe, qwen35moe, qwen3next: the shared expert, a dense SwiGLU FFN
      * scaled by sigmoid(ffn_gate_inp_shexp . x) */
     const uint64_t FS = hp->n_ff_shexp;
-    if ((s = rt__ld_get_matrix(L, NAME("ffn_gate_inp_shexp.weight"), true, E, 1, &ly->gate_inp_shexp)))
+    if ((s = get_matrix(L, NAME("ffn_gate_inp_shexp.weight"), true, E, 1, &ly->gate_inp_shexp)))
         return s;
-    if ((s = rt__ld_get_matrix(L, NAME("ffn_gate_shexp.weight"), true, E, FS, &ly->wgate))) return s;
-    if ((s = rt__ld_get_matrix(L, NAME("ffn_up_shexp.weight"), true, E, FS, &ly->wup))) return s;
-    if ((s = rt__ld_get_matrix(L, NAME("ffn_down_shexp.weight"), true, FS, E, &ly->wdown))) return s;
+    if ((s = get_matrix(L, NAME("ffn_gate_shexp.weight"), true, E, FS, &ly->wgate))) return s;
+    if ((s = get_matrix(L, NAME("ffn_up_shexp.weight"), true, E, FS, &ly->wup))) return s;
+    if ((s = get_matrix(L, NAME("ffn_down_shexp.weight"), true, FS, E, &ly->wdown))) return s;
 #undef NAME
     return MW_OK;
 }
 
 /* A vector [n]: present (if required), f32/f16/bf16; converted into the
  * model's float buffer at *pos (advanced), or counted when fbuf is NULL. */
-enum mw_status rt__ld_get_vector(struct ld *L, const char *name, bool required, uint64_t n,
+enum mw_status get_vector(struct ld *L, const char *name, bool required, uint64_t n,
                                  const float **out, uint64_t *pos)
 {
     *out = NULL;
     const struct gguf_tensor *t;
-    enum mw_status s = rt__ld_find_tensor(L, name, required, n, 0, &t);
+    enum mw_status s = find_tensor(L, name, required, n, 0, &t);
     if (s || !t) return s;
     if (t->type != GGUF_TYPE_F32 && t->type != GGUF_TYPE_F16 && t->type != GGUF_TYPE_BF16)
         FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s (expected f32, f16 or bf16)",
-               rt__ld_type_name(t->type));
+               type_name(t->type));
     const struct quant_traits *qt = quant_traits_get(t->type);
     if (!qt) FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s cannot be decoded",
-                    rt__ld_type_name(t->type));
+                    type_name(t->type));
     if (L->m->fbuf) {
         float *dst = L->m->fbuf + *pos;
         qt->to_float(gguf_tensor_data(L->f, (uint64_t)gguf_tensor_find(L->f, name)), dst, n);
@@ -705,21 +705,21 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
     }
     hp->n_vocab = (uint32_t)te->ne[1];
     uint64_t koff = 0;
-    const struct gguf_value *toks = rt__ld_kv_find(L, "tokenizer.ggml.tokens", &koff);
+    const struct gguf_value *toks = kv_find(L, "tokenizer.ggml.tokens", &koff);
     if (toks && toks->type == GGUF_VT_ARRAY && toks->n != hp->n_vocab)
         FAIL_T(L, "token_embd.weight", MW_E_FORMAT, te->info_off,
                "%u rows, but tokenizer.ggml.tokens has %llu tokens", hp->n_vocab,
                (unsigned long long)toks->n);
     uint32_t vs = 0;
     bool has_vs = false;
-    if ((s = rt__ld_archkey_u32(L, "vocab_size", false, 0, &vs, &has_vs))) return s;
+    if ((s = archkey_u32(L, "vocab_size", false, 0, &vs, &has_vs))) return s;
     if (has_vs && vs != hp->n_vocab)
         FAIL_T(L, "token_embd.weight", MW_E_FORMAT, te->info_off,
                "%u rows, but %s.vocab_size is %u", hp->n_vocab, L->arch, vs);
     /* rows are decoded with quant's to_float (get_rows) */
     if (!quant_traits_get(te->type))
         FAIL_T(L, "token_embd.weight", MW_E_UNSUPPORTED, te->info_off,
-               "type %s cannot be decoded", rt__ld_type_name(te->type));
+               "type %s cannot be decoded", type_name(te->type));
     {
         const uint64_t rb = rt_row_bytes(te->type, E);
         uint64_t total;
@@ -736,16 +736,16 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
 
     /* (cleared first: pass 2 must not see pass 1's tied view) */
     memset(&m->output, 0, sizeof m->output);
-    if ((s = rt__ld_get_matrix(L, "output.weight", false, E, hp->n_vocab, &m->output))) return s;
+    if ((s = get_matrix(L, "output.weight", false, E, hp->n_vocab, &m->output))) return s;
     hp->tied_output = m->output.data == NULL;
     if (hp->tied_output) {
         /* the embedding doubles as the output matrix: it needs a kernel too */
-        if ((s = rt__ld_get_matrix(L, "token_embd.weight", true, E, hp->n_vocab, &m->output))) return s;
+        if ((s = get_matrix(L, "token_embd.weight", true, E, hp->n_vocab, &m->output))) return s;
     } else {
         m->weight_bytes += te->nbytes; /* the embedding rows are read as well */
     }
-    if ((s = rt__ld_get_vector(L, "output_norm.weight", true, E, &m->output_norm, &pos))) return s;
-    if ((s = rt__ld_get_vector(L, "rope_freqs.weight", false, hp->n_rot / 2, &m->rope_freqs, &pos)))
+    if ((s = get_vector(L, "output_norm.weight", true, E, &m->output_norm, &pos))) return s;
+    if ((s = get_vector(L, "rope_freqs.weight", false, hp->n_rot / 2, &m->rope_freqs, &pos)))
         return s;
     hp->has_rope_freqs = gguf_tensor_find(L->f, "rope_freqs.weight") >= 0;
     const bool gemma = hp->arch == RT_ARCH_GEMMA2 || hp->arch == RT_ARCH_GEMMA3;
@@ -765,10 +765,10 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
         if (hl && hp->has_rope_freqs)
             FAIL_T(L, "rope_freqs.weight", MW_E_FORMAT, MW_ERR_OFF_NONE,
                    "present together with rope_factors_long/short");
-        if ((s = rt__ld_get_vector(L, "rope_factors_long.weight", false, hp->n_rot / 2, &m->rope_long,
+        if ((s = get_vector(L, "rope_factors_long.weight", false, hp->n_rot / 2, &m->rope_long,
                             &pos)))
             return s;
-        if ((s = rt__ld_get_vector(L, "rope_factors_short.weight", false, hp->n_rot / 2, &m->rope_short,
+        if ((s = get_vector(L, "rope_factors_short.weight", false, hp->n_rot / 2, &m->rope_short,
                             &pos)))
             return s;
         hp->has_rope_long = hl;
@@ -792,12 +792,12 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
         }
         if (rt__arch_is_ssm(hp->arch)) {
             if (rt_layer_is_recurrent(hp, il)) ly->rec = n_rec++;
-            if ((s = rt__ld_load_hybrid_layer(L, il, ly, &pos))) return s;
+            if ((s = load_hybrid_layer(L, il, ly, &pos))) return s;
             continue;
         }
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)
-        if ((s = rt__ld_get_vector(L, NAME("attn_norm.weight"), true, E, &ly->attn_norm, &pos))) return s;
-        if ((s = rt__ld_get_vector(L, NAME("ffn_norm.weight"), true, E, &ly->ffn_norm, &pos))) return s;
+        if ((s = get_vector(L, NAME("attn_norm.weight"), true, E, &ly->attn_norm, &pos))) return s;
+        if ((s = get_vector(L, NAME("ffn_norm.weight"), true, E, &ly->ffn_norm, &pos))) return s;
         /* phi3: q, k, v rows in one attn_qkv.weight (llama.cpp's create_tensor_qkv
          * takes it when present, else the three matrices); views of its rows */
         const bool fused_qkv = hp->arch == RT_ARCH_PHI3 &&
@@ -809,7 +809,7 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
                    fused_qkv ? "has" : "lacks", hp->fused_qkv ? "has one" : "does not");
         if (fused_qkv) {
             struct rt_weight w;
-            if ((s = rt__ld_get_matrix(L, NAME("attn_qkv.weight"), true, E, qdim + 2 * kvdim, &w)))
+            if ((s = get_matrix(L, NAME("attn_qkv.weight"), true, E, qdim + 2 * kvdim, &w)))
                 return s;
             ly->wq = ly->wk = ly->wv = w;
             ly->wq.n_out = qdim;
@@ -817,7 +817,7 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
             ly->wk.data = w.data + qdim * w.row_bytes;
             ly->wv.data = w.data + (qdim + kvdim) * w.row_bytes;
             const float *b = NULL;
-            if ((s = rt__ld_get_vector(L, NAME("attn_qkv.bias"), false, qdim + 2 * kvdim, &b, &pos)))
+            if ((s = get_vector(L, NAME("attn_qkv.bias"), false, qdim + 2 * kvdim, &b, &pos)))
                 return s;
             if (b) ly->bq = b, ly->bk = b + qdim, ly->bv = b + qdim + kvdim;
             static const char *const sep[] = {"attn_q.weight", "attn_k.weight", "attn_v.weight"};
@@ -828,21 +828,21 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
                            "present together with blk.%u.attn_qkv.weight", il);
             }
         } else {
-            if ((s = rt__ld_get_matrix(L, NAME("attn_q.weight"), true, E, qdim, &ly->wq))) return s;
-            if ((s = rt__ld_get_matrix(L, NAME("attn_k.weight"), true, E, kvdim, &ly->wk))) return s;
-            if ((s = rt__ld_get_matrix(L, NAME("attn_v.weight"), true, E, kvdim, &ly->wv))) return s;
+            if ((s = get_matrix(L, NAME("attn_q.weight"), true, E, qdim, &ly->wq))) return s;
+            if ((s = get_matrix(L, NAME("attn_k.weight"), true, E, kvdim, &ly->wk))) return s;
+            if ((s = get_matrix(L, NAME("attn_v.weight"), true, E, kvdim, &ly->wv))) return s;
         }
-        if ((s = rt__ld_get_matrix(L, NAME("attn_output.weight"), true, qdim, E, &ly->wo))) return s;
+        if ((s = get_matrix(L, NAME("attn_output.weight"), true, qdim, E, &ly->wo))) return s;
         if (hp->n_expert > 0) {
-            if ((s = rt__ld_load_moe_layer(L, il, ly))) return s;
-        } else if ((s = rt__ld_refuse_tensor(L, NAME("ffn_gate_inp.weight"),
+            if ((s = load_moe_layer(L, il, ly))) return s;
+        } else if ((s = refuse_tensor(L, NAME("ffn_gate_inp.weight"),
                                       "a router without expert_count"))) {
             return s;
         } else if (hp->fused_gate_up) {
             /* phi3: ffn_up.weight holds the gate rows, then the up rows
              * (ggml_swiglu over the fused output: silu(first half) * second half) */
             struct rt_weight w;
-            if ((s = rt__ld_get_matrix(L, NAME("ffn_up.weight"), true, E, 2 * F, &w))) return s;
+            if ((s = get_matrix(L, NAME("ffn_up.weight"), true, E, 2 * F, &w))) return s;
             ly->wgate = ly->wup = w;
             ly->wgate.n_out = ly->wup.n_out = F;
             ly->wup.data = w.data + F * w.row_bytes;
@@ -851,25 +851,25 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
                        "phi3 fuses the gate into ffn_up.weight (%llu rows); a separate gate is "
                        "not expected", (unsigned long long)(2 * F));
         } else {
-            if ((s = rt__ld_get_matrix(L, NAME("ffn_gate.weight"), true, E, F, &ly->wgate))) return s;
-            if ((s = rt__ld_get_matrix(L, NAME("ffn_up.weight"), true, E, F, &ly->wup))) return s;
+            if ((s = get_matrix(L, NAME("ffn_gate.weight"), true, E, F, &ly->wgate))) return s;
+            if ((s = get_matrix(L, NAME("ffn_up.weight"), true, E, F, &ly->wup))) return s;
         }
         if (hp->n_expert == 0 &&
-            (s = rt__ld_get_matrix(L, NAME("ffn_down.weight"), true, F, E, &ly->wdown)))
+            (s = get_matrix(L, NAME("ffn_down.weight"), true, F, E, &ly->wdown)))
             return s;
         if (!fused_qkv) {
-            if ((s = rt__ld_get_vector(L, NAME("attn_q.bias"), qwen, qdim, &ly->bq, &pos))) return s;
-            if ((s = rt__ld_get_vector(L, NAME("attn_k.bias"), qwen, kvdim, &ly->bk, &pos))) return s;
-            if ((s = rt__ld_get_vector(L, NAME("attn_v.bias"), qwen, kvdim, &ly->bv, &pos))) return s;
+            if ((s = get_vector(L, NAME("attn_q.bias"), qwen, qdim, &ly->bq, &pos))) return s;
+            if ((s = get_vector(L, NAME("attn_k.bias"), qwen, kvdim, &ly->bk, &pos))) return s;
+            if ((s = get_vector(L, NAME("attn_v.bias"), qwen, kvdim, &ly->bv, &pos))) return s;
         }
-        if ((s = rt__ld_get_vector(L, NAME("attn_q_norm.weight"), hp->qk_norm, hd, &ly->q_norm, &pos)))
+        if ((s = get_vector(L, NAME("attn_q_norm.weight"), hp->qk_norm, hd, &ly->q_norm, &pos)))
             return s;
-        if ((s = rt__ld_get_vector(L, NAME("attn_k_norm.weight"), hp->qk_norm, hd, &ly->k_norm, &pos)))
+        if ((s = get_vector(L, NAME("attn_k_norm.weight"), hp->qk_norm, hd, &ly->k_norm, &pos)))
             return s;
-        if ((s = rt__ld_get_vector(L, NAME("post_attention_norm.weight"), gemma, E, &ly->attn_post_norm,
+        if ((s = get_vector(L, NAME("post_attention_norm.weight"), gemma, E, &ly->attn_post_norm,
                             &pos)))
             return s;
-        if ((s = rt__ld_get_vector(L, NAME("post_ffw_norm.weight"), gemma, E, &ly->ffn_post_norm, &pos)))
+        if ((s = get_vector(L, NAME("post_ffw_norm.weight"), gemma, E, &ly->ffn_post_norm, &pos)))
             return s;
         if (!hp->qk_norm && (ly->q_norm || ly->k_norm))
             FAIL_T(L, NAME("attn_q_norm.weight"), MW_E_FORMAT, MW_ERR_OFF_NONE,
@@ -877,11 +877,11 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
         if (!gemma && (ly->attn_post_norm || ly->ffn_post_norm))
             FAIL_T(L, NAME("post_attention_norm.weight"), MW_E_FORMAT, MW_ERR_OFF_NONE,
                    "unexpected in a %s file (post norms are gemma's)", L->arch);
-        if ((s = rt__ld_get_vector(L, NAME("attn_output.bias"), false, E, &ly->bo, &pos))) return s;
+        if ((s = get_vector(L, NAME("attn_output.bias"), false, E, &ly->bo, &pos))) return s;
         if (hp->n_expert == 0) {
-            if ((s = rt__ld_get_vector(L, NAME("ffn_gate.bias"), false, F, &ly->bgate, &pos))) return s;
-            if ((s = rt__ld_get_vector(L, NAME("ffn_up.bias"), false, F, &ly->bup, &pos))) return s;
-            if ((s = rt__ld_get_vector(L, NAME("ffn_down.bias"), false, E, &ly->bdown, &pos))) return s;
+            if ((s = get_vector(L, NAME("ffn_gate.bias"), false, F, &ly->bgate, &pos))) return s;
+            if ((s = get_vector(L, NAME("ffn_up.bias"), false, F, &ly->bup, &pos))) return s;
+            if ((s = get_vector(L, NAME("ffn_down.bias"), false, E, &ly->bdown, &pos))) return s;
         }
 #undef NAME
     }

@@ -30,7 +30,7 @@ enum mw_status rt__ld_fail_key(struct ld *L, const char *key, enum mw_status cod
     do {                                                         \
         char msg_[256];                                          \
         snprintf(msg_, sizeof msg_, __VA_ARGS__);                \
-        return rt__ld_fail_key((L), (key), (code), (off), msg_); \
+        return fail_key((L), (key), (code), (off), msg_);        \
     } while (0)
 
 #define FAIL_T(L, name, code, off, ...)                                  \
@@ -69,5 +69,20 @@ enum mw_status rt__ld_read_nextn(struct ld *L);
 enum mw_status rt__ld_read_ssm(struct ld *L);
 enum mw_status rt__ld_load_hybrid_layer(struct ld *L, uint32_t il, struct rt_layer *ly,
                                         uint64_t *pos);
+
+/* The short names the two files use. */
+#define fail_key rt__ld_fail_key
+#define kv_find rt__ld_kv_find
+#define archkey_u32 rt__ld_archkey_u32
+#define range_u32 rt__ld_range_u32
+#define type_name rt__ld_type_name
+#define find_tensor rt__ld_find_tensor
+#define get_matrix rt__ld_get_matrix
+#define get_vector rt__ld_get_vector
+#define refuse_tensor rt__ld_refuse_tensor
+#define load_moe_layer rt__ld_load_moe_layer
+#define read_nextn rt__ld_read_nextn
+#define read_ssm rt__ld_read_ssm
+#define load_hybrid_layer rt__ld_load_hybrid_layer
 
 #endif /* MW_RT_MODEL_INT_H */

@@ -315,7 +315,7 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
     if (d == RT_FX_PHI3_ONE_FACTOR || d == RT_FX_PHI3_UP_ROWS || d == RT_FX_PHI3_QKV_MIXED ||
         d == RT_FX_PHI3_FACTORS_LEN)
         arch = "phi3";
-    const bool ssm_defect = d >= RT_FX_SSM_CONV_KERNEL && d <= RT_FX_SSM_NO_KEY;
+    const bool ssm_defect = d >= RT_FX_SSM_CONV_KERNEL && d <= RT_FX_SSM_RECURRENT_LAYERS;
     if (ssm_defect) arch = d == RT_FX_SSM_NO_KEY ? "qwen3next" : "qwen35";
     const bool q35 = strcmp(arch, "qwen35") == 0, q35moe = strcmp(arch, "qwen35moe") == 0;
     const bool q3next = strcmp(arch, "qwen3next") == 0, hyb_arch = q35 || q35moe || q3next;
@@ -439,6 +439,13 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
                          err));
         TRY(set_arch_u32(w, arch, "ssm.inner_size", d == RT_FX_SSM_INNER ? hy.DI + 1 : hy.DI, err));
         TRY(set_arch_u32(w, arch, "full_attention_interval", hy.interval, err));
+        if (d == RT_FX_SSM_RECURRENT_LAYERS) { /* every layer recurrent: not the interval's */
+            int32_t rec[16];
+            for (int i = 0; i < 16; i++) rec[i] = 1;
+            char key[96];
+            snprintf(key, sizeof key, "%s.attention.recurrent_layers", arch);
+            TRY(gguf_writer_set_arr(w, key, GGUF_VT_I32, rec, n_layer + (hy.mtp ? 1 : 0), err));
+        }
         TRY(set_arch_u32(w, arch, "rope.dimension_count", hd / 4, err));
         if (!q3next) {
             const int32_t sec[4] = {(int32_t)(hd / 16), (int32_t)(hd / 32), (int32_t)(hd / 32), 0};

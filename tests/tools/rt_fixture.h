@@ -77,7 +77,8 @@
     X(SSM_INNER, MW_E_VALUE, "key 'qwen35.ssm.inner_size'")                                    \
     X(SSM_NO_ALPHA, MW_E_FORMAT, "tensor 'blk.1.ssm_alpha.weight'")                            \
     X(SSM_GATE_ROWS, MW_E_FORMAT, "tensor 'blk.3.attn_q.weight'")                              \
-    X(SSM_NO_KEY, MW_E_FORMAT, "key 'qwen3next.ssm.conv_kernel'")
+    X(SSM_NO_KEY, MW_E_FORMAT, "key 'qwen3next.ssm.conv_kernel'")                              \
+    X(SSM_RECURRENT_LAYERS, MW_E_UNSUPPORTED, "key 'qwen35.attention.recurrent_layers'")
 
 enum rt_fx_defect {
 #define RT_FX__ENUM(name, code, where) RT_FX_##name,
