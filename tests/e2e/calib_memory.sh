@@ -8,7 +8,15 @@
 #    needed, the bound and what to change, BEFORE the large allocations;
 #  - a malformed size is a usage error;
 #  - quant --corpus awq+gptq at its least bound runs lean with the same bytes
-#    (release builds).
+#    (release builds);
+#  - without --max-memory the bound is the memory available minus the margin
+#    of core/mw_mem.h (MW_MEMAVAILABLE stands in for the machine's figure),
+#    said in the log; --max-memory none or 0 lifts it; a bad MW_MEMAVAILABLE
+#    is exit 2; a default too small is exit 3 naming the bytes, the flag and
+#    where the bound came from; under a default that forces the scratch file
+#    the peak RSS of 8 and 40 samples x 511 is the same within 15% (the
+#    unbounded 40 is not) and the imatrix the unbounded run's; quant --corpus
+#    at a default equal to its least bound writes the unbounded bytes.
 # Peak RSS is ru_maxrss of the command (/usr/bin/time -f %M when present,
 # else the "peak RSS" memwall calib prints itself). The RSS comparisons run
 # in release builds only ("quick": sanitizer builds, smaller run, sizes and
@@ -36,10 +44,29 @@ rss_run() {
 # usage
 run 2 calib "$TINY" --corpus "$CALIB" -o "$T/x.imatrix" --max-memory 12Q &&
     has "$err" "--max-memory: expected a size" "bad size"
-run 2 calib "$TINY" --corpus "$CALIB" -o "$T/x.imatrix" --max-memory 0
+run 2 calib "$TINY" --corpus "$CALIB" -o "$T/x.imatrix" --max-memory nothing &&
+    has "$err" "--max-memory: expected a size such as 512M or 2G, or none" "bad size"
+# the default bound: from the machine (MemAvailable or a cgroup limit), said
+# in the log; 0 and none: no bound; MW_MEMAVAILABLE must be a size
+tiny=(--samples 2 --seq-len 16)
+run 0 calib "$TINY" --corpus "$CALIB" -o "$T/x.imatrix" "${tiny[@]}" &&
+    [[ $err =~ "memwall calib: memory bound "[0-9.]+" MiB: "[0-9.]+" MiB available ("(MemAvailable in|memory\.)|"memwall calib: no memory bound" ]] ||
+    fail "the default bound is not in the log: $err"
+for none in 0 none; do
+    MW_MEMAVAILABLE=1K run 0 calib "$TINY" --corpus "$CALIB" -o "$T/x.imatrix" "${tiny[@]}" \
+        --max-memory $none && [[ $err != *"memory bound"* && $err != *"--max-memory"* ]] ||
+        fail "--max-memory $none still bounds the run: $err"
+done
+MW_MEMAVAILABLE=lots run 2 calib "$TINY" --corpus "$CALIB" -o "$T/x.imatrix" "${tiny[@]}" &&
+    has "$err" "MW_MEMAVAILABLE='lots': expected a size such as 400M or 8G [E_USAGE]" "bad env"
+MW_MEMAVAILABLE=65M run 3 calib "$TINY" --corpus "$CALIB" -o "$T/def.imatrix" "${tiny[@]}" &&
+    has "$err" "memwall calib: memory bound 1.0 MiB: 65.0 MiB available (MW_MEMAVAILABLE) minus a margin of 64.0 MiB" "env bound" &&
+    has "$err" "above --max-memory 1048576 bytes: use fewer --samples or a shorter --seq-len, or raise --max-memory" "env: too small" &&
+    has "$err" "that bound is the default: 65.0 MiB available (MW_MEMAVAILABLE) minus a margin of 64.0 MiB; raise it with --max-memory SIZE" "env: where from"
+[ -e "$T/def.imatrix" ] && fail "output written although the default bound failed"
 
 # unbounded reference, then a bound that forces smaller batches
-rss_run "$TINY" --corpus "$CALIB" -o "$T/full.imatrix" "${sz[@]}"
+rss_run "$TINY" --corpus "$CALIB" -o "$T/full.imatrix" "${sz[@]}" --max-memory none
 [ "$rc" -eq 0 ] || fail "unbounded run: exit $rc: $err"
 rss_full=${rss:-0}
 rss_run "$TINY" --corpus "$CALIB" -o "$T/bound.imatrix" "${sz[@]}" --max-memory $bound
@@ -117,7 +144,7 @@ qrun() { # quant ARGS..., exit status in $rc, stderr in $err
     err=$(cat "$T/err")
 }
 mkdir -p "$T/qtmp"
-qt=2 qrun -o "$T/q-full.gguf" -q # (the bounded runs: 1 thread; the bytes do not depend on it)
+qt=2 qrun -o "$T/q-full.gguf" -q --max-memory none # (the bounded runs: 1 thread; the bytes do not depend on it)
 [ "$rc" -eq 0 ] || fail "quant --corpus: exit $rc: $err"
 qrun -o "$T/q-x.gguf" --max-memory 1K
 [ "$rc" -eq 3 ] || fail "quant --max-memory 1K: exit $rc, want 3: $err"
@@ -137,6 +164,42 @@ qrun -o "$T/q-x.gguf" --max-memory $((qleast - 1))
 has "$err" "needs at least $qleast bytes" "quant: one byte short"
 [ -e "$T/q-x.gguf" ] && fail "quant: output written although the bound failed"
 echo "  quant awq+gptq: least --max-memory $qleast bytes, lean"
+# the default bound: MW_MEMAVAILABLE = the least bound + the 64 MiB margin
+# runs lean with the same bytes; a byte less is exit 3 saying where it came from
+MW_MEMAVAILABLE=$((qleast + 67108864)) qrun -o "$T/q-def.gguf"
+[ "$rc" -eq 0 ] || fail "quant at the default bound $qleast: exit $rc: $err"
+has "$err" "memwall quant: memory bound " "quant: the default bound in the log"
+has "$err" "--max-memory $qleast bytes: the method's buffers" "quant: the default is the least bound"
+cmp -s "$T/q-full.gguf" "$T/q-def.gguf" || fail "quant: the default bound changed the output"
+MW_MEMAVAILABLE=$((qleast + 67108863)) qrun -o "$T/q-x.gguf" -q
+[ "$rc" -eq 3 ] || fail "quant one byte short of the least default: exit $rc, want 3: $err"
+has "$err" "needs at least $qleast bytes" "quant default: one byte short"
+has "$err" "that bound is the default: " "quant default: where from"
+has "$err" "(MW_MEMAVAILABLE) minus a margin of 64.0 MiB; raise it with --max-memory SIZE" "quant default: the flag"
+[ -e "$T/q-x.gguf" ] && fail "quant: output written although the default bound failed"
+[ -z "$(ls -A "$T/qtmp")" ] || fail "scratch file left in \$TMPDIR: $(ls -A "$T/qtmp")"
+echo "  quant awq+gptq: MW_MEMAVAILABLE $((qleast + 67108864)): lean at the default bound, same bytes"
+# peak RSS flat in the samples under a default bound: 80M - 64 MiB = 16 MiB
+# leaves one sample per batch and the hidden states in a scratch file
+tmpd=$T/tmpdir2
+mkdir -p "$tmpd"
+for n in 8 40; do
+    MW_MEMAVAILABLE=80M TMPDIR=$tmpd rss_run "$TINY" --corpus "$CALIB" -o "$T/d$n.imatrix" \
+        --samples $n --seq-len 511 -t 2
+    [ "$rc" -eq 0 ] || fail "default bound, $n samples: exit $rc: $err"
+    has "$err" "(memory bound 16.0 MiB: 1 sample per batch, hidden states in a scratch file" \
+        "default bound, $n samples: lean"
+    eval "rss_d$n=\${rss:-0}"
+done
+rss_run "$TINY" --corpus "$CALIB" -o "$T/n40.imatrix" --samples 40 --seq-len 511 -t 2 --max-memory none
+[ "$rc" -eq 0 ] || fail "unbounded, 40 samples: exit $rc: $err"
+cmp -s "$T/d40.imatrix" "$T/n40.imatrix" || fail "the default bound changed the imatrix"
+[ -z "$(ls -A "$tmpd")" ] || fail "scratch file left in \$TMPDIR: $(ls -A "$tmpd")"
+echo "  peak RSS at MW_MEMAVAILABLE=80M: 8 x 511 ${rss_d8} KiB, 40 x 511 ${rss_d40} KiB; unbounded 40 x 511 ${rss} KiB"
+[ "$rss_d8" -gt 0 ] && [ $((rss_d40 * 100)) -le $((rss_d8 * 115)) ] ||
+    fail "default bound: 40 samples peak at ${rss_d40} KiB, over 115% of 8 samples' ${rss_d8} KiB"
+[ $((rss * 100)) -gt $((rss_d8 * 115)) ] ||
+    fail "unbounded 40 samples (${rss} KiB) within 115% of the bounded 8 (${rss_d8} KiB): the check has no teeth"
 fi
 if [ "$quick" != quick ]; then
     # every sample of the corpus at the full context (~100 MiB unbounded): the
