@@ -16,7 +16,8 @@
 #
 # usage: bench/scale_bench.sh [BUILD_DIR]
 #   env: SCALE_SAMPLES ("4": list), SCALE_SEQ (512), SCALE_LAYERS ("1"),
-#        SCALE_THREADS (nproc), SCALE_METHOD (awq+gptq), SCALE_MAXMEM (6G),
+#        SCALE_THREADS (nproc), SCALE_METHOD (awq+gptq), SCALE_MAXMEM (6G; "default": no
+#        --max-memory, the machine's bound or MW_MEMAVAILABLE's; "none": unbounded),
 #        SCALE_PRESET (Q4_K_M), SCALE_OUT (BUILD/scale-bench), SCALE_CORPUS (calib.txt: ~170
 #        samples of 512 tokens; more samples need a longer text),
 #        SCALE_SHAPE ("5120 27648 64 8": n_embd n_ff heads kv_heads; e.g. "1024 2816 16 4"
@@ -33,6 +34,8 @@ layers=${SCALE_LAYERS:-1}
 thr=${SCALE_THREADS:-$(nproc)}
 method=${SCALE_METHOD:-awq+gptq}
 maxmem=${SCALE_MAXMEM:-6G}
+mm=(--max-memory "$maxmem")
+[ "$maxmem" = default ] && mm=()
 preset=${SCALE_PRESET:-Q4_K_M}
 shape=${SCALE_SHAPE:-"5120 27648 64 8"}
 out=${SCALE_OUT:-$build/scale-bench}
@@ -68,7 +71,7 @@ for L in $layers; do
         log=$out/log-${L}L-$S.txt
         /usr/bin/time -v -o "$out/time.txt" "$mw" quant "$m" -o "$o" --preset "$preset" \
             --corpus "$corpus" --method "$method" --samples "$S" \
-            --seq-len "$seq" -t "$thr" --max-memory "$maxmem" > "$log" 2>&1 &
+            --seq-len "$seq" -t "$thr" "${mm[@]}" > "$log" 2>&1 &
         tp=$!
         cp=""
         for _ in $(seq 50); do cp=$(pgrep -P "$tp" || true); [ -n "$cp" ] && break; sleep 0.1; done
