@@ -190,6 +190,24 @@ enum hf_act { HF_ACT_SILU, HF_ACT_GELU_TANH };
 
 struct hf_config {
     enum hf_arch arch;
+/* config.json quantization_config: how quantized source weights are stored
+ * (hf_config_quant.c, docs/formats.md §6.9). Each method names the suffix of
+ * its scale tensors; a new source format (MXFP4 blocks) adds a method here
+ * and a decoder beside hf_fp8.c. */
+enum hf_quant_method {
+    HF_QM_NONE,   /* plain F16/BF16/F32 weights */
+    HF_QM_FP8,    /* quant_method "fp8": F8_E4M3 weights, "<w>_scale_inv" (blocks of
+                   * weight_block_size, or one per tensor / row without it) */
+    HF_QM_CT_FP8, /* quant_method "compressed-tensors", format "float-quantized", 8-bit
+                   * float weights: "<w>_scale" per tensor, channel or block */
+};
+struct hf_quant_cfg {
+    enum hf_quant_method method;
+    uint32_t block[2];     /* scale block [rows, cols]; {0, 0}: taken from the scale's shape */
+    char strategy[16];     /* compressed-tensors: "tensor", "channel" or "block"; fp8: "block"
+                            * or "" */
+};
+
     char hf_arch_name[64];   /* architectures[0] */
     const char *gguf_arch;   /* "llama" / "qwen2" (static string) */
     uint32_t n_vocab;        /* vocab_size */
@@ -259,6 +277,7 @@ struct hf_config {
                               * [11, 11, 10, 0] when absent) */
 };
 
+    struct hf_quant_cfg quant; /* quantization_config (HF_QM_NONE when absent) */
 /* Parse config.json text (len bytes, need not be NUL-terminated); name is the
  * file name for messages. Errors: MW_E_FORMAT (syntax, wrong type, missing
  * or contradictory key; err->where holds the JSON path), MW_E_UNSUPPORTED

@@ -526,10 +526,8 @@ static enum mw_status plan_expert(struct hf_plan *p, const struct hf_model *m, e
                            (unsigned long long)r, (unsigned long long)k,
                            down ? "hidden_size" : ffw, down ? ffw : "hidden_size");
     }
-    if (!hf_dtype_convertible(t->dtype))
-        return tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
-                           "dtype %s cannot be converted (F16, BF16 or F32)",
-                           hf_dtype_name(t->dtype));
+    const enum mw_status ds = hf__src_dtype_ok(m, sh, t, err);
+    if (ds != MW_OK) return ds;
     dt_seen[t->dtype] = true;
     const size_t slot = ((size_t)layer * 3 + (size_t)proj) * c->n_expert + (size_t)xid;
     p->xsrc[slot] = t; /* names are unique: a slot is filled once */
@@ -590,8 +588,8 @@ static enum mw_status plan_fused(struct hf_plan *p, const struct hf_model *m, en
     }
     if (!hf_dtype_convertible(t->dtype))
         return tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
-                           "dtype %s cannot be converted (F16, BF16 or F32)",
-                           hf_dtype_name(t->dtype));
+                           "dtype %s cannot be converted (F16, BF16 or F32; fused experts "
+                           "in FP8 are not read)", hf_dtype_name(t->dtype));
     dt_seen[t->dtype] = true;
     const uint64_t es = hf_dtype_size(t->dtype);
     /* proj slots (qwen order): 0 down, 1 gate, 2 up */
@@ -724,6 +722,10 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         const char *name = t->name;
         if (ends_with(name, ".rotary_emb.inv_freq")) continue; /* recomputed by llama.cpp */
         char norm_name[GGUF_MAX_NAME + 64];
+        if (hf__fp8_is_scale(c, name)) { /* read with its weight (hf_fp8.c) */
+            if ((s = hf__fp8_scale_owner(m, sh, t, err)) != MW_OK) goto out;
+            continue;
+        }
         if (hf_arch_is_delta_net(c->arch)) {
             /* language_model. removed, the vision tower skipped, mtp.* renamed */
             if (!hf__qwen35_name(c, name, norm_name, sizeof norm_name, &name)) continue;
@@ -838,12 +840,7 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
                             got, exp);
             goto out;
         }
-        if (!hf_dtype_convertible(t->dtype)) {
-            s = tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
-                            "dtype %s cannot be converted (F16, BF16 or F32)",
-                            hf_dtype_name(t->dtype));
-            goto out;
-        }
+        if ((s = hf__src_dtype_ok(m, sh, t, err)) != MW_OK) goto out;
         dt_seen[t->dtype] = true;
         seen[(size_t)role * n_blk(c) + (ri->per_layer ? layer : 0)] = 1;
 
@@ -968,9 +965,9 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
             goto out;
         }
     }
-    static const enum hf_dtype dt_order[] = {HF_DT_F16, HF_DT_BF16, HF_DT_F32};
+    static const enum hf_dtype dt_order[] = {HF_DT_F8_E4M3, HF_DT_F16, HF_DT_BF16, HF_DT_F32};
     size_t k = 0;
-    for (size_t j = 0; j < 3; j++)
+    for (size_t j = 0; j < sizeof dt_order / sizeof dt_order[0]; j++)
         if (dt_seen[dt_order[j]])
             k += (size_t)snprintf(p->source_dtype + k, sizeof p->source_dtype - k, "%s%s",
                                   k ? "+" : "", hf_dtype_name(dt_order[j]));

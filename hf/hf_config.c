@@ -969,6 +969,7 @@ enum mw_status hf_config_load(const char *path, struct hf_config *cfg, struct mw
     size_t len;
     enum mw_status s = hf__util_read_file(path, 16u << 20, &buf, &len, err);
     if (s != MW_OK) return s;
+    if (s == MW_OK) s = hf__cfg_quant(root, c, err);
     s = hf_config_parse(buf, len, path, cfg, err);
     free(buf);
     return s;

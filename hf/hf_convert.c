@@ -91,6 +91,7 @@ struct conv_job {
     bool copy;        /* same representation: permute only */
     bool add_one;     /* HF_XFORM_ADD_ONE */
     const uint16_t *h16; /* BF16<->F16: one table lookup per element, or NULL */
+    const struct hf_fp8 *fp8; /* F8_E4M3 source: its scales (hf_fp8.c), or NULL */
 };
 
 /* The 16-bit to 16-bit conversions as tables of the two-step result
@@ -155,7 +156,10 @@ static void conv_rows(const struct conv_job *j, uint64_t a, uint64_t b, float *f
             in = cbuf;
         }
         uint8_t *o = j->obuf + (r - j->r0) * j->row_out;
-        if (j->copy) {
+        if (j->fp8) { /* E4M3 x scale in F32, then one rounding to the output type */
+            hf__fp8_row(j->fp8, in, sr, cm, fbuf, j->row_elems);
+            store_row(j->e->type, fbuf, o, j->row_elems);
+        } else if (j->copy) {
             memcpy(o, in, (size_t)j->row_in);
         } else if (j->h16) {
             for (uint64_t k = 0; k < j->row_elems; k++)
@@ -279,12 +283,26 @@ static enum mw_status stream_entry(const struct hf_plan *p, const struct hf_plan
                        out_cap + f_cap);
     }
     const bool elementwise = e->xform == HF_XFORM_ADD_ONE || e->xform == HF_XFORM_NEG_EXP;
+    struct hf_fp8 *fp8 = NULL;
+    if (src->dtype == HF_DT_F8_E4M3) {
+        fp8 = malloc(sizeof *fp8);
+        s = fp8 ? hf__fp8_open(p->m, e->shard, src, fp8, err)
+                : MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        if (s != MW_OK) {
+            free(fp8);
+            free(obuf);
+            free(fbuf);
+            free(cbuf);
+            return s;
+        }
+    }
     struct conv_job job = {.p = p, .e = e, .row_in = row_in, .row_out = row_out,
                            .row_elems = row_elems, .hd = hd, .obuf = obuf, .fbuf = fbuf,
                            .cbuf = cbuf,
                            .copy = same_repr(src->dtype, e->type) && !elementwise,
                            .add_one = e->xform == HF_XFORM_ADD_ONE,
-                           .h16 = elementwise ? NULL : h16_table(p, src->dtype, e->type)};
+                           .h16 = elementwise ? NULL : h16_table(p, src->dtype, e->type),
+                           .fp8 = fp8};
     uint64_t released = 0;
     for (uint64_t r0 = 0; r0 < n_rows && s == MW_OK; r0 += rows_per_chunk) {
         uint64_t r1 = r0 + rows_per_chunk;
@@ -300,6 +318,7 @@ static enum mw_status stream_entry(const struct hf_plan *p, const struct hf_plan
         }
     }
     if (hd || e->row_map) hf_st_release(e->shard, src->file_off, src->nbytes);
+    free(fp8);
     free(obuf);
     free(fbuf);
     free(cbuf);

@@ -178,6 +178,40 @@ static void plan_src_name(const struct hf_plan_tensor *e, char *buf, size_t n)
     snprintf(buf, n, "%.*s{0..%u}%s", pre, nm, e->n_src - 1, x + strlen(".experts.0"));
 }
 
+/* The scale layout of a quantized source (quantization_config and the
+ * scale tensors): method, scale tensor suffix and dtype, block or
+ * granularity, and the count of FP8 weights. */
+struct qdesc {
+    const char *method, *suffix, *sdtype;
+    char layout[64];
+    uint64_t n_fp8;
+};
+
+static void quant_desc(const struct hf_model *m, const struct hf_config *c, struct qdesc *d)
+{
+    const struct hf_quant_cfg *q = &c->quant;
+    d->method = q->method == HF_QM_FP8 ? "fp8" : "compressed-tensors";
+    d->suffix = q->method == HF_QM_FP8 ? "weight_scale_inv" : "weight_scale";
+    d->sdtype = "?";
+    d->n_fp8 = 0;
+    for (uint64_t i = 0; i < hf_model_tensor_count(m); i++) {
+        const struct hf_st_tensor *t = hf_model_tensor(m, i, NULL);
+        if (t->dtype == HF_DT_F8_E4M3) d->n_fp8++;
+        const size_t n = strlen(t->name), k = strlen(d->suffix);
+        if (strcmp(d->sdtype, "?") == 0 && n > k && t->name[n - k - 1] == '.' &&
+            strcmp(t->name + n - k, d->suffix) == 0)
+            d->sdtype = hf_dtype_name(t->dtype);
+    }
+    if (q->block[0])
+        snprintf(d->layout, sizeof d->layout, "blocks [%u, %u]", q->block[0], q->block[1]);
+    else if (strcmp(q->strategy, "tensor") == 0)
+        snprintf(d->layout, sizeof d->layout, "per tensor");
+    else if (strcmp(q->strategy, "channel") == 0)
+        snprintf(d->layout, sizeof d->layout, "per channel");
+    else
+        snprintf(d->layout, sizeof d->layout, "per tensor or per row (each scale's shape)");
+}
+
 static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, struct mw_err *err)
 {
     struct hf_model *m;
@@ -209,6 +243,14 @@ static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, str
             put(o, ", \"num_experts\": %u, \"num_experts_per_tok\": %u, "
                    "\"expert_intermediate_size\": %u, \"shared_expert_intermediate_size\": %u",
                 c->n_expert, c->n_expert_used, c->n_ff_exp, c->n_ff_shexp);
+        if (c->quant.method != HF_QM_NONE) {
+            struct qdesc d;
+            quant_desc(m, c, &d);
+            put(o, ", \"quantization\": {\"method\": \"%s\", \"weights\": \"F8_E4M3\", "
+                   "\"scale_tensor\": \"%s\", \"scale_dtype\": \"%s\", \"layout\": \"%s\", "
+                   "\"fp8_tensors\": %llu}", d.method, d.suffix, d.sdtype, d.layout,
+                (unsigned long long)d.n_fp8);
+        }
         put(o, "},\n");
         put(o, " \"shards\": [");
         for (uint64_t i = 0; i < hf_model_shard_count(m); i++) {
@@ -283,6 +325,14 @@ static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, str
             if (c->n_ff_shexp) put(o, ", shared expert ffn %u (sigmoid-gated)", c->n_ff_shexp);
             put(o, ", top-k weights %s; stacked into ffn_{gate,up,down}_exps\n",
                 c->norm_topk_prob ? "renormalized" : "not renormalized");
+        }
+        if (c->quant.method != HF_QM_NONE) {
+            struct qdesc d;
+            quant_desc(m, c, &d);
+            put(o, "quantization: %s%s E4M3, %s %s, %s (%llu F8_E4M3 weights, dequantized "
+                   "E4M3 x scale in F32)\n", d.method,
+                c->quant.method == HF_QM_CT_FP8 ? " FP8" : "", d.suffix, d.sdtype, d.layout,
+                (unsigned long long)d.n_fp8);
         }
         put(o, "weights: %llu file(s), %llu tensors, %llu bytes\n",
             (unsigned long long)hf_model_shard_count(m),

@@ -144,4 +144,39 @@ enum { HF_MAP_QKV, HF_MAP_V, HF_MAP_HEAD, HF_MAP_QKVZ_QKV, HF_MAP_QKVZ_Z, HF_MAP
 enum mw_status hf__qwen35_maps(struct hf_plan *p, const struct hf_config *c,
                                const uint32_t *maps[HF_MAP_COUNT], struct mw_err *err);
 
+/* --- hf_config_quant.c: quantization_config -------------------------------- */
+
+/* config.json's quantization_config into c->quant (absent: HF_QM_NONE).
+ * Refused naming the JSON path: an unknown quant_method or format, FP8 E5M2,
+ * a weight_block_size / block_structure that is not two positive integers,
+ * several config groups, weights that are not 8-bit floats. */
+enum mw_status hf__cfg_quant(const cJSON *root, struct hf_config *c, struct mw_err *err);
+
+/* --- hf_fp8.c: FP8 (E4M3) source weights ----------------------------------- */
+
+struct hf_fp8 {
+    const uint8_t *scale;   /* the scale tensor's bytes (F32, BF16 or F16) */
+    enum hf_dtype sdt;
+    uint64_t b0, b1;        /* one scale per b0 rows x b1 columns */
+    uint64_t scols;         /* scales per grid row */
+    float lut[256];         /* E4M3 byte -> its F32 value */
+};
+/* Is name a scale tensor of c's quantization method (not converted)? */
+bool hf__fp8_is_scale(const struct hf_config *c, const char *name);
+/* The scale of FP8 weight t of m, checked: present, F32/BF16/F16, a shape
+ * that covers t in the configured blocks (or one per tensor / row), every
+ * value finite. Errors MW_E_FORMAT / MW_E_UNSUPPORTED naming the tensor. */
+enum mw_status hf__fp8_open(const struct hf_model *m, const struct hf_st *sh,
+                            const struct hf_st_tensor *t, struct hf_fp8 *f, struct mw_err *err);
+/* Source row sr of n bytes (column k is source column cm[k] when cm is not
+ * NULL) -> F32: E4M3 value × its block's scale, one F32 product. */
+void hf__fp8_row(const struct hf_fp8 *f, const uint8_t *src, uint64_t sr, const uint32_t *cm,
+                 float *dst, uint64_t n);
+/* Can the plan read t: F16/BF16/F32, or F8_E4M3 with a valid scale? */
+enum mw_status hf__src_dtype_ok(const struct hf_model *m, const struct hf_st *sh,
+                                const struct hf_st_tensor *t, struct mw_err *err);
+/* A weight scale tensor t must belong to an FP8 weight of m. */
+enum mw_status hf__fp8_scale_owner(const struct hf_model *m, const struct hf_st *sh,
+                                   const struct hf_st_tensor *t, struct mw_err *err);
+
 #endif /* MW_HF_INT_H */

@@ -9,6 +9,14 @@ if(NOT MW_MINIMAL)
   mw_shell_test(hf_convert_badinput e2e/convert_badinput.sh)
   mw_shell_test(hf_convert_fixtures e2e/convert_fixtures.sh)
   mw_shell_test(hf_convert_tinyllama e2e/convert_tinyllama.sh)
+  # FP8 (E4M3) sources: every scale layout against NumPy's dequantization,
+  # quant/calib, bad input; and the peak RSS of a large FP8 matrix
+  mw_shell_test(hf_convert_fp8 e2e/convert_fp8.sh)
+  set_tests_properties(hf_convert_fp8 PROPERTIES SKIP_RETURN_CODE 77)
+  if(NOT MW_SANITIZE)
+    mw_shell_test(hf_convert_fp8_memory e2e/convert_fp8.sh mem)
+    set_tests_properties(hf_convert_fp8_memory PROPERTIES SKIP_RETURN_CODE 77)
+  endif()
   mw_shell_test(hf_peer_fixtures e2e/convert_fixtures.sh peer)
   mw_shell_test(hf_peer_tinyllama e2e/convert_tinyllama.sh peer)
   set_tests_properties(hf_convert_cli hf_convert_badinput hf_convert_fixtures

@@ -8,7 +8,7 @@
  *                        [--layers N] [--embd N] [--ff N] [--swa N] [--swa-pattern N]
  *                        [--orig-ctx N] [--experts N] [--experts-used K] [--ff-exp N]
  *                        [--ff-shexp N] [--ssm-state S] [--ssm-heads HK HV]
- *                        [--interval N] [--no-mtp] [--defect NAME]
+ *                        [--interval N] [--no-mtp] [--heads N KV] [--defect NAME]
  *       a tiny model (rt_fixture.h), valid unless --defect
  *   rt_mkmodel hostile DIR
  *       one file per defect of the catalogue, DIR/<defect>.gguf, and
@@ -33,7 +33,7 @@ static const char usage[] =
     "                            [--layers N] [--embd N] [--ff N] [--swa N] [--swa-pattern N]\n"
     "                            [--orig-ctx N] [--experts N] [--experts-used K] [--ff-exp N]\n"
     "                            [--ff-shexp N] [--ssm-state S] [--ssm-heads HK HV]\n"
-    "                            [--interval N] [--no-mtp] [--defect NAME]\n"
+    "                            [--interval N] [--no-mtp] [--heads N KV] [--defect NAME]\n"
     "       rt_mkmodel hostile DIR\n"
     "       rt_mkmodel requant IN OUT TYPE\n";
 
@@ -90,6 +90,10 @@ int main(int argc, char **argv)
                 s.ssm_v_heads = (uint32_t)strtoul(argv[i + 2], NULL, 10), i += 2;
             } else if (strcmp(a, "--interval") == 0 && v) {
                 s.full_attn_interval = (uint32_t)strtoul(v, NULL, 10), i++;
+            } else if (strcmp(a, "--heads") == 0 && v && i + 2 < argc) { /* after --embd */
+                s.n_head = (uint32_t)strtoul(v, NULL, 10);
+                s.n_head_kv = (uint32_t)strtoul(argv[i + 2], NULL, 10), i += 2;
+                if (s.n_head == 0 || s.n_head_kv == 0) return fputs(usage, stderr), 2;
             } else if (strcmp(a, "--no-mtp") == 0) {
                 s.no_mtp = true;
             } else if (strcmp(a, "--defect") == 0 && v) {
