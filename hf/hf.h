@@ -188,8 +188,6 @@ enum hf_act { HF_ACT_SILU, HF_ACT_GELU_TANH };
 
 #define HF_MAX_ROPE_FACTORS 512 /* LongRoPE factors per list (rope dims / 2) */
 
-struct hf_config {
-    enum hf_arch arch;
 /* config.json quantization_config: how quantized source weights are stored
  * (hf_config_quant.c, docs/formats.md §6.9). Each method names the suffix of
  * its scale tensors; a new source format (MXFP4 blocks) adds a method here
@@ -208,6 +206,8 @@ struct hf_quant_cfg {
                             * or "" */
 };
 
+struct hf_config {
+    enum hf_arch arch;
     char hf_arch_name[64];   /* architectures[0] */
     const char *gguf_arch;   /* "llama" / "qwen2" (static string) */
     uint32_t n_vocab;        /* vocab_size */
@@ -275,9 +275,9 @@ struct hf_quant_cfg {
     bool has_rope_sections;  /* rope_parameters.mrope_section was given */
     int32_t rope_sections[4];/* rope.dimension_sections (padded with 0; qwen35 default
                               * [11, 11, 10, 0] when absent) */
+    struct hf_quant_cfg quant; /* quantization_config (HF_QM_NONE when absent) */
 };
 
-    struct hf_quant_cfg quant; /* quantization_config (HF_QM_NONE when absent) */
 /* Parse config.json text (len bytes, need not be NUL-terminated); name is the
  * file name for messages. Errors: MW_E_FORMAT (syntax, wrong type, missing
  * or contradictory key; err->where holds the JSON path), MW_E_UNSUPPORTED

@@ -721,11 +721,11 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         const struct hf_st_tensor *t = hf_model_tensor(m, i, &sh);
         const char *name = t->name;
         if (ends_with(name, ".rotary_emb.inv_freq")) continue; /* recomputed by llama.cpp */
-        char norm_name[GGUF_MAX_NAME + 64];
         if (hf__fp8_is_scale(c, name)) { /* read with its weight (hf_fp8.c) */
             if ((s = hf__fp8_scale_owner(m, sh, t, err)) != MW_OK) goto out;
             continue;
         }
+        char norm_name[GGUF_MAX_NAME + 64];
         if (hf_arch_is_delta_net(c->arch)) {
             /* language_model. removed, the vision tower skipped, mtp.* renamed */
             if (!hf__qwen35_name(c, name, norm_name, sizeof norm_name, &name)) continue;

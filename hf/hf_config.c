@@ -959,6 +959,7 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
     if (td && cJSON_IsString(td)) snprintf(c->torch_dtype, sizeof c->torch_dtype, "%s", td->valuestring);
     s = hf_arch_is_moe(c->arch) ? cfg_moe(root, c, err) : MW_OK;
 out:
+    if (s == MW_OK) s = hf__cfg_quant(root, c, err);
     cJSON_Delete(root);
     return s;
 }
@@ -969,7 +970,6 @@ enum mw_status hf_config_load(const char *path, struct hf_config *cfg, struct mw
     size_t len;
     enum mw_status s = hf__util_read_file(path, 16u << 20, &buf, &len, err);
     if (s != MW_OK) return s;
-    if (s == MW_OK) s = hf__cfg_quant(root, c, err);
     s = hf_config_parse(buf, len, path, cfg, err);
     free(buf);
     return s;
