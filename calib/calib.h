@@ -659,6 +659,14 @@ uint32_t calib_run_batch_samples(const struct calib_model *m, const struct calib
  * o->max_memory (see max_memory above). */
 bool calib_run_hidden_on_disk(const struct calib_model *m, const struct calib_samples *s,
                               const struct calib_run_opts *o);
+/* What calib_run will need for a model of hp over n_samples samples of
+ * n_pos positions on n_threads threads, before any model or corpus is
+ * opened (memwall plan): *peak in memory at the default batch, *least at
+ * one sample per batch, lean where the model allows it (not MoE, not the
+ * gated delta net). cb: with a per-group callback (quant --corpus; the
+ * method's own buffers are quant_methods_peak_bytes). */
+void calib_run_need(const struct rt_hparams *hp, uint32_t n_samples, uint32_t n_pos, bool cb,
+                    unsigned n_threads, uint64_t *peak, uint64_t *least);
 
 // --- importance-matrix files (docs/formats.md §9.2, §9.3) --------------------------------
 /*

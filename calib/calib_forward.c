@@ -677,12 +677,18 @@ static void engine_free(struct calib_engine *e)
 void calib__engine_dims(struct calib_engine *e, const struct calib_model *m,
                         const struct calib_samples *s, const struct calib_run_opts *o)
 {
-    const struct rt_hparams *hp = calib_model_hparams(m);
+    calib__engine_dims_hp(e, calib_model_hparams(m), calib_samples_count(s),
+                          calib_samples_n_pos(s), o);
     e->m = m;
-    e->hp = hp;
     e->s = s;
-    e->n_samples = calib_samples_count(s);
-    e->n_pos = calib_samples_n_pos(s);
+}
+
+void calib__engine_dims_hp(struct calib_engine *e, const struct rt_hparams *hp,
+                           uint32_t n_samples, uint32_t n_pos, const struct calib_run_opts *o)
+{
+    e->hp = hp;
+    e->n_samples = n_samples;
+    e->n_pos = n_pos;
     e->T = (uint64_t)e->n_samples * e->n_pos;
     const uint32_t br = o->batch_rows ? o->batch_rows : CALIB_DEFAULT_BATCH_ROWS;
     e->spb = br / e->n_pos ? br / e->n_pos : 1;

@@ -325,6 +325,10 @@ void calib__stage_ev(const struct calib_engine *e, const char *name, bool end, u
  * batch, no memory bound applied yet) */
 void calib__engine_dims(struct calib_engine *e, const struct calib_model *m,
                         const struct calib_samples *s, const struct calib_run_opts *o);
+/* The same from hyper-parameters and a sample count alone (e->m, e->s stay
+ * unset: calib_run_need) */
+void calib__engine_dims_hp(struct calib_engine *e, const struct rt_hparams *hp,
+                           uint32_t n_samples, uint32_t n_pos, const struct calib_run_opts *o);
 
 // --- gated delta net (calib_ssm.c) ---
 

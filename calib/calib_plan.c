@@ -218,3 +218,25 @@ bool calib_run_hidden_on_disk(const struct calib_model *m, const struct calib_sa
     bool file;
     return plan_query(m, s, o, &e, &opt, &file) && file;
 }
+
+/* stands for quant --corpus's per-group callback: the plan only asks
+ * whether there is one */
+static enum mw_status no_group(void *ud, struct calib_layer *ly, enum calib_group g,
+                               struct mw_err *err)
+{
+    (void)ud, (void)ly, (void)g, (void)err;
+    return MW_OK;
+}
+
+void calib_run_need(const struct rt_hparams *hp, uint32_t n_samples, uint32_t n_pos, bool cb,
+                    unsigned n_threads, uint64_t *peak, uint64_t *least)
+{
+    struct calib_engine e = {0};
+    const struct calib_run_opts o = {.n_threads = n_threads, .on_group = cb ? no_group : NULL};
+    calib__engine_dims_hp(&e, hp, n_samples ? n_samples : 1, n_pos ? n_pos : 1, &o);
+    const struct mem_plan p = mem_plan_of(&e, &o);
+    const unsigned nt = n_threads ? n_threads : 1;
+    const bool lean_ok = !hp->n_expert && !hp->full_attn_interval;
+    *peak = ld_bytes(mem_plan_bytes(&p, false, e.spb, nt));
+    *least = ld_bytes(mem_plan_bytes(&p, lean_ok, 1, nt));
+}

@@ -21,9 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "calib/calib.h"
+#include "core/mw_mem.h"
 #include "hf/hf.h"
+#include "methods/methods.h"
 #include "quant/quant.h"
 #include "tools/cmd.h"
 
@@ -570,6 +573,54 @@ static enum mw_status print_fits(const struct calib_mem_arch *arch, uint32_t ctx
     return MW_OK;
 }
 
+/* What `quant --corpus` needs at its defaults (method, 128 samples x 512
+ * tokens, every CPU), in memory and at least (lean), on stdout; whether the
+ * default memory bound of this machine (core/mw_mem.h) holds it, on stderr
+ * (it changes from one run to the next: stdout stays the model's plan). */
+static void print_calib_need(const struct rt_hparams *hp)
+{
+    const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    const unsigned nt = ncpu > 0 ? (unsigned)ncpu : 1;
+    const uint32_t ctx = hp->n_ctx_train > 1 ? hp->n_ctx_train : 2;
+    const uint32_t n_pos = (CALIB_DEFAULT_SEQ_LEN < ctx - 1 ? CALIB_DEFAULT_SEQ_LEN : ctx - 1) + 1;
+    const struct quant_methods_opts mo = {.method = QUANT_METHOD_AWQ_GPTQ_ROUND, .n_threads = nt};
+    const uint64_t mine = quant_methods_peak_bytes(hp, &mo);
+    uint64_t peak, least;
+    calib_run_need(hp, CALIB_DEFAULT_SAMPLES, n_pos, true, nt, &peak, &least);
+    peak = peak > UINT64_MAX - mine ? UINT64_MAX : peak + mine;
+    least = least > UINT64_MAX - mine ? UINT64_MAX : least + mine;
+    char sp[32], sl[32], sm[32];
+    put_size(sp, sizeof sp, peak);
+    put_size(sl, sizeof sl, least);
+    put_size(sm, sizeof sm, mine);
+    printf("\nquant --corpus (%s, %u samples x %u positions, %u thread%s): %s in memory, at "
+           "least %s %s (the method's buffers %s of each)\n",
+           quant_method_name(mo.method), CALIB_DEFAULT_SAMPLES, n_pos, nt, nt == 1 ? "" : "s",
+           sp, sl, hp->n_expert || hp->full_attn_interval ? "at one sample per batch" : "lean",
+           sm);
+    struct mw_mem_avail av;
+    struct mw_err err;
+    mw_err_clear(&err);
+    if (mw_mem_available(NULL, &av, &err) != MW_OK) {
+        fprintf(stderr, "memwall plan: this machine: %s\n", err.msg);
+        return;
+    }
+    if (av.source == MW_MEM_SRC_NONE) {
+        fprintf(stderr, "memwall plan: this machine: the memory available could not be read "
+                        "(no default bound)\n");
+        return;
+    }
+    const uint64_t b = mw_mem_bound(&av);
+    char sb[32], sa[32];
+    put_size(sb, sizeof sb, b);
+    put_size(sa, sizeof sa, av.bytes);
+    fprintf(stderr, "memwall plan: this machine: bound %s (%s available, %s, minus the margin): "
+                    "%s\n", sb, sa, av.from,
+           peak <= b    ? "enough, in memory"
+           : least <= b ? "enough, with fewer samples per batch or lean"
+                        : "NOT enough: use fewer --samples or a shorter --seq-len");
+}
+
 int cmd_plan(int argc, char **argv)
 {
     const char *cmd = "plan";
@@ -615,6 +666,7 @@ int cmd_plan(int argc, char **argv)
         print_decode(&m.hp, &pr);
         print_kv(&m.hp, &arch, ctx, threads);
         s = print_fits(&arch, ctx, kv, threads, ram, n_q, other, &pr, &err);
+        if (s == MW_OK) print_calib_need(&m.hp);
     }
     model_free(&m);
     return s ? cmd_fail(cmd, &err) : cmd_finish_output(cmd, 0);
