@@ -756,6 +756,16 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
                        opt.load_hidden ? "first layer %u of a model of %u layers"
                                        : "first layer %u (of %u) without load_hidden",
                        opt.first_layer, hp->n_layer);
+    /* the delta net's sizes, before the plan uses them */
+    if (hp->full_attn_interval &&
+        (e.Sd == 0 || e.Hk == 0 || e.Hv % e.Hk != 0 || e.Kc == 0 ||
+         (uint64_t)hp->ssm_d_inner != e.Hv * e.Sd || e.Hv * e.Sd > INT32_MAX))
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
+                       "gated delta net: state size %llu, %llu key heads, %llu value heads, "
+                       "inner size %u, conv kernel %llu (value heads must be a multiple of key "
+                       "heads, inner size = value heads x state size)",
+                       (unsigned long long)e.Sd, (unsigned long long)e.Hk,
+                       (unsigned long long)e.Hv, hp->ssm_d_inner, (unsigned long long)e.Kc);
     /* --max-memory: fewer samples per batch, or fail here, before anything
      * large is allocated */
     e.spb = calib__plan_batch(&e, &opt, &e.hs_file, err);
@@ -784,15 +794,6 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
                        (unsigned long long)(calib_run_peak_bytes(m, s, &opt) >> 20),
                        e.n_samples, e.n_pos, (unsigned long long)opt.max_memory);
     }
-    if (hp->full_attn_interval &&
-        (e.Sd == 0 || e.Hk == 0 || e.Hv % e.Hk != 0 || e.Kc == 0 ||
-         (uint64_t)hp->ssm_d_inner != e.Hv * e.Sd || e.Hv * e.Sd > INT32_MAX))
-        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE,
-                       "gated delta net: state size %llu, %llu key heads, %llu value heads, "
-                       "inner size %u, conv kernel %llu (value heads must be a multiple of key "
-                       "heads, inner size = value heads x state size)",
-                       (unsigned long long)e.Sd, (unsigned long long)e.Hk,
-                       (unsigned long long)e.Hv, hp->ssm_d_inner, (unsigned long long)e.Kc);
     if (e.NX && (e.NX > RT_MAX_EXPERTS || e.K == 0 || e.K > e.NX || e.FX == 0))
         return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "%llu experts, %llu used, width %llu",
                        (unsigned long long)e.NX, (unsigned long long)e.K,

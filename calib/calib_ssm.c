@@ -59,11 +59,16 @@ struct ssm_job {
 uint64_t calib__ssm_thread_floats(const struct calib_engine *e)
 {
     if (!e->C) return 0;
-    return e->C * (e->Kc - 1) + (e->C > e->Sd * e->Sd ? e->C : e->Sd * e->Sd);
+    uint64_t st, ss, n;
+    /* sizes from a file: UINT64_MAX (no allocation can meet it) on overflow */
+    if (!mw_mul_u64(e->C, e->Kc ? e->Kc - 1 : 0, &st) || !mw_mul_u64(e->Sd, e->Sd, &ss) ||
+        !mw_add_u64(st, calib__max3(e->C, ss, 2 * e->Hv), &n))
+        return UINT64_MAX;
+    return n;
 }
 
-/* per-thread scratch: the conv state (C (K-1)), then one row of C floats or
- * one S x S state */
+/* per-thread scratch: the conv state (C (K-1)), then one row of C floats (or
+ * the 2 Hv gates) or one S x S state */
 static float *conv_state(const struct calib_engine *e, unsigned ith)
 {
     return e->cst + (uint64_t)ith * calib__ssm_thread_floats(e);
@@ -94,7 +99,7 @@ static void conv_task(void *arg, unsigned ith, unsigned nth)
             rt_l2norm_heads(x, (uint32_t)Hk, (uint32_t)S, hp->rms_eps);
             rt_l2norm_heads(x + Hk * S, (uint32_t)Hk, (uint32_t)S, hp->rms_eps);
             float *b = e->ba + row * 2 * Hv;
-            float *gb = y; /* the row scratch is free again (2 Hv <= C) */
+            float *gb = y; /* the row scratch is free again (room for 2 Hv) */
             for (uint64_t h = 0; h < Hv; h++) {
                 /* ba: [beta logits | alpha], or qwen3next's per key head groups */
                 const uint64_t ib = ba ? (h / r) * 2 * r + h % r : h;
