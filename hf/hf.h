@@ -173,6 +173,8 @@ enum hf_arch {
     HF_ARCH_QWEN35,    /* Qwen3_5ForCausalLM, Qwen3_5ForConditionalGeneration -> "qwen35" */
     HF_ARCH_QWEN35MOE, /* Qwen3_5MoeForCausalLM, ..ForConditionalGeneration -> "qwen35moe" */
     HF_ARCH_QWEN3NEXT, /* Qwen3NextForCausalLM -> "qwen3next" (fused in_proj_qkvz / ba) */
+    HF_ARCH_GEMMA4,    /* Gemma4ForCausalLM, text model of Gemma4ForConditionalGeneration
+                        * -> "gemma4" (convert only; hf_gemma4.c) */
     HF_ARCH_COUNT
 };
 
@@ -276,6 +278,16 @@ struct hf_config {
     int32_t rope_sections[4];/* rope.dimension_sections (padded with 0; qwen35 default
                               * [11, 11, 10, 0] when absent) */
     struct hf_quant_cfg quant; /* quantization_config (HF_QM_NONE when absent) */
+    /* --- gemma4 (zero elsewhere; hf_gemma4.c) --- */
+    uint32_t g4_n_embd_per_layer; /* hidden_size_per_layer_input (0: no per-layer embeddings) */
+    uint32_t g4_n_kv_shared;      /* num_kv_shared_layers: the last ones reuse earlier K/V */
+    uint32_t g4_head_dim_full;    /* global_head_dim (full-attention layers; head_dim: sliding) */
+    uint32_t g4_n_head_kv_full;   /* num_global_key_value_heads (0: absent, n_head_kv) */
+    uint32_t g4_rope_pairs_full;  /* rotated pairs of a full layer (partial_rotary_factor) */
+    bool g4_double_wide_mlp;      /* use_double_wide_mlp: 2 x intermediate_size in shared layers */
+    bool g4_k_eq_v;               /* attention_k_eq_v: full layers have no v_proj */
+    bool g4_has_n_ff_exp;         /* moe_intermediate_size present */
+    uint64_t g4_swa[8];           /* bit il: layer il is sliding_attention */
 };
 
 /* Parse config.json text (len bytes, need not be NUL-terminated); name is the

@@ -32,6 +32,8 @@ static const struct {
     {"Qwen3_5MoeForCausalLM", HF_ARCH_QWEN35MOE},
     {"Qwen3_5MoeForConditionalGeneration", HF_ARCH_QWEN35MOE},
     {"Qwen3NextForCausalLM", HF_ARCH_QWEN3NEXT},
+    {"Gemma4ForCausalLM", HF_ARCH_GEMMA4},
+    {"Gemma4ForConditionalGeneration", HF_ARCH_GEMMA4},
 };
 
 static const char *const arch_short[HF_ARCH_COUNT] = {
@@ -48,6 +50,7 @@ static const char *const arch_short[HF_ARCH_COUNT] = {
     [HF_ARCH_QWEN35] = "qwen35",
     [HF_ARCH_QWEN35MOE] = "qwen35moe",
     [HF_ARCH_QWEN3NEXT] = "qwen3next",
+    [HF_ARCH_GEMMA4] = "gemma4",
 };
 
 /* config.json model_type of each architecture (Gemma 3: see cfg_family) */
@@ -65,6 +68,7 @@ static const char *const arch_model_type[HF_ARCH_COUNT] = {
     [HF_ARCH_QWEN35] = "qwen3_5",
     [HF_ARCH_QWEN35MOE] = "qwen3_5_moe",
     [HF_ARCH_QWEN3NEXT] = "qwen3_next",
+    [HF_ARCH_GEMMA4] = "gemma4",
 };
 
 static const char *const arch_gguf[HF_ARCH_COUNT] = {
@@ -81,6 +85,7 @@ static const char *const arch_gguf[HF_ARCH_COUNT] = {
     [HF_ARCH_QWEN35] = "qwen35",
     [HF_ARCH_QWEN35MOE] = "qwen35moe",
     [HF_ARCH_QWEN3NEXT] = "qwen3next",
+    [HF_ARCH_GEMMA4] = "gemma4",
 };
 
 bool hf_arch_is_moe(enum hf_arch a)
@@ -840,7 +845,8 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
                      "Gemma3ForConditionalGeneration, Phi3ForCausalLM, Qwen2MoeForCausalLM, "
                      "Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen3_5ForCausalLM, "
                      "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForCausalLM, "
-                     "Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM)", an);
+                     "Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM, "
+                     "Gemma4ForCausalLM, Gemma4ForConditionalGeneration)", an);
         goto out;
     }
     snprintf(c->hf_arch_name, sizeof c->hf_arch_name, "%s", an);
@@ -848,6 +854,10 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
     c->gguf_arch = arch_gguf[c->arch];
     if (hf_arch_is_delta_net(c->arch)) {
         s = hf__cfg_qwen35(root, c, err);
+        goto out;
+    }
+    if (c->arch == HF_ARCH_GEMMA4) {
+        s = hf__cfg_gemma4(root, c, err);
         goto out;
     }
     if (c->arch == HF_ARCH_QWEN3 || c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3 ||

@@ -367,6 +367,7 @@ static enum mw_status set_arch_kvs(struct gguf_writer *w, const struct hf_config
     if (c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3 || c->arch == HF_ARCH_PHI3)
         return set_family_kvs(w, c, ot, err);
     if (hf_arch_is_delta_net(c->arch)) return set_delta_net_kvs(w, c, ot, err);
+    if (c->arch == HF_ARCH_GEMMA4) return hf__gemma4_kvs(w, c, ot, err);
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
     TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
     TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));

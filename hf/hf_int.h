@@ -179,4 +179,15 @@ enum mw_status hf__src_dtype_ok(const struct hf_model *m, const struct hf_st *sh
 enum mw_status hf__fp8_scale_owner(const struct hf_model *m, const struct hf_st *sh,
                                    const struct hf_st_tensor *t, struct mw_err *err);
 
+/* --- hf_gemma4.c: Gemma 4 (config, tensors, keys) ------------------------ */
+
+/* config.json of Gemma4ForCausalLM / Gemma4ForConditionalGeneration into c. */
+enum mw_status hf__cfg_gemma4(const cJSON *root, struct hf_config *c, struct mw_err *err);
+/* The conversion plan of a gemma4 checkpoint (hf_plan_build's). */
+enum mw_status hf__gemma4_plan(const struct hf_model *m, enum hf_out_type ot, struct hf_plan **out,
+                               struct mw_err *err);
+/* The gemma4.* keys in llama.cpp's converter's order (general.file_type among them). */
+enum mw_status hf__gemma4_kvs(struct gguf_writer *w, const struct hf_config *c, enum hf_out_type ot,
+                              struct mw_err *err);
+
 #endif /* MW_HF_INT_H */

@@ -648,6 +648,120 @@ START_TEST(test_config_delta_net_errors)
 }
 END_TEST
 
+/* Gemma 4: the E2B layout (text_config; 5 layers, the last 2 sharing K/V,
+ * per-layer embeddings, double-wide MLP) and the 26B-A4B layout as
+ * Gemma4ForCausalLM (experts beside the dense MLP, attention_k_eq_v). */
+#define CFG_G4_TEXT                                                                        \
+    "\"final_logit_softcapping\":30.0,\"global_head_dim\":64,\"head_dim\":32,"              \
+    "\"hidden_activation\":\"gelu_pytorch_tanh\",\"hidden_size\":64,"                       \
+    "\"hidden_size_per_layer_input\":16,\"intermediate_size\":128,"                         \
+    "\"layer_types\":[\"sliding_attention\",\"sliding_attention\",\"full_attention\","       \
+    "\"sliding_attention\",\"full_attention\"],\"max_position_embeddings\":131072,"          \
+    "\"model_type\":\"gemma4_text\",\"num_attention_heads\":4,\"num_hidden_layers\":5,"      \
+    "\"num_key_value_heads\":1,\"num_kv_shared_layers\":2,\"rms_norm_eps\":1e-06,"           \
+    "\"rope_parameters\":{\"full_attention\":{\"partial_rotary_factor\":0.25,"               \
+    "\"rope_theta\":1000000.0,\"rope_type\":\"proportional\"},\"sliding_attention\":"        \
+    "{\"rope_theta\":10000.0,\"rope_type\":\"default\"}},\"sliding_window\":16,"            \
+    "\"use_double_wide_mlp\":true,\"vocab_size\":1000,\"vocab_size_per_layer_input\":1000"
+#define CFG_G4_E2B(extra)                                                                  \
+    "{\"architectures\":[\"Gemma4ForConditionalGeneration\"],\"model_type\":\"gemma4\","   \
+    "\"text_config\":{" CFG_G4_TEXT extra "}}"
+#define CFG_G4_MOE                                                                         \
+    "{\"architectures\":[\"Gemma4ForCausalLM\"],\"model_type\":\"gemma4_text\","           \
+    "\"attention_k_eq_v\":true,\"enable_moe_block\":true,\"global_head_dim\":64,"           \
+    "\"head_dim\":32,\"hidden_size\":64,\"intermediate_size\":128,"                         \
+    "\"layer_types\":[\"sliding_attention\",\"sliding_attention\",\"sliding_attention\","    \
+    "\"full_attention\"],\"max_position_embeddings\":131072,\"moe_intermediate_size\":32,"   \
+    "\"num_attention_heads\":4,\"num_experts\":8,\"num_global_key_value_heads\":1,"         \
+    "\"num_hidden_layers\":4,\"num_key_value_heads\":2,\"num_kv_shared_layers\":0,"          \
+    "\"rms_norm_eps\":1e-06,\"rope_parameters\":{\"full_attention\":"                       \
+    "{\"partial_rotary_factor\":0.25,\"rope_theta\":1000000.0,\"rope_type\":"               \
+    "\"proportional\"},\"sliding_attention\":{\"rope_theta\":10000.0,\"rope_type\":"        \
+    "\"default\"}},\"sliding_window\":16,\"top_k_experts\":2,\"vocab_size\":1000}"
+
+START_TEST(test_config_gemma4)
+{
+    struct hf_config c;
+    struct mw_err err;
+    mw_err_clear(&err);
+    const char *j = CFG_G4_E2B("");
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.arch, HF_ARCH_GEMMA4);
+    ck_assert_str_eq(c.gguf_arch, "gemma4");
+    ck_assert(c.multimodal && c.tie_embeddings && !hf_arch_is_moe(c.arch));
+    ck_assert_uint_eq(c.n_layer, 5);
+    ck_assert_uint_eq(c.g4_n_kv_shared, 2);
+    ck_assert_uint_eq(c.g4_n_embd_per_layer, 16);
+    ck_assert_uint_eq(c.head_dim, 32);
+    ck_assert_uint_eq(c.g4_head_dim_full, 64);
+    ck_assert_uint_eq(c.g4_rope_pairs_full, 8); /* int(64 * 0.25 / 2) */
+    ck_assert(c.g4_double_wide_mlp && !c.g4_k_eq_v && c.n_expert == 0);
+    ck_assert_uint_eq(c.g4_swa[0], 0x0bu); /* layers 0, 1, 3 slide */
+    ck_assert_float_eq(c.rope_theta, 1e6f);
+    ck_assert_float_eq(c.rope_theta_swa, 1e4f);
+    ck_assert_float_eq(c.final_softcap, 30.0f);
+
+    j = CFG_G4_MOE;
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert(!c.multimodal && c.g4_k_eq_v && c.g4_has_n_ff_exp);
+    ck_assert_uint_eq(c.n_expert, 8);
+    ck_assert_uint_eq(c.n_expert_used, 2);
+    ck_assert_uint_eq(c.n_ff_exp, 32);
+    ck_assert_uint_eq(c.g4_n_head_kv_full, 1);
+    ck_assert_uint_eq(c.g4_n_embd_per_layer, 0);
+}
+END_TEST
+
+static const struct dn_case g4_cases[] = {
+    {"g4-layer-type-name", CFG_G4_E2B(""), "\"layer_types\":[\"sliding_attention\"",
+     "\"layer_types\":[\"local\"", MW_E_FORMAT, "text_config.layer_types[0]",
+     "expected 'sliding_attention' or 'full_attention'"},
+    {"g4-layer-types-len", CFG_G4_E2B(""), "\"full_attention\"],",
+     "\"full_attention\",\"full_attention\"],", MW_E_FORMAT, "text_config.layer_types",
+     "num_hidden_layers (5)"},
+    /* the full shared layer 4 reads layer 2's K/V: layer 2 must be full */
+    {"g4-layer-types-shared", CFG_G4_E2B(""), "\"sliding_attention\",\"full_attention\",\"sl",
+     "\"sliding_attention\",\"sliding_attention\",\"sl", MW_E_FORMAT,
+     "text_config.layer_types[2]", "contradicts num_kv_shared_layers 2"},
+    {"g4-swa-pattern", CFG_G4_E2B(",\"sliding_window_pattern\":2"), "", "", MW_E_FORMAT,
+     "text_config.layer_types[1]", "contradicts sliding_window_pattern 2"},
+    {"g4-kv-shared-all", CFG_G4_E2B(""), "\"num_kv_shared_layers\":2",
+     "\"num_kv_shared_layers\":5", MW_E_FORMAT, "text_config.num_kv_shared_layers",
+     "not below num_hidden_layers 5"},
+    {"g4-no-global-head-dim", CFG_G4_E2B(""), "\"global_head_dim\":64,", "", MW_E_FORMAT,
+     "text_config.global_head_dim", "missing"},
+    {"g4-rope-type", CFG_G4_E2B(""), "\"proportional\"", "\"default\"", MW_E_UNSUPPORTED,
+     "text_config.rope_parameters.full_attention.rope_type", "'proportional'"},
+    {"g4-ple-rows", CFG_G4_E2B(""), "\"vocab_size_per_layer_input\":1000",
+     "\"vocab_size_per_layer_input\":999", MW_E_UNSUPPORTED,
+     "text_config.vocab_size_per_layer_input", "differs from vocab_size 1000"},
+    {"g4-experts-off", CFG_G4_MOE, "\"enable_moe_block\":true", "\"enable_moe_block\":false",
+     MW_E_FORMAT, "num_experts", "enable_moe_block is not true"},
+    {"g4-top-k", CFG_G4_MOE, "\"top_k_experts\":2", "\"top_k_experts\":9", MW_E_FORMAT,
+     "top_k_experts", ""},
+    {"g4-untied", CFG_G4_MOE, "\"top_k_experts\":2", "\"top_k_experts\":2,\"tie_word_embeddings\":false",
+     MW_E_UNSUPPORTED, "tie_word_embeddings", "ties the output"},
+    {"g4-text-type", CFG_G4_E2B(""), "\"gemma4_text\"", "\"gemma3_text\"", MW_E_FORMAT,
+     "text_config.model_type", "contradicts"},
+};
+#define N_G4_CASES ((int)(sizeof g4_cases / sizeof g4_cases[0]))
+
+START_TEST(test_config_gemma4_errors)
+{
+    const struct dn_case *d = &g4_cases[_i];
+    char json[4096];
+    const char *at = *d->from ? strstr(d->base, d->from) : NULL;
+    ck_assert_msg(!*d->from || at, "%s: '%s' not in the base config", d->name, d->from);
+    if (at)
+        snprintf(json, sizeof json, "%.*s%s%s", (int)(at - d->base), d->base, d->to,
+                 at + strlen(d->from));
+    else
+        snprintf(json, sizeof json, "%s", d->base);
+    const struct cfg_case c = {d->name, json, d->want, d->where, d->msg};
+    check_cfg_case(&c);
+}
+END_TEST
+
 /* A JSON syntax error names its byte offset. */
 START_TEST(test_config_syntax_offset)
 {
@@ -672,6 +786,8 @@ static Suite *hf_config_suite(void)
     tcase_add_loop_test(tc, test_config_family_errors, 0, N_FAM_CASES);
     tcase_add_test(tc, test_config_delta_net);
     tcase_add_loop_test(tc, test_config_delta_net_errors, 0, N_DN_CASES);
+    tcase_add_test(tc, test_config_gemma4);
+    tcase_add_loop_test(tc, test_config_gemma4_errors, 0, N_G4_CASES);
     suite_add_tcase(s, tc);
     return s;
 }
