@@ -12,7 +12,8 @@ if(NOT MW_MINIMAL)
   # FP8 (E4M3) sources: every scale layout against NumPy's dequantization,
   # quant/calib, bad input; and the peak RSS of a large FP8 matrix
   mw_shell_test(hf_convert_fp8 e2e/convert_fp8.sh)
-  set_tests_properties(hf_convert_fp8 PROPERTIES SKIP_RETURN_CODE 77)
+  mw_shell_test(hf_convert_fp8_families e2e/convert_fp8.sh families)
+  set_tests_properties(hf_convert_fp8 hf_convert_fp8_families PROPERTIES SKIP_RETURN_CODE 77)
   if(NOT MW_SANITIZE)
     mw_shell_test(hf_convert_fp8_memory e2e/convert_fp8.sh mem)
     set_tests_properties(hf_convert_fp8_memory PROPERTIES SKIP_RETURN_CODE 77)

@@ -16,6 +16,12 @@
 #    naming the tensor or the JSON path, and no output.
 #
 #   convert_fp8.sh          the above
+#   convert_fp8.sh families the family fixtures whose plans move FP8 rows
+#                           around (tests/fixtures/mk_family_fixture.py):
+#                           mixtral (per-expert w1/w2/w3 stacked into 3-D
+#                           tensors) and qwen35 (row gathers of the V heads,
+#                           column gathers of ssm_out) against NumPy's
+#                           dequantization; skips without the tokenizer files
 #   convert_fp8.sh mem      peak RSS of converting a checkpoint with 32 MiB
 #                           FP8 matrices (64 MiB each in BF16) stays under
 #                           MW_FP8_RSS_BOUND_KIB (28 MiB): the rows are
@@ -50,6 +56,21 @@ if [ "$MODE" = mem ]; then
     finish
 fi
 
+if [ "$MODE" = families ]; then
+    fetch_tokenizers
+    for k in mixtral qwen35; do
+        python3 "$FIX/mk_family_fixture.py" $k "$T/$k" > "$T/mk.log" 2>&1 &&
+            "$PY" "$MK" make "$T/$k" "$T/$k-fp8" ragged >> "$T/mk.log" 2>&1 &&
+            "$PY" "$MK" dequant "$T/$k-fp8" "$T/$k-ref" >> "$T/mk.log" 2>&1 ||
+            { fail "fixture $k: $(tail -n 2 "$T/mk.log")"; continue; }
+        run 0 convert "$T/$k-fp8" -o "$T/a.gguf" --type bf16 -q || continue
+        run 0 convert "$T/$k-ref" -o "$T/b.gguf" --type bf16 -q || continue
+        mwgguf tensors-cmp "$T/a.gguf" "$T/b.gguf" > "$T/cmp" 2>&1 ||
+            fail "$k: not NumPy's dequantization: $(head -n 3 "$T/cmp" | tr '\n' ' ')"
+    done
+    finish
+fi
+
 # the layouts against their NumPy dequantization
 for L in block ragged pertensor channel tensor; do
     "$PY" "$MK" make "$TINY" "$T/$L" $L --layers 2 > "$T/mk.log" 2>&1 &&
@@ -79,8 +100,8 @@ run 0 inspect "$T/channel" &&
 run 0 inspect "$T/ragged" --json && has "$out" '"quantization": {"method": "fp8"' "inspect --json"
 
 # quant and calib read the FP8 directory as the dequantized one
-head -c 4000 "$MW_DATASETS/corpora/calib.txt" > "$T/c.txt"
-for args in "--preset Q4_K_M" "--size 1500000 --no-iquants" "--preset Q4_0 --corpus $T/c.txt --method gptq"; do
+head -c 2000 "$MW_DATASETS/corpora/calib.txt" > "$T/c.txt"
+for args in "--preset Q4_K_M" "--preset Q4_0 --corpus $T/c.txt --method gptq"; do
     # shellcheck disable=SC2086
     run 0 quant "$T/ragged" -o "$T/qa.gguf" $args -q || continue
     # shellcheck disable=SC2086
@@ -88,6 +109,9 @@ for args in "--preset Q4_K_M" "--size 1500000 --no-iquants" "--preset Q4_0 --cor
     mwgguf same-data "$T/qa.gguf" "$T/qb.gguf" > "$T/cmp" 2>&1 ||
         fail "quant $args: FP8 source differs from its dequantization: $(head -n 2 "$T/cmp")"
 done
+# a budget (the allocation scores candidates of the same source tensors)
+run 0 quant "$T/ragged" -o "$T/qs.gguf" --size 1500000 --no-iquants -q &&
+    { sz=$(stat -c %s "$T/qs.gguf"); [ "$sz" -le 1500000 ] || fail "quant --size 1500000: $sz bytes"; }
 run 0 calib "$T/block" --corpus "$T/c.txt" -o "$T/ia.imatrix" -q &&
     run 0 calib "$T/block-ref" --corpus "$T/c.txt" -o "$T/ib.imatrix" -q &&
     { cmp -s "$T/ia.imatrix" "$T/ib.imatrix" || fail "calib: FP8 imatrix differs from the dequantized one's"; }
@@ -109,6 +133,17 @@ bad block shape "tensor 'model.layers.0.mlp.down_proj.weight_scale_inv'" "does n
 bad channel nan "tensor 'model.layers.0.mlp.down_proj.weight_scale'" "is NaN"
 bad ragged inf "weight_scale_inv'" "is infinite"
 bad block noscale "tensor 'model.layers.0.mlp.down_proj.weight'" "without its scale tensor"
-bad block e5m2 "quantization_config.fmt" "e5m2"
-bad tensor method "quantization_config.quant_method" "'awq' is not supported"
+# the config-level refusals: config.json edits of a valid fixture
+badcfg() { # SED WANT...
+    local e=$1
+    shift
+    rm -rf "$T/bad" "$T/bad.gguf"
+    cp -r "$T/block" "$T/bad" && sed -i "$e" "$T/bad/config.json"
+    run 1 convert "$T/bad" -o "$T/bad.gguf" -q || return
+    for w in "$@"; do has "$err" "$w" "config $e"; done
+    [ ! -e "$T/bad.gguf" ] || fail "config $e: an output was written"
+}
+badcfg 's/"e4m3"/"e5m2"/' "quantization_config.fmt" "e5m2"
+badcfg 's/"quant_method": "fp8"/"quant_method": "awq"/' "quantization_config.quant_method" "'awq' is not supported"
+badcfg 's/"weight_block_size": \[/"weight_block_size": [0, /' "quantization_config.weight_block_size" "two positive integers"
 finish
