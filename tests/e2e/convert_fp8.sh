@@ -4,7 +4,8 @@
 # (tests/fixtures/mk_fp8_fixture.py; NumPy):
 #  - convert: each scale layout (fp8 blocks [128, 128] with F32 scales,
 #    ragged [96, 80] blocks with BF16 scales, one scale_inv per tensor,
-#    compressed-tensors per channel with input scales, per tensor) gives the
+#    compressed-tensors per channel with input scales, per tensor, ragged
+#    [64, 96] blocks) gives the
 #    same tensors, byte for byte, as converting the checkpoint NumPy
 #    dequantized independently to F32 (mk_fp8_fixture.py dequant): the
 #    product E4M3 x scale is exact in F32 and rounded once to the type;
@@ -72,7 +73,7 @@ if [ "$MODE" = families ]; then
 fi
 
 # the layouts against their NumPy dequantization
-for L in block ragged pertensor channel tensor; do
+for L in block ragged pertensor channel tensor ctblock; do
     "$PY" "$MK" make "$TINY" "$T/$L" $L --layers 2 > "$T/mk.log" 2>&1 &&
         "$PY" "$MK" dequant "$T/$L" "$T/$L-ref" >> "$T/mk.log" 2>&1 ||
         { fail "mk_fp8_fixture.py $L: $(tail -n 2 "$T/mk.log")"; continue; }
@@ -133,6 +134,7 @@ bad block shape "tensor 'model.layers.0.mlp.down_proj.weight_scale_inv'" "does n
 bad channel nan "tensor 'model.layers.0.mlp.down_proj.weight_scale'" "is NaN"
 bad ragged inf "weight_scale_inv'" "is infinite"
 bad block noscale "tensor 'model.layers.0.mlp.down_proj.weight'" "without its scale tensor"
+bad ctblock e5m2dtype "tensor 'model.layers.0.mlp.down_proj.weight'" "F8_E5M2 is not supported"
 # the config-level refusals: config.json edits of a valid fixture
 badcfg() { # SED WANT...
     local e=$1
