@@ -395,7 +395,8 @@ void hf_plan_free(struct hf_plan *p); /* NULL-safe */
 uint64_t hf_plan_count(const struct hf_plan *p);
 const struct hf_plan_tensor *hf_plan_get(const struct hf_plan *p, uint64_t i);
 uint64_t hf_plan_total_bytes(const struct hf_plan *p); /* tensor data written */
-/* "F16", "BF16", "F32" or a '+'-joined set ("F16+F32") of the source dtypes. */
+/* "F16", "BF16", "F32", "F8_E4M3" or a '+'-joined set ("F16+F32",
+ * "F8_E4M3+BF16") of the source dtypes. */
 const char *hf_plan_source_dtype(const struct hf_plan *p);
 
 /* Write the bytes of output tensor i of p (converted, permuted, quantized)
