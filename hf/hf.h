@@ -106,7 +106,8 @@ enum hf_dtype {
 const char *hf_dtype_name(enum hf_dtype dt);
 /* Bytes per element (1..8); 0 for an invalid value. */
 uint32_t hf_dtype_size(enum hf_dtype dt);
-/* true for the dtypes convert reads: F16, BF16, F32. */
+/* true for the dtypes convert reads as they are: F16, BF16, F32 (F8_E4M3
+ * weights are read with their scales, hf_fp8.c). */
 bool hf_dtype_convertible(enum hf_dtype dt);
 
 /* --- one safetensors file -------------------------------------------------- */
@@ -388,7 +389,8 @@ struct hf_plan;
  * with the shape config.json implies, nothing unknown, layer indices in
  * range. Errors: MW_E_FORMAT (wrong shape, missing tensor, contradiction with
  * config.json), MW_E_UNSUPPORTED (a tensor the architecture does not use,
- * a dtype other than F16/BF16/F32), MW_E_NOMEM. The plan borrows m. */
+ * a dtype other than F16/BF16/F32 or F8_E4M3 with valid scales; bad scales are
+ * MW_E_FORMAT naming the scale tensor), MW_E_NOMEM. The plan borrows m. */
 enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type t,
                              struct hf_plan **out, struct mw_err *err);
 void hf_plan_free(struct hf_plan *p); /* NULL-safe */
