@@ -63,6 +63,45 @@ START_TEST(test_config_valid)
 }
 END_TEST
 
+/* a llama config.json with quantization_config Q; compressed-tensors with the
+ * config groups "g0": G...; the weights object of a group with extra keys K */
+#define QCFG(Q) "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA ",\"quantization_config\":" Q "}"
+#define QCT(G)                                                                                     \
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\","                    \
+    "\"config_groups\":{\"g0\":" G "}}"
+#define QW(K) "\"weights\":{\"num_bits\":8,\"type\":\"float\"," K "}"
+
+/* the FP8 layouts quantization_config describes */
+START_TEST(test_config_quant)
+{
+    struct hf_config c;
+    struct mw_err err;
+    const char *j = "{\"architectures\":[\"LlamaForCausalLM\"]," CFG_LLAMA "}";
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.quant.method, HF_QM_NONE);
+    j = QCFG("{\"quant_method\":\"fp8\",\"fmt\":\"e4m3\",\"activation_scheme\":\"dynamic\","
+             "\"weight_block_size\":[128,64]}");
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.quant.method, HF_QM_FP8);
+    ck_assert_uint_eq(c.quant.block[0], 128);
+    ck_assert_uint_eq(c.quant.block[1], 64);
+    j = QCFG("{\"quant_method\":\"fp8\"}");
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.quant.method, HF_QM_FP8);
+    ck_assert_uint_eq(c.quant.block[0], 0);
+    j = QCFG(QCT("{" QW("\"strategy\":\"channel\",\"symmetric\":true,\"group_size\":null") "}"));
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_int_eq(c.quant.method, HF_QM_CT_FP8);
+    ck_assert_str_eq(c.quant.strategy, "channel");
+    ck_assert_uint_eq(c.quant.block[0], 0);
+    j = QCFG(QCT("{" QW("\"strategy\":\"block\",\"block_structure\":[96,80]") "}"));
+    ck_assert_int_eq(hf_config_parse(j, strlen(j), "c.json", &c, &err), MW_OK);
+    ck_assert_str_eq(c.quant.strategy, "block");
+    ck_assert_uint_eq(c.quant.block[0], 96);
+    ck_assert_uint_eq(c.quant.block[1], 80);
+}
+END_TEST
+
 static const struct cfg_case {
     const char *name;
     const char *json;
@@ -147,6 +186,33 @@ static const struct cfg_case {
     {"qwen2-llama3",
      "{\"architectures\":[\"Qwen2ForCausalLM\"]," CFG_LLAMA ",\"rope_scaling\":{\"rope_type\":\"llama3\"}}",
      MW_E_UNSUPPORTED, "rope_scaling.rope_type", "not supported"},
+    /* quantization_config (FP8 sources) */
+    {"q-not-object", QCFG("3"), MW_E_FORMAT, "quantization_config", "expected an object"},
+    {"q-no-method", QCFG("{}"), MW_E_FORMAT, "quantization_config.quant_method", "a string"},
+    {"q-awq", QCFG("{\"quant_method\":\"awq\"}"), MW_E_UNSUPPORTED,
+     "quantization_config.quant_method", "'awq' is not supported"},
+    {"q-e5m2", QCFG("{\"quant_method\":\"fp8\",\"fmt\":\"e5m2\"}"), MW_E_UNSUPPORTED,
+     "quantization_config.fmt", "'e5m2' is not supported"},
+    {"q-block-one", QCFG("{\"quant_method\":\"fp8\",\"weight_block_size\":[128]}"), MW_E_FORMAT,
+     "quantization_config.weight_block_size", "two positive integers"},
+    {"q-block-zero", QCFG("{\"quant_method\":\"fp8\",\"weight_block_size\":[0,128]}"),
+     MW_E_FORMAT, "quantization_config.weight_block_size", "two positive integers"},
+    {"q-ct-format", QCFG("{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\"}"),
+     MW_E_UNSUPPORTED, "quantization_config.format", "float-quantized"},
+    {"q-ct-groups", QCFG(QCT("{" QW("\"strategy\":\"tensor\"") "},\"g1\":{" QW("\"strategy\":\"tensor\"") "}")),
+     MW_E_UNSUPPORTED, "quantization_config.config_groups", "one config group"},
+    {"q-ct-bits", QCFG(QCT("{\"weights\":{\"num_bits\":4,\"type\":\"float\"}}")), MW_E_UNSUPPORTED,
+     "quantization_config.config_groups.g0.weights.num_bits", "expected 8"},
+    {"q-ct-int", QCFG(QCT("{\"weights\":{\"num_bits\":8,\"type\":\"int\"}}")), MW_E_UNSUPPORTED,
+     "quantization_config.config_groups.g0.weights.type", "float"},
+    {"q-ct-group-size", QCFG(QCT("{" QW("\"strategy\":\"group\",\"group_size\":128") "}")),
+     MW_E_UNSUPPORTED, "quantization_config.config_groups.g0.weights.group_size", "group scales"},
+    {"q-ct-strategy", QCFG(QCT("{" QW("\"strategy\":\"token\"") "}")), MW_E_UNSUPPORTED,
+     "quantization_config.config_groups.g0.weights.strategy", "\"channel\""},
+    {"q-ct-block", QCFG(QCT("{" QW("\"strategy\":\"block\"") "}")), MW_E_FORMAT,
+     "quantization_config.config_groups.g0.weights.block_structure", "two positive integers"},
+    {"q-ct-asym", QCFG(QCT("{" QW("\"strategy\":\"channel\",\"symmetric\":false") "}")),
+     MW_E_UNSUPPORTED, "quantization_config.config_groups.g0.weights.symmetric", "zero points"},
 };
 #define N_CFG_CASES ((int)(sizeof cfg_cases / sizeof cfg_cases[0]))
 
@@ -781,6 +847,7 @@ static Suite *hf_config_suite(void)
     TCase *tc = tcase_create("config");
     tcase_add_test(tc, test_config_valid);
     tcase_add_loop_test(tc, test_config_errors, 0, N_CFG_CASES);
+    tcase_add_test(tc, test_config_quant);
     tcase_add_test(tc, test_config_syntax_offset);
     tcase_add_test(tc, test_config_families);
     tcase_add_loop_test(tc, test_config_family_errors, 0, N_FAM_CASES);
