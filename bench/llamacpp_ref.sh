@@ -45,6 +45,15 @@
 # converter's get_vocab_base_pre for that tokenizer only); every other key
 # and every tensor is the converter's own.
 #
+# Gemma 4: gemma4e2b (Gemma4ForConditionalGeneration, E2B layout: per-layer
+# embeddings, shared KV, double-wide MLP, vision and audio towers), gemma4moe
+# (26B-A4B layout: the expert block beside the dense MLP, attention_k_eq_v)
+# and gemma4dense (Gemma4ForCausalLM, 31B layout). Their tokenizer is Gemma
+# 3's tokenizer.json made Gemma 4-like (mk_family_fixture.py); the
+# converter's Gemma4Model.set_vocab reads it through gguf-py's LlamaHfVocab,
+# which the shim serves (bench/llamacpp_shim/transformers/_tok.py
+# SpmJsonTokenizer: vocabulary, added and special tokens).
+#
 # Shim: Debian's torch 1.13 lacks names and there is no `transformers`;
 # bench/llamacpp_shim provides AutoConfig (with Gemma3TextConfig defaults for
 # a sparse text_config) and a minimal AutoTokenizer over tokenizer.json
@@ -70,7 +79,7 @@ kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src
                                   qwen3moe mixtral qwen2moe qwen3moe-fused
                                   qwen35 qwen35moe qwen3next qwen35-causal qwen35moe-causal
-                                  phi4mini)
+                                  phi4mini gemma4e2b gemma4moe gemma4dense)
 commit=$(git -C "$LLAMA" log -1 --format=%H 2> /dev/null || echo unknown)
 for k in "${kinds[@]}"; do
     # k: a fixture kind, or gemma2-f16src (gemma2 with F16 weights: the

@@ -19,6 +19,10 @@ reachable here.
   tokens). Without a tokenizer.json it raises, so the converter takes its
   SentencePiece path (tokenizer.model), which needs only
   python3-sentencepiece.
+- A SentencePiece-style tokenizer.json (byte_fallback: Gemma 4's fixtures,
+  the Gemma 3 vocabulary made Gemma 4-like) gets _tok.SpmJsonTokenizer: the
+  vocabulary, added and special tokens gguf-py's LlamaHfVocab reads (Gemma
+  4's set_vocab), no encoding.
 - Qwen3.5's pre-tokenizer: the converter names a BPE pre-tokenizer by
   hashing its tokenization of a check text, and the qwen35 hashes are those
   of Qwen3.5's 248k vocabulary, which no package here ships. A tokenizer.json
@@ -100,7 +104,12 @@ def _pre_override():
 class AutoTokenizer:
     @staticmethod
     def from_pretrained(path, *args, **kwargs):
-        if os.path.isfile(os.path.join(str(path), "tokenizer.json")):
+        tj = os.path.join(str(path), "tokenizer.json")
+        if os.path.isfile(tj):
+            with open(tj, encoding="utf-8") as f:
+                if json.load(f).get("model", {}).get("byte_fallback"):
+                    from ._tok import SpmJsonTokenizer
+                    return SpmJsonTokenizer(str(path))
             from ._tok import JsonTokenizer
             tok = JsonTokenizer(str(path))
             if tok.memwall_pre:

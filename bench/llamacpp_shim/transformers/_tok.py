@@ -165,3 +165,52 @@ class JsonTokenizer:
             else:
                 out += bytes(self._u2b[c] for c in t)
         return out.decode("utf-8", errors="replace")
+
+
+class SpmJsonTokenizer:
+    """A SentencePiece-style tokenizer.json (BPE with byte_fallback: Gemma)
+    for gguf-py's LlamaHfVocab (Gemma 4's set_vocab): the fast tokenizer's
+    vocab_size (model vocab without added tokens), get_vocab (with them),
+    get_added_vocab, and the special tokens of tokenizer_config.json
+    (bos/eos/unk/sep/pad/cls/mask_token and additional_special_tokens), as
+    transformers' all_special_tokens / all_special_ids give them. No encode:
+    that path names no pre-tokenizer by hash."""
+    is_fast = True
+
+    def __init__(self, path):
+        with open(os.path.join(path, "tokenizer.json"), encoding="utf-8") as f:
+            tj = json.load(f)
+        self.vocab = dict(tj["model"]["vocab"])
+        self.vocab_size = len(self.vocab)
+        self._added = {}
+        self.added_tokens_decoder = {}
+        for a in tj.get("added_tokens", []):
+            self.vocab[a["content"]] = a["id"]
+            self._added[a["content"]] = a["id"]
+            self.added_tokens_decoder[a["id"]] = _Added(a)
+        cfg = {}
+        cp = os.path.join(path, "tokenizer_config.json")
+        if os.path.isfile(cp):
+            with open(cp, encoding="utf-8") as f:
+                cfg = json.load(f)
+        specials = []
+        for k in ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token",
+                  "mask_token"):
+            v = cfg.get(k)
+            if isinstance(v, dict):
+                v = v.get("content")
+            if isinstance(v, str) and v not in specials:
+                specials.append(v)
+        for v in cfg.get("additional_special_tokens") or []:
+            v = v.get("content") if isinstance(v, dict) else v
+            if v not in specials:
+                specials.append(v)
+        self.all_special_tokens = [t for t in specials if t in self.vocab]
+        self.all_special_ids = [self.vocab[t] for t in self.all_special_tokens]
+        self.memwall_pre = None
+
+    def get_vocab(self):
+        return dict(self.vocab)
+
+    def get_added_vocab(self):
+        return dict(self._added)
