@@ -13,6 +13,13 @@
 #   wide  a random llama, 8 layers, n_embd 2048, n_ff 5632, 32 heads,
 #         4 kv heads, vocab 4096 (bench/quant_mkmodel.c, tinyllama-8m's
 #         tokenizer), quantized to Q4_K_M by llama.cpp's quantizer (~222 MB)
+#   qwen35 a random Qwen3.5-layout model (tests/tools/rt_mkmodel): n_embd
+#         2048, 4 layers (3 gated delta net: key heads 16, value heads 32,
+#         S 128, conv 4; 1 gated full attention: 8 heads / 2 kv of 256,
+#         n_rot 64), n_ff 4096, rt_fixture's 323-token vocabulary,
+#         quantized to Q4_K_M by llama.cpp's quantizer (~126 MB); its own
+#         vocabulary, so run it alone (MW_SPEED_MODELS=qwen35): the prompt
+#         is cut to 512 tokens of the first model's tokenizer
 # Per file and thread count T:
 #   memwall-run  a 512-token prompt (text from datasets/corpora/eval.txt cut
 #                to 512 tokens, BOS included) then 128 tokens: prompt tok/s
@@ -33,9 +40,17 @@
 #   MW_BUILD          memwall build dir (default <repo>/build/speed; configured
 #                     Release and built for memwall, memwall-run when needed)
 #   MW_SPEED_REPS     llama-bench -r and memwall-run runs per figure (default 3)
-#   MW_SPEED_MODELS   which files (default "tiny wide")
+#   MW_SPEED_MODELS   which files (default "tiny wide"; also "qwen35")
 #   MW_SPEED_PEER=1   skip llama-bench, use llama-peer bench
 #   MW_RUN_ARGS       extra memwall-run options (e.g. "--batch 512")
+#   MW_SPEED_ISA=avx2 the AVX2-only comparison on any x86-64 CPU: memwall-run
+#                     with MW_RT_KERNELS=avx2, llama.cpp built for AVX2 + FMA +
+#                     F16C without AVX-512 (bench/llama_bench_setup.sh with
+#                     MW_LLAMA_ISA=avx2: GGML_NATIVE=OFF GGML_AVX2=ON ...), or
+#                     `llama-peer --cpu haswell` (node-llama-cpp's build for
+#                     the same ISA); table, CSV and logs get an -avx2 suffix
+#   MW_SPEED_PREPARE=1 make the files and the prompt, measure nothing
+#                     (bench/insn_x86.sh counts instructions on them)
 # Output: bench/out/speed/table.txt (the table), results.csv, logs/.
 # A benchmark, not a test: nothing is asserted; other load on the machine
 # changes every figure. Run it on an idle machine: llama.cpp's threads spin
@@ -56,6 +71,14 @@ THREADS=("$@")
 [[ ${#THREADS[@]} -gt 0 ]] || THREADS=(1 2 4)
 say() { printf 'speed-bench: %s\n' "$*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
+ISA=${MW_SPEED_ISA:-native}
+case $ISA in
+native) SFX="" PEER_CPU=() ;;
+avx2) SFX=-avx2 PEER_CPU=(--cpu haswell) LOGS=$LOGS$SFX
+      export MW_RT_KERNELS=avx2
+      mkdir -p "$LOGS" ;;
+*) die "MW_SPEED_ISA: native or avx2" ;;
+esac
 [[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) is needed for peak RSS (apt-get install time)"
 
 # --- memwall ---
@@ -76,7 +99,7 @@ PEER=$(bash "$repo/tests/peer/setup.sh" 2>"$LOGS/peer-setup.log" | tail -n1) || 
 LBENCH=
 if [[ ${MW_SPEED_PEER:-0} != 1 ]]; then
     say "llama-bench: bench/llama_bench_setup.sh (the first build takes 10-20 min)"
-    LBENCH=$(bash "$here/llama_bench_setup.sh" 2>"$LOGS/llama-bench-setup.log" | tail -n1) || LBENCH=
+    LBENCH=$(MW_LLAMA_ISA=$ISA bash "$here/llama_bench_setup.sh" 2>"$LOGS/llama-bench-setup.log" | tail -n1) || LBENCH=
     [[ -n $LBENCH ]] || say "llama-bench could not be built ($LOGS/llama-bench-setup.log): llama-peer bench instead"
 fi
 [[ -n $LBENCH || -n $PEER ]] || die "neither llama-bench nor llama-peer is available"
@@ -130,7 +153,21 @@ for name in $MODELS; do
             echo "$q" >"$f.quantizer"
             rm -f "$f16"
         fi ;;
-    *) die "unknown model '$name' in MW_SPEED_MODELS (tiny, wide)" ;;
+    qwen35)
+        f=$OUT/qwen35-2048x4.Q4_K_M.gguf
+        if [[ ! -s $f ]]; then
+            cmake --build "$BUILD" -j"${MW_BENCH_JOBS:-2}" --target rt_mkmodel \
+                >"$LOGS/rt_mkmodel-build.log" 2>&1 || die "rt_mkmodel build failed ($LOGS/rt_mkmodel-build.log)"
+            f16=$OUT/qwen35-2048x4.f16.gguf
+            say "making $f16 (random weights) and its Q4_K_M"
+            "$BUILD/tests/rt_mkmodel" model "$f16" --arch qwen35 --embd 2048 --heads 8 2 --ff 4096 \
+                --layers 4 --ssm-state 128 --ssm-heads 16 32 --no-mtp --type f16 \
+                >"$LOGS/mkmodel-qwen35.log" 2>&1 || die "rt_mkmodel failed ($LOGS/mkmodel-qwen35.log)"
+            q=$(llamacpp_quant "$f16" "$f") || die "no llama.cpp quantizer for $f16"
+            echo "$q" >"$f.quantizer"
+            rm -f "$f16"
+        fi ;;
+    *) die "unknown model '$name' in MW_SPEED_MODELS (tiny, wide, qwen35)" ;;
     esac
     FILE[$name]=$f
     QUANTIZER[$name]=$(cat "$f.quantizer" 2>/dev/null || echo "?")
@@ -138,6 +175,7 @@ done
 
 # --- the 512-token prompt (both files share tinyllama-8m's tokenizer) ---
 PROMPT_FILE=$OUT/prompt512.txt
+[[ ${MODELS%% *} == qwen35 ]] && PROMPT_FILE=$OUT/prompt512-qwen35.txt # its own vocabulary
 SHORT="It was a"
 ntok() { # ntok TEXTFILE: tokens memwall-run feeds for it (BOS included)
     "$RUN" -m "${FILE[${MODELS%% *}]}" --tokenize "$1" -q 2>/dev/null | wc -w
@@ -167,6 +205,7 @@ fi
 N_PROMPT=$(ntok "$PROMPT_FILE")
 PROMPT=$(cat "$PROMPT_FILE")
 say "prompt: $N_PROMPT tokens (BOS included) from datasets/corpora/eval.txt"
+[[ ${MW_SPEED_PREPARE:-0} == 1 ]] && exit 0
 
 # --- measurements ---
 # mwrun LOG PROMPT: memwall-run, 128 tokens, REPS times (as llama-bench -r);
@@ -190,7 +229,7 @@ jfield() { sed -n "s/.*\"$2\": *\([0-9.e+-]*\).*/\1/p" <<<"$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
 mib() { awk -v k="$1" 'BEGIN { if (k == "") print "-"; else printf "%.0f", k / 1024 }'; }
 
-CSV=$OUT/results.csv
+CSV=$OUT/results$SFX.csv
 echo "model,threads,mw_pp,ll_pp,mw_tg_d512,ll_tg_d512,mw_tg_d0,ll_tg_d0,mw_rss_kib,ll_rss_kib,mw_gbs_d512,mw_gbs_d0,ll_source" >"$CSV"
 for name in $MODELS; do
     f=${FILE[$name]}
@@ -219,9 +258,9 @@ for name in $MODELS; do
         else
             say "$name, $t thread(s): llama-peer bench"
             lp=$LOGS/llama-peer-$name-t$t
-            "$PEER" --threads "$t" bench "$f" "$PROMPT" 128 >"$lp-p512.txt" 2>"$lp-p512.log" ||
+            "$PEER" "${PEER_CPU[@]}" --threads "$t" bench "$f" "$PROMPT" 128 >"$lp-p512.txt" 2>"$lp-p512.log" ||
                 die "llama-peer bench failed ($lp-p512.log)"
-            "$PEER" --threads "$t" bench "$f" "$SHORT" 128 >"$lp-short.txt" 2>"$lp-short.log" ||
+            "$PEER" "${PEER_CPU[@]}" --threads "$t" bench "$f" "$SHORT" 128 >"$lp-short.txt" 2>"$lp-short.log" ||
                 die "llama-peer bench failed ($lp-short.log)"
             ll_pp=$(awk '$1 == "prompt_tokens" { print $6 }' "$lp-p512.txt")
             ll_tg512=$(awk '$1 == "gen_tokens" { print $6 }' "$lp-p512.txt")
@@ -234,14 +273,14 @@ for name in $MODELS; do
 done
 
 # --- the table ---
-TABLE=$OUT/table.txt
+TABLE=$OUT/table$SFX.txt
 {
     echo "# bench/speed_bench.sh $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
     echo "# memwall $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo ?), kernels: $(sed -n 's/.*: kernels \([^,]*\),.*/\1/p' "$LOGS/mw-${MODELS%% *}-t${THREADS[0]}-p512.log" | head -n1)"
     if [[ -n $LBENCH ]]; then
-        echo "# llama.cpp: llama-bench (80fb11a, GGML_NATIVE) -p 512 -n 128 -d 0,512 -r $REPS"
+        echo "# llama.cpp: llama-bench (80fb11a, $([[ $ISA == avx2 ]] && echo "GGML_NATIVE=OFF, AVX2 FMA F16C BMI2, no AVX-512" || echo GGML_NATIVE)) -p 512 -n 128 -d 0,512 -r $REPS"
     else
-        echo "# llama.cpp: llama-peer bench (node-llama-cpp 3.21.1 prebuilt, 80fb11a) with memwall's prompts (llama-bench not built or MW_SPEED_PEER=1)"
+        echo "# llama.cpp: llama-peer ${PEER_CPU[*]} bench (node-llama-cpp 3.21.1 prebuilt, 80fb11a) with memwall's prompts (llama-bench not built or MW_SPEED_PEER=1)"
     fi
     echo "# memwall-run (mean of $REPS runs): $N_PROMPT-token prompt (pp), then 128 tokens (tg @512); '$SHORT' then 128 tokens (tg @0); --ctx 1024 ${MW_RUN_ARGS:-}"
     for name in $MODELS; do
