@@ -8,7 +8,10 @@
 #    [64, 96] blocks) gives the
 #    same tensors, byte for byte, as converting the checkpoint NumPy
 #    dequantized independently to F32 (mk_fp8_fixture.py dequant): the
-#    product E4M3 x scale is exact in F32 and rounded once to the type;
+#    product E4M3 x scale is exact in F32 and rounded once to the type; and,
+#    for the layouts llama.cpp's converter reads (all but compressed-tensors
+#    per tensor), the same tensors and keys as its conversion
+#    (tests/fixtures/llamacpp_ref/fp8-*.json, bench/llamacpp_fp8_ref.sh);
 #  - quant (a preset, --size, --corpus) and calib read the FP8 directory as
 #    they read the dequantized one: the same tensor data, the same imatrix;
 #  - inspect shows the source dtype and the scale layout;
@@ -72,7 +75,8 @@ if [ "$MODE" = families ]; then
     finish
 fi
 
-# the layouts against their NumPy dequantization
+# the layouts against their NumPy dequantization, and llama.cpp's digests
+nref=0
 for L in block ragged pertensor channel tensor ctblock; do
     "$PY" "$MK" make "$TINY" "$T/$L" $L --layers 2 > "$T/mk.log" 2>&1 &&
         "$PY" "$MK" dequant "$T/$L" "$T/$L-ref" >> "$T/mk.log" 2>&1 ||
@@ -85,11 +89,23 @@ for L in block ragged pertensor channel tensor ctblock; do
         run 0 convert "$T/$L-ref" -o "$T/b.gguf" --type $t -q || continue
         mwgguf tensors-cmp "$T/a.gguf" "$T/b.gguf" > "$T/cmp" 2>&1 ||
             fail "$L --type $t: not NumPy's dequantization: $(head -n 3 "$T/cmp" | tr '\n' ' ')"
+        # llama.cpp's converter where it reads the layout (bench/llamacpp_fp8_ref.sh):
+        # every tensor and every KV but the names
+        ref="$FIX/llamacpp_ref/fp8-$L-$t.json"
+        if [ -f "$ref" ]; then
+            mwgguf digest-cmp "$ref" "$T/a.gguf" --ignore-kv 'memwall.*' --ignore-kv general.name \
+                --ignore-kv general.basename --ignore-kv general.finetune \
+                --ignore-kv general.size_label > "$T/cmp" 2>&1 ||
+                fail "$L --type $t: not llama.cpp's conversion: $(head -n 3 "$T/cmp" | tr '\n' ' ')"
+            nref=$((nref + 1))
+        fi
         # the scales are read, not converted: the same tensor count as the F16 model's
         [ "$(mwgguf types "$T/a.gguf" | grep -c scale)" = 0 ] || fail "$L: a scale tensor was converted"
     done
     rm -f "$T/a.gguf" "$T/b.gguf"
 done
+
+[ $nref = 6 ] || fail "compared with $nref of llama.cpp's FP8 digests, want 6"
 
 # inspect: the source dtype and the scale layout
 run 0 inspect "$T/ragged" && {
