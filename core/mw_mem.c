@@ -220,7 +220,8 @@ enum mw_status mw_mem_available(const struct mw_mem_roots *r, struct mw_mem_avai
 uint64_t mw_mem_margin(uint64_t avail)
 {
     const uint64_t q = avail / 8;
-    return q < MW_MEM_MARGIN_MIN ? MW_MEM_MARGIN_MIN : q > MW_MEM_MARGIN_MAX ? MW_MEM_MARGIN_MAX : q;
+    if (q < MW_MEM_MARGIN_MIN) return MW_MEM_MARGIN_MIN;
+    return q > MW_MEM_MARGIN_MAX ? MW_MEM_MARGIN_MAX : q;
 }
 
 uint64_t mw_mem_bound(const struct mw_mem_avail *av)

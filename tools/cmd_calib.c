@@ -166,7 +166,8 @@ static void print_intro(const char *model, const char *corpus, const struct cali
             (double)calib_run_peak_bytes(m, smp, ro) / 1048576.0);
     if (ro->max_memory && spb)
         fprintf(stderr, " (%s %.1f MiB: %u sample%s per batch%s)",
-                given ? "--max-memory" : "memory bound", (double)ro->max_memory / 1048576.0, spb, spb == 1 ? "" : "s",
+                given ? "--max-memory" : "memory bound", (double)ro->max_memory / 1048576.0,
+                spb, spb == 1 ? "" : "s",
                 calib_run_hidden_on_disk(m, smp, ro)
                     ? ", hidden states in a scratch file under $TMPDIR"
                     : "");
@@ -204,7 +205,8 @@ int cmd_calib(int argc, char **argv)
         {NULL, "--batch-rows", CMD_OPT_U32, .u32 = &ro.batch_rows, .min = 1, .max = 1u << 24,
          .late = true, .bad = "--batch-rows: expected 1..%x"},
         {NULL, "--max-memory", CMD_OPT_CALL, .ctx = &mem, .call = parse_max_memory,
-         .late = true, .bad = "--max-memory: expected a size such as 512M or 2G, or none, got '%v'"},
+         .late = true,
+         .bad = "--max-memory: expected a size such as 512M or 2G, or none, got '%v'"},
         {NULL, "--progress", CMD_OPT_ENUM, .idx = &progress, .names = cmd_progress_mode_names,
          .bad = CMD_PROGRESS_BAD},
     };

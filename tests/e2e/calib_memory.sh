@@ -179,6 +179,24 @@ has "$err" "(MW_MEMAVAILABLE) minus a margin of 64.0 MiB; raise it with --max-me
 [ -e "$T/q-x.gguf" ] && fail "quant: output written although the default bound failed"
 [ -z "$(ls -A "$T/qtmp")" ] || fail "scratch file left in \$TMPDIR: $(ls -A "$T/qtmp")"
 echo "  quant awq+gptq: MW_MEMAVAILABLE $((qleast + 67108864)): lean at the default bound, same bytes"
+# plan: what quant --corpus needs at its defaults (128 x 512, every CPU), the
+# least as quant itself computes it, and whether the machine's bound holds it
+run 0 plan "$TINY" && has "$out" "quant --corpus (awq+gptq+round, 128 samples x 512 positions" "plan: the need"
+pleast=$(sed -n 's/^quant --corpus .*, at least \([0-9.]*\) MiB lean.*/\1/p' <<< "$out")
+qt=$(nproc) qrun -o "$T/q-x.gguf" --method awq+gptq+round --samples 128 --seq-len 512 --max-memory 1K
+[ "$rc" -eq 3 ] || fail "quant 128 x 512 --max-memory 1K: exit $rc, want 3: $err"
+pbytes=$(sed -n 's/.*needs at least \([0-9]*\) bytes.*/\1/p' <<< "$err")
+[ -n "$pbytes" ] && [ "$(awk -v b="$pbytes" 'BEGIN { printf "%.1f", b / 1048576 }')" = "$pleast" ] ||
+    fail "plan's least ${pleast:-?} MiB is not what quant needs: ${pbytes:-?} bytes"
+MW_MEMAVAILABLE=$((pbytes + 67108864)) run 0 plan "$TINY" &&
+    has "$err" "memwall plan: this machine: bound $pleast MiB (" "plan: the bound" &&
+    has "$err" "MW_MEMAVAILABLE, minus the margin): enough, with fewer samples per batch or lean" "plan: lean"
+MW_MEMAVAILABLE=$((pbytes + 67108863)) run 0 plan "$TINY" && has "$err" "NOT enough" "plan: short"
+MW_MEMAVAILABLE=$((pbytes + 67108863)) qt=$(nproc) qrun -o "$T/q-x.gguf" --method awq+gptq+round \
+    --samples 128 --seq-len 512
+[ "$rc" -eq 3 ] || fail "quant where plan says NOT enough: exit $rc, want 3: $err"
+MW_MEMAVAILABLE=1T run 0 plan "$TINY" && has "$err" "enough, in memory" "plan: in memory"
+echo "  plan: quant --corpus at 128 x 512 needs at least $pbytes bytes, as quant says"
 # peak RSS flat in the samples under a default bound: 80M - 64 MiB = 16 MiB
 # leaves one sample per batch and the hidden states in a scratch file
 tmpd=$T/tmpdir2
