@@ -7,7 +7,9 @@
 # Qwen3.5 configs whose layer_types contradict full_attention_interval, that
 # lack a linear_* key, whose value heads are not a multiple of the key heads
 # or whose recurrent state overflows, and a conv1d whose kernel is not
-# linear_conv_kernel_dim. Damage is made on copies by
+# linear_conv_kernel_dim; Gemma 4 configs whose layer_types contradict the
+# shared-KV layers, sharing every layer, or whose per-layer widths disagree
+# with the tensors. Damage is made on copies by
 # tests/fixtures/hf_corrupt.py on the fixtures of mk_hf_fixture.py.
 source "$(dirname "${BASH_SOURCE[0]}")/hf_common.sh"
 have_python || { skip "python3 needed for the fixtures"; }
@@ -198,6 +200,29 @@ json.dump(c, open(sys.argv[2], "w"), indent=2)' "$base/config.json" "$d/config.j
     fam qwen35-conv-kernel "$T/qwen35" 'c["text_config"]["linear_conv_kernel_dim"] = 3' -- \
         "model.safetensors" "tensor 'model.language_model.layers.0.linear_attn.conv1d.weight'" \
         "shape [320, 1, 4], expected [320, 1, 3]" "linear_conv_kernel_dim"
+
+    # Gemma 4 (gemma4e2b: Gemma4ForConditionalGeneration in E2B's layout):
+    # layer kinds the shared-KV layers cannot read from, every layer shared,
+    # and per-layer widths (double-wide MLP, full-layer head dim, per-layer
+    # embedding width) that disagree with the tensors
+    python3 "$FIX/mk_family_fixture.py" gemma4e2b "$T/gemma4e2b" --tok-dir "$TOKDIR" > /dev/null ||
+        fail "mk_family_fixture.py gemma4e2b"
+    G4=model.language_model
+    fam g4-layer-types "$T/gemma4e2b" 'c["text_config"]["layer_types"][2] = "sliding_attention"' -- \
+        "config.json" "text_config.layer_types[2]" "contradicts num_kv_shared_layers 2" \
+        "must be full_attention"
+    fam g4-kv-shared "$T/gemma4e2b" 'c["text_config"]["num_kv_shared_layers"] = 5' -- \
+        "config.json" "text_config.num_kv_shared_layers" "not below num_hidden_layers 5"
+    fam g4-ffn-width "$T/gemma4e2b" 'c["text_config"]["use_double_wide_mlp"] = False' -- \
+        "model.safetensors" "tensor '$G4.layers.3.mlp.down_proj.weight'" \
+        "shape [64, 256], expected [64, 128]" "for layer 3"
+    fam g4-head-dim "$T/gemma4e2b" 'c["text_config"]["global_head_dim"] = 128' -- \
+        "model.safetensors" "tensor '$G4.layers.2.self_attn.k_norm.weight'" \
+        "shape [64], expected [128] (global_head_dim)" "full_attention"
+    fam g4-ple-width "$T/gemma4e2b" 'c["text_config"]["hidden_size_per_layer_input"] = 8' -- \
+        "model.safetensors" "tensor '$G4.embed_tokens_per_layer.weight'" \
+        "shape [262144, 80], expected [262144, 40]"
+    rm -rf "${T:?}/gemma4e2b"
 else
     echo "family cases skipped: tokenizer files unavailable ($(tail -n 1 "$T/fetch.log"))"
 fi

@@ -40,6 +40,21 @@
 # renames judged by the same digests. Their pre-tokenizer (qwen35) is named
 # by the reference shim, not by llama.cpp's hash (bench/llamacpp_ref.sh).
 #
+# Gemma 4: gemma4e2b (Gemma4ForConditionalGeneration in E2B's layout:
+# per-layer embeddings, 2 of 5 layers sharing KV with double-wide MLPs, both
+# head dims, vision and audio towers skipped), gemma4moe (26B-A4B's: the
+# fused 3-D experts and .scale tensors beside the dense MLP,
+# attention_k_eq_v, per-layer head_count_kv) and gemma4dense
+# (Gemma4ForCausalLM, 31B's), every tensor and every non-tokenizer key judged
+# as above. Their tokenizer (Gemma 3's tokenizer.json made Gemma 4-like, see
+# mk_family_fixture.py) is written by memwall as for Gemma 3 (gpt2, pre
+# granite-embed-multi-311m, byte pieces typed BYTE), by llama.cpp's converter
+# as model gemma4 with scores -1000: those five keys (model, pre, scores,
+# token_type, add_space_prefix) are listed as NOTE lines, not judged; the
+# tokens, merges, special ids and flags are judged. The runtime does not run
+# gemma4 yet, so calib_hparams_from_hf is not compared for them. gemma4dense
+# runs f16 only; the peer run loads gemma4e2b and gemma4moe in f16.
+#
 # qwen35 and qwen3next are also quantized (Q4_K_M) straight from the HF
 # directory and from their f16 conversion: the same tensors (the gathers run
 # through quant's HF source as through convert).
@@ -116,7 +131,8 @@ if [ "$WITH_PEER" = peer ]; then
 fi
 
 for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtral qwen2moe \
-         qwen3moe-fused qwen35 qwen35moe qwen3next qwen35-causal qwen35moe-causal phi4mini; do
+         qwen3moe-fused qwen35 qwen35moe qwen3next qwen35-causal qwen35moe-causal phi4mini \
+         gemma4e2b gemma4moe gemma4dense; do
     mkargs=("$k")
     types=${MW_FAMILIES_TYPES:-f16 bf16 q8_0}
     # gemma2 with F16 weights: the F16 source path (Gemma's norm + 1 rounded in F16)
@@ -127,6 +143,12 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
     # the Qwen3_5*ForCausalLM layouts (f16: the per-type paths are the
     # ConditionalGeneration kinds')
     case $k in *-causal) mkargs=("${k%-causal}" --causal-lm); types=f16 ;; esac
+    # gemma4dense: f16 (the per-type paths are gemma4e2b's); llama.cpp loads
+    # the PLE and MoE layouts in f16 (peer)
+    [ $k = gemma4dense ] && types=f16
+    if [ "$WITH_PEER" = peer ]; then
+        case $k in gemma4e2b|gemma4moe) types=f16 ;; gemma4dense) continue ;; esac
+    fi
     python3 "$FIX/mk_family_fixture.py" "${mkargs[@]}" "$T/$k" --tok-dir "$TOKDIR" > "$T/mk.log" 2>&1
     mrc=$?
     [ $mrc -eq 77 ] && skip "fixture $k: $(tail -n 1 "$T/mk.log")"
@@ -155,12 +177,21 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
                     fi
                 fi
                 ;;
+            gemma4*)
+                # one digest: every difference but the five tokenizer keys fails
+                mwgguf digest-cmp "$ref" "$g" "${IGN[@]}" > "$T/cmp" 2>&1
+                G4TOK='^kv tokenizer\.ggml\.(model|pre|scores|token_type|add_space_prefix):'
+                grep -vE "$G4TOK" "$T/cmp" > "$T/cmp-rest"
+                [ -s "$T/cmp-rest" ] && fail "$k $t differs from llama.cpp: $(head -n 8 "$T/cmp-rest")"
+                [ $t = f16 ] && grep -E "$G4TOK" "$T/cmp" |
+                    sed -n 's/^kv \(tokenizer\.[^:]*\):.*/NOTE: '"$k"': tokenizer key \1 differs from llama.cpp'"'"'s gemma4 vocabulary/p'
+                ;;
             *)
                 mwgguf digest-cmp "$ref" "$g" "${IGN[@]}" > "$T/cmp" ||
                     fail "$k $t differs from llama.cpp: $(head -n 8 "$T/cmp")"
                 ;;
             esac
-            if [ -n "$HPCMP" ] && [ $t = f16 ]; then
+            if [ -n "$HPCMP" ] && [ $t = f16 ] && [ "${k#gemma4}" = "$k" ]; then
                 "$HPCMP" "$T/$k" "$g" > "$T/hp" 2>&1 ||
                     fail "$k: calib_hparams_from_hf differs from the runtime's reading: $(head -n 6 "$T/hp")"
             fi
@@ -185,7 +216,8 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
         nv=$(awk '$1=="n_vocab"{print $2}' "$T/info")
         want_arch=$k
         case $k in gemma3mm) want_arch=gemma3 ;; phi3long|phi4mini) want_arch=phi3 ;; gemma2-f16src) want_arch=gemma2 ;;
-        mixtral) want_arch=llama ;; qwen3moe-fused) want_arch=qwen3moe ;; *-causal) want_arch=${k%-causal} ;; esac
+        mixtral) want_arch=llama ;; qwen3moe-fused) want_arch=qwen3moe ;; *-causal) want_arch=${k%-causal} ;;
+        gemma4*) want_arch=gemma4 ;; esac
         want_nv=$(python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))
