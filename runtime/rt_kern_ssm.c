@@ -6,11 +6,12 @@
  *
  *   scalar: the sum in index order, y[i] + x[i] * a unfused — exactly
  *           rt_delta_net_step's bits (rt_ops.c, the calib forward's op);
- *   AVX2:   4 accumulators of 8 lanes with FMA over blocks of 32, 8 lanes
- *           then the scalar tail, reduced pairwise (ggml's GGML_F32_STEP 32);
- *           axpy with FMA;
- *   NEON:   4 accumulators of 4 lanes with FMLA over blocks of 16, then 4,
- *           then the tail; axpy with FMLA.
+ *   AVX2:   the structure of llama.cpp's AVX-512 build: blocks of 64 into
+ *           four 16-lane FMA accumulators (two ymm each), reduced as ggml
+ *           reduces them, the rest one by one; axpy with FMA over blocks of
+ *           64, the rest unfused;
+ *   NEON:   llama.cpp's NEON structure: blocks of 16 into four 4-lane FMLA
+ *           accumulators, the rest one by one; axpy the same way.
  * The vector sums reassociate: |dot - exact| <= ~(n/4) 2^-24 sum|x y|,
  * tested against the scalar reference (check_rt_kernels). Every variant
  * is deterministic, so results stay the same for any thread count.
@@ -47,26 +48,35 @@ const struct rt_ssm_ops rt_ssm_ops_ref = {"scalar", dot_ref, axpy_ref, scale_ref
 
 // --- AVX2 + FMA ---
 
+/* ggml_vec_dot_f32 / ggml_vec_mad_f32 as llama.cpp's x86 AVX-512 build runs
+ * them (GGML_F32_STEP 64: four 16-lane accumulators, two ymm each here),
+ * the elements past the last whole block summed one by one: at S = 32 that
+ * is every element, as in llama.cpp. */
 #if RT_HAVE_X86
 __attribute__((target("avx2,fma"))) static float dot_avx2(uint64_t n, const float *x,
                                                           const float *y)
 {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-    __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    __m256 lo[4], hi[4];
+    for (int j = 0; j < 4; j++) lo[j] = hi[j] = _mm256_setzero_ps();
     uint64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), a1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), _mm256_loadu_ps(y + i + 16), a2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), _mm256_loadu_ps(y + i + 24), a3);
+    for (; i + 64 <= n; i += 64)
+        for (int j = 0; j < 4; j++) {
+            const float *xj = x + i + 16 * j, *yj = y + i + 16 * j;
+            lo[j] = _mm256_fmadd_ps(_mm256_loadu_ps(xj), _mm256_loadu_ps(yj), lo[j]);
+            hi[j] = _mm256_fmadd_ps(_mm256_loadu_ps(xj + 8), _mm256_loadu_ps(yj + 8), hi[j]);
+        }
+    float s = 0.0f;
+    if (i > 0) { /* GGML_F32x16_REDUCE: x0 += x2, x1 += x3, x0 += x1, then 16 lanes */
+        for (int j = 0; j < 2; j++) {
+            lo[j] = _mm256_add_ps(lo[j], lo[j + 2]);
+            hi[j] = _mm256_add_ps(hi[j], hi[j + 2]);
+        }
+        const __m256 s8 = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(hi[0], hi[1]));
+        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+        s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+        s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
+        s = _mm_cvtss_f32(s4);
     }
-    for (; i + 8 <= n; i += 8)
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), a0);
-    const __m256 s8 = _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    s4 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    s4 = _mm_add_ss(s4, _mm_movehdup_ps(s4));
-    float s = _mm_cvtss_f32(s4);
     for (; i < n; i++) s += x[i] * y[i];
     return s;
 }
@@ -76,8 +86,10 @@ __attribute__((target("avx2,fma"))) static void axpy_avx2(uint64_t n, float *y, 
 {
     const __m256 va = _mm256_set1_ps(a);
     uint64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(x + i), va, _mm256_loadu_ps(y + i)));
+    for (; i + 64 <= n; i += 64)
+        for (int j = 0; j < 64; j += 8)
+            _mm256_storeu_ps(y + i + j, _mm256_fmadd_ps(_mm256_loadu_ps(x + i + j), va,
+                                                        _mm256_loadu_ps(y + i + j)));
     for (; i < n; i++) y[i] += x[i] * a;
 }
 
@@ -94,6 +106,8 @@ const struct rt_ssm_ops rt_ssm_ops_avx2 = {"avx2", dot_avx2, axpy_avx2, scale_av
 
 // --- NEON ---
 
+/* As llama.cpp's NEON build (GGML_F32_STEP 16: four 4-lane accumulators,
+ * reduced x0 += x2, x1 += x3, x0 += x1; the rest one by one). */
 #if RT_HAVE_NEON
 static float dot_neon(uint64_t n, const float *x, const float *y)
 {
@@ -106,8 +120,7 @@ static float dot_neon(uint64_t n, const float *x, const float *y)
         a2 = vfmaq_f32(a2, vld1q_f32(x + i + 8), vld1q_f32(y + i + 8));
         a3 = vfmaq_f32(a3, vld1q_f32(x + i + 12), vld1q_f32(y + i + 12));
     }
-    for (; i + 4 <= n; i += 4) a0 = vfmaq_f32(a0, vld1q_f32(x + i), vld1q_f32(y + i));
-    float s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
+    float s = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a2), vaddq_f32(a1, a3)));
     for (; i < n; i++) s += x[i] * y[i];
     return s;
 }
@@ -115,7 +128,9 @@ static float dot_neon(uint64_t n, const float *x, const float *y)
 static void axpy_neon(uint64_t n, float *y, const float *x, float a)
 {
     uint64_t i = 0;
-    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j += 4)
+            vst1q_f32(y + i + j, vfmaq_n_f32(vld1q_f32(y + i + j), vld1q_f32(x + i + j), a));
     for (; i < n; i++) y[i] += x[i] * a;
 }
 
