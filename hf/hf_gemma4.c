@@ -399,8 +399,8 @@ static int role_need(const struct hf_config *c, enum g4role r, uint64_t il)
         return moe ? 2 : 0;
     case G_K: case G_K_NORM:
         return is_shared(c, il) ? 1 : 2;
-    case G_V:
-        return c->g4_k_eq_v && !is_swa(c, il) ? 0 : is_shared(c, il) ? 1 : 2;
+    case G_V: /* attention_k_eq_v: a full layer's V is its K (llama.cpp loads a v_proj if any) */
+        return (c->g4_k_eq_v && !is_swa(c, il)) || is_shared(c, il) ? 1 : 2;
     case G_SCALE:
         return 1;
     default:
@@ -618,8 +618,7 @@ enum mw_status hf__gemma4_plan(const struct hf_model *m, enum hf_out_type ot, st
                                role == G_POST_FFW_NORM_1 || role == G_POST_FFW_NORM_2;
             s = tensor_fail(err, MW_E_FORMAT, sh, t, "unexpected: config.json %s",
                             moe_r ? "enable_moe_block is not true"
-                            : role == G_V ? "attention_k_eq_v is true (a full layer has no v_proj)"
-                                          : "hidden_size_per_layer_input is 0 or absent");
+                                  : "hidden_size_per_layer_input is 0 or absent");
             goto out;
         }
         uint8_t *sn = &seen[(size_t)role * L + il];
