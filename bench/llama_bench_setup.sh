@@ -14,6 +14,9 @@
 # Environment:
 #   MW_PEER_DIR      install location (default: <repo>/.peer, gitignored)
 #   MW_BENCH_JOBS    parallel build jobs (default: 2)
+#   MW_LLAMA_ISA     native (default) or avx2: -DGGML_NATIVE=OFF with AVX,
+#                    AVX2, FMA, F16C and BMI2 on and AVX-512 / AVX-VNNI off
+#                    (an AVX2-only CPU's build, on any x86-64), in build-avx2
 # Exit status: 0 ready, 77 cannot be built here (no git/cmake/c++/bundle).
 set -euo pipefail
 LLAMA_COMMIT=80fb11ac73e66d89eae2c6a91d8a77428fa733ed
@@ -35,7 +38,14 @@ fi
 [[ -f $BUNDLE ]] || skip "no $BUNDLE"
 
 SRC=$PEER_DIR/llama-src
-BUILD=$SRC/build
+ISA=${MW_LLAMA_ISA:-native}
+case $ISA in
+native) BUILD=$SRC/build ISA_FLAGS=(-DGGML_NATIVE=ON) ;;
+avx2) BUILD=$SRC/build-avx2
+      ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+                 -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF) ;;
+*) die "MW_LLAMA_ISA: native or avx2" ;;
+esac
 BIN=$BUILD/bin/llama-bench
 QUANT=$BUILD/bin/llama-quantize
 
@@ -59,7 +69,7 @@ fi
 
 if [[ ! -f $BUILD/CMakeCache.txt ]]; then
     say "configuring $BUILD"
-    cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    cmake -S "$SRC" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release "${ISA_FLAGS[@]}" \
         -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF >"$BUILD.configure.log" 2>&1 ||
         { tail -n 30 "$BUILD.configure.log" >&2; die "cmake configure failed (log: $BUILD.configure.log)"; }

@@ -43,6 +43,14 @@
 #   MW_SPEED_MODELS   which files (default "tiny wide"; also "qwen35")
 #   MW_SPEED_PEER=1   skip llama-bench, use llama-peer bench
 #   MW_RUN_ARGS       extra memwall-run options (e.g. "--batch 512")
+#   MW_SPEED_ISA=avx2 the AVX2-only comparison on any x86-64 CPU: memwall-run
+#                     with MW_RT_KERNELS=avx2, llama.cpp built for AVX2 + FMA +
+#                     F16C without AVX-512 (bench/llama_bench_setup.sh with
+#                     MW_LLAMA_ISA=avx2: GGML_NATIVE=OFF GGML_AVX2=ON ...), or
+#                     `llama-peer --cpu haswell` (node-llama-cpp's build for
+#                     the same ISA); table, CSV and logs get an -avx2 suffix
+#   MW_SPEED_PREPARE=1 make the files and the prompt, measure nothing
+#                     (bench/insn_x86.sh counts instructions on them)
 # Output: bench/out/speed/table.txt (the table), results.csv, logs/.
 # A benchmark, not a test: nothing is asserted; other load on the machine
 # changes every figure. Run it on an idle machine: llama.cpp's threads spin
@@ -63,6 +71,14 @@ THREADS=("$@")
 [[ ${#THREADS[@]} -gt 0 ]] || THREADS=(1 2 4)
 say() { printf 'speed-bench: %s\n' "$*" >&2; }
 die() { say "ERROR: $*"; exit 1; }
+ISA=${MW_SPEED_ISA:-native}
+case $ISA in
+native) SFX="" PEER_CPU=() ;;
+avx2) SFX=-avx2 PEER_CPU=(--cpu haswell) LOGS=$LOGS$SFX
+      export MW_RT_KERNELS=avx2
+      mkdir -p "$LOGS" ;;
+*) die "MW_SPEED_ISA: native or avx2" ;;
+esac
 [[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) is needed for peak RSS (apt-get install time)"
 
 # --- memwall ---
@@ -83,7 +99,7 @@ PEER=$(bash "$repo/tests/peer/setup.sh" 2>"$LOGS/peer-setup.log" | tail -n1) || 
 LBENCH=
 if [[ ${MW_SPEED_PEER:-0} != 1 ]]; then
     say "llama-bench: bench/llama_bench_setup.sh (the first build takes 10-20 min)"
-    LBENCH=$(bash "$here/llama_bench_setup.sh" 2>"$LOGS/llama-bench-setup.log" | tail -n1) || LBENCH=
+    LBENCH=$(MW_LLAMA_ISA=$ISA bash "$here/llama_bench_setup.sh" 2>"$LOGS/llama-bench-setup.log" | tail -n1) || LBENCH=
     [[ -n $LBENCH ]] || say "llama-bench could not be built ($LOGS/llama-bench-setup.log): llama-peer bench instead"
 fi
 [[ -n $LBENCH || -n $PEER ]] || die "neither llama-bench nor llama-peer is available"
@@ -189,6 +205,7 @@ fi
 N_PROMPT=$(ntok "$PROMPT_FILE")
 PROMPT=$(cat "$PROMPT_FILE")
 say "prompt: $N_PROMPT tokens (BOS included) from datasets/corpora/eval.txt"
+[[ ${MW_SPEED_PREPARE:-0} == 1 ]] && exit 0
 
 # --- measurements ---
 # mwrun LOG PROMPT: memwall-run, 128 tokens, REPS times (as llama-bench -r);
@@ -212,7 +229,7 @@ jfield() { sed -n "s/.*\"$2\": *\([0-9.e+-]*\).*/\1/p" <<<"$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b + 0 == 0) print "-"; else printf "%.2f", a / b }'; }
 mib() { awk -v k="$1" 'BEGIN { if (k == "") print "-"; else printf "%.0f", k / 1024 }'; }
 
-CSV=$OUT/results.csv
+CSV=$OUT/results$SFX.csv
 echo "model,threads,mw_pp,ll_pp,mw_tg_d512,ll_tg_d512,mw_tg_d0,ll_tg_d0,mw_rss_kib,ll_rss_kib,mw_gbs_d512,mw_gbs_d0,ll_source" >"$CSV"
 for name in $MODELS; do
     f=${FILE[$name]}
@@ -241,9 +258,9 @@ for name in $MODELS; do
         else
             say "$name, $t thread(s): llama-peer bench"
             lp=$LOGS/llama-peer-$name-t$t
-            "$PEER" --threads "$t" bench "$f" "$PROMPT" 128 >"$lp-p512.txt" 2>"$lp-p512.log" ||
+            "$PEER" "${PEER_CPU[@]}" --threads "$t" bench "$f" "$PROMPT" 128 >"$lp-p512.txt" 2>"$lp-p512.log" ||
                 die "llama-peer bench failed ($lp-p512.log)"
-            "$PEER" --threads "$t" bench "$f" "$SHORT" 128 >"$lp-short.txt" 2>"$lp-short.log" ||
+            "$PEER" "${PEER_CPU[@]}" --threads "$t" bench "$f" "$SHORT" 128 >"$lp-short.txt" 2>"$lp-short.log" ||
                 die "llama-peer bench failed ($lp-short.log)"
             ll_pp=$(awk '$1 == "prompt_tokens" { print $6 }' "$lp-p512.txt")
             ll_tg512=$(awk '$1 == "gen_tokens" { print $6 }' "$lp-p512.txt")
@@ -256,14 +273,14 @@ for name in $MODELS; do
 done
 
 # --- the table ---
-TABLE=$OUT/table.txt
+TABLE=$OUT/table$SFX.txt
 {
     echo "# bench/speed_bench.sh $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
     echo "# memwall $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo ?), kernels: $(sed -n 's/.*: kernels \([^,]*\),.*/\1/p' "$LOGS/mw-${MODELS%% *}-t${THREADS[0]}-p512.log" | head -n1)"
     if [[ -n $LBENCH ]]; then
-        echo "# llama.cpp: llama-bench (80fb11a, GGML_NATIVE) -p 512 -n 128 -d 0,512 -r $REPS"
+        echo "# llama.cpp: llama-bench (80fb11a, $([[ $ISA == avx2 ]] && echo "GGML_NATIVE=OFF, AVX2 FMA F16C BMI2, no AVX-512" || echo GGML_NATIVE)) -p 512 -n 128 -d 0,512 -r $REPS"
     else
-        echo "# llama.cpp: llama-peer bench (node-llama-cpp 3.21.1 prebuilt, 80fb11a) with memwall's prompts (llama-bench not built or MW_SPEED_PEER=1)"
+        echo "# llama.cpp: llama-peer ${PEER_CPU[*]} bench (node-llama-cpp 3.21.1 prebuilt, 80fb11a) with memwall's prompts (llama-bench not built or MW_SPEED_PEER=1)"
     fi
     echo "# memwall-run (mean of $REPS runs): $N_PROMPT-token prompt (pp), then 128 tokens (tg @512); '$SHORT' then 128 tokens (tg @0); --ctx 1024 ${MW_RUN_ARGS:-}"
     for name in $MODELS; do
