@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "calib/calib.h"
 #include "tools/cmd.h"
 #include "tools/cmd_quant.h"
 
@@ -177,7 +178,8 @@ int cmd_quant_parse(struct quant_args *a, int argc, char **argv)
     const long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     *a = (struct quant_args){.o = {.rules = {.output_type = -1, .token_embd_type = -1}},
                              .progress = CMD_PROGRESS_AUTO, .rq = {.kind = BUDGET_NONE},
-                             .threads = ncpu > 0 ? (uint32_t)ncpu : 1};
+                             .threads = ncpu > 0 ? (uint32_t)ncpu : 1,
+                             .n_samples = CALIB_DEFAULT_SAMPLES};
     struct alloc_req *rq = &a->rq;
     static const char not_size[] =
         "%a: '%v' is not a size (bytes, or a number with K M G T / KiB MiB GiB TiB)";
