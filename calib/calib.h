@@ -464,7 +464,8 @@ uint64_t calib_layer_n_rows(const struct calib_layer *ly); /* T */
 /* Input channels of group g (n_embd, n_head*head_dim — a delta-net layer's
  * ATTN_OUT: ssm_d_inner —, n_embd, n_ff). */
 uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g);
-/* calib_weight_in_layer for this layer: the kinds a callback may ask for. */
+/* The kinds a callback may ask for: calib_weight_in_layer for this layer,
+ * or an expert's gate, up and down in an expert's call. */
 bool calib_layer_has_weight(const struct calib_layer *ly, enum calib_wkind w);
 /* Statistics of group g of this layer (complete for g and the groups
  * before it; zero counts for later groups). */

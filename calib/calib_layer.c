@@ -86,6 +86,9 @@ const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
 
 bool calib_layer_has_weight(const struct calib_layer *ly, enum calib_wkind w)
 {
+    /* an expert's call holds that expert's gate, up and down, whether or not
+     * the layer also has a shared expert */
+    if (ly->expert >= 0) return w == CALIB_W_GATE || w == CALIB_W_UP || w == CALIB_W_DOWN;
     return calib_weight_in_layer(ly->e->hp, ly->il, w);
 }
 
