@@ -4,7 +4,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config git zlib1g-dev libopenblas-dev libxxhash-dev xxhash
       libcjson-dev check clang libclang-rt-14-dev gcc-aarch64-linux-gnu
-      libc6-dev-arm64-cross qemu-user python3 time valgrind openssl man-db chromium)
+      libc6-dev-arm64-cross qemu-user python3 python3-numpy time valgrind openssl man-db
+      chromium)
 arm64_pkgs=(check:arm64)
 
 missing=()
