@@ -331,13 +331,10 @@ void hf_llama3_rope_factors(const struct hf_config *c, float *out)
 
 // --- the plan ------------------------------------------------------------------------
 
-static enum mw_status tensor_fail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
-                                  const struct hf_st_tensor *t, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static enum mw_status tensor_fail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
-                                  const struct hf_st_tensor *t, const char *fmt, ...)
+enum mw_status hf__tensor_fail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
+                               const struct hf_st_tensor *t, const char *fmt, ...)
 {
-    char msg[320];
+    char msg[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -347,8 +344,7 @@ static enum mw_status tensor_fail(struct mw_err *err, enum mw_status code, const
     return MW_FAIL(err, code, t->key_off, "%s", msg);
 }
 
-/* Parse "model.layers.<N>.<rest>"; false if name has another form. */
-static bool parse_layer(const char *name, uint64_t *layer, const char **rest)
+bool hf__parse_layer(const char *name, uint64_t *layer, const char **rest)
 {
     static const char pre[] = "model.layers.";
     if (strncmp(name, pre, sizeof pre - 1) != 0) return false;
@@ -492,14 +488,15 @@ static enum mw_status expert_layer_ok(const struct hf_config *c, const struct hf
                                       const uint8_t *fused, struct mw_err *err)
 {
     if (layer >= n_blk(c))
-        return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "layer %llu does not exist (config.json num_hidden_layers is %u%s)",
-                           (unsigned long long)layer, c->n_layer,
-                           c->n_nextn ? ", plus the MTP blocks" : "");
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                               "layer %llu does not exist (config.json num_hidden_layers is %u%s)",
+                               (unsigned long long)layer, c->n_layer,
+                               c->n_nextn ? ", plus the MTP blocks" : "");
     if (fused && fused[layer])
-        return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "layer %llu mixes per-expert mlp.experts.N.* tensors with fused ones",
-                           (unsigned long long)layer);
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                               "layer %llu mixes per-expert mlp.experts.N.* tensors with "
+                               "fused ones",
+                               (unsigned long long)layer);
     return MW_OK;
 }
 
@@ -512,19 +509,19 @@ static enum mw_status plan_expert(struct hf_plan *p, const struct hf_model *m, e
     const enum mw_status ls = expert_layer_ok(c, sh, t, layer, fused, err);
     if (ls != MW_OK) return ls;
     if (xid >= c->n_expert)
-        return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "expert %llu does not exist (config.json %s is %u)",
-                           (unsigned long long)xid, dim_name(c, D_NEXPERT), c->n_expert);
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                               "expert %llu does not exist (config.json %s is %u)",
+                               (unsigned long long)xid, dim_name(c, D_NEXPERT), c->n_expert);
     const bool down = proj_is_down(c, proj);
     const char *ffw = c->arch == HF_ARCH_MIXTRAL ? "intermediate_size" : "moe_intermediate_size";
     const uint64_t r = down ? c->n_embd : c->n_ff_exp, k = down ? c->n_ff_exp : c->n_embd;
     if (t->n_dims != 2 || t->shape[0] != r || t->shape[1] != k) {
         char got[96];
         hf_st_shape_str(t, got, sizeof got);
-        return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "shape %s, expected [%llu, %llu] (%s, %s) from config.json", got,
-                           (unsigned long long)r, (unsigned long long)k,
-                           down ? "hidden_size" : ffw, down ? ffw : "hidden_size");
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                               "shape %s, expected [%llu, %llu] (%s, %s) from config.json", got,
+                               (unsigned long long)r, (unsigned long long)k,
+                               down ? "hidden_size" : ffw, down ? ffw : "hidden_size");
     }
     const enum mw_status ds = hf__src_dtype_ok(m, sh, t, err);
     if (ds != MW_OK) return ds;
@@ -571,25 +568,26 @@ static enum mw_status plan_fused(struct hf_plan *p, const struct hf_model *m, en
     const enum mw_status ls = expert_layer_ok(c, sh, t, layer, NULL, err);
     if (ls != MW_OK) return ls;
     if (xcount[layer])
-        return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "layer %llu mixes per-expert mlp.experts.N.* tensors with fused ones",
-                           (unsigned long long)layer);
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                               "layer %llu mixes per-expert mlp.experts.N.* tensors with "
+                               "fused ones",
+                               (unsigned long long)layer);
     const uint64_t X = c->n_expert, F = c->n_ff_exp, E = c->n_embd;
     const uint64_t r = kind == 1 ? E : 2 * F, k = kind == 1 ? F : E;
     if (t->n_dims != 3 || t->shape[0] != X || t->shape[1] != r || t->shape[2] != k) {
         char got[96];
         hf_st_shape_str(t, got, sizeof got);
-        return tensor_fail(err, MW_E_FORMAT, sh, t,
-                           "shape %s, expected [%llu, %llu, %llu] (num_experts, %s, %s) from "
-                           "config.json", got, (unsigned long long)X, (unsigned long long)r,
-                           (unsigned long long)k,
-                           kind == 1 ? "hidden_size" : "2*moe_intermediate_size",
-                           kind == 1 ? "moe_intermediate_size" : "hidden_size");
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                               "shape %s, expected [%llu, %llu, %llu] (num_experts, %s, %s) from "
+                               "config.json", got, (unsigned long long)X, (unsigned long long)r,
+                               (unsigned long long)k,
+                               kind == 1 ? "hidden_size" : "2*moe_intermediate_size",
+                               kind == 1 ? "moe_intermediate_size" : "hidden_size");
     }
     if (!hf_dtype_convertible(t->dtype))
-        return tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
-                           "dtype %s cannot be converted (F16, BF16 or F32; fused experts "
-                           "in FP8 are not read)", hf_dtype_name(t->dtype));
+        return hf__tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                               "dtype %s cannot be converted (F16, BF16 or F32; fused experts "
+                               "in FP8 are not read)", hf_dtype_name(t->dtype));
     dt_seen[t->dtype] = true;
     const uint64_t es = hf_dtype_size(t->dtype);
     /* proj slots (qwen order): 0 down, 1 gate, 2 up */
@@ -647,7 +645,7 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         const char *r, *nm = hf_model_tensor(m, i, NULL)->name;
         char buf[GGUF_MAX_NAME + 64];
         if (hf_arch_is_delta_net(c->arch) && !hf__qwen35_name(c, nm, buf, sizeof buf, &nm)) continue;
-        if (parse_layer(nm, &l, &r) && parse_fused(c, r)) any_fused = true;
+        if (hf__parse_layer(nm, &l, &r) && parse_fused(c, r)) any_fused = true;
     }
     if (p && moe) {
         p->xsrc = calloc(n_xslot, sizeof *p->xsrc);
@@ -758,18 +756,18 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         int role = -1;
         uint64_t xid;
         int proj;
-        if (moe && parse_layer(name, &layer, &rest) && parse_expert(c, rest, &xid, &proj)) {
+        if (moe && hf__parse_layer(name, &layer, &rest) && parse_expert(c, rest, &xid, &proj)) {
             s = plan_expert(p, m, ot, sh, t, layer, xid, proj, xcount, fused, dt_seen, err);
             if (s != MW_OK) goto out;
             continue;
         }
-        if (moe && parse_layer(name, &layer, &rest) && parse_fused(c, rest)) {
+        if (moe && hf__parse_layer(name, &layer, &rest) && parse_fused(c, rest)) {
             s = plan_fused(p, m, ot, sh, t, layer, parse_fused(c, rest), fused, xcount, dt_seen,
                            err);
             if (s != MW_OK) goto out;
             continue;
         }
-        if (parse_layer(name, &layer, &rest)) {
+        if (hf__parse_layer(name, &layer, &rest)) {
             for (int r = 0; r < R_COUNT; r++)
                 if (roles[r].per_layer && role_hf(c, (enum role)r) &&
                     strcmp(rest, role_hf(c, (enum role)r)) == 0)
@@ -781,31 +779,33 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
                     role = r;
         }
         if (role < 0) {
-            s = tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
-                            "not a tensor of the %s architecture (%s); cannot map it to GGUF",
-                            hf_arch_name(c->arch), c->hf_arch_name);
+            s = hf__tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                                "not a tensor of the %s architecture (%s); cannot map it to GGUF",
+                                hf_arch_name(c->arch), c->hf_arch_name);
             goto out;
         }
         const struct role_info *ri = &roles[role];
         if (ri->per_layer && layer >= n_blk(c)) {
-            s = tensor_fail(err, MW_E_FORMAT, sh, t,
-                            "layer %llu does not exist (config.json num_hidden_layers is %u%s)",
-                            (unsigned long long)layer, c->n_layer,
-                            c->n_nextn ? ", plus the MTP blocks" : "");
+            s = hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                                "layer %llu does not exist (config.json num_hidden_layers is %u%s)",
+                                (unsigned long long)layer, c->n_layer,
+                                c->n_nextn ? ", plus the MTP blocks" : "");
             goto out;
         }
         if (ri->per_layer && !role_at_layer(c, (enum role)role, layer)) {
-            s = tensor_fail(err, MW_E_FORMAT, sh, t,
-                            "unexpected: layer %llu is %s (config.json full_attention_interval %u)",
-                            (unsigned long long)layer,
-                            layer_kind_names[hf__qwen35_layer_kind(c, layer)], c->full_attn_interval);
+            s = hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                                "unexpected: layer %llu is %s (config.json "
+                                "full_attention_interval %u)",
+                                (unsigned long long)layer,
+                                layer_kind_names[hf__qwen35_layer_kind(c, layer)],
+                                c->full_attn_interval);
             goto out;
         }
         /* tied: llama.cpp reuses token_embd; Gemma's converters skip lm_head */
         if (role == R_OUTPUT && (c->tie_embeddings || is_gemma(c))) continue;
         if (!role_required(c, (enum role)role)) {
-            s = tensor_fail(err, MW_E_FORMAT, sh, t, "unexpected: config.json %s",
-                            role_flag(c, (enum role)role));
+            s = hf__tensor_fail(err, MW_E_FORMAT, sh, t, "unexpected: config.json %s",
+                                role_flag(c, (enum role)role));
             goto out;
         }
         /* shape (the delta net families: q_proj carries the gate rows;
@@ -837,8 +837,8 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
                 snprintf(exp, sizeof exp, "[%llu, %llu] (%s, %s)", (unsigned long long)want[0],
                          (unsigned long long)want[1], dim_name(c, d0),
                          dim_name(c, ri->shape[1]));
-            s = tensor_fail(err, MW_E_FORMAT, sh, t, "shape %s, expected %s from config.json",
-                            got, exp);
+            s = hf__tensor_fail(err, MW_E_FORMAT, sh, t, "shape %s, expected %s from config.json",
+                                got, exp);
             goto out;
         }
         if ((s = hf__src_dtype_ok(m, sh, t, err)) != MW_OK) goto out;

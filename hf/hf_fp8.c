@@ -45,22 +45,6 @@ bool hf__fp8_is_scale(const struct hf_config *c, const char *name)
            ends_with(name, "_activation_scale");
 }
 
-static enum mw_status tfail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
-                            const struct hf_st_tensor *t, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static enum mw_status tfail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
-                            const struct hf_st_tensor *t, const char *fmt, ...)
-{
-    char msg[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    mw_err_set_path(err, hf_st_path(sh));
-    mw_err_set_where(err, "tensor '%s'", t->name);
-    return MW_FAIL(err, code, t->key_off, "%s", msg);
-}
-
 static float scale_at(const struct hf_fp8 *f, uint64_t i)
 {
     const uint8_t *p = f->scale;
@@ -88,26 +72,30 @@ enum mw_status hf__fp8_open(const struct hf_model *m, const struct hf_st *sh,
     const struct hf_quant_cfg *q = &m->cfg.quant;
     memset(f, 0, sizeof *f);
     if (t->dtype == HF_DT_F8_E5M2)
-        return tfail(err, MW_E_UNSUPPORTED, sh, t, "dtype F8_E5M2 is not supported (FP8 sources "
-                     "are read in E4M3 only)");
+        return hf__tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                               "dtype F8_E5M2 is not supported (FP8 sources "
+                               "are read in E4M3 only)");
     if (q->method == HF_QM_NONE)
-        return tfail(err, MW_E_FORMAT, sh, t, "dtype F8_E4M3, but config.json has no "
-                     "quantization_config (where are its scales?)");
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t, "dtype F8_E4M3, but config.json has no "
+                               "quantization_config (where are its scales?)");
     if (t->n_dims != 2)
-        return tfail(err, MW_E_UNSUPPORTED, sh, t, "an F8_E4M3 tensor of %u dimensions (2-D "
-                     "weights only)", t->n_dims);
+        return hf__tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                               "an F8_E4M3 tensor of %u dimensions (2-D "
+                               "weights only)", t->n_dims);
     const uint64_t R = t->shape[0], C = t->shape[1];
     char sname[GGUF_MAX_NAME + 96];
     snprintf(sname, sizeof sname, "%s%s", t->name, scale_suffix(q->method));
     const int64_t si = hf_model_tensor_find(m, sname);
     if (si < 0)
-        return tfail(err, MW_E_FORMAT, sh, t, "F8_E4M3 weight without its scale tensor '%s'",
-                     sname);
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                               "F8_E4M3 weight without its scale tensor '%s'",
+                               sname);
     const struct hf_st *ssh;
     const struct hf_st_tensor *s = hf_model_tensor(m, (uint64_t)si, &ssh);
     if (s->dtype != HF_DT_F32 && s->dtype != HF_DT_BF16 && s->dtype != HF_DT_F16)
-        return tfail(err, MW_E_FORMAT, ssh, s, "scale dtype %s (expected F32, BF16 or F16)",
-                     hf_dtype_name(s->dtype));
+        return hf__tensor_fail(err, MW_E_FORMAT, ssh, s,
+                               "scale dtype %s (expected F32, BF16 or F16)",
+                               hf_dtype_name(s->dtype));
     /* the grid the scale's shape must be */
     uint64_t gr, gc;
     bool ok;
@@ -148,8 +136,9 @@ enum mw_status hf__fp8_open(const struct hf_model *m, const struct hf_st *sh,
     if (!ok) {
         char got[96];
         hf_st_shape_str(s, got, sizeof got);
-        return tfail(err, MW_E_FORMAT, ssh, s, "scale shape %s does not cover its weight: "
-                     "expected %s", got, want);
+        return hf__tensor_fail(err, MW_E_FORMAT, ssh, s,
+                               "scale shape %s does not cover its weight: "
+                               "expected %s", got, want);
     }
     f->scale = s->data;
     f->sdt = s->dtype;
@@ -157,8 +146,9 @@ enum mw_status hf__fp8_open(const struct hf_model *m, const struct hf_st *sh,
     for (uint64_t i = 0; i < s->n_elems; i++) {
         const float v = scale_at(f, i);
         if (!isfinite(v))
-            return tfail(err, MW_E_FORMAT, ssh, s, "scale element %llu is %s", (unsigned long long)i,
-                         isnan(v) ? "NaN" : "infinite");
+            return hf__tensor_fail(err, MW_E_FORMAT, ssh, s,
+                                   "scale element %llu is %s", (unsigned long long)i,
+                                   isnan(v) ? "NaN" : "infinite");
     }
     for (unsigned b = 0; b < 256; b++) f->lut[b] = e4m3_value(b);
     return MW_OK;
@@ -187,9 +177,9 @@ enum mw_status hf__src_dtype_ok(const struct hf_model *m, const struct hf_st *sh
         struct hf_fp8 f;
         return hf__fp8_open(m, sh, t, &f, err);
     }
-    return tfail(err, MW_E_UNSUPPORTED, sh, t,
-                 "dtype %s cannot be converted (F16, BF16, F32, or F8_E4M3 with scales)",
-                 hf_dtype_name(t->dtype));
+    return hf__tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                           "dtype %s cannot be converted (F16, BF16, F32, or F8_E4M3 with scales)",
+                           hf_dtype_name(t->dtype));
 }
 
 enum mw_status hf__fp8_scale_owner(const struct hf_model *m, const struct hf_st *sh,
@@ -204,14 +194,16 @@ enum mw_status hf__fp8_scale_owner(const struct hf_model *m, const struct hf_st 
         return MW_OK; /* an activation scale: unused */
     char wname[GGUF_MAX_NAME + 96];
     if (n - k >= sizeof wname)
-        return tfail(err, MW_E_FORMAT, sh, t, "name too long");
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t, "name too long");
     memcpy(wname, t->name, n - k);
     wname[n - k] = '\0';
     const int64_t wi = hf_model_tensor_find(m, wname);
-    if (wi < 0) return tfail(err, MW_E_FORMAT, sh, t, "a scale without its weight '%s'", wname);
+    if (wi < 0) return hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                                       "a scale without its weight '%s'", wname);
     const struct hf_st_tensor *w = hf_model_tensor(m, (uint64_t)wi, NULL);
     if (w->dtype != HF_DT_F8_E4M3 && w->dtype != HF_DT_F8_E5M2)
-        return tfail(err, MW_E_FORMAT, sh, t, "a scale of '%s', whose dtype is %s, not F8_E4M3",
-                     wname, hf_dtype_name(w->dtype));
+        return hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                               "a scale of '%s', whose dtype is %s, not F8_E4M3",
+                               wname, hf_dtype_name(w->dtype));
     return MW_OK;
 }

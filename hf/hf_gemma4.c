@@ -455,22 +455,6 @@ static uint32_t role_shape(const struct hf_config *c, enum g4role r, uint64_t il
 #undef SH2
 }
 
-static enum mw_status tensor_fail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
-                                  const struct hf_st_tensor *t, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static enum mw_status tensor_fail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
-                                  const struct hf_st_tensor *t, const char *fmt, ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    mw_err_set_path(err, hf_st_path(sh));
-    mw_err_set_where(err, "tensor '%s'", t->name);
-    return MW_FAIL(err, code, t->key_off, "%s", msg);
-}
-
 /* Tensors of the text model only: the converter's multimodal filter
  * (vision and audio towers, their embedders and projectors). */
 static bool skipped(const char *name)
@@ -480,24 +464,6 @@ static bool skipped(const char *name)
     for (size_t k = 0; k < sizeof sub / sizeof sub[0]; k++)
         if (strstr(name, sub[k])) return true;
     return false;
-}
-
-static bool parse_layer(const char *name, uint64_t *layer, const char **rest)
-{
-    static const char pre[] = "model.layers.";
-    if (strncmp(name, pre, sizeof pre - 1) != 0) return false;
-    const char *p = name + sizeof pre - 1;
-    if (*p < '0' || *p > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) return false;
-    uint64_t v = 0;
-    while (*p >= '0' && *p <= '9') {
-        v = v * 10 + (uint64_t)(*p - '0');
-        if (v > 1000000) return false;
-        p++;
-    }
-    if (*p != '.') return false;
-    *layer = v;
-    *rest = p + 1;
-    return true;
 }
 
 static enum mw_status finish(struct hf_plan_tensor *e, struct mw_err *err)
@@ -598,32 +564,33 @@ enum mw_status hf__gemma4_plan(const struct hf_model *m, enum hf_out_type ot, st
         uint64_t il = 0;
         const char *rest = NULL;
         int role = -1;
-        const bool per_layer = parse_layer(name, &il, &rest);
+        const bool per_layer = hf__parse_layer(name, &il, &rest);
         for (int r = per_layer ? G_FIRST_LAYER : 0; r < (per_layer ? G_COUNT : G_FIRST_LAYER); r++)
             if (strcmp(per_layer ? rest : name, g4roles[r].hf) == 0) role = r;
         if (role < 0) {
-            s = tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
-                            "not a tensor of the gemma4 text model (%s); cannot map it to GGUF",
-                            c->hf_arch_name);
+            s = hf__tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                                "not a tensor of the gemma4 text model (%s); cannot map it to GGUF",
+                                c->hf_arch_name);
             goto out;
         }
         if (per_layer && il >= L) {
-            s = tensor_fail(err, MW_E_FORMAT, sh, t,
-                            "layer %llu does not exist (config.json num_hidden_layers is %u)",
-                            (unsigned long long)il, c->n_layer);
+            s = hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                                "layer %llu does not exist (config.json num_hidden_layers is %u)",
+                                (unsigned long long)il, c->n_layer);
             goto out;
         }
         if (role_need(c, (enum g4role)role, il) == 0) {
             const bool moe_r = role >= G_ROUTER || role == G_PRE_FFW_NORM_2 ||
                                role == G_POST_FFW_NORM_1 || role == G_POST_FFW_NORM_2;
-            s = tensor_fail(err, MW_E_FORMAT, sh, t, "unexpected: config.json %s",
-                            moe_r ? "enable_moe_block is not true"
-                                  : "hidden_size_per_layer_input is 0 or absent");
+            s = hf__tensor_fail(err, MW_E_FORMAT, sh, t, "unexpected: config.json %s",
+                                moe_r ? "enable_moe_block is not true"
+                                      : "hidden_size_per_layer_input is 0 or absent");
             goto out;
         }
         uint8_t *sn = &seen[(size_t)role * L + il];
         if (*sn) {
-            s = tensor_fail(err, MW_E_FORMAT, sh, t, "appears twice (after removing language_model.)");
+            s = hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                                "appears twice (after removing language_model.)");
             goto out;
         }
         *sn = 1;
@@ -646,13 +613,15 @@ enum mw_status hf__gemma4_plan(const struct hf_model *m, enum hf_out_type ot, st
             if (per_layer)
                 snprintf(lay, sizeof lay, " for layer %llu (%s)", (unsigned long long)il,
                          is_swa(c, il) ? "sliding_attention" : "full_attention");
-            s = tensor_fail(err, MW_E_FORMAT, sh, t, "shape %s, expected %s from config.json%s", got,
-                            exp, lay);
+            s = hf__tensor_fail(err, MW_E_FORMAT, sh, t,
+                                "shape %s, expected %s from config.json%s", got,
+                                exp, lay);
             goto out;
         }
         if (!hf_dtype_convertible(t->dtype)) {
-            s = tensor_fail(err, MW_E_UNSUPPORTED, sh, t, "dtype %s cannot be converted (F16, BF16 or F32)",
-                            hf_dtype_name(t->dtype));
+            s = hf__tensor_fail(err, MW_E_UNSUPPORTED, sh, t,
+                                "dtype %s cannot be converted (F16, BF16 or F32)",
+                                hf_dtype_name(t->dtype));
             goto out;
         }
         dt_seen[t->dtype] = true;

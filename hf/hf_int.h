@@ -81,6 +81,14 @@ enum mw_status hf__json_parse(const void *buf, size_t n, const char *name, bool 
                               cJSON **out, struct mw_err *err);
 /* First duplicate key among the members of obj (NULL if none). Allocates;
  * returns false on allocation failure. */
+/* An error about tensor t of safetensors file sh: the file, "tensor 'name'"
+ * and the byte offset of its header entry, with the formatted message. */
+enum mw_status hf__tensor_fail(struct mw_err *err, enum mw_status code, const struct hf_st *sh,
+                               const struct hf_st_tensor *t, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* Parse "model.layers.<N>.<rest>" (N without leading zeros, at most 10^6);
+ * false if name has another form. */
+bool hf__parse_layer(const char *name, uint64_t *layer, const char **rest);
 bool hf__util_json_dup(const cJSON *obj, const char **dup);
 /* A JSON number that is an exact integer in [0, 2^53). */
 bool hf__util_json_u64(const cJSON *v, uint64_t *out);
