@@ -6,7 +6,8 @@
  * row here, never a switch elsewhere.
  *
  * The block codecs live beside this file: quant_legacy.c (Q4_0 Q4_1 Q5_0
- * Q5_1 Q8_0), quant_kquants.c (Q2_K..Q6_K), quant_iq4.c (IQ4_NL IQ4_XS), on
+ * Q5_1 Q8_0), quant_kquants.c (Q2_K..Q6_K), quant_iq4.c (IQ4_NL IQ4_XS),
+ * quant_mxfp4.c (MXFP4), on
  * the searches and packing helpers of quant_search.c. Every to_float is
  * ggml's dequantization bit for bit and every from_float ggml's
  * quantization byte for byte (docs/formats.md §3, §4; tested against
@@ -98,6 +99,7 @@ static const struct quant_traits traits[GGUF_TYPE_COUNT] = {
     QROW(IQ2_S, iq2_s),
     QROW(IQ3_XXS, iq3_xxs),
     QROW(IQ3_S, iq3_s),
+    QROW(MXFP4, mxfp4),
 };
 
 const struct quant_traits *quant_traits_get(uint32_t t)

@@ -173,4 +173,10 @@ void quant__to_float_iq3_s(const void *b, float *y, uint64_t n);
 void quant__from_float_iq3_xxs(const float *x, void *b, uint64_t n, const float *qw);
 void quant__from_float_iq3_s(const float *x, void *b, uint64_t n, const float *qw);
 
+/* MXFP4 (quant_mxfp4.c): ggml's doubled E2M1 levels and its half E8M0 scale */
+extern const int8_t quant__mxfp4_values[16];
+float quant__e8m0_half(uint8_t e);
+void quant__to_float_mxfp4(const void *b, float *y, uint64_t n);
+void quant__from_float_mxfp4(const float *x, void *b, uint64_t n, const float *qw);
+
 #endif /* MW_QUANT_INT_H */
