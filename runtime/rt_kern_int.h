@@ -212,6 +212,14 @@ RT__DECL_IQ2(RT__DECL_SDOT)
 #endif
 RT__DECL_DOT(f16_f16_ref);
 RT__DECL_DOT(bf16_bf16_ref);
+/* MXFP4 x Q8_0 (rt_kern_mxfp4.c) */
+RT__DECL_DOT(mxfp4_q8_0_ref);
+#if RT_HAVE_X86
+RT__DECL_DOT(mxfp4_q8_0_avx2);
+#endif
+#if RT_HAVE_NEON
+RT__DECL_DOT(mxfp4_q8_0_neon);
+#endif
 
 void rt_quantize_f32_ref(const float *x, void *out, uint64_t n);
 void rt_quantize_f16_ref(const float *x, void *out, uint64_t n);

@@ -96,7 +96,7 @@ static const uint32_t wtypes[] = {
     GGUF_TYPE_Q3_K, GGUF_TYPE_Q4_K, GGUF_TYPE_Q5_K, GGUF_TYPE_Q6_K,
     GGUF_TYPE_IQ1_S, GGUF_TYPE_IQ1_M,
     GGUF_TYPE_IQ3_XXS, GGUF_TYPE_IQ3_S,
-    GGUF_TYPE_IQ2_XXS, GGUF_TYPE_IQ2_XS, GGUF_TYPE_IQ2_S,
+    GGUF_TYPE_IQ2_XXS, GGUF_TYPE_IQ2_XS, GGUF_TYPE_IQ2_S, GGUF_TYPE_MXFP4,
 };
 #define N_WTYPES (int)(sizeof wtypes / sizeof wtypes[0])
 
@@ -178,6 +178,8 @@ static void make_weights(uint32_t t, uint64_t n, enum wpat pat, struct rng *r, u
                 mw_put_le16(blk + 48 + 2 * k, (uint16_t)((mw_le16(blk + 48 + 2 * k) & 0x0FFF) |
                                                          (((h >> (4 * k)) & 0xF) << 12)));
         }
+        if (t == GGUF_TYPE_MXFP4) /* E8M0 exponent: finite scales 2^-128 .. 2^-8 */
+            blk[0] = pat == W_ZERO_SCALES ? 0 : pat == W_ONES ? 120 : (uint8_t)(60 + rnd(r) % 61);
         if (pat == W_ZERO_SCALES) { /* also the integer sub-block scales */
             if (t == GGUF_TYPE_Q2_K) memset(blk, 0, 16);
             if (t == GGUF_TYPE_Q4_K || t == GGUF_TYPE_Q5_K) memset(blk + 4, 0, 12);

@@ -1,0 +1,147 @@
+/*
+ * runtime/rt_kern_mxfp4.c — MXFP4 x Q8_0 mat-vec kernels (gpt-oss experts;
+ * docs/formats.md §3.7): the scalar reference, AVX2 and NEON.
+ *
+ * As ggml's vec_dot_mxfp4_q8_0, the activation is quantized to Q8_0 and a
+ * block's 32 doubled E2M1 levels (int8, |q| <= 12) are dotted with its 32
+ * int8 activations in integers; the block's float is then the product of
+ * the half-E8M0 scale and the activation's f16 scale times that integer.
+ * The float combine is the one every 32-element kernel here shares
+ * (rt_kern_legacy.c): block b's value goes to partial b % 4,
+ *
+ *   p[b % 4] += (dw * da) * (float)isum,   result (p0 + p1) + (p2 + p3)
+ *
+ * dw = 2^(e-128) (ggml's GGML_E8M0_TO_FP32_HALF, quant__e8m0_half), da the
+ * activation's f16 d. The integer sums are exact in every variant (|isum| <=
+ * 32 * 12 * 128; the SIMD variants widen to 16 bits before multiplying, so
+ * an activation of -128 is exact too) and the float operations are the
+ * reference's, in its order: the same bits on every CPU.
+ */
+#include "runtime/rt_kern_int.h"
+
+#include "quant/quant_int.h"
+
+#define RT_BS_MXFP4 17
+
+static inline float e8m0_half(uint8_t e) { return quant__e8m0_half(e); }
+
+void rt_dot_mxfp4_q8_0_ref(uint64_t n, float *out, const void *wv, const void *av)
+{
+    const uint8_t *w = wv;
+    const struct rt_block_q8_0 *a = av;
+    float p[RT_NACC] = {0};
+    for (uint64_t b = 0; b < n / 32; b++, w += RT_BS_MXFP4) {
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++) {
+            isum += (int32_t)quant__mxfp4_values[w[1 + j] & 0x0F] * a[b].qs[j];
+            isum += (int32_t)quant__mxfp4_values[w[1 + j] >> 4] * a[b].qs[j + 16];
+        }
+        p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)isum;
+    }
+    *out = rt__reduce4(p);
+}
+
+#if RT_HAVE_X86
+#include <immintrin.h>
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+#endif
+
+/* The integer dot of one block: levels by a byte shuffle of the 16-entry
+ * table, both operands widened to int16, VPMADDWD pairs (|pair| <= 2 * 12 *
+ * 128), the eight int32 lanes summed. */
+static inline int32_t blk_avx2(const uint8_t *w, const int8_t *a)
+{
+    const __m128i tab = _mm_loadu_si128((const __m128i *)quant__mxfp4_values);
+    const __m128i qs = _mm_loadu_si128((const __m128i *)(w + 1));
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_shuffle_epi8(tab, _mm_and_si128(qs, m4));
+    const __m128i hi = _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(qs, 4), m4));
+    const __m256i a0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a));
+    const __m256i a1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + 16)));
+    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(lo), a0),
+                                       _mm256_madd_epi16(_mm256_cvtepi8_epi16(hi), a1));
+    const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    const __m128i h2 = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+    return _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xB1)));
+}
+
+void rt_dot_mxfp4_q8_0_avx2(uint64_t n, float *out, const void *wv, const void *av)
+{
+    const uint8_t *w = wv;
+    const struct rt_block_q8_0 *a = av;
+    const uint64_t nb = n / 32;
+    __m128 acc = _mm_setzero_ps();
+    uint64_t b = 0;
+    for (; b + 4 <= nb; b += 4, w += 4 * RT_BS_MXFP4) {
+        const __m128i is = _mm_setr_epi32(blk_avx2(w, a[b].qs),
+                                          blk_avx2(w + RT_BS_MXFP4, a[b + 1].qs),
+                                          blk_avx2(w + 2 * RT_BS_MXFP4, a[b + 2].qs),
+                                          blk_avx2(w + 3 * RT_BS_MXFP4, a[b + 3].qs));
+        const __m128 dw = _mm_setr_ps(e8m0_half(w[0]), e8m0_half(w[RT_BS_MXFP4]),
+                                      e8m0_half(w[2 * RT_BS_MXFP4]), e8m0_half(w[3 * RT_BS_MXFP4]));
+        const uint16_t h[4] = {a[b].d, a[b + 1].d, a[b + 2].d, a[b + 3].d};
+        const __m128 da = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h));
+        acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dw, da), _mm_cvtepi32_ps(is)));
+    }
+    float p[RT_NACC];
+    _mm_storeu_ps(p, acc);
+    for (; b < nb; b++, w += RT_BS_MXFP4)
+        p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_avx2(w, a[b].qs);
+    *out = rt__reduce4(p);
+}
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#endif /* RT_HAVE_X86 */
+
+#if RT_HAVE_NEON
+#include <arm_neon.h>
+
+/* One block: levels by TBL, SMULL/SMLAL2 into 16-bit lanes (|lane| <= 2 *
+ * 12 * 128), pairwise into 32 bits, summed. */
+static inline int32_t blk_neon(const uint8_t *w, const int8_t *a)
+{
+    const int8x16_t tab = vld1q_s8(quant__mxfp4_values);
+    const uint8x16_t qs = vld1q_u8(w + 1);
+    const int8x16_t lo = vqtbl1q_s8(tab, vandq_u8(qs, vdupq_n_u8(0x0F)));
+    const int8x16_t hi = vqtbl1q_s8(tab, vshrq_n_u8(qs, 4));
+    const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
+    int16x8_t p0 = vmull_s8(vget_low_s8(lo), vget_low_s8(a0));
+    p0 = vmlal_high_s8(p0, lo, a0);
+    int16x8_t p1 = vmull_s8(vget_low_s8(hi), vget_low_s8(a1));
+    p1 = vmlal_high_s8(p1, hi, a1);
+    return vaddvq_s32(vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
+}
+
+void rt_dot_mxfp4_q8_0_neon(uint64_t n, float *out, const void *wv, const void *av)
+{
+    const uint8_t *w = wv;
+    const struct rt_block_q8_0 *a = av;
+    const uint64_t nb = n / 32;
+    float32x4_t acc = vdupq_n_f32(0.0f);
+    uint64_t b = 0;
+    for (; b + 4 <= nb; b += 4, w += 4 * RT_BS_MXFP4) {
+        const int32_t is[4] = {blk_neon(w, a[b].qs), blk_neon(w + RT_BS_MXFP4, a[b + 1].qs),
+                               blk_neon(w + 2 * RT_BS_MXFP4, a[b + 2].qs),
+                               blk_neon(w + 3 * RT_BS_MXFP4, a[b + 3].qs)};
+        const float dw[4] = {e8m0_half(w[0]), e8m0_half(w[RT_BS_MXFP4]),
+                             e8m0_half(w[2 * RT_BS_MXFP4]), e8m0_half(w[3 * RT_BS_MXFP4])};
+        const uint16_t h[4] = {a[b].d, a[b + 1].d, a[b + 2].d, a[b + 3].d};
+        const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
+        acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(vld1q_f32(dw), da), vcvtq_f32_s32(vld1q_s32(is))));
+    }
+    float p[RT_NACC];
+    vst1q_f32(p, acc);
+    for (; b < nb; b++, w += RT_BS_MXFP4)
+        p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_neon(w, a[b].qs);
+    *out = rt__reduce4(p);
+}
+#endif /* RT_HAVE_NEON */
