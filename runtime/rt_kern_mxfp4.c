@@ -19,11 +19,21 @@
  */
 #include "runtime/rt_kern_int.h"
 
-#include "quant/quant_int.h"
-
 #define RT_BS_MXFP4 17
 
-static inline float e8m0_half(uint8_t e) { return quant__e8m0_half(e); }
+/* ggml's kvalues_mxfp4 (equal to quant's table: check_rt_kernels compares
+ * the kernels with quant's dequantization) */
+static const int8_t mx_values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* 2^(e-128): the float of exponent field e-1, or the subnormals 2^-127
+ * (e = 1) and 2^-128 (e = 0) */
+static inline float e8m0_half(uint8_t e)
+{
+    const uint32_t u = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
 
 void rt_dot_mxfp4_q8_0_ref(uint64_t n, float *out, const void *wv, const void *av)
 {
@@ -33,8 +43,8 @@ void rt_dot_mxfp4_q8_0_ref(uint64_t n, float *out, const void *wv, const void *a
     for (uint64_t b = 0; b < n / 32; b++, w += RT_BS_MXFP4) {
         int32_t isum = 0;
         for (int j = 0; j < 16; j++) {
-            isum += (int32_t)quant__mxfp4_values[w[1 + j] & 0x0F] * a[b].qs[j];
-            isum += (int32_t)quant__mxfp4_values[w[1 + j] >> 4] * a[b].qs[j + 16];
+            isum += (int32_t)mx_values[w[1 + j] & 0x0F] * a[b].qs[j];
+            isum += (int32_t)mx_values[w[1 + j] >> 4] * a[b].qs[j + 16];
         }
         p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)isum;
     }
@@ -56,7 +66,7 @@ void rt_dot_mxfp4_q8_0_ref(uint64_t n, float *out, const void *wv, const void *a
  * 128), the eight int32 lanes summed. */
 static inline int32_t blk_avx2(const uint8_t *w, const int8_t *a)
 {
-    const __m128i tab = _mm_loadu_si128((const __m128i *)quant__mxfp4_values);
+    const __m128i tab = _mm_loadu_si128((const __m128i *)mx_values);
     const __m128i qs = _mm_loadu_si128((const __m128i *)(w + 1));
     const __m128i m4 = _mm_set1_epi8(0x0F);
     const __m128i lo = _mm_shuffle_epi8(tab, _mm_and_si128(qs, m4));
@@ -109,7 +119,7 @@ void rt_dot_mxfp4_q8_0_avx2(uint64_t n, float *out, const void *wv, const void *
  * 12 * 128), pairwise into 32 bits, summed. */
 static inline int32_t blk_neon(const uint8_t *w, const int8_t *a)
 {
-    const int8x16_t tab = vld1q_s8(quant__mxfp4_values);
+    const int8x16_t tab = vld1q_s8(mx_values);
     const uint8x16_t qs = vld1q_u8(w + 1);
     const int8x16_t lo = vqtbl1q_s8(tab, vandq_u8(qs, vdupq_n_u8(0x0F)));
     const int8x16_t hi = vqtbl1q_s8(tab, vshrq_n_u8(qs, 4));
