@@ -54,6 +54,11 @@
 # which the shim serves (bench/llamacpp_shim/transformers/_tok.py
 # SpmJsonTokenizer: vocabulary, added and special tokens).
 #
+# gpt-oss: gptoss (GptOssForCausalLM in gpt-oss-20b's layout, MXFP4 experts,
+# o200k_harmony): the converter's GptOssModel repacks the experts' blocks
+# and scales itself (no dequantization), so every output type keeps them
+# MXFP4 and f16/bf16 files say file type MOSTLY_MXFP4_MOE (38).
+#
 # Shim: Debian's torch 1.13 lacks names and there is no `transformers`;
 # bench/llamacpp_shim provides AutoConfig (with Gemma3TextConfig defaults for
 # a sparse text_config) and a minimal AutoTokenizer over tokenizer.json
@@ -79,7 +84,7 @@ kinds=("$@")
 [ ${#kinds[@]} -gt 0 ] || kinds=(qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src
                                   qwen3moe mixtral qwen2moe qwen3moe-fused
                                   qwen35 qwen35moe qwen3next qwen35-causal qwen35moe-causal
-                                  phi4mini gemma4e2b gemma4moe gemma4dense)
+                                  phi4mini gemma4e2b gemma4moe gemma4dense gptoss)
 commit=$(git -C "$LLAMA" log -1 --format=%H 2> /dev/null || echo unknown)
 for k in "${kinds[@]}"; do
     # k: a fixture kind, or gemma2-f16src (gemma2 with F16 weights: the

@@ -176,6 +176,7 @@ enum hf_arch {
     HF_ARCH_QWEN3NEXT, /* Qwen3NextForCausalLM -> "qwen3next" (fused in_proj_qkvz / ba) */
     HF_ARCH_GEMMA4,    /* Gemma4ForCausalLM, text model of Gemma4ForConditionalGeneration
                         * -> "gemma4" (convert only; hf_gemma4.c) */
+    HF_ARCH_GPTOSS,    /* GptOssForCausalLM -> "gpt-oss" (MXFP4 experts; hf_gptoss.c) */
     HF_ARCH_COUNT
 };
 
@@ -184,6 +185,7 @@ enum hf_rope_scaling {
     HF_ROPE_LINEAR,   /* llama.rope.scaling.type "linear" + factor */
     HF_ROPE_LLAMA3,   /* rope_freqs.weight tensor */
     HF_ROPE_LONGROPE, /* phi3: rope_factors_long/short.weight + rope.scaling.attn_factor */
+    HF_ROPE_YARN,     /* gpt-oss: rope.scaling.type "yarn", factor, original context, betas */
 };
 
 /* FFN gate activation of a family. */
@@ -201,6 +203,9 @@ enum hf_quant_method {
                    * weight_block_size, or one per tensor / row without it) */
     HF_QM_CT_FP8, /* quant_method "compressed-tensors", format "float-quantized", 8-bit
                    * float weights: "<w>_scale" per tensor, channel or block */
+    HF_QM_MXFP4,  /* quant_method "mxfp4" (gpt-oss): the experts as "<w>_blocks" (U8, two
+                   * E2M1 a byte) + "<w>_scales" (U8 E8M0, one per 32), repacked to ggml's
+                   * MXFP4 blocks without decoding (hf_gptoss.c) */
 };
 struct hf_quant_cfg {
     enum hf_quant_method method;
@@ -289,6 +294,11 @@ struct hf_config {
     bool g4_k_eq_v;               /* attention_k_eq_v: full layers have no v_proj */
     bool g4_has_n_ff_exp;         /* moe_intermediate_size present */
     uint64_t g4_swa[8];           /* bit il: layer il is sliding_attention */
+    /* --- gpt-oss (zero elsewhere; hf_gptoss.c) --- */
+    uint32_t yarn_has;            /* HF_ROPE_YARN: bits 1 extrapolation_factor, 2
+                                   * attention_factor, 4 beta_fast, 8 beta_slow present */
+    double yarn_ext_factor, yarn_attn_factor, yarn_beta_fast, yarn_beta_slow;
+    float swiglu_limit;           /* swiglu_limit (llama.cpp's graph: 7.0) */
 };
 
 /* Parse config.json text (len bytes, need not be NUL-terminated); name is the
@@ -338,6 +348,10 @@ enum hf_xform {
                        * for an F16 source, else in F32), then the output type */
     HF_XFORM_NEG_EXP, /* qwen35 A_log -> ssm_a: -exp(w) in F32 with torch's float exp
                        * (SLEEF's expf_u10, FMA: hf__torch_expf) */
+    HF_XFORM_MXFP4,   /* gpt-oss experts: src the U8 *_blocks [X, rows, n/32, 16], aux the
+                       * *_scales [X, rows, n/32]; rows sel_first, +sel_step, ... repacked
+                       * into ggml MXFP4 blocks (docs/formats.md §6.10) */
+    HF_XFORM_SPLIT,   /* gpt-oss gate_up bias [X, 2F]: columns sel_first, +sel_step, ... as F32 */
 };
 
 /* One output tensor of a conversion. */
@@ -366,6 +380,10 @@ struct hf_plan_tensor {
     uint32_t n_src;
     const struct hf_st_tensor *const *srcs;
     const struct hf_st *const *srcs_shard;
+    /* HF_XFORM_MXFP4 / HF_XFORM_SPLIT (hf_gptoss.c) */
+    const struct hf_st_tensor *aux;
+    const struct hf_st *aux_shard;
+    uint32_t sel_first, sel_step;
 };
 
 enum hf_out_type {

@@ -626,6 +626,7 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
     if ((unsigned)ot >= HF_OUT_COUNT)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "invalid output type");
     if (c->arch == HF_ARCH_GEMMA4) return hf__gemma4_plan(m, ot, out, err);
+    if (c->arch == HF_ARCH_GPTOSS) return hf__gptoss_plan(m, ot, out, err);
     struct hf_plan *p = calloc(1, sizeof *p);
     /* + rope_freqs or the two LongRoPE factor tensors, + one per layer: a
      * fused gate_up_proj gives two */

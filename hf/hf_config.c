@@ -34,6 +34,7 @@ static const struct {
     {"Qwen3NextForCausalLM", HF_ARCH_QWEN3NEXT},
     {"Gemma4ForCausalLM", HF_ARCH_GEMMA4},
     {"Gemma4ForConditionalGeneration", HF_ARCH_GEMMA4},
+    {"GptOssForCausalLM", HF_ARCH_GPTOSS},
 };
 
 static const char *const arch_short[HF_ARCH_COUNT] = {
@@ -51,6 +52,7 @@ static const char *const arch_short[HF_ARCH_COUNT] = {
     [HF_ARCH_QWEN35MOE] = "qwen35moe",
     [HF_ARCH_QWEN3NEXT] = "qwen3next",
     [HF_ARCH_GEMMA4] = "gemma4",
+    [HF_ARCH_GPTOSS] = "gptoss",
 };
 
 /* config.json model_type of each architecture (Gemma 3: see cfg_family) */
@@ -69,6 +71,7 @@ static const char *const arch_model_type[HF_ARCH_COUNT] = {
     [HF_ARCH_QWEN35MOE] = "qwen3_5_moe",
     [HF_ARCH_QWEN3NEXT] = "qwen3_next",
     [HF_ARCH_GEMMA4] = "gemma4",
+    [HF_ARCH_GPTOSS] = "gpt_oss",
 };
 
 static const char *const arch_gguf[HF_ARCH_COUNT] = {
@@ -86,12 +89,13 @@ static const char *const arch_gguf[HF_ARCH_COUNT] = {
     [HF_ARCH_QWEN35MOE] = "qwen35moe",
     [HF_ARCH_QWEN3NEXT] = "qwen3next",
     [HF_ARCH_GEMMA4] = "gemma4",
+    [HF_ARCH_GPTOSS] = "gpt-oss",
 };
 
 bool hf_arch_is_moe(enum hf_arch a)
 {
     return a == HF_ARCH_QWEN2MOE || a == HF_ARCH_QWEN3MOE || a == HF_ARCH_MIXTRAL ||
-           a == HF_ARCH_QWEN35MOE || a == HF_ARCH_QWEN3NEXT;
+           a == HF_ARCH_QWEN35MOE || a == HF_ARCH_QWEN3NEXT || a == HF_ARCH_GPTOSS;
 }
 
 bool hf_arch_is_delta_net(enum hf_arch a)
@@ -846,7 +850,7 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
                      "Qwen3MoeForCausalLM, MixtralForCausalLM, Qwen3_5ForCausalLM, "
                      "Qwen3_5ForConditionalGeneration, Qwen3_5MoeForCausalLM, "
                      "Qwen3_5MoeForConditionalGeneration, Qwen3NextForCausalLM, "
-                     "Gemma4ForCausalLM, Gemma4ForConditionalGeneration)", an);
+                     "Gemma4ForCausalLM, Gemma4ForConditionalGeneration, GptOssForCausalLM)", an);
         goto out;
     }
     snprintf(c->hf_arch_name, sizeof c->hf_arch_name, "%s", an);
@@ -858,6 +862,10 @@ enum mw_status hf_config_parse(const char *json, size_t len, const char *name,
     }
     if (c->arch == HF_ARCH_GEMMA4) {
         s = hf__cfg_gemma4(root, c, err);
+        goto out;
+    }
+    if (c->arch == HF_ARCH_GPTOSS) {
+        s = hf__cfg_gptoss(root, c, err);
         goto out;
     }
     if (c->arch == HF_ARCH_QWEN3 || c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3 ||

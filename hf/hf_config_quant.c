@@ -8,8 +8,11 @@
  *    "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float",
  *    "strategy": "tensor" | "channel" | "block", "block_structure": [..]}}}}
  *
- * Anything else is refused naming its JSON path (MXFP4 and the integer
- * formats are other decoders, not yet here). */
+ *   {"quant_method": "mxfp4", "modules_to_not_convert": [..]}   (gpt-oss: the
+ *    experts as *_blocks + *_scales, repacked by hf_gptoss.c, never decoded)
+ *
+ * Anything else is refused naming its JSON path (the integer formats are
+ * other decoders, not yet here). */
 #include "hf/hf_int.h"
 
 #include <stdio.h>
@@ -117,7 +120,19 @@ enum mw_status hf__cfg_quant(const cJSON *root, struct hf_config *c, struct mw_e
                             "expected a string");
     if (strcmp(qm->valuestring, "fp8") == 0) return cfg_fp8(q, &c->quant, err);
     if (strcmp(qm->valuestring, "compressed-tensors") == 0) return cfg_ct(q, &c->quant, err);
+    if (strcmp(qm->valuestring, "mxfp4") == 0) {
+        if (c->arch != HF_ARCH_GPTOSS)
+            return hf__cfg_fail(err, MW_E_UNSUPPORTED, "quantization_config.quant_method",
+                                "mxfp4 is read for GptOssForCausalLM only (its expert layout)");
+        const cJSON *nc = hf__cfg_member(q, "modules_to_not_convert");
+        if (nc && !cJSON_IsArray(nc))
+            return hf__cfg_fail(err, MW_E_FORMAT, "quantization_config.modules_to_not_convert",
+                                "expected an array of module names");
+        c->quant.method = HF_QM_MXFP4;
+        return MW_OK;
+    }
     return hf__cfg_fail(err, MW_E_UNSUPPORTED, "quantization_config.quant_method",
-                        "'%.40s' is not supported (fp8, compressed-tensors with FP8 weights)",
+                        "'%.40s' is not supported (fp8, compressed-tensors with FP8 weights, "
+                        "mxfp4 for gpt-oss)",
                         qm->valuestring);
 }

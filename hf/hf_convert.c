@@ -201,6 +201,8 @@ enum mw_status hf_plan_stream_tensor_mt(const struct hf_plan *p, uint64_t i, siz
                                   (unsigned long long)i);
     if (chunk_bytes == 0) chunk_bytes = HF_DEFAULT_CHUNK;
     const struct hf_plan_tensor *e = &p->t[i];
+    if (e->xform == HF_XFORM_MXFP4 || e->xform == HF_XFORM_SPLIT)
+        return hf__gptoss_stream(e, chunk_bytes, sink, ud, err);
     if (e->n_src == 0) return stream_entry(p, e, chunk_bytes, pool, sink, ud, err);
     /* stacked experts: expert by expert, each a 2-D tensor of its own
      * source (own shard, own dtype) streamed and released like any other:
@@ -368,6 +370,7 @@ static enum mw_status set_arch_kvs(struct gguf_writer *w, const struct hf_config
         return set_family_kvs(w, c, ot, err);
     if (hf_arch_is_delta_net(c->arch)) return set_delta_net_kvs(w, c, ot, err);
     if (c->arch == HF_ARCH_GEMMA4) return hf__gemma4_kvs(w, c, ot, err);
+    if (c->arch == HF_ARCH_GPTOSS) return hf__gptoss_kvs(w, c, ot, err);
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
     TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
     TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));

@@ -198,4 +198,18 @@ enum mw_status hf__gemma4_plan(const struct hf_model *m, enum hf_out_type ot, st
 enum mw_status hf__gemma4_kvs(struct gguf_writer *w, const struct hf_config *c, enum hf_out_type ot,
                               struct mw_err *err);
 
+/* --- hf_gptoss.c: gpt-oss (config, tensors, keys, MXFP4 repacking) ------- */
+
+/* config.json of GptOssForCausalLM into c. */
+enum mw_status hf__cfg_gptoss(const cJSON *root, struct hf_config *c, struct mw_err *err);
+/* The conversion plan of a gpt-oss checkpoint (hf_plan_build's). */
+enum mw_status hf__gptoss_plan(const struct hf_model *m, enum hf_out_type ot, struct hf_plan **out,
+                               struct mw_err *err);
+/* The gpt-oss.* keys in llama.cpp's converter's order (general.file_type among them). */
+enum mw_status hf__gptoss_kvs(struct gguf_writer *w, const struct hf_config *c, enum hf_out_type ot,
+                              struct mw_err *err);
+/* The bytes of an HF_XFORM_MXFP4 / HF_XFORM_SPLIT entry through sink. */
+enum mw_status hf__gptoss_stream(const struct hf_plan_tensor *e, size_t chunk_bytes, hf_sink_fn sink,
+                                 void *ud, struct mw_err *err);
+
 #endif /* MW_HF_INT_H */
