@@ -118,10 +118,13 @@ enum rt_arch {
     RT_ARCH_QWEN35 = 8,    /* "qwen35": gated delta net layers + gated full attention */
     RT_ARCH_QWEN35MOE = 9, /* "qwen35moe": qwen35 with routed experts + gated shared expert */
     RT_ARCH_QWEN3NEXT = 10, /* "qwen3next": qwen35moe's mixer, V heads not reordered, NEOX RoPE */
+    RT_ARCH_GPTOSS = 12,    /* "gpt-oss": attention sinks, alternating sliding layers, YaRN,
+                             * biased experts with softmax over the top-k logits and the
+                             * clamped SwiGLU (rt_model_gptoss.c, rt_gptoss.c) */
 };
 
 /* FFN gate activation: act(gate) * up. */
-enum rt_act { RT_ACT_SILU = 0, RT_ACT_GELU_TANH = 1 };
+enum rt_act { RT_ACT_SILU = 0, RT_ACT_GELU_TANH = 1, RT_ACT_SWIGLU_OAI = 2 /* gpt-oss */ };
 
 /* Hyper-parameters as read and checked from the file. */
 struct rt_hparams {
@@ -175,6 +178,10 @@ struct rt_hparams {
                              * (expert_shared_feed_forward_length, default n_ff); else 0 */
     bool moe_norm_w;        /* top-k weights divided by their sum (llama, qwen3moe; not
                              * qwen2moe), as llama.cpp's build_moe_ffn norm_w */
+    bool moe_softmax_w;     /* gpt-oss: the top k of the router logits, then softmax over
+                             * those k (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT) */
+    bool rope_yarn;         /* rope.scaling.type yarn (gpt-oss): ext_factor 1, beta_fast 32,
+                             * beta_slow 1 over n_ctx_orig, cos/sin scaled as llama.cpp */
     /* --- gated delta net (qwen35, qwen35moe, qwen3next; all zero elsewhere).
      * Layer il is recurrent iff full_attn_interval && (il + 1) % full_attn_interval
      * != 0 (llama.cpp derives it so, it never reads layer_types); the other

@@ -163,10 +163,12 @@ attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32
             }
         }
     }
+    const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
     for (uint32_t r = 0; r < n_rep; r++) {
+        const float sm = sk ? rt_attn_sink(sk[g * n_rep + r], &M[r], &S[r]) : 1.0f;
         const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
         const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
-        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = rt__h2f(a[i]) * iv;
+        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = (rt__h2f(a[i]) * sm) * iv;
     }
 }
 
@@ -338,10 +340,12 @@ static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch
             S[r] = S[r] * ms + vs;
         }
     }
+    const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
     for (uint32_t r = 0; r < n_rep; r++) {
+        const float sm = sk ? rt_attn_sink(sk[g * n_rep + r], &M[r], &S[r]) : 1.0f;
         const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
         const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
-        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = rt__h2f(a[i]) * iv;
+        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = (rt__h2f(a[i]) * sm) * iv;
     }
 }
 #endif
@@ -396,15 +400,17 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
             S[r] = S[r] * ms + vs;
         }
     }
+    const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
     for (uint32_t r = 0; r < n_rep; r++) {
+        const float sm = sk ? rt_attn_sink(sk[g * n_rep + r], &M[r], &S[r]) : 1.0f;
         const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
         float *o = out + (uint64_t)r * hd;
         if (f16) {
             const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
-            for (uint32_t i = 0; i < hd; i++) o[i] = rt__h2f(a[i]) * iv;
+            for (uint32_t i = 0; i < hd; i++) o[i] = (rt__h2f(a[i]) * sm) * iv;
         } else {
             const float *a = ts->acc + (uint64_t)r * hd;
-            for (uint32_t i = 0; i < hd; i++) o[i] = a[i] * iv;
+            for (uint32_t i = 0; i < hd; i++) o[i] = (a[i] * sm) * iv;
         }
     }
 }

@@ -501,12 +501,15 @@ attn_tiled_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t i
             }
         }
     }
+    const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
     for (uint32_t qi = 0; qi < nq; qi++) {
         float *out = c->xb + (uint64_t)(b0 + qi) * c->xb_ld + (uint64_t)g * n_rep * hd;
         for (uint32_t r = 0; r < n_rep; r++) {
             const uint32_t h = qi * n_rep + r;
+            const float sm = sk ? rt_attn_sink(sk[g * n_rep + r], &M[h], &S[h]) : 1.0f;
             const float iv = S[h] == 0.0f ? 0.0f : 1.0f / S[h];
-            for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = ts->acc[(uint64_t)h * hd + i] * iv;
+            for (uint32_t i = 0; i < hd; i++)
+                out[(uint64_t)r * hd + i] = (ts->acc[(uint64_t)h * hd + i] * sm) * iv;
         }
     }
 }

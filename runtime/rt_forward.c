@@ -224,7 +224,10 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
             for (uint64_t i = 0; i < E; i++) x[i] *= escale;
         for (uint32_t t = 0; t < c->n_rope; t++) {
             float *rc = c->rope + ((uint64_t)t * c->n_batch + b) * hp->n_rot;
-            rt_rope_cache_ex(hp->n_rot, &c->rope_p[t], c->rope_ff, (int32_t)(pos0 + b), rc);
+            if (hp->rope_yarn) /* gpt-oss */
+                rt_rope_cache_yarn(hp, hp->n_rot, &c->rope_p[t], c->rope_ff, (int32_t)(pos0 + b), rc);
+            else
+                rt_rope_cache_ex(hp->n_rot, &c->rope_p[t], c->rope_ff, (int32_t)(pos0 + b), rc);
             rt_rope_text_sections(hp, rc);
         }
     }

@@ -39,6 +39,11 @@ struct rt_layer {
     const float *bo;        /* (n_embd) */
     const float *bgate, *bup; /* (n_ff) */
     const float *bdown;     /* (n_embd) */
+    /* gpt-oss (NULL elsewhere) */
+    const float *attn_sinks;  /* (n_head) per-head logit in the softmax denominator only */
+    const float *b_gate_inp;  /* (n_expert) router bias */
+    const float *bgate_exps, *bup_exps; /* (n_expert, n_ff_exp) expert biases */
+    const float *bdown_exps;  /* (n_expert, n_embd) */
     const float *q_norm, *k_norm;  /* (head_dim) qwen3/gemma3, else NULL */
     const float *attn_post_norm;   /* (n_embd) gemma, else NULL */
     const float *ffn_post_norm;    /* (n_embd) gemma, else NULL */
@@ -101,7 +106,7 @@ struct rt_model {
 static inline bool rt__arch_is_moe(enum rt_arch a)
 {
     return a == RT_ARCH_QWEN2MOE || a == RT_ARCH_QWEN3MOE || a == RT_ARCH_QWEN35MOE ||
-           a == RT_ARCH_QWEN3NEXT;
+           a == RT_ARCH_QWEN3NEXT || a == RT_ARCH_GPTOSS;
 }
 /* Archs with gated delta net layers (rt_model.c's hybrid loader, rt_ssm.c). */
 static inline bool rt__arch_is_ssm(enum rt_arch a)

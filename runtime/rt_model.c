@@ -241,6 +241,8 @@ static enum mw_status read_family(struct ld *L)
     case RT_ARCH_QWEN35MOE:
     case RT_ARCH_QWEN3NEXT:
         return read_ssm(L);
+    case RT_ARCH_GPTOSS:
+        return read_gptoss(L);
     default:
         break;
     }
@@ -300,7 +302,7 @@ static enum mw_status read_moe(struct ld *L)
         FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
                  "unknown gating function %u (expected 1, softmax)", v);
     }
-    hp->moe_norm_w = hp->arch != RT_ARCH_QWEN2MOE;
+    hp->moe_norm_w = hp->arch != RT_ARCH_QWEN2MOE && hp->arch != RT_ARCH_GPTOSS;
     if (moe_arch) {
         if ((s = archkey_u32(L, "expert_feed_forward_length", false, hp->n_ff / used,
                              &hp->n_ff_exp, NULL)))
@@ -365,6 +367,11 @@ static enum mw_status read_hparams(struct ld *L)
         hp->attn_out_gate = true;
         hp->ssm_v_tiled = hp->arch != RT_ARCH_QWEN3NEXT;
         hp->ssm_ba_fused = hp->arch == RT_ARCH_QWEN3NEXT;
+    } else if (strcmp(arch, "gpt-oss") == 0) {
+        hp->arch = RT_ARCH_GPTOSS;
+        hp->rope_neox = true;
+        hp->act = RT_ACT_SWIGLU_OAI;
+        hp->moe_softmax_w = true;
     } else {
         FAIL_KEY(L, "general.architecture", MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                  "architecture '%.40s' (the runtime runs llama, mistral (as llama), mixtral "
@@ -483,11 +490,13 @@ static enum mw_status read_hparams(struct ld *L)
     float lin = 0.0f;
     if ((s = archkey_f32(L, "rope.scale_linear", false, 0.0f, &lin))) return s;
     hp->rope_freq_scale = 1.0f;
-    if (has_type && strcmp(stype, "none") != 0 && strcmp(stype, "linear") != 0)
+    /* gpt-oss: YaRN (llama.cpp's ext_factor 1 for rope scaling type yarn) */
+    hp->rope_yarn = has_type && strcmp(stype, "yarn") == 0 && hp->arch == RT_ARCH_GPTOSS;
+    if (has_type && strcmp(stype, "none") != 0 && strcmp(stype, "linear") != 0 && !hp->rope_yarn)
         FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                  "rope scaling '%.20s' (supported: none, linear)", stype);
     if (lin != 0.0f) factor = lin;
-    if ((!has_type || strcmp(stype, "linear") == 0) && factor != 0.0f) {
+    if ((!has_type || strcmp(stype, "linear") == 0 || hp->rope_yarn) && factor != 0.0f) {
         if (!(factor > 0.0f)) {
             snprintf(key, sizeof key, "%s.rope.scaling.factor", L->arch);
             FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 0)", (double)factor);
@@ -793,6 +802,10 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
         if (rt__arch_is_ssm(hp->arch)) {
             if (rt_layer_is_recurrent(hp, il)) ly->rec = n_rec++;
             if ((s = load_hybrid_layer(L, il, ly, &pos))) return s;
+            continue;
+        }
+        if (hp->arch == RT_ARCH_GPTOSS) {
+            if ((s = load_gptoss_layer(L, il, ly, &pos))) return s;
             continue;
         }
 #define NAME(suffix) (snprintf(nm, sizeof nm, "blk.%u." suffix, il), nm)

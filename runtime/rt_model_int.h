@@ -70,6 +70,12 @@ enum mw_status rt__ld_read_ssm(struct ld *L);
 enum mw_status rt__ld_load_hybrid_layer(struct ld *L, uint32_t il, struct rt_layer *ly,
                                         uint64_t *pos);
 
+/* gpt-oss (rt_model_gptoss.c): its keys (after the common ones), one layer's
+ * tensors. */
+enum mw_status rt__ld_read_gptoss(struct ld *L);
+enum mw_status rt__ld_load_gptoss_layer(struct ld *L, uint32_t il, struct rt_layer *ly,
+                                        uint64_t *pos);
+
 /* The short names the two files use. */
 #define fail_key rt__ld_fail_key
 #define kv_find rt__ld_kv_find
@@ -84,5 +90,7 @@ enum mw_status rt__ld_load_hybrid_layer(struct ld *L, uint32_t il, struct rt_lay
 #define read_nextn rt__ld_read_nextn
 #define read_ssm rt__ld_read_ssm
 #define load_hybrid_layer rt__ld_load_hybrid_layer
+#define read_gptoss rt__ld_read_gptoss
+#define load_gptoss_layer rt__ld_load_gptoss_layer
 
 #endif /* MW_RT_MODEL_INT_H */

@@ -29,6 +29,7 @@ struct moe_tok_stage {
     uint32_t n;                     /* items: tokens, or pairs (MOE_ACT) */
     const struct rt_act_plan *plan; /* MOE_ACT: the down matrices' activation format */
     bool shexp;                     /* MOE_COMBINE: add the shared expert's output (in xb) */
+    const struct rt_layer *ly;      /* the layer (gpt-oss: its router and expert biases) */
 };
 
 static void moe_tok_task(void *arg, unsigned ith, unsigned nth)
@@ -44,14 +45,28 @@ static void moe_tok_task(void *arg, unsigned ith, unsigned nth)
         switch (st->op) {
         case MOE_ROUTE: {
             const uint32_t K = hp->n_expert_used;
-            rt_moe_route(c->moe_probs + (uint64_t)b * hp->n_expert, hp->n_expert, K,
-                         hp->moe_norm_w, c->ts[ith].idx, c->moe_sel + (uint64_t)b * K,
-                         c->moe_w + (uint64_t)b * K);
+            float *lg = c->moe_probs + (uint64_t)b * hp->n_expert;
+            if (hp->moe_softmax_w) { /* gpt-oss: biased logits, top k, softmax over k */
+                if (st->ly->b_gate_inp)
+                    for (uint32_t e = 0; e < hp->n_expert; e++) lg[e] = lg[e] + st->ly->b_gate_inp[e];
+                rt_moe_route_softmax_w(lg, hp->n_expert, K, c->ts[ith].idx,
+                                       c->moe_sel + (uint64_t)b * K, c->moe_w + (uint64_t)b * K);
+                break;
+            }
+            rt_moe_route(lg, hp->n_expert, K, hp->moe_norm_w, c->ts[ith].idx,
+                         c->moe_sel + (uint64_t)b * K, c->moe_w + (uint64_t)b * K);
             break;
         }
         case MOE_ACT: { /* here b is a pair */
             float *g = c->moe_hg + (uint64_t)b * hp->n_ff_exp;
-            const float *u = c->moe_hu + (uint64_t)b * hp->n_ff_exp;
+            float *u = c->moe_hu + (uint64_t)b * hp->n_ff_exp;
+            if (st->ly->bgate_exps) { /* gpt-oss: ggml_add_id of the expert's biases */
+                const uint64_t off = (uint64_t)c->moe_sel[b] * hp->n_ff_exp;
+                for (uint32_t i = 0; i < hp->n_ff_exp; i++) {
+                    u[i] = u[i] + st->ly->bup_exps[off + i];
+                    g[i] = g[i] + st->ly->bgate_exps[off + i];
+                }
+            }
             rt_ffn_act(hp, g, u, hp->n_ff_exp);
             st->plan->fmt[0]->quantize(g, c->moe_act + (uint64_t)b * c->act_stride, hp->n_ff_exp);
             break;
@@ -69,6 +84,17 @@ static void moe_tok_task(void *arg, unsigned ith, unsigned nth)
             if (sh)
                 sg = hp->arch == RT_ARCH_QWEN2MOE ? rt_moe_shexp_gate(c->moe_sgate[b])
                                                   : 1.0f / (1.0f + expf(-c->moe_sgate[b]));
+            if (st->ly->bdown_exps) { /* gpt-oss: (down + bias) * weight, summed */
+                const int32_t *sel = c->moe_sel + (uint64_t)b * K;
+                const float *bd = st->ly->bdown_exps;
+                for (uint64_t i = 0; i < E; i++) {
+                    float acc = (o[i] + bd[(uint64_t)sel[0] * E + i]) * w[0];
+                    for (uint32_t e = 1; e < K; e++)
+                        acc = acc + (o[(uint64_t)e * E + i] + bd[(uint64_t)sel[e] * E + i]) * w[e];
+                    x[i] = acc + x[i];
+                }
+                break;
+            }
             for (uint64_t i = 0; i < E; i++) {
                 float acc = o[i] * w[0];
                 for (uint32_t e = 1; e < K; e++) acc = acc + o[(uint64_t)e * E + i] * w[e];
@@ -81,10 +107,11 @@ static void moe_tok_task(void *arg, unsigned ith, unsigned nth)
     }
 }
 
-static void run_moe_tok(struct rt_ctx *c, enum moe_op op, uint32_t n,
+static void run_moe_tok(struct rt_ctx *c, uint32_t il, enum moe_op op, uint32_t n,
                         const struct rt_act_plan *plan, bool shexp)
 {
-    struct moe_tok_stage st = {.c = c, .op = op, .n = n, .plan = plan, .shexp = shexp};
+    struct moe_tok_stage st = {.c = c, .op = op, .n = n, .plan = plan, .shexp = shexp,
+                               .ly = &c->m->layers[il]};
     mw_pool_run(c->pool, moe_tok_task, &st);
 }
 
@@ -226,7 +253,7 @@ void rt__moe_ffn(struct rt_ctx *c, uint32_t il, uint32_t n_tok)
         mm.job[1] = (struct rt_mm_job){&ly->gate_inp_shexp, c->act[plan.slot_of[1]], c->moe_sgate,
                                        1, NULL, false};
     rt__run_mm(c, &mm);
-    run_moe_tok(c, MOE_ROUTE, n_tok, NULL, false);
+    run_moe_tok(c, il, MOE_ROUTE, n_tok, NULL, false);
     moe_group(c, il, n_tok);
     moe_prefetch(c, il);
     /* routed experts: gate and up, act, down */
@@ -241,7 +268,7 @@ void rt__moe_ffn(struct rt_ctx *c, uint32_t il, uint32_t n_tok)
     mw_pool_run(c->pool, moe_mm_task, &ms);
     const struct rt_weight *dn[1] = {&ly->down_exps};
     rt__plan_acts(c, dn, 1, &plan);
-    run_moe_tok(c, MOE_ACT, n_tok * K, &plan, false);
+    run_moe_tok(c, il, MOE_ACT, n_tok * K, &plan, false);
     ms = (struct moe_stage){.c = c, .n_mat = 1, .w = {&ly->down_exps}, .act = {c->moe_act},
                             .by_pair = true, .y = {c->moe_out}, .ldy = hp->n_embd};
     mw_pool_run(c->pool, moe_mm_task, &ms);
@@ -266,5 +293,5 @@ void rt__moe_ffn(struct rt_ctx *c, uint32_t il, uint32_t n_tok)
         mm.job[0] = (struct rt_mm_job){&ly->wdown, c->act[0], c->xb, c->xb_ld, NULL, false};
         rt__run_mm(c, &mm);
     }
-    run_moe_tok(c, MOE_COMBINE, n_tok, NULL, shexp);
+    run_moe_tok(c, il, MOE_COMBINE, n_tok, NULL, shexp);
 }

@@ -145,6 +145,7 @@ void rt_geglu(float *g, const float *u, uint64_t n)
 void rt_ffn_act(const struct rt_hparams *hp, float *g, const float *u, uint64_t n)
 {
     if (hp->act == RT_ACT_GELU_TANH) rt_geglu(g, u, n);
+    else if (hp->act == RT_ACT_SWIGLU_OAI) rt_swiglu_oai(g, u, n);
     else rt_swiglu(g, u, n);
 }
 

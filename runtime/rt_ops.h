@@ -138,6 +138,35 @@ void rt_argsort_desc(const float *x, uint32_t n, int32_t *idx);
 void rt_moe_route(float *probs, uint32_t n_expert, uint32_t k, bool norm, int32_t *idx,
                   int32_t *sel, float *w);
 
+/* gpt-oss's routing (LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, rt_gptoss.c):
+ * sel[0..k) the first k of rt_argsort_desc(logits) (the biased router
+ * logits; idx: n_expert scratch), w = ggml_soft_max of those k logits (max,
+ * expf(l - max) summed in double, times (float)(1/sum)); no normalization. */
+void rt_moe_route_softmax_w(const float *logits, uint32_t n_expert, uint32_t k, int32_t *idx,
+                            int32_t *sel, float *w);
+/* gpt-oss's clamped SwiGLU (ggml_swiglu_oai, alpha 1.702, limit 7):
+ * x = min(g, 7), y = clamp(u, -7, 7), g = x / (1 + expf(1.702 * -x)) * (y + 1). */
+void rt_swiglu_oai(float *g, const float *u, uint64_t n);
+/* An attention sink (gpt-oss's attn_sinks) folded into a finished online
+ * softmax of running max *M and sum *S, as ggml's flash attention does:
+ * returns the factor the f32 accumulator is multiplied by before it is
+ * divided by the new *S. */
+float rt_attn_sink(float sink, float *M, float *S);
+/* ggml_rope_yarn_corr_dims: the first and last dimension YaRN blends. */
+void rt_rope_yarn_corr_dims(int n_dims, int n_ctx_orig, float base, float beta_fast,
+                            float beta_slow, float dims[2]);
+/* The RoPE table of rt_rope_cache_ex under YaRN (hp->rope_yarn, gpt-oss),
+ * as llama.cpp sets it up: ext_factor 1, betas 32 and 1 over n_ctx_orig
+ * (n_ctx_train when 0), cparams.yarn_attn_factor = get_mscale(1/freq_scale)
+ * / (1 + 0.1 ln(1/freq_scale)) times rope_attn_factor, and ggml's rope_yarn
+ * per pair: t = ti (1 - r) + te r with te = theta_i / ff_i, ti =
+ * freq_scale te, r = the ramp between the correction dimensions, cos/sin
+ * times attn factor * (1 + 0.1 ln(1/freq_scale)). p: the layer's base and
+ * freq scale (rt_rope_layer_params). */
+void rt_rope_cache_yarn(const struct rt_hparams *hp, uint32_t n_rot,
+                        const struct rt_rope_params *p, const float *freq_factors, int32_t pos,
+                        float *cache);
+
 /* qwen2moe's shared-expert gate from its logit x: ggml_div(ggml_silu(x), x),
  * i.e. (x / (1 + expf(-x))) / x (sigmoid as llama.cpp computes it; x == 0
  * gives 0.5, where ggml's 0/0 is NaN). */
