@@ -32,3 +32,13 @@ if(NOT CMAKE_CROSSCOMPILING)
   set_tests_properties(runtime_hybrid_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77
                        TIMEOUT 900 COST 100)
 endif()
+# memwall-run on gpt-oss (sinks, sliding layers, YaRN, MXFP4 experts with biases,
+# top-4-then-softmax routing, clamped SwiGLU) against llama.cpp itself:
+# tests/e2e/runtime_gptoss_peer.sh on mk_gptoss_gguf.py's fixture. Perplexity
+# within 0.3%, teacher-forced top-1 >= 98%, the same bits across steps,
+# threads and kernels, llama.cpp's greedy tokens.
+if(NOT CMAKE_CROSSCOMPILING)
+  mw_shell_test(runtime_gptoss_peer e2e/runtime_gptoss_peer.sh)
+  set_tests_properties(runtime_gptoss_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77
+                       TIMEOUT 300 COST 20)
+endif()

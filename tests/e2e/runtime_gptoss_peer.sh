@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# memwall-run on gpt-oss against llama.cpp itself (tests/peer: llama-peer =
+# llama.cpp 80fb11ac, CPU). Skipped (77) when llama-peer cannot be built
+# here, python3 or eval.txt is missing.
+#
+# Fixture: tests/fixtures/mk_gptoss_gguf.py (the converter's keys and tensor
+# names; hidden 128, 4 layers, even layers sliding over 32 positions, 4/2
+# heads of 64 with sinks, YaRN factor 32, 8 MXFP4 experts top-4 with biases,
+# F16 attention, byte-level BPE vocabulary). On eval.txt with
+# llama-perplexity's protocol, context 128 (four times the window), 4 chunks:
+#  - perplexity within 0.3% of `llama-peer ppl`;
+#  - teacher-forced on llama.cpp's float32 logits (--kl-divergence): top-1
+#    agreement >= 98% and mean KL < 0.001 (the MXFP4 experts multiply Q8_0
+#    activations, as ggml's vec_dot_mxfp4_q8_0);
+#  - the same logits, bit for bit, in steps of 16 on 2 threads, steps of 5
+#    on 3 threads and with the scalar kernels (MW_RT_KERNELS=scalar);
+#  - greedy decoding one token per call (the single-query attention path,
+#    its sinks and the sliding window past position 32): llama.cpp's 48
+#    greedy tokens fed back, our greedy choice equals llama.cpp's at each.
+source "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
+CTX=128
+CHUNKS=4
+BYTES=20000
+MIN_TOP=0.98
+MAX_KL=0.001
+
+need_peer
+have_python || skip "no python3"
+[ -f "$EVAL" ] || skip "no eval.txt"
+
+f="$T/gptoss.gguf"
+python3 "$MW_SRC/tests/fixtures/mk_gptoss_gguf.py" "$f" > "$T/e" 2>&1 ||
+    { fail "mk_gptoss_gguf.py: $(tail -2 "$T/e")"; finish; }
+theirs=$("$PEER" ppl "$f" "$EVAL" --ctx $CTX --bytes $BYTES --chunks $CHUNKS \
+             --save-logits "$T/theirs.logits" 2> "$T/e") ||
+    { fail "llama-peer ppl: $(tail -2 "$T/e")"; finish; }
+ours=$("$RUNBIN" -m "$f" --perplexity "$EVAL" -c $CTX --bytes $BYTES --chunks $CHUNKS \
+           --batch 16 -t 2 -q --save-logits "$T/ours16" 2> "$T/e") ||
+    { fail "memwall-run --perplexity: $(tail -2 "$T/e")"; finish; }
+a=$(ppl_of "$ours")
+b=$(ppl_of "$theirs")
+echo "ppl (ctx $CTX, $CHUNKS chunks, window 32): memwall $a, llama.cpp $b ($(reldiff "$a" "$b"))"
+close "$a" "$b" 0.003 || fail "perplexity $a vs llama.cpp $b: more than 0.3% apart"
+
+"$RUNBIN" -m "$f" --perplexity "$EVAL" -c $CTX --bytes $BYTES --chunks $CHUNKS --batch 5 -t 3 \
+    -q --save-logits "$T/ours5" > /dev/null 2> "$T/e" || fail "memwall-run --batch 5: $(tail -2 "$T/e")"
+MW_RT_KERNELS=scalar "$RUNBIN" -m "$f" --perplexity "$EVAL" -c $CTX --bytes $BYTES \
+    --chunks $CHUNKS --batch 16 -t 2 -q --save-logits "$T/ours_scalar" > /dev/null 2> "$T/e" ||
+    fail "memwall-run (scalar kernels): $(tail -2 "$T/e")"
+if cmp -s "$T/ours16" "$T/ours5" && cmp -s "$T/ours16" "$T/ours_scalar"; then
+    echo "steps of 5 on 3 threads, scalar kernels: the same logits, bit for bit"
+else
+    fail "logits differ between --batch 16 -t 2, --batch 5 -t 3 and the scalar kernels"
+fi
+
+kl=$("$RUNBIN" -m "$f" --perplexity "$EVAL" -c $CTX --bytes $BYTES --chunks $CHUNKS \
+         --kl-divergence "$T/theirs.logits" -t 2 -q 2> "$T/e") ||
+    { fail "memwall-run --kl-divergence: $(tail -2 "$T/e")"; finish; }
+top=$(awk '$1 == "same_top" { print $2 }' <<< "$kl")
+kld=$(awk '$1 == "kld" { print $2 }' <<< "$kl")
+scored=$(awk '$1 == "ppl" { print $8 }' <<< "$kl")
+echo "teacher-forced on llama.cpp's logits: top-1 $top over $scored positions, mean KL $kld"
+awk -v t="$top" -v m=$MIN_TOP 'BEGIN { exit !(t != "" && t >= m) }' ||
+    fail "top-1 agreement $top < $MIN_TOP"
+awk -v d="$kld" -v m=$MAX_KL 'BEGIN { exit !(d != "" && d < m) }' ||
+    fail "mean KL divergence $kld from llama.cpp's logits (>= $MAX_KL)"
+
+g=$("$PEER" generate "$f" "$PROMPT" 48 2> "$T/e") || { fail "llama-peer generate: $(tail -2 "$T/e")"; finish; }
+"$RUNBIN" -m "$f" -p "$PROMPT" --teacher "$g" -q -t 2 > "$T/teach" 2> "$T/e" ||
+    fail "memwall-run --teacher: $(tail -2 "$T/e")"
+same=$(awk '$1 == "step" && $4 == $7 { n++ } END { print n + 0 }' "$T/teach")
+steps=$(awk '$1 == "step" { n++ } END { print n + 0 }' "$T/teach")
+echo "greedy: llama.cpp's $steps tokens fed back one per call, our greedy choice agrees at $same"
+[ "$steps" -eq 48 ] && [ "$same" -eq 48 ] || fail "greedy decoding differs from llama.cpp's"
+finish
