@@ -182,6 +182,123 @@ RT__AVXF static inline float tdot_avx(const float *x, const float *y, uint32_t n
     return tsum8_plain(t);
 }
 
+/* The scores of one head (query q) against the tile's K rows kt: kq[tk] =
+ * -inf for tk < t0 (masked), else rt_attn_score(tdot_plain(q, K row tk),
+ * scale, cap), for tk < qt. Eight K rows at a time, each row's partials in
+ * one vector as tdot_avx keeps them; the eight are reduced together: the
+ * halves of rows j and j + 4 added in one vector (tsum8_plain's r_j = s_j +
+ * s_{j+4}), then two rounds of pairwise horizontal adds give (r_0 + r_1) +
+ * (r_2 + r_3) for every row, tsum8_plain's order. Four rows the same way in
+ * 128-bit vectors, the rest by tdot_avx. hd % 8 == 0. */
+RT__AVXF static inline void kq_tile_avx(float *kq, const float *q, const float *kt, uint32_t t0, uint32_t qt,
+                                        uint32_t hd, float scale, float cap)
+{
+    uint32_t tk = 0;
+    for (; tk < t0 && tk < qt; tk++) kq[tk] = -INFINITY;
+    for (; tk + 8 <= qt; tk += 8) {
+        const float *k = kt + (uint64_t)tk * hd;
+        __m256 s[8];
+        const __m256 q0 = _mm256_loadu_ps(q);
+        for (int j = 0; j < 8; j++) s[j] = _mm256_mul_ps(q0, _mm256_loadu_ps(k + (uint64_t)j * hd));
+        for (uint32_t i = 8; i < hd; i += 8) {
+            const __m256 qi = _mm256_loadu_ps(q + i);
+            for (int j = 0; j < 8; j++) s[j] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + (uint64_t)j * hd + i), s[j]);
+        }
+        __m256 b[4];
+        for (int j = 0; j < 4; j++)
+            b[j] = _mm256_add_ps(_mm256_permute2f128_ps(s[j], s[j + 4], 0x20),
+                                 _mm256_permute2f128_ps(s[j], s[j + 4], 0x31));
+        const __m256 d = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]), _mm256_hadd_ps(b[2], b[3]));
+        if (cap > 0.0f) {
+            float t[8];
+            _mm256_storeu_ps(t, d);
+            for (int j = 0; j < 8; j++) kq[tk + j] = rt_attn_score(t[j], scale, cap);
+        } else {
+            _mm256_storeu_ps(kq + tk, _mm256_mul_ps(d, _mm256_set1_ps(scale)));
+        }
+    }
+    if (tk + 4 <= qt) {
+        const float *k = kt + (uint64_t)tk * hd;
+        __m256 s[4];
+        const __m256 q0 = _mm256_loadu_ps(q);
+        for (int j = 0; j < 4; j++) s[j] = _mm256_mul_ps(q0, _mm256_loadu_ps(k + (uint64_t)j * hd));
+        for (uint32_t i = 8; i < hd; i += 8) {
+            const __m256 qi = _mm256_loadu_ps(q + i);
+            for (int j = 0; j < 4; j++) s[j] = _mm256_fmadd_ps(qi, _mm256_loadu_ps(k + (uint64_t)j * hd + i), s[j]);
+        }
+        __m128 r[4];
+        for (int j = 0; j < 4; j++) r[j] = _mm_add_ps(_mm256_castps256_ps128(s[j]), _mm256_extractf128_ps(s[j], 1));
+        const __m128 d = _mm_hadd_ps(_mm_hadd_ps(r[0], r[1]), _mm_hadd_ps(r[2], r[3]));
+        if (cap > 0.0f) {
+            float t[4];
+            _mm_storeu_ps(t, d);
+            for (int j = 0; j < 4; j++) kq[tk + j] = rt_attn_score(t[j], scale, cap);
+        } else {
+            _mm_storeu_ps(kq + tk, _mm_mul_ps(d, _mm_set1_ps(scale)));
+        }
+        tk += 4;
+    }
+    for (; tk < qt; tk++) kq[tk] = rt_attn_score(tdot_avx(q, kt + (uint64_t)tk * hd, hd), scale, cap);
+}
+
+/* acc_tile_plain for H (1 or 2) heads at once (heads a + e * hd, weights p
+ * + e * RT_FA_TILE, ms[e]), columns c0 .. c0 + 8 NV, the accumulators in
+ * registers across the tile. */
+RT__AVXF static inline void acc_cols_avx(float *a, const float *v, const float *p, const float *ms, uint32_t t0,
+                                         uint32_t t1, uint32_t hd, uint32_t c0, const int H, const int NV)
+{
+    __m256 acc[2][8];
+    for (int e = 0; e < H; e++) {
+        const __m256 vms = _mm256_set1_ps(ms[e]);
+        for (int j = 0; j < NV; j++) {
+            acc[e][j] = _mm256_loadu_ps(a + (uint64_t)e * hd + c0 + 8 * j);
+            if (ms[e] != 1.0f) acc[e][j] = _mm256_mul_ps(acc[e][j], vms);
+        }
+    }
+    const float *vr = v + (uint64_t)t0 * hd + c0;
+    for (uint32_t tk = t0; tk < t1; tk++, vr += hd)
+        for (int e = 0; e < H; e++) {
+            const __m256 pp = _mm256_broadcast_ss(p + e * RT_FA_TILE + tk);
+            for (int j = 0; j < NV; j++) acc[e][j] = _mm256_fmadd_ps(pp, _mm256_loadu_ps(vr + 8 * j), acc[e][j]);
+        }
+    for (int e = 0; e < H; e++)
+        for (int j = 0; j < NV; j++) _mm256_storeu_ps(a + (uint64_t)e * hd + c0 + 8 * j, acc[e][j]);
+}
+
+/* The accumulators of H heads over a tile (acc_tile_plain's operations):
+ * head_dim 32 takes both heads in eight registers, multiples of 64 one head
+ * 64 columns at a time, other widths acc_tile_avx. */
+RT__AVXF static inline void acc_tile_x86(float *a, const float *v, const float *p, const float *ms, uint32_t t0,
+                                         uint32_t t1, uint32_t hd, const int H)
+{
+    if (hd == 32 && H == 2) {
+        acc_cols_avx(a, v, p, ms, t0, t1, hd, 0, 2, 4);
+    } else if (hd % 64 == 0) {
+        for (int e = 0; e < H; e++)
+            for (uint32_t c0 = 0; c0 < hd; c0 += 64)
+                acc_cols_avx(a + (uint64_t)e * hd, v, p + e * RT_FA_TILE, ms + e, t0, t1, hd, c0, 1, 8);
+    } else {
+        for (int e = 0; e < H; e++)
+            acc_tile_avx(a + (uint64_t)e * hd, v, p + e * RT_FA_TILE, ms[e], t0, t1, hd);
+    }
+}
+
+/* acc[0 .. n) = 0 (n % 8 == 0) by vector stores: glibc's memset of a few
+ * KiB is `rep stosb`, which valgrind's instruction counts (bench/insn_x86.sh)
+ * take as one instruction per byte. */
+RT__AVXF static inline void zero_avx(float *acc, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i += 8) _mm256_storeu_ps(acc + i, _mm256_setzero_ps());
+}
+
+/* One f16 cache row (n % 8 == 0 elements) to f32 by VCVTPH2PS: the exact
+ * conversion rt__kv_load makes. */
+RT__AVXF static inline void h2f_row_avx(const uint8_t *p, uint32_t n, float *out)
+{
+    for (uint32_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 2 * (uint64_t)i))));
+}
+
 /* tile_max_plain (n % 8 == 0): _mm256_max_ps(x, m) is x > m ? x : m. */
 RT__AVXF static inline float tile_max_avx(const float *x, uint32_t n)
 {
@@ -407,14 +524,24 @@ RT__TNEON float tile_max_neon(const float *x, uint32_t n)
     (simd ? acc_tile_avx(a, v, p, ms, t0, t1, hd) : acc_tile_plain(a, v, p, ms, t0, t1, hd))
 #define EXP_TILE(x, m, n) (simd ? exp_tile_avx(x, m, n) : exp_tile_plain(x, m, n))
 #define TILE_MAX(x, n) (simd ? tile_max_avx(x, n) : tile_max_plain(x, n))
+/* the f16 cache rows of a tile: inline VCVTPH2PS on the AVX2 instances */
+#define KV_LOAD(row, out)                                                                         \
+    do {                                                                                          \
+        if (simd && kv->type == RT_KV_F16 && hd % 8 == 0)                                         \
+            h2f_row_avx((row) + 2 * (uint64_t)g * hd, hd, out);                                   \
+        else                                                                                      \
+            rt__kv_load(kv, row, g * hd, hd, out);                                                \
+    } while (0)
 #elif RT_FWD_NEON
 #define EXP_TILE(x, m, n) exp_tile_neon(x, m, n)
 #define TILE_MAX(x, n) tile_max_neon(x, n)
+#define KV_LOAD(row, out) rt__kv_load(kv, row, g * hd, hd, out)
 #else
 #define KQ_ONE(q, k, hd) ((void)simd, tdot_plain(q, k, hd))
 #define ACC_ONE(a, v, p, ms, t0, t1, hd) acc_tile_plain(a, v, p, ms, t0, t1, hd)
 #define EXP_TILE(x, m, n) exp_tile_plain(x, m, n)
 #define TILE_MAX(x, n) tile_max_plain(x, n)
+#define KV_LOAD(row, out) ((void)simd, rt__kv_load(kv, row, g * hd, hd, out))
 #endif
 
 static inline __attribute__((always_inline)) void
@@ -440,13 +567,18 @@ attn_tiled_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t i
     uint32_t fmin = UINT32_MAX;
     for (uint32_t qi = 0; qi < nq; qi++) fmin = first[qi] < fmin ? first[qi] : fmin;
     for (uint32_t h = 0; h < nh; h++) M[h] = -INFINITY, S[h] = 0.0f;
-    memset(ts->acc, 0, (uint64_t)nh * hd * sizeof *ts->acc);
+#if RT_FWD_X86
+    if (simd)
+        zero_avx(ts->acc, (uint64_t)nh * hd);
+    else
+#endif
+        memset(ts->acc, 0, (uint64_t)nh * hd * sizeof *ts->acc);
     for (uint32_t ic = lo; ic < hi; ic += RT_FA_TILE) {
         const uint32_t kvt = hi - ic < RT_FA_TILE ? hi - ic : RT_FA_TILE;
         for (uint32_t tk = 0; tk < kvt; tk++) {
             if (ic + tk < fmin) continue; /* masked for every query */
-            rt__kv_load(kv, rt__kv_k(kv, il, ic + tk), g * hd, hd, ts->kt + (uint64_t)tk * hd);
-            rt__kv_load(kv, rt__kv_v(kv, il, ic + tk), g * hd, hd, ts->vt + (uint64_t)tk * hd);
+            KV_LOAD(rt__kv_k(kv, il, ic + tk), ts->kt + (uint64_t)tk * hd);
+            KV_LOAD(rt__kv_v(kv, il, ic + tk), ts->vt + (uint64_t)tk * hd);
         }
         for (uint32_t qi = 0; qi < nq; qi++) {
             if (ic < first[qi] / RT_FA_TILE * RT_FA_TILE || ic >= n_kv[qi]) continue;
@@ -467,6 +599,12 @@ attn_tiled_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t i
                 else
                     kq_tile_neon(kq, qr, ts->kt, tm, qt, hd, scale, cap, 1);
 #else
+#if RT_FWD_X86
+                if (simd) {
+                    for (int e = 0; e < H; e++)
+                        kq_tile_avx(kq + e * RT_FA_TILE, qr + (uint64_t)e * hd, ts->kt, tm, qt, hd, scale, cap);
+                } else
+#endif
                 for (int e = 0; e < H; e++)
                     for (uint32_t tk = 0; tk < qt; tk++)
                         kq[e * RT_FA_TILE + tk] =
@@ -495,6 +633,14 @@ attn_tiled_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t i
                 else
                     acc_tile_neon(a, ts->vt, kq, ms, tm, qt, hd, 1);
 #else
+#if RT_FWD_X86
+                if (simd) {
+                    if (H == 2)
+                        acc_tile_x86(a, ts->vt, kq, ms, tm, qt, hd, 2);
+                    else
+                        acc_tile_x86(a, ts->vt, kq, ms, tm, qt, hd, 1);
+                } else
+#endif
                 for (int e = 0; e < H; e++)
                     ACC_ONE(a + (uint64_t)e * hd, ts->vt, kq + e * RT_FA_TILE, ms[e], tm, qt, hd);
 #endif
@@ -518,6 +664,7 @@ attn_tiled_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t i
 #undef ACC_ONE
 #undef EXP_TILE
 #undef TILE_MAX
+#undef KV_LOAD
 
 /* aarch64: GCC's pre-allocation scheduling hoists the loads of the score
  * and accumulate loops ahead of their multiply-adds and then copies and
@@ -540,9 +687,19 @@ static void attn_tiled_plain(const struct rt_ctx *c, struct rt_thread_scratch *t
     attn_tiled_body(c, ts, il, g, pos0, b0, nq, scale, false, 0);
 }
 #if RT_FWD_X86
-RT__AVXF static void attn_tiled_avx(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
-                                    uint32_t g, uint32_t pos0, uint32_t b0, uint32_t nq, float scale)
+/* the AVX2 instance, head_dim 32/64/128 specialised; flatten inlines the
+ * helpers (so their loops see the constant head_dim and keep the
+ * accumulators in registers) */
+RT__AVXF __attribute__((flatten)) static void attn_tiled_avx(const struct rt_ctx *c, struct rt_thread_scratch *ts,
+                                                             uint32_t il, uint32_t g, uint32_t pos0, uint32_t b0,
+                                                             uint32_t nq, float scale)
 {
+    switch (c->m->hp.head_dim) {
+    case 32: attn_tiled_body(c, ts, il, g, pos0, b0, nq, scale, true, 32); return;
+    case 64: attn_tiled_body(c, ts, il, g, pos0, b0, nq, scale, true, 64); return;
+    case 128: attn_tiled_body(c, ts, il, g, pos0, b0, nq, scale, true, 128); return;
+    default: break;
+    }
     attn_tiled_body(c, ts, il, g, pos0, b0, nq, scale, true, 0);
 }
 #endif

@@ -27,6 +27,16 @@ static inline RT__AVX2 int32_t hsum8_avx2(__m256i v)
 }
 
 
+/* Zeroes a panel's partials (n floats) by vector stores: glibc's memset of
+ * these few KiB is `rep stosb`, which valgrind's instruction counts
+ * (bench/insn_x86.sh) take as one instruction per byte. */
+static inline RT__AVX2 void zero_f32_avx2(float *p, size_t n)
+{
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, _mm256_setzero_ps());
+    for (; i < n; i++) p[i] = 0.0f;
+}
+
 /* AVX-VNNI: VPDPWSSD fuses the multiply-add by the scales and the sum (no
  * saturation in the non-S form: the same exact int32 lanes). */
 #define RT__VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
@@ -158,7 +168,7 @@ static inline RT__AVX2 void panel_out(const float *p, size_t width, uint64_t nr,
             (float(*)[RT_NACC][RT_GEMM_PANEL])((uint8_t *)scratch + sizeof(struct kdec));         \
         for (uint64_t c0 = 0; c0 < nc; c0 += RT_GEMM_PANEL) {                                     \
             const int pc = nc - c0 < RT_GEMM_PANEL ? (int)(nc - c0) : RT_GEMM_PANEL;              \
-            memset(p, 0, nr * sizeof *p);                                                         \
+            zero_f32_avx2(&p[0][0][0], nr * sizeof *p / sizeof(float));                          \
             for (uint64_t b = 0; b < nb; b++) {                                                   \
                 const uint8_t *a0 = A + c0 * astride + b * sizeof(struct rt_block_q8_k);          \
                 for (uint64_t r = 0; r < nr; r++) {                                               \
@@ -422,7 +432,7 @@ combine_oct(const float *da_, float d_, float dmin_, __m256i iv, __m256i mv, flo
                                         (const uint8_t *)act + c0 * astride, astride, scratch);   \
                 continue;                                                                         \
             }                                                                                     \
-            memset(p, 0, nr * sizeof *p);                                                         \
+            zero_f32_avx2(&p[0][0][0], nr * sizeof *p / sizeof(float));                          \
             memset(z, 0, sizeof *z);                                                              \
             for (uint64_t b = 0; b < nb; b++) {                                                   \
                 const uint8_t *a0 = (const uint8_t *)act + c0 * astride + b * sizeof(struct rt_block_q8_k); \
@@ -675,7 +685,7 @@ static inline RT__AVX2 __m256i hsum8x8_avx2(const __m256i v[8])
         float(*sa)[8] = da + RT_GEMM_PANEL;                                                       \
         for (uint64_t c0 = 0; c0 < nc; c0 += RT_GEMM_PANEL) {                                     \
             const int pc = nc - c0 < RT_GEMM_PANEL ? (int)(nc - c0) : RT_GEMM_PANEL;              \
-            memset(p, 0, nr * sizeof *p);                                                         \
+            zero_f32_avx2(&p[0][0][0], nr * sizeof *p / sizeof(float));                          \
             for (uint64_t g = 0; g < ng; g++) {                                                   \
                 for (int j = 0; j < pc; j++) {                                                    \
                     const AT *a = (const AT *)(A + (c0 + (uint64_t)j) * astride) + 8 * g;         \
