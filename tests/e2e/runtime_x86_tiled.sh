@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The x86 tiled (prefill) attention against its plain twin: memwall-run's
+# logits (--perplexity --save-logits) with MW_RT_KERNELS=scalar (the plain
+# C path: no F16C) and with the avx2 table (the AVX2 path: eight K rows per
+# score block, head_dim 32/64/128 specialised, inline f16 conversion) must
+# be the same bytes. Small random models from rt_mkmodel (f16): head_dim 32
+# with 2 query heads per kv head (both in registers), 64 with 1 and with 3
+# (a pair and a single), 128 with 2, 48 (the generic instance), and gemma2
+# (attention soft-capping: the scalar scores, a sliding window of 40: masked
+# tile prefixes). One chunk of 160 tokens in steps of 80 (>= 64: the tiled
+# path; tiles of 64 with 16-token row tails and partial rows).
+# Skipped (77) off x86-64 or without AVX2.
+# Usage: runtime_x86_tiled.sh RT_MKMODEL
+source "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
+MK=$1
+[ -z "${MW_EMU:-}" ] || skip "emulated run"
+[ "$(uname -m)" = x86_64 ] || skip "not x86-64"
+grep -qw avx2 /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && grep -qw fma /proc/cpuinfo ||
+    skip "no AVX2/F16C/FMA"
+[ -f "$EVAL" ] || skip "no eval.txt"
+
+n=0
+# check NAME MKMODEL-ARGS...: the two tables' logits equal
+check() {
+    local name=$1
+    shift
+    "$MK" model "$T/$name.gguf" --type f16 --layers 2 "$@" > "$T/mk.log" 2>&1 ||
+        { fail "rt_mkmodel $name: $(tail -2 "$T/mk.log")"; return; }
+    for k in scalar avx2; do
+        MW_RT_KERNELS=$k mr 0 -m "$T/$name.gguf" --perplexity "$EVAL" -c 160 --batch 80 --chunks 1 \
+            --bytes 4000 -t 2 -q --save-logits "$T/$name.$k" || return
+    done
+    cmp -s "$T/$name.scalar" "$T/$name.avx2" || { fail "$name: avx2 logits differ from the plain path's"; return; }
+    n=$((n + 1))
+}
+check hd32 --embd 256 --heads 8 4 --ff 256
+check hd64 --embd 256 --heads 4 4 --ff 256
+check hd64r3 --embd 384 --heads 6 2 --ff 256
+check hd128 --embd 256 --heads 2 1 --ff 256
+check hd48 --embd 192 --heads 4 2 --ff 256
+check gemma2 --arch gemma2 --embd 256 --heads 4 2 --ff 256 --swa 40
+echo "$n models: avx2 tiled attention logits equal to the plain path's"
+finish
