@@ -36,4 +36,9 @@ if(NOT MW_MINIMAL)
   # fixtures and on the real Qwen3.5 shapes, files byte for byte, --size / --bpw
   mw_shell_test(quant_qwen35_peer e2e/quant_qwen35.sh)
   set_tests_properties(quant_qwen35_peer PROPERTIES SKIP_RETURN_CODE 77 LABELS peer TIMEOUT 600 COST 60)
+  # Gemma 4 (per-layer embeddings, fused expert gate+up, .scale tensors): type
+  # rules on fixtures and the real E2B/E4B/26B-A4B/31B shapes, files byte for
+  # byte, the converted HF fixture, --size / --bpw
+  mw_shell_test(quant_gemma4_peer e2e/quant_gemma4_peer.sh)
+  set_tests_properties(quant_gemma4_peer PROPERTIES SKIP_RETURN_CODE 77 LABELS peer TIMEOUT 600 COST 40)
 endif()

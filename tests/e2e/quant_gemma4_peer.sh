@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# `memwall quant` on Gemma 4 (gemma4) against llama.cpp's own quantizer
+# (llama-peer: libllama of node-llama-cpp 3.21.1, llama.cpp 80fb11ac; skipped
+# with 77 when tests/peer/setup.sh cannot provide it). Fixtures:
+# tests/fixtures/mk_gemma4_gguf.py (random F16 weights in the converter's
+# layout with widths of 256, so that the k-quants apply: e2b with per-layer
+# embeddings, shared-KV layers and double-wide MLPs; moe with the fused
+# ffn_gate_up_exps, its .scale tensors and per-layer kv heads; dense) and the
+# header-only tensor tables of the real E2B, E4B, 26B-A4B and 31B
+# (tests/fixtures/configs/gemma-4-*/config.json).
+#  - type rules: for every preset memwall's per-tensor types equal llama.cpp's
+#    own llama_quant_compute_types (tests/peer/llama_quant_types.c) on all
+#    seven, and on the real E2B the rules the family needs hold by name:
+#    per_layer_token_embd takes the token-embedding rule (tied: the output's,
+#    Q6_K under Q4_K_M), per_layer_model_proj stays F16, rope_freqs,
+#    layer_output_scale and the .scale tensors F32, inp_gate and proj
+#    quantized
+#  - files: our file minus its memwall.* KVs is byte-for-byte
+#    llama_model_quantize's for the same source (presets below; every preset
+#    with MW_GEMMA4_PRESETS=all; those that need one with a synthetic
+#    imatrix that covers the experts)
+#  - the HF checkpoint of mk_family_fixture.py gemma4e2b (hidden 64: the
+#    legacy fallbacks, per_layer_token_embd's row of 80 falls back to F16):
+#    Q4_K_M of memwall convert's F16 file byte for byte llama-quantize's
+#  - --size and --bpw on e2b: within the target, verify --deep passes, what
+#    llama-quantize keeps F32/F16 stays so
+source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
+have_python || skip "no python3"
+need_peer
+MK="$MW_SRC/tests/fixtures/mk_gemma4_gguf.py"
+CFG="$MW_SRC/tests/fixtures/configs"
+
+for k in e2b moe dense; do
+    python3 "$MK" "$k" "$T/$k.gguf" || { fail "mk_gemma4_gguf $k"; finish; }
+done
+for k in E2B E4B 26B-A4B 31B; do
+    python3 "$MK" --config "$CFG/gemma-4-$k/config.json" "$T/h-$k.gguf" --header-only ||
+        { fail "mk_gemma4_gguf --config gemma-4-$k"; finish; }
+done
+
+ALL="Q8_0 Q6_K Q5_K_M Q5_K_S Q4_K_M Q4_K_S Q4_0 Q4_1 Q5_0 Q5_1 Q3_K_L Q3_K_M Q3_K_S Q2_K
+     Q2_K_S IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S"
+ftype_of() {
+    case $1 in
+    Q4_0) echo 2 ;; Q4_1) echo 3 ;; Q8_0) echo 7 ;; Q5_0) echo 8 ;; Q5_1) echo 9 ;;
+    Q2_K) echo 10 ;; Q3_K_S) echo 11 ;; Q3_K_M) echo 12 ;; Q3_K_L) echo 13 ;;
+    Q4_K_S) echo 14 ;; Q4_K_M) echo 15 ;; Q5_K_S) echo 16 ;; Q5_K_M) echo 17 ;;
+    Q6_K) echo 18 ;; IQ2_XXS) echo 19 ;; IQ2_XS) echo 20 ;; Q2_K_S) echo 21 ;;
+    IQ3_XS) echo 22 ;; IQ3_XXS) echo 23 ;; IQ1_S) echo 24 ;; IQ4_NL) echo 25 ;;
+    IQ3_S) echo 26 ;; IQ3_M) echo 27 ;; IQ2_S) echo 28 ;; IQ2_M) echo 29 ;;
+    IQ4_XS) echo 30 ;; IQ1_M) echo 31 ;;
+    esac
+}
+
+# --- type rules against llama_quant_compute_types ---
+LIBDIR=$(cd "$(dirname "$(ls "$(dirname "$PEER")"/../node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so | head -n 1)")" && pwd)
+LQT="$T/llama_quant_types"
+if ! cc -std=c11 -O1 -w -I"$(dirname "$PEER")/../include" "$MW_SRC/tests/peer/llama_quant_types.c" \
+        "$LIBDIR"/libllama*.so "$LIBDIR"/libggml-base.so "$LIBDIR"/libggml.v*.so \
+        -Wl,-rpath,"$LIBDIR" -ldl -o "$LQT" 2> "$T/lqt.err"; then
+    fail "cannot build llama_quant_types: $(head -n 3 "$T/lqt.err")"
+    finish
+fi
+n_cmp=0
+for m in e2b moe dense h-E2B h-E4B h-26B-A4B h-31B; do
+    for p in $ALL; do
+        # without an imatrix memwall's --dry-run only warns where llama-quantize would refuse
+        dry_types "$T/$m.gguf" "$p" > "$T/t-mw" 2> /dev/null ||
+            { fail "$m $p: memwall --dry-run failed"; continue; }
+        [ -s "$T/t-mw" ] || { fail "$m $p: memwall --dry-run listed no tensor"; continue; }
+        "$LQT" "$T/$m.gguf" "$(ftype_of "$p")" > "$T/t-ll" 2> /dev/null
+        lrc=$?
+        [ $lrc -eq 77 ] && { echo "llama_quant_types: helpers missing, rules not compared"; break 2; }
+        [ $lrc -eq 0 ] || { fail "llama_quant_types $m $p: exit $lrc"; continue; }
+        cmp -s "$T/t-mw" "$T/t-ll" ||
+            { fail "$m $p: types differ from llama.cpp's:"; diff "$T/t-mw" "$T/t-ll" | head -n 6; }
+        n_cmp=$((n_cmp + 1))
+    done
+done
+echo "type rules: $n_cmp model x preset cases equal llama.cpp's llama_quant_compute_types"
+
+# the rules the family needs, by name, on the real E2B (35 layers, tied)
+dry_types "$T/h-E2B.gguf" Q4_K_M > "$T/te2b" 2> /dev/null
+want_type() { # FILE NAME TYPE
+    awk -v n="$2" -v t="$3" '$1 == n && $2 == t { f = 1 } END { exit !f }' "$1" ||
+        fail "$(basename "$1") Q4_K_M: $2 is not $3: $(awk -v n="$2" '$1 == n' "$1")"
+}
+want_type "$T/te2b" per_layer_token_embd.weight q6_K
+want_type "$T/te2b" token_embd.weight q6_K
+want_type "$T/te2b" per_layer_model_proj.weight f16
+want_type "$T/te2b" per_layer_proj_norm.weight f32
+want_type "$T/te2b" rope_freqs.weight f32
+want_type "$T/te2b" blk.0.layer_output_scale.weight f32
+want_type "$T/te2b" blk.0.inp_gate.weight q4_K
+want_type "$T/te2b" blk.0.proj.weight q4_K
+want_type "$T/te2b" blk.34.ffn_up.weight q4_K
+# the MoE: the fused gate+up is an ffn_gate (no ffn_up rule), the .scale tensors F32
+dry_types "$T/moe.gguf" Q3_K_L > "$T/tmoe" 2> /dev/null
+want_type "$T/tmoe" blk.0.ffn_gate_up_exps.weight q3_K
+want_type "$T/tmoe" blk.0.ffn_down_exps.weight q5_K
+want_type "$T/tmoe" blk.0.ffn_down_exps.scale f32
+want_type "$T/tmoe" blk.0.ffn_gate_inp.scale f32
+want_type "$T/tmoe" blk.0.ffn_gate_inp.weight f32
+
+# --- files: byte identity with llama_model_quantize ---
+NEEDS_IM="Q2_K_S IQ3_XXS IQ3_XS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S"
+if [ "${MW_GEMMA4_PRESETS:-}" = all ]; then
+    declare -A LIST=([e2b]="$ALL" [moe]="$ALL" [dense]="$ALL")
+else
+    declare -A LIST=([e2b]="Q4_K_M Q6_K IQ4_XS Q2_K_S" [moe]="Q4_K_M Q3_K_S" [dense]="Q5_K_M")
+fi
+n_ok=0
+n_all=0
+for m in e2b moe dense; do
+    mwgguf imatrix-synth "$T/$m.gguf" "$T/$m.imatrix" 11 || { fail "imatrix-synth $m"; continue; }
+    for p in ${LIST[$m]}; do
+        n_all=$((n_all + 1))
+        im=()
+        [[ " $NEEDS_IM " == *" $p "* ]] && im=(--imatrix "$T/$m.imatrix")
+        run 0 quant "$T/$m.gguf" -o "$T/a.gguf" --preset "$p" -t 2 -q "${im[@]}" || continue
+        "$PEER" --threads 2 quantize "$T/$m.gguf" "$T/b.gguf" "$p" "${im[@]}" > /dev/null 2> "$T/lq.err" ||
+            { fail "llama-peer quantize $m $p: $(tail -n 2 "$T/lq.err")"; continue; }
+        c=$(mwgguf cmp "$T/a.gguf" "$T/b.gguf") || { fail "$m $p: $c"; continue; }
+        n_ok=$((n_ok + 1))
+    done
+done
+echo "files: $n_ok of $n_all byte-identical to llama_model_quantize's (minus memwall.* KVs)"
+
+# --- the HF checkpoint (mk_family_fixture.py gemma4e2b; skipped without its
+# tokenizer files): Q4_K_M of memwall convert's F16 file is llama_model_quantize's ---
+TOKDIR=$(bash "$MW_SRC/tests/fixtures/fetch_tokenizers.sh" 2> "$T/fetch.log" | tail -n 1)
+python3 "$MW_SRC/tests/fixtures/mk_family_fixture.py" gemma4e2b "$T/hf" ${TOKDIR:+--tok-dir "$TOKDIR"} \
+    > "$T/mk.log" 2>&1
+mrc=$?
+if [ $mrc -eq 77 ]; then
+    echo "gemma4e2b: no tokenizer files, HF checkpoint not quantized"
+elif [ $mrc -ne 0 ]; then
+    fail "mk_family_fixture.py gemma4e2b: exit $mrc: $(tail -n 2 "$T/mk.log")"
+elif run 0 convert "$T/hf" -o "$T/c.gguf" --type f16 -q &&
+        run 0 quant "$T/c.gguf" -o "$T/a.gguf" --preset Q4_K_M -t 2 -q; then
+    if "$PEER" --threads 2 quantize "$T/c.gguf" "$T/b.gguf" Q4_K_M > /dev/null 2> "$T/lq.err"; then
+        c=$(mwgguf cmp "$T/a.gguf" "$T/b.gguf") && echo "gemma4e2b HF checkpoint: Q4_K_M as llama-quantize's ($c)" ||
+            fail "gemma4e2b converted, Q4_K_M: $c"
+        want_type_f() { mwgguf types "$T/a.gguf" | awk -v n="$1" -v t="$2" '$1 == n && $2 == t { f = 1 } END { exit !f }' ||
+            fail "gemma4e2b Q4_K_M: $1 is not $2"; }
+        want_type_f per_layer_token_embd.weight f16
+        want_type_f per_layer_model_proj.weight f16
+    else
+        fail "llama-peer quantize gemma4e2b (converted): $(tail -n 2 "$T/lq.err")"
+    fi
+fi
+rm -rf "${T:?}/hf" "$T/c.gguf"
+
+# --- --size, --bpw (k-quants: the i-quants' candidates cost more to measure) ---
+e2b_f16=$(stat -c %s "$T/e2b.gguf")
+run 0 quant "$T/e2b.gguf" -o "$T/s.gguf" --size 5M --no-iquants -t 2 -q &&
+    run 0 verify "$T/s.gguf" --deep || fail "--size 5M on e2b"
+sz=$(stat -c %s "$T/s.gguf" 2> /dev/null || echo 0)
+[ "$sz" -le 5242880 ] && [ "$sz" -gt 4700000 ] || fail "--size 5M on e2b: the file has $sz bytes"
+run 0 quant "$T/e2b.gguf" -o "$T/b3.gguf" --bpw 3.5 --no-iquants -t 2 -q &&
+    run 0 verify "$T/b3.gguf" --deep || fail "--bpw 3.5 on e2b"
+for f in s b3; do
+    mwgguf types "$T/$f.gguf" |
+        awk '($1 ~ /_norm|rope_freqs|layer_output_scale|\.scale$/ && $2 != "f32") ||
+             ($1 == "per_layer_model_proj.weight" && $2 != "f16") { bad = bad " " $1 }
+             END { if (bad) { print bad; exit 1 } }' \
+        > "$T/bad" || fail "$f: a budget quantized what llama-quantize keeps:$(cat "$T/bad")"
+done
+echo "--size 5M on e2b ($e2b_f16 bytes in F16): $sz bytes; --bpw 3.5: $(stat -c %s "$T/b3.gguf") bytes"
+finish
