@@ -42,3 +42,6 @@ if(NOT CMAKE_CROSSCOMPILING)
   set_tests_properties(runtime_gptoss_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77
                        TIMEOUT 300 COST 20)
 endif()
+# memwall-run when a recurrent model's context fills (no context shift):
+# generation stops cleanly at the last position, a chat clears and goes on.
+mw_shell_test(runtime_recurrent_ctx e2e/run_recurrent_ctx.sh $<TARGET_FILE:rt_mkmodel>)

@@ -302,6 +302,8 @@ struct gen {
     const struct rt_tok *t;
     struct rt_sampler *s;
     uint32_t n_keep;   /* positions the window never drops (BOS, system prompt) */
+    bool recurrent;    /* a recurrent state (gated delta net): no context shift */
+    bool ctx_full;     /* generation stopped at the end of the context */
     char piece[1024];
     uint64_t n_gen;
     double t_gen;
@@ -330,6 +332,12 @@ static enum mw_status make_room(struct gen *g, uint32_t need, struct mw_err *err
     const uint32_t n_ctx = rt_ctx_n_ctx(g->c), n_past = rt_ctx_n_past(g->c);
     if (n_past + need <= n_ctx) return MW_OK;
     if (g->tu) return chat_room(g, g->tu, need, true, err);
+    /* a recurrent state holds the whole sequence and cannot drop positions:
+     * llama.cpp disables the context shift for such memory and stops there */
+    if (g->recurrent)
+        return MW_FAIL(err, MW_E_NOSPACE, MW_ERR_OFF_NONE,
+                       "the context is full at %u positions and the recurrent state cannot drop "
+                       "any (no context shift)", n_ctx);
     if (g->n_keep + need >= n_ctx)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "context %u is too small to keep %u positions and add %u", n_ctx,
@@ -355,6 +363,11 @@ static enum mw_status generate(struct gen *g, uint64_t n, bool *stopped_eog, str
         g->n_gen++;
         if (i + 1 == n) break; /* its logits are not needed */
         if ((s = make_room(g, 1, err))) {
+            if (!g->tu && s == MW_E_NOSPACE && g->recurrent) {
+                mw_err_clear(err); /* the end of a recurrent model's context: stop there */
+                g->ctx_full = true;
+                break;
+            }
             if (!g->tu || s != MW_E_NOSPACE) return s;
             mw_err_clear(err); /* chat: the reply fills the window; end it */
             if (!g->o->quiet) fprintf(stderr, "\n[context full: reply cut]");
@@ -497,6 +510,14 @@ static int run_prompt(struct gen *g, struct mw_err *err)
     bool eog;
     if ((s = generate(g, n_predict, &eog, err))) return fail(cl, err);
     putchar('\n');
+    fflush(stdout);
+    if (g->ctx_full)
+        fprintf(stderr,
+                "%s: context full at %u positions after %" PRIu64 " generated tokens: the "
+                "recurrent state of %s cannot drop positions (no context shift), generation "
+                "stopped; raise --ctx for more\n",
+                cl->prog, rt_ctx_n_ctx(g->c), g->n_gen,
+                rt_model_hparams(rt_ctx_model(g->c))->arch_name);
     if (!g->o->quiet)
         fprintf(stderr,
                 "%s: prompt %zu tokens in %.3f s (%.1f tok/s); generated %" PRIu64
@@ -513,7 +534,31 @@ static int run_prompt(struct gen *g, struct mw_err *err)
 struct turns {
     uint32_t start[4096]; /* position where each kept user turn starts */
     uint32_t n;
+    char *keep_text;      /* the system prompt as fed (NULL: none) */
+    bool keep_bos;        /* a BOS before it */
 };
+
+/* Recurrent models: start the conversation over (llama-cli's /clear: the
+ * history goes, the system prompt is fed again), since their state cannot
+ * drop turns nor rewind to the end of the system prompt. */
+static enum mw_status chat_clear(struct gen *g, struct turns *tu, struct mw_err *err)
+{
+    rt_ctx_reset(g->c);
+    tu->n = 0;
+    if (tu->keep_text || tu->keep_bos) {
+        int32_t *toks = NULL;
+        size_t n = 0;
+        enum mw_status s = tokenize(g->t, tu->keep_text ? tu->keep_text : "", tu->keep_bos, true,
+                                    &toks, &n, err);
+        if (!s && n > 0) s = rt_eval(g->c, toks, (uint32_t)n, 0, NULL, err);
+        free(toks);
+        if (s) return s;
+    }
+    if (!g->o->quiet)
+        fprintf(stderr, "[context full: conversation cleared, the system prompt kept (a "
+                        "recurrent state cannot drop turns)]\n");
+    return MW_OK;
+}
 
 /* Slide the window: drop whole oldest turns after n_keep until `need` more
  * positions fit; keep_last: the newest turn (being answered) stays. */
@@ -522,6 +567,18 @@ static enum mw_status chat_room(struct gen *g, struct turns *tu, uint32_t need, 
 {
     const uint32_t n_ctx = rt_ctx_n_ctx(g->c);
     if (rt_ctx_n_past(g->c) + need <= n_ctx) return MW_OK;
+    if (g->recurrent) {
+        /* the turn being answered cannot be dropped: the reply ends here */
+        if (keep_last)
+            return MW_FAIL(err, MW_E_NOSPACE, MW_ERR_OFF_NONE, "the reply fills --ctx %u", n_ctx);
+        enum mw_status s = chat_clear(g, tu, err);
+        if (s) return s;
+        if (rt_ctx_n_past(g->c) + need > n_ctx)
+            return MW_FAIL(err, MW_E_NOSPACE, MW_ERR_OFF_NONE,
+                           "this turn does not fit in --ctx %u with the system prompt (%u tokens)",
+                           n_ctx, g->n_keep);
+        return MW_OK;
+    }
     const uint32_t droppable = keep_last && tu->n > 0 ? tu->n - 1 : tu->n;
     uint32_t k = 0; /* turns to drop */
     while (k < droppable) {
@@ -598,9 +655,15 @@ static int run_chat(struct gen *g, struct mw_err *err)
         }
         rt_chat_format(fmt, "system", g->o->system, true, NULL, buf, need);
         cap = need;
+        if (g->recurrent && !(tu->keep_text = strdup(buf))) {
+            s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "chat buffer");
+            goto out;
+        }
+        tu->keep_bos = bos_pending;
         if ((s = feed_text(g, tu, buf, bos_pending, false, err))) goto out;
         bos_pending = false;
     } else if (bos_pending) {
+        tu->keep_bos = true;
         if ((s = feed_text(g, tu, "", true, false, err))) goto out;
         bos_pending = false;
     }
@@ -647,6 +710,10 @@ static int run_chat(struct gen *g, struct mw_err *err)
             /* a single turn filled the window: start over after the kept part */
             mw_err_clear(err);
             s = MW_OK;
+            if (g->recurrent) {
+                if ((s = chat_clear(g, tu, err))) break;
+                continue;
+            }
             rt_ctx_truncate(g->c, g->n_keep);
             tu->n = 0;
             if (!g->o->quiet) fprintf(stderr, "[context full: conversation restarted]\n");
@@ -656,6 +723,7 @@ static int run_chat(struct gen *g, struct mw_err *err)
 out:
     free(buf);
     g->tu = NULL;
+    free(tu->keep_text);
     free(tu);
     if (s) return fail(cl, err);
     if (!g->o->quiet && g->n_gen > 0)
@@ -799,6 +867,7 @@ int run_cli_main(const char *prog, enum run_cli_mode mode, int argc, char **argv
         goto done;
     }
     struct gen g = {.cl = &cl, .o = &o, .c = c, .t = t, .s = smp};
+    for (uint32_t il = 0; il < hp->n_layer; il++) g.recurrent |= rt_layer_is_recurrent(hp, il);
     rc = o.interactive ? run_chat(&g, &err) : run_prompt(&g, &err);
 done:
     rt_sampler_free(smp);
