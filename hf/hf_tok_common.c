@@ -41,6 +41,7 @@ void hf_tok_free(struct hf_tok *t)
     free(t->tok_len);
     free(t->scores);
     free(t->types);
+    free(t->hf_types);
     free(t->merge_off);
     free(t->merge_len);
     free(t->chat_template);
@@ -746,6 +747,7 @@ enum mw_status hf_tok_load_n(const char *hf_dir, int64_t n_vocab_arg, struct hf_
             /* Gemma 3: SentencePiece-style BPE in tokenizer.json only */
             if ((s = hf__json_build(tj, s_tj.path, n_vocab, &t, err))) goto done;
             if ((s = hf__tok_set_source(t, s_tj.path, err))) goto done;
+            if ((s = hf__json_hf_types(t, cJSON_IsObject(tc) ? tc : NULL, err))) goto done;
         } else if (!s_model.present) {
             mw_err_set_path(err, hf_dir);
             if (tj)
@@ -876,18 +878,35 @@ enum mw_status hf_tok_write_gguf(const struct hf_tok *t, struct gguf_writer *w,
     int add_space_prefix = t->add_space_prefix;
     if (t->kind == HF_TOK_SPM && hf_model_type && strncmp(hf_model_type, "gemma", 5) == 0)
         add_space_prefix = 0;
+    /* Gemma 4 (conversion/gemma.py Gemma4Model.set_vocab): model "gemma4",
+     * no pre (llama.cpp's loader sets it), LlamaHfVocab's scores (-1000)
+     * and types, SpecialVocab, then add_space_prefix false and add_bos true
+     * (overwriting SpecialVocab's add_bos in place, as GGUFWriter does) */
+    const bool g4 = t->kind == HF_TOK_SPMBPE && t->hf_types && hf_model_type &&
+                    strcmp(hf_model_type, "gemma4") == 0;
+    if (g4) add_space_prefix = 0;
     enum mw_status s;
-    if ((s = gguf_writer_set_str(w, "tokenizer.ggml.model", hf_tok_model(t), err))) return s;
-    if ((s = gguf_writer_set_str(w, "tokenizer.ggml.pre", t->pre, err))) return s;
+    if ((s = gguf_writer_set_str(w, "tokenizer.ggml.model", g4 ? "gemma4" : hf_tok_model(t),
+                                 err)))
+        return s;
+    if (!g4 && (s = gguf_writer_set_str(w, "tokenizer.ggml.pre", t->pre, err))) return s;
     if ((s = write_strs(w, "tokenizer.ggml.tokens", &t->pool, t->tok_off, t->tok_len, t->n_vocab,
                         err)))
         return s;
+    if (g4) {
+        float *sc = malloc((size_t)t->n_vocab * sizeof *sc);
+        if (!sc) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+        for (uint32_t i = 0; i < t->n_vocab; i++) sc[i] = -1000.0f;
+        s = gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_F32, sc, t->n_vocab, err);
+        free(sc);
+        if (s) return s;
+    }
     if (t->scores &&
         (s = gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_F32, t->scores, t->n_vocab,
                                  err)))
         return s;
-    if ((s = gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_I32, t->types,
-                                 t->n_vocab, err)))
+    if ((s = gguf_writer_set_arr(w, "tokenizer.ggml.token_type", GGUF_VT_I32,
+                                 g4 ? t->hf_types : t->types, t->n_vocab, err)))
         return s;
     if (t->n_merges &&
         (s = write_strs(w, "tokenizer.ggml.merges", &t->pool, t->merge_off, t->merge_len,
@@ -902,7 +921,8 @@ enum mw_status hf_tok_write_gguf(const struct hf_tok *t, struct gguf_writer *w,
     for (int i = 0; i < t->sp.n_add; i++) {
         const int k = t->sp.add_order[i];
         const char *key = add_key(k);
-        if (key && (s = gguf_writer_set_bool(w, key, t->sp.add[k] == 1, err))) return s;
+        const bool v = t->sp.add[k] == 1 || (g4 && k == HF_TOK_BOS);
+        if (key && (s = gguf_writer_set_bool(w, key, v, err))) return s;
     }
     if (t->n_tmpl) {
         for (uint32_t i = 0; i < t->n_tmpl; i++) {
@@ -922,6 +942,9 @@ enum mw_status hf_tok_write_gguf(const struct hf_tok *t, struct gguf_writer *w,
     if (add_space_prefix >= 0 &&
         (s = gguf_writer_set_bool(w, "tokenizer.ggml.add_space_prefix", add_space_prefix == 1,
                                   err)))
+        return s;
+    if (g4 && t->sp.add[HF_TOK_BOS] < 0 &&
+        (s = gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true, err)))
         return s;
     if (t->normalizer[0] &&
         (s = gguf_writer_set_str(w, "memwall.tokenizer.normalizer", t->normalizer, err)))

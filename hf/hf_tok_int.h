@@ -36,6 +36,8 @@ struct hf_tok {
     uint32_t *tok_len;     /* [n_vocab] */
     float *scores;         /* [n_vocab], SPM only */
     int32_t *types;        /* [n_vocab] */
+    int32_t *hf_types;     /* [n_vocab] SentencePiece-style BPE only: the types
+                            * gguf-py's LlamaHfVocab gives (Gemma 4), or NULL */
     uint64_t *merge_off;   /* [n_merges] */
     uint32_t *merge_len;
     uint32_t n_merges;
@@ -83,6 +85,13 @@ bool hf__json_is_spm_bpe(const cJSON *root);
  * from a parsed tokenizer.json. */
 enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_vocab,
                               struct hf_tok **out, struct mw_err *err);
+/* The token types of gguf-py's LlamaHfVocab, which llama.cpp's Gemma4Model
+ * writes, into t->hf_types (SentencePiece-style BPE only): BYTE for <0xNN>,
+ * CONTROL for the special tokens tokenizer_config.json (tc, may be NULL)
+ * names (bos/eos/unk/sep/pad/cls/mask_token, additional_special_tokens:
+ * transformers' all_special_ids), NORMAL otherwise; Gemma 4's channel and
+ * tool tokens USER_DEFINED. */
+enum mw_status hf__json_hf_types(struct hf_tok *t, const cJSON *tc, struct mw_err *err);
 /* gguf-py SpecialVocab over (tokenizer.json, tokenizer_config.json,
  * config.json); any may be NULL. Fills t->sp and the chat template (from tc
  * or, if tc lacks the key, chat_tmpl_alt). */

@@ -730,3 +730,55 @@ fail:
     hf_tok_free(t);
     return s;
 }
+
+/* The id transformers' get_vocab() gives text (the first token with it), or
+ * -1. */
+static int64_t find_token(const struct hf_tok *t, const char *text)
+{
+    const size_t n = strlen(text);
+    for (uint32_t i = 0; i < t->n_vocab; i++)
+        if (t->tok_len[i] == n && memcmp(t->pool.buf + t->tok_off[i], text, n) == 0) return i;
+    return -1;
+}
+
+/* A special token's name in tokenizer_config.json: a string or {"content"}. */
+static const char *special_name(const cJSON *v)
+{
+    if (cJSON_IsObject(v)) v = obj_get(v, "content");
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+enum mw_status hf__json_hf_types(struct hf_tok *t, const cJSON *tc, struct mw_err *err)
+{
+    /* always rendered, so that a chat parser can read them
+     * (conversion/gemma.py Gemma4Model.set_vocab) */
+    static const char *const visible[] = {"<|channel>",       "<channel|>",      "<|tool_call>",
+                                          "<tool_call|>",     "<|tool_response>",
+                                          "<tool_response|>", "<|\"|>",          NULL};
+    static const char *const named[] = {"bos_token", "eos_token", "unk_token", "sep_token",
+                                        "pad_token", "cls_token", "mask_token", NULL};
+    free(t->hf_types);
+    t->hf_types = malloc((size_t)t->n_vocab * sizeof *t->hf_types);
+    if (!t->hf_types) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    for (uint32_t i = 0; i < t->n_vocab; i++)
+        t->hf_types[i] = is_byte_piece(t->pool.buf + t->tok_off[i], t->tok_len[i]) ? 6 : 1;
+    for (int k = 0; named[k]; k++) {
+        const char *nm = special_name(obj_get(tc, named[k]));
+        const int64_t id = nm ? find_token(t, nm) : -1;
+        if (id >= 0 && t->hf_types[id] != 6) t->hf_types[id] = 3;
+    }
+    const cJSON *extra = obj_get(tc, "additional_special_tokens"), *e;
+    if (cJSON_IsArray(extra)) {
+        cJSON_ArrayForEach(e, extra)
+        {
+            const char *nm = special_name(e);
+            const int64_t id = nm ? find_token(t, nm) : -1;
+            if (id >= 0 && t->hf_types[id] != 6) t->hf_types[id] = 3;
+        }
+    }
+    for (int k = 0; visible[k]; k++) {
+        const int64_t id = find_token(t, visible[k]);
+        if (id >= 0) t->hf_types[id] = 4;
+    }
+    return MW_OK;
+}

@@ -507,6 +507,8 @@ enum rt_chat_fmt {
                                with <think>\n (thinking) */
     RT_CHAT_CHATML_NOTHINK, /* the same with enable_thinking false: the assistant
                                opens with an empty <think>\n\n</think>\n\n */
+    RT_CHAT_GEMMA4,  /* <|turn>user\n...<turn|>\n<|turn>model\n<|channel>thought\n<channel|> */
+    RT_CHAT_HARMONY, /* gpt-oss: <|start|>user<|message|>...<|end|><|start|>assistant */
 };
 enum rt_chat_fmt rt_chat_detect(const struct gguf_file *f);
 const char *rt_chat_fmt_name(enum rt_chat_fmt fmt);
@@ -519,10 +521,10 @@ enum rt_chat_fmt rt_chat_no_thinking(enum rt_chat_fmt fmt);
  * prompt inside the first user turn; their "system" turn is empty). The text
  * is trimmed of leading and trailing ASCII white space where the model's
  * template does it and llama.cpp's built-in template does it too (llama3:
- * `| trim`; gemma), and kept as it is elsewhere (chatml, zephyr, llama2,
- * phi3), as llama.cpp's llm_chat_apply_template. Returns the length it needs
- * (> cap - 1 means it was cut). The text is meant to be tokenized with
- * parse_special. */
+ * `| trim`; gemma; gemma4), and kept as it is elsewhere (chatml, zephyr,
+ * llama2, phi3, harmony), as llama.cpp's llm_chat_apply_template. Returns
+ * the length it needs (> cap - 1 means it was cut). The text is meant to be
+ * tokenized with parse_special. */
 size_t rt_chat_format(enum rt_chat_fmt fmt, const char *role, const char *text, bool first,
                       const char *system, char *buf, size_t cap);
 /* The text that closes an assistant turn in the history (e.g. "<|im_end|>\n"). */

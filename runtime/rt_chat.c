@@ -31,6 +31,11 @@ enum rt_chat_fmt rt_chat_detect(const struct gguf_file *f)
     if (has(v->data, v->n, "<|im_start|>") && has(v->data, v->n, "'<think>\\n'"))
         return RT_CHAT_CHATML_THINK;
     if (has(v->data, v->n, "<|im_start|>")) return RT_CHAT_CHATML;
+    /* gpt-oss's harmony (llama.cpp: <|start|> and <|channel|>, LLM_CHAT_TEMPLATE_OPENAI_MOE) */
+    if (has(v->data, v->n, "<|start|>") && has(v->data, v->n, "<|channel|>"))
+        return RT_CHAT_HARMONY;
+    /* Gemma 4's turns, before Gemma's <start_of_turn> */
+    if (has(v->data, v->n, "<|turn>")) return RT_CHAT_GEMMA4;
     if (has(v->data, v->n, "<|start_header_id|>")) return RT_CHAT_LLAMA3;
     /* llama.cpp's llm_chat_detect_template: <|assistant|> and <|end|> is
      * Phi-3, before the zephyr test */
@@ -53,6 +58,8 @@ const char *rt_chat_fmt_name(enum rt_chat_fmt fmt)
     case RT_CHAT_PHI3: return "phi3";
     case RT_CHAT_CHATML_THINK: return "chatml-think";
     case RT_CHAT_CHATML_NOTHINK: return "chatml-nothink";
+    case RT_CHAT_GEMMA4: return "gemma4";
+    case RT_CHAT_HARMONY: return "harmony";
     default: return "none";
     }
 }
@@ -123,6 +130,18 @@ size_t rt_chat_format(enum rt_chat_fmt fmt, const char *role, const char *text, 
         return cat(buf, cap, "<start_of_turn>user\n%.*s%s%.*s<end_of_turn>\n<start_of_turn>model\n",
                    sn, sp, sn ? "\n\n" : "", tn, tp);
     }
+    case RT_CHAT_GEMMA4: /* google-gemma-4-31B-it.jinja: content|trim; the
+                            generation prompt with enable_thinking undefined
+                            (off) closes an empty thought channel */
+        if (user)
+            return cat(buf, cap,
+                       "<|turn>user\n%.*s<turn|>\n<|turn>model\n<|channel>thought\n<channel|>", tn,
+                       tp);
+        return cat(buf, cap, "<|turn>%s\n%.*s<turn|>\n", role, tn, tp);
+    case RT_CHAT_HARMONY: /* llama.cpp's LLM_CHAT_TEMPLATE_OPENAI_MOE: untrimmed */
+        if (user)
+            return cat(buf, cap, "<|start|>user<|message|>%s<|end|><|start|>assistant", text);
+        return cat(buf, cap, "<|start|>%s<|message|>%s<|end|>", role, text);
     case RT_CHAT_PHI3:
         if (user) return cat(buf, cap, "<|user|>\n%s<|end|>\n<|assistant|>\n", text);
         return cat(buf, cap, "<|%s|>\n%s<|end|>\n", role, text);
@@ -150,6 +169,11 @@ const char *rt_chat_turn_end(enum rt_chat_fmt fmt)
     case RT_CHAT_LLAMA2: return "</s><s>";
     case RT_CHAT_GEMMA: return "<end_of_turn>\n";
     case RT_CHAT_PHI3: return "<|end|>\n";
+    case RT_CHAT_GEMMA4: return "<turn|>\n";
+    /* the model's reply (its channels) stays in the context as generated; the
+     * template closes a past assistant message with <|end|> (llama.cpp's
+     * built-in fallback writes <|return|>, which is an end of generation) */
+    case RT_CHAT_HARMONY: return "<|end|>";
     default: return "\n";
     }
 }

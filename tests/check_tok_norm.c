@@ -160,6 +160,28 @@ START_TEST(chat_qwen35_think)
 }
 END_TEST
 
+/* Gemma 4 (llama.cpp models/templates/google-gemma-4-31B-it.jinja): <|turn>
+ * turns, content|trim, the generation prompt with thinking off closing an
+ * empty thought channel; gpt-oss's harmony (llama.cpp's
+ * LLM_CHAT_TEMPLATE_OPENAI_MOE): untrimmed <|start|>role<|message|> turns */
+START_TEST(chat_gemma4_harmony)
+{
+    ck_assert_str_eq(fmt(RT_CHAT_GEMMA4, "system", " be brief\n", true, NULL),
+                     "<|turn>system\nbe brief<turn|>\n");
+    ck_assert_str_eq(fmt(RT_CHAT_GEMMA4, "user", " hi ", true, "be brief"),
+                     "<|turn>user\nhi<turn|>\n<|turn>model\n<|channel>thought\n<channel|>");
+    ck_assert_str_eq(rt_chat_turn_end(RT_CHAT_GEMMA4), "<turn|>\n");
+    ck_assert_str_eq(rt_chat_fmt_name(RT_CHAT_GEMMA4), "gemma4");
+    ck_assert_str_eq(fmt(RT_CHAT_HARMONY, "system", "You are terse.", true, NULL),
+                     "<|start|>system<|message|>You are terse.<|end|>");
+    ck_assert_str_eq(fmt(RT_CHAT_HARMONY, "user", " 2+2? ", false, NULL),
+                     "<|start|>user<|message|> 2+2? <|end|><|start|>assistant");
+    ck_assert_str_eq(rt_chat_turn_end(RT_CHAT_HARMONY), "<|end|>");
+    ck_assert_str_eq(rt_chat_fmt_name(RT_CHAT_HARMONY), "harmony");
+    ck_assert_int_eq(rt_chat_no_thinking(RT_CHAT_GEMMA4), RT_CHAT_GEMMA4);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tok_norm");
@@ -168,6 +190,7 @@ int main(void)
     tcase_add_test(tc, nfkc_nfkd);
     tcase_add_test(tc, chat_trim);
     tcase_add_test(tc, chat_qwen35_think);
+    tcase_add_test(tc, chat_gemma4_harmony);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

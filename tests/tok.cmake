@@ -27,4 +27,10 @@ if(NOT CMAKE_CROSSCOMPILING AND NOT MW_MINIMAL)
   mw_shell_test(tok_pre_peer e2e/tok_pre_peer.sh)
   set_tests_properties(tok_pre_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 LABELS peer COST 200
                                                FIXTURES_REQUIRED tokenizers)
+  # Gemma 4's gemma4 tokenizer model and gpt-oss's o200k_harmony against
+  # llama.cpp: ids, end-of-generation stops, chat format detection
+  # (tests/e2e/tok_chat_peer.sh; label peer)
+  mw_shell_test(tok_chat_peer e2e/tok_chat_peer.sh)
+  set_tests_properties(tok_chat_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600 LABELS peer COST 60
+                                                FIXTURES_REQUIRED tokenizers)
 endif()
