@@ -32,6 +32,12 @@
  *      then no longer reaches them and falls back to bytes). Added tokens
  *      with ids >= vocab_size are dropped (Gemma 3 1B: <image_soft_token>
  *      262144 = vocab_size; llama.cpp's converter fails its assert there).
+ *      Gemma 4 (hf_tok_write_gguf with model type "gemma4") is written as
+ *      llama.cpp's Gemma4Model writes it through gguf-py's LlamaHfVocab:
+ *      model "gemma4", no pre, scores -1000, types 6 for <0xNN>, 3 for the
+ *      tokens tokenizer_config.json names (bos/eos/unk/sep/pad/cls/
+ *      mask_token, additional_special_tokens), 4 for the channel and tool
+ *      tokens, 1 otherwise; add_space_prefix false, add_bos true.
  *   4. else MW_E_UNSUPPORTED (a tokenizer.json of another kind and no
  *      tokenizer.model) or MW_E_IO (neither file).
  *   A tokenizer.json that is present is always parsed (for added_tokens and
@@ -174,7 +180,9 @@ void hf_tok_free(struct hf_tok *t); /* NULL-safe */
  * model_type ("llama", "mistral", "qwen2", ...; NULL allowed) for
  * family-specific adjustments: a name starting "gemma" (gemma, gemma2,
  * gemma3, gemma3_text) writes add_space_prefix false for a SentencePiece
- * model, as llama.cpp's Gemma converters do; nothing else changes.
+ * model, as llama.cpp's Gemma converters do; "gemma4" writes a
+ * SentencePiece-style tokenizer.json's vocabulary as model "gemma4" (case 3
+ * above); nothing else changes.
  * Errors: whatever the writer returns (MW_E_USAGE for a duplicate key,
  * MW_E_NOMEM). */
 enum mw_status hf_tok_write_gguf(const struct hf_tok *t, struct gguf_writer *w,
