@@ -105,6 +105,74 @@ void rt_dot_mxfp4_q8_0_avx2(uint64_t n, float *out, const void *wv, const void *
     *out = rt__reduce4(p);
 }
 
+/* The batched product (rt_gemm_fn): out[c * ldo + r] = row r . token c for
+ * nr rows and nc tokens, each the mat-vec's value bit for bit. A group of
+ * four blocks of a row is decoded once (levels widened to int16, the four
+ * scales) and dotted with every token's four activation blocks; each token
+ * keeps the mat-vec's four float partials (block b in lane b % 4) in the
+ * scratch, 1024 tokens at a time. */
+void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,
+                             const void *w_rows, uint64_t stride, const void *act,
+                             uint64_t astride, void *scratch)
+{
+    const uint64_t nb = n / 32, nb4 = nb / 4 * 4;
+    const uint8_t *A = act;
+    float *accs = scratch; /* (1024, 4) */
+    const __m128i tab = _mm_loadu_si128((const __m128i *)mx_values);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    for (uint64_t c0 = 0; c0 < nc; c0 += 1024) {
+        const uint64_t cn = nc - c0 < 1024 ? nc - c0 : 1024;
+        for (uint64_t r = 0; r < nr; r++) {
+            const uint8_t *wr = (const uint8_t *)w_rows + r * stride;
+            for (uint64_t c = 0; c < cn; c++) _mm_storeu_ps(accs + 4 * c, _mm_setzero_ps());
+            for (uint64_t b = 0; b < nb4; b += 4) {
+                __m256i q[8];
+                float dwv[4];
+                for (int j = 0; j < 4; j++) {
+                    const uint8_t *w = wr + (b + (uint64_t)j) * RT_BS_MXFP4;
+                    const __m128i qs = _mm_loadu_si128((const __m128i *)(w + 1));
+                    q[2 * j] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(tab, _mm_and_si128(qs, m4)));
+                    q[2 * j + 1] = _mm256_cvtepi8_epi16(
+                        _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(qs, 4), m4)));
+                    dwv[j] = e8m0_half(w[0]);
+                }
+                const __m128 dw = _mm_loadu_ps(dwv);
+                for (uint64_t c = 0; c < cn; c++) {
+                    const struct rt_block_q8_0 *a =
+                        (const struct rt_block_q8_0 *)(A + (c0 + c) * astride) + b;
+                    int32_t is[4];
+                    for (int j = 0; j < 4; j++) {
+                        const __m256i a0 =
+                            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[j].qs));
+                        const __m256i a1 =
+                            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a[j].qs + 16)));
+                        const __m256i sv = _mm256_add_epi32(_mm256_madd_epi16(q[2 * j], a0),
+                                                            _mm256_madd_epi16(q[2 * j + 1], a1));
+                        const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(sv),
+                                                        _mm256_extracti128_si256(sv, 1));
+                        const __m128i h2 = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+                        is[j] = _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xB1)));
+                    }
+                    const uint16_t hd[4] = {a[0].d, a[1].d, a[2].d, a[3].d};
+                    const __m128 da = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)hd));
+                    const __m128 v = _mm_mul_ps(_mm_mul_ps(dw, da),
+                                                _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)is)));
+                    _mm_storeu_ps(accs + 4 * c, _mm_add_ps(_mm_loadu_ps(accs + 4 * c), v));
+                }
+            }
+            for (uint64_t c = 0; c < cn; c++) {
+                const struct rt_block_q8_0 *a = (const struct rt_block_q8_0 *)(A + (c0 + c) * astride);
+                float *p = accs + 4 * c;
+                for (uint64_t b = nb4; b < nb; b++) {
+                    const uint8_t *w = wr + b * RT_BS_MXFP4;
+                    p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_avx2(w, a[b].qs);
+                }
+                out[(c0 + c) * ldo + r] = rt__reduce4(p);
+            }
+        }
+    }
+}
+
 #if defined(__clang__)
 #pragma clang attribute pop
 #else

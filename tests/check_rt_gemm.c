@@ -60,6 +60,8 @@ static void make_rows(uint32_t t, uint64_t rows, uint64_t n, uint64_t *s, uint8_
         }
         return;
     }
+    if (t == GGUF_TYPE_MXFP4) /* E8M0 exponents: finite scales 2^-68 .. 2^-8 */
+        for (uint64_t b = 0; b < rows * (n / ti->blck); b++) w[b * ti->type_size] = (uint8_t)(60 + rnd(s) % 61);
     int f[2];
     f16_fields(t, f);
     for (uint64_t b = 0; b < rows * (n / ti->blck); b++)
@@ -74,7 +76,7 @@ static void make_rows(uint32_t t, uint64_t rows, uint64_t n, uint64_t *s, uint8_
 static const uint32_t types[] = {GGUF_TYPE_Q2_K, GGUF_TYPE_Q3_K, GGUF_TYPE_Q4_K, GGUF_TYPE_Q5_K,
                                  GGUF_TYPE_Q6_K, GGUF_TYPE_Q8_0, GGUF_TYPE_Q4_0, GGUF_TYPE_Q4_1,
                                  GGUF_TYPE_Q5_0, GGUF_TYPE_Q5_1, GGUF_TYPE_IQ4_NL, GGUF_TYPE_IQ4_XS,
-                                 GGUF_TYPE_F16, GGUF_TYPE_F32};
+                                 GGUF_TYPE_F16, GGUF_TYPE_F32, GGUF_TYPE_MXFP4};
 #define N_TYPES (int)(sizeof types / sizeof types[0])
 
 static uint32_t fbits(float f)
