@@ -44,6 +44,12 @@
  *           else rope_factors_short, cos/sin times rope.scaling.attn_factor.
  *           Its sliding_window key is ignored, as llama.cpp does.
  *
+ * gpt-oss (llama.cpp's openai-moe.cpp; rt_model_gptoss.c, rt_gptoss.c): q/k/v/o
+ * biases, NEOX RoPE under YaRN, per-head attention sinks (a logit in the softmax
+ * denominator only), even layers sliding; the MoE input is post_attention_norm,
+ * router logits + bias, the top k then softmax over those k, experts with
+ * biases and the clamped SwiGLU min(g,7)*sigmoid(1.702*min(g,7))*(clamp(u,-7,7)+1).
+ *
  * Mixture of experts (llama.cpp's build_moe_ffn; arch "qwen3moe" = qwen3's
  * attention, "qwen2moe" = qwen2's, "llama" with <arch>.expert_count = Mixtral):
  * every layer's FFN is

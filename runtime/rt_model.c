@@ -570,7 +570,7 @@ static enum mw_status get_weight(struct ld *L, const char *name, bool required, 
         FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off,
                "type %s has no mat-vec kernel (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
                "q2_K..q6_K, iq4_nl, iq4_xs, iq3_s, iq3_xxs, iq2_s, iq2_xs, iq2_xxs, "
-               "iq1_m, iq1_s)", type_name(t->type));
+               "iq1_m, iq1_s, mxfp4)", type_name(t->type));
     }
     const struct rt_act_format *af = rt_kernel_act(L->m->ks, k);
     if (!af || !af->quantize || af->blck == 0 || n_in % af->blck != 0)
