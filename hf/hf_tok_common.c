@@ -835,6 +835,7 @@ enum mw_status hf_tok_parse_json(const void *buf, size_t n, const char *name, in
     if (s) return s;
     if ((s = hf__json_build(root, name, n_vocab < 0 ? -1 : n_vocab, &t, err))) goto done;
     if ((s = hf__tok_set_source(t, name, err))) goto done;
+    if (t->kind == HF_TOK_SPMBPE && (s = hf__json_hf_types(t, NULL, err))) goto done;
     if ((s = hf__special_vocab(t, root, name, NULL, NULL, NULL, NULL, err))) goto done;
     mw_err_clear(err);
     *out = t;

@@ -906,6 +906,89 @@ END_TEST
 /* ------------------------------------------------------------------ */
 /* checkpoint directories                                             */
 
+/* Gemma 4 (model type "gemma4"): the SentencePiece-style tokenizer.json as
+ * llama.cpp's Gemma4Model writes it (gguf-py LlamaHfVocab): model gemma4, no
+ * pre, scores -1000, types from tokenizer_config.json's special tokens only
+ * (not from added_tokens' "special"), the channel / tool tokens
+ * USER_DEFINED, add_bos true in SpecialVocab's place, add_space_prefix false */
+START_TEST(load_gemma4_dir)
+{
+    char *dir = make_tmpdir("hftok");
+    write_text_in(dir, "tokenizer.json",
+                  "{\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"vocab\":{\"<pad>\":0,"
+                  "\"<eos>\":1,\"<bos>\":2,\"<unk>\":3,\"<0x41>\":4,\"\u2581\":5,\"a\":6,"
+                  "\"\u2581a\":7,\"<|channel>\":8,\"<turn|>\":9,\"<|turn>\":10},"
+                  "\"merges\":[[\"\u2581\",\"a\"]]},"
+                  "\"added_tokens\":[{\"id\":8,\"content\":\"<|channel>\",\"special\":true},"
+                  "{\"id\":10,\"content\":\"<|turn>\",\"special\":true}],"
+                  "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+                  "\"content\":\"\u2581\"}}");
+    write_text_in(dir, "tokenizer_config.json",
+                  "{\"bos_token\":\"<bos>\",\"eos_token\":\"<turn|>\",\"unk_token\":\"<unk>\","
+                  "\"pad_token\":\"<pad>\",\"add_bos_token\":false}");
+    write_text_in(dir, "config.json", "{\"model_type\":\"gemma4_text\",\"vocab_size\":11}");
+    struct mw_err err;
+    mw_err_clear(&err);
+    struct hf_tok *t = NULL;
+    char buf[1024];
+    ck_assert_msg(hf_tok_load(dir, &t, &err) == MW_OK, "%s", mw_err_format(&err, buf, sizeof buf));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/t.gguf", dir);
+    struct gguf_writer *w = NULL;
+    ck_assert_int_eq(gguf_writer_init(&w, &err), MW_OK);
+    ck_assert_int_eq(hf_tok_write_gguf(t, w, "gemma4", &err), MW_OK);
+    ck_assert_int_eq(gguf_writer_open(w, path, &err), MW_OK);
+    ck_assert_int_eq(gguf_writer_finish(w, &err), MW_OK);
+    gguf_writer_free(w);
+    struct gguf_file *f = NULL;
+    ck_assert_int_eq(gguf_open(path, 0, &f, &err), MW_OK);
+    const char *s = NULL;
+    uint64_t len = 0;
+    ck_assert_int_eq(gguf_get_str(f, "tokenizer.ggml.model", &s, &len, &err), MW_OK);
+    ck_assert(len == 6 && memcmp(s, "gemma4", 6) == 0);
+    ck_assert_int_lt(gguf_kv_find(f, "tokenizer.ggml.pre"), 0);
+    const struct gguf_value *v = gguf_kv_value(f, (uint64_t)gguf_kv_find(f, "tokenizer.ggml.scores"));
+    ck_assert_int_eq(v->elem_type, GGUF_VT_F32);
+    ck_assert_uint_eq(v->n, 11);
+    for (int i = 0; i < 11; i++) {
+        float x;
+        memcpy(&x, v->data + 4 * i, 4);
+        ck_assert(x == -1000.0f);
+    }
+    v = gguf_kv_value(f, (uint64_t)gguf_kv_find(f, "tokenizer.ggml.token_type"));
+    static const int32_t want[11] = {3, 1, 3, 3, 6, 1, 1, 1, 4, 3, 1};
+    ck_assert_uint_eq(v->n, 11);
+    for (int i = 0; i < 11; i++) {
+        int32_t x;
+        memcpy(&x, v->data + 4 * i, 4);
+        ck_assert_msg(x == want[i], "token %d: type %d, want %d", i, x, want[i]);
+    }
+    const int64_t ib = gguf_kv_find(f, "tokenizer.ggml.add_bos_token");
+    ck_assert_int_ge(ib, 0);
+    ck_assert_int_eq(gguf_kv_value(f, (uint64_t)ib)->data[0], 1);
+    const int64_t isp = gguf_kv_find(f, "tokenizer.ggml.add_space_prefix");
+    ck_assert_int_gt(isp, ib); /* add_bos where SpecialVocab put it */
+    ck_assert_int_eq(gguf_kv_value(f, (uint64_t)isp)->data[0], 0);
+    gguf_close(f);
+    unlink(path);
+    /* any other model type: Gemma 3's way ("gpt2", its pre) */
+    ck_assert_int_eq(gguf_writer_init(&w, &err), MW_OK);
+    ck_assert_int_eq(hf_tok_write_gguf(t, w, "gemma3", &err), MW_OK);
+    ck_assert_int_eq(gguf_writer_open(w, path, &err), MW_OK);
+    ck_assert_int_eq(gguf_writer_finish(w, &err), MW_OK);
+    gguf_writer_free(w);
+    ck_assert_int_eq(gguf_open(path, 0, &f, &err), MW_OK);
+    ck_assert_int_eq(gguf_get_str(f, "tokenizer.ggml.model", &s, &len, &err), MW_OK);
+    ck_assert(len == 4 && memcmp(s, "gpt2", 4) == 0);
+    ck_assert_int_ge(gguf_kv_find(f, "tokenizer.ggml.pre"), 0);
+    gguf_close(f);
+    unlink(path);
+    hf_tok_free(t);
+    rm_rf(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(load_llama3_dir)
 {
     char *dir = make_tmpdir("hftok");
@@ -1112,6 +1195,7 @@ static Suite *hf_tok_suite(void)
     tcase_add_test(tc, load_llama3_dir);
     tcase_add_test(tc, load_qwen2_dir);
     tcase_add_test(tc, load_spm_dir);
+    tcase_add_test(tc, load_gemma4_dir);
     suite_add_tcase(s, tc);
     return s;
 }
