@@ -14,7 +14,13 @@
 #
 # Small but not trivial: 2 samples of 301 positions (two row tiles per
 # sample), tinyllama-8m's 768-wide FFN (three column tiles, three Cholesky
-# blocks of the ffn_down Hessian). Q8_0 keeps the AWQ search short.
+# blocks of the ffn_down Hessian). Q8_0 keeps the AWQ search short. The model
+# is tinyllama-8m cut to its first 2 layers (tests/lib/mwgguf.py cut-layers:
+# every kind of tensor and product, layer 1 fed by layer 0's quantized
+# output, the output matrix): the products are the 8-layer model's
+# shapes and tiles, a quarter as many; the --bpw probes (one forward pass per
+# tensor) were most of the CPU, 58 of them on 8 layers, 16 here. --size 4.5M
+# becomes the same share of the smaller F16 file (2,077,997 bytes).
 # The unit tests of calib (check_calib: statistics equal for every thread
 # count, batch size and row window) run under the Haswell kernel too.
 # Under the other kernels: calib at -t 1, 3, 8 and awq+gptq-act (calib's
@@ -37,7 +43,11 @@ scratch_on_shm determinism
 F16=$(ref tinyllama-8m.llamacpp-f16.gguf)
 [ -n "$F16" ] || skip "no tinyllama-8m.llamacpp-f16.gguf"
 [ -f "$MW_DATASETS/corpora/calib.txt" ] || skip "no datasets/corpora/calib.txt"
+have_python || skip "no python3 (tests/lib/mwgguf.py cut-layers)"
 head -c 40000 "$MW_DATASETS/corpora/calib.txt" > "$T/calib.txt"
+mwgguf cut-layers "$F16" "$T/l2.gguf" 2 || { fail "mwgguf cut-layers"; finish; }
+F16=$T/l2.gguf
+SIZE=$(( $(stat -c %s "$F16") * 4718592 / 16891328 )) # 4.5M's share of the 8-layer F16 file
 S=(--corpus "$T/calib.txt" --samples 2 --seq-len 300 -q)
 
 # same_bytes WHAT FILE...: every FILE equals the first
@@ -101,7 +111,7 @@ check() {
         run 0 quant "$F16" -o "$T/$tag-bpw-$t.gguf" --bpw 4.5 --no-iquants --method gptq-act "${S[@]}" -t $t ||
             return
         [ "$full" = 1 ] && [ "$t" != 3 ] || continue
-        run 0 quant "$F16" -o "$T/$tag-size-$t.gguf" --size 4.5M --no-iquants --no-probes --method gptq \
+        run 0 quant "$F16" -o "$T/$tag-size-$t.gguf" --size "$SIZE" --no-iquants --no-probes --method gptq \
             "${S[@]}" -t $t ||
             return
     done
