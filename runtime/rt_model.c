@@ -293,7 +293,8 @@ static enum mw_status read_moe(struct ld *L)
     }
     /* llama_expert_gating_func_type: 1 softmax (0: none given) */
     if ((s = archkey_u32(L, "expert_gating_func", false, 1, &v, NULL))) return s;
-    if (v > 1) {
+    /* gpt-oss: llama.cpp's graph gates with softmax over the top k whatever the key says */
+    if (v > 1 && hp->arch != RT_ARCH_GPTOSS) {
         snprintf(key, sizeof key, "%s.expert_gating_func", L->arch);
         if (v <= 4)
             FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,

@@ -14,6 +14,8 @@
 #    activations, as ggml's vec_dot_mxfp4_q8_0);
 #  - the same logits, bit for bit, in steps of 16 on 2 threads, steps of 5
 #    on 3 threads and with the scalar kernels (MW_RT_KERNELS=scalar);
+#  - a file without a layer's attn_sinks or an expert bias: exit 1 naming
+#    the tensor;
 #  - greedy decoding one token per call (the single-query attention path,
 #    its sinks and the sliding window past position 32): llama.cpp's 48
 #    greedy tokens fed back, our greedy choice equals llama.cpp's at each.
@@ -72,4 +74,10 @@ same=$(awk '$1 == "step" && $4 == $7 { n++ } END { print n + 0 }' "$T/teach")
 steps=$(awk '$1 == "step" { n++ } END { print n + 0 }' "$T/teach")
 echo "greedy: llama.cpp's $steps tokens fed back one per call, our greedy choice agrees at $same"
 [ "$steps" -eq 48 ] && [ "$same" -eq 48 ] || fail "greedy decoding differs from llama.cpp's"
+for t in blk.1.attn_sinks.weight blk.2.ffn_up_exps.bias; do
+    python3 "$MW_SRC/tests/fixtures/mk_gptoss_gguf.py" "$T/bad.gguf" --drop "$t" > "$T/e" 2>&1 ||
+        { fail "mk_gptoss_gguf.py --drop $t: $(tail -2 "$T/e")"; continue; }
+    mr 1 -m "$T/bad.gguf" -p "$PROMPT" -n 1 && has "$err" "'$t'" "without $t"
+done
+echo "files without blk.1.attn_sinks.weight or blk.2.ffn_up_exps.bias: exit 1 naming the tensor"
 finish
