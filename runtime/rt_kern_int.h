@@ -222,6 +222,9 @@ void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, u
 #endif
 #if RT_HAVE_NEON
 RT__DECL_DOT(mxfp4_q8_0_neon);
+void rt_gemm_mxfp4_q8_0_neon(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,
+                             const void *w_rows, uint64_t stride, const void *act,
+                             uint64_t astride, void *scratch);
 #endif
 
 void rt_quantize_f32_ref(const float *x, void *out, uint64_t n);

@@ -222,4 +222,61 @@ void rt_dot_mxfp4_q8_0_neon(uint64_t n, float *out, const void *wv, const void *
         p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_neon(w, a[b].qs);
     *out = rt__reduce4(p);
 }
+/* The batched product (rt_gemm_fn), as rt_gemm_mxfp4_q8_0_avx2: a group of
+ * four blocks of a row decoded once for every token, each token's partials
+ * the mat-vec's (lane b % 4), 1024 tokens at a time in the scratch. */
+void rt_gemm_mxfp4_q8_0_neon(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,
+                             const void *w_rows, uint64_t stride, const void *act,
+                             uint64_t astride, void *scratch)
+{
+    const uint64_t nb = n / 32, nb4 = nb / 4 * 4;
+    const uint8_t *A = act;
+    float *accs = scratch; /* (1024, 4) */
+    const int8x16_t tab = vld1q_s8(mx_values);
+    for (uint64_t c0 = 0; c0 < nc; c0 += 1024) {
+        const uint64_t cn = nc - c0 < 1024 ? nc - c0 : 1024;
+        for (uint64_t r = 0; r < nr; r++) {
+            const uint8_t *wr = (const uint8_t *)w_rows + r * stride;
+            for (uint64_t c = 0; c < cn; c++) vst1q_f32(accs + 4 * c, vdupq_n_f32(0.0f));
+            for (uint64_t b = 0; b < nb4; b += 4) {
+                int8x16_t lo[4], hi[4];
+                float dwv[4];
+                for (int j = 0; j < 4; j++) {
+                    const uint8_t *w = wr + (b + (uint64_t)j) * RT_BS_MXFP4;
+                    const uint8x16_t qs = vld1q_u8(w + 1);
+                    lo[j] = vqtbl1q_s8(tab, vandq_u8(qs, vdupq_n_u8(0x0F)));
+                    hi[j] = vqtbl1q_s8(tab, vshrq_n_u8(qs, 4));
+                    dwv[j] = e8m0_half(w[0]);
+                }
+                const float32x4_t dw = vld1q_f32(dwv);
+                for (uint64_t c = 0; c < cn; c++) {
+                    const struct rt_block_q8_0 *a =
+                        (const struct rt_block_q8_0 *)(A + (c0 + c) * astride) + b;
+                    int32_t is[4];
+                    for (int j = 0; j < 4; j++) {
+                        const int8x16_t a0 = vld1q_s8(a[j].qs), a1 = vld1q_s8(a[j].qs + 16);
+                        int16x8_t p0 = vmull_s8(vget_low_s8(lo[j]), vget_low_s8(a0));
+                        p0 = vmlal_high_s8(p0, lo[j], a0);
+                        int16x8_t p1 = vmull_s8(vget_low_s8(hi[j]), vget_low_s8(a1));
+                        p1 = vmlal_high_s8(p1, hi[j], a1);
+                        is[j] = vaddvq_s32(vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
+                    }
+                    const uint16_t hd[4] = {a[0].d, a[1].d, a[2].d, a[3].d};
+                    const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(hd)));
+                    const float32x4_t v = vmulq_f32(vmulq_f32(dw, da), vcvtq_f32_s32(vld1q_s32(is)));
+                    vst1q_f32(accs + 4 * c, vaddq_f32(vld1q_f32(accs + 4 * c), v));
+                }
+            }
+            for (uint64_t c = 0; c < cn; c++) {
+                const struct rt_block_q8_0 *a = (const struct rt_block_q8_0 *)(A + (c0 + c) * astride);
+                float *p = accs + 4 * c;
+                for (uint64_t b = nb4; b < nb; b++) {
+                    const uint8_t *w = wr + b * RT_BS_MXFP4;
+                    p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_neon(w, a[b].qs);
+                }
+                out[(c0 + c) * ldo + r] = rt__reduce4(p);
+            }
+        }
+    }
+}
 #endif /* RT_HAVE_NEON */

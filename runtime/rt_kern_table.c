@@ -118,6 +118,8 @@ struct rt_cpu rt_cpu_detect(void)
 /* MXFP4 x Q8_0 (rt_kern_mxfp4.c): one NEON kernel for the neon tables */
 #define RT__MXFP4_ref rt_dot_mxfp4_q8_0_ref
 #define RT__MXFP4_neon rt_dot_mxfp4_q8_0_neon
+#define RT__MXFP4G_ref NULL
+#define RT__MXFP4G_neon rt_gemm_mxfp4_q8_0_neon
 
 /* Four-row kernels (rt_dot4_fn) where a variant has them. */
 #define RT__DOT4_ref(nm) NULL
@@ -145,7 +147,7 @@ struct rt_cpu rt_cpu_detect(void)
     KER(IQ3_S, Q8_K, rt_dot_iq3_s_q8_k_##V),       \
     KER(IQ1_S, Q8_K, rt_dot_iq1_s_q8_k_##V),       \
     KER(IQ1_M, Q8_K, rt_dot_iq1_m_q8_k_##V),       \
-    KER(MXFP4, Q8_0, RT__MXFP4_##FV),              \
+    KERG(MXFP4, Q8_0, RT__MXFP4_##FV, NULL, RT__MXFP4G_##FV), \
     KERG(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V, NULL, RT__GEMM_##G(q2_k_q8_k)), \
     KERG(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V, NULL, RT__GEMM_##G(q3_k_q8_k)), \
     KERG(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, RT__DOT4_##V(q4_k_q8_k), RT__GEMM_##G(q4_k_q8_k)), \

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "calib/calib.h"
+#include "calib/calib_gemma4.h"
 #include "core/mw_mem.h"
 #include "hf/hf.h"
 #include "methods/methods.h"
@@ -61,12 +62,15 @@ struct model {
     char (*names)[GGUF_MAX_NAME + 1]; /* config.json alone: the names t[] points to */
     uint64_t cap;
     bool config_only;
+    bool g4_k_eq_v; /* gemma4 config: attention_k_eq_v */
+    struct calib_g4 *g4; /* gemma4: per-layer shapes (calib_gemma4.h); else NULL */
 };
 
 static void model_free(struct model *m)
 {
     free(m->t);
     free(m->names);
+    free(m->g4);
     rt_model_close(m->rm);
     gguf_close(m->gf);
     hf_plan_free(m->plan);
@@ -188,6 +192,59 @@ static bool config_tensors(struct model *m, const struct rt_hparams *hp, bool *u
     return ok;
 }
 
+/* The tensor table llama.cpp's converter writes for a gemma4 config
+ * (families-2026.md 2b; tests/fixtures/mk_gemma4_gguf.py writes the same):
+ * F16 weights, F32 norms, routers, scales and rope_freqs; false when out of
+ * memory. */
+static bool config_tensors_g4(struct model *m, const struct calib_g4 *g)
+{
+    const uint32_t F16 = GGUF_TYPE_F16, F32 = GGUF_TYPE_F32;
+    const uint64_t E = g->n_embd, V = g->n_vocab, H = g->n_head, L = g->n_layer;
+    const uint64_t P = g->n_embd_per_layer, X = g->n_expert, FX = g->n_ff_exp;
+    bool ok = add_tensor(m, F32, g->head_dim_full / 2, 0, 0, "rope_freqs.weight") &&
+              add_tensor(m, F16, E, V, 0, "token_embd.weight") &&
+              add_tensor(m, F32, E, 0, 0, "output_norm.weight");
+    if (P)
+        ok = ok && add_tensor(m, F16, L * P, V, 0, "per_layer_token_embd.weight") &&
+             add_tensor(m, F16, E, L * P, 0, "per_layer_model_proj.weight") &&
+             add_tensor(m, F32, P, 0, 0, "per_layer_proj_norm.weight");
+    for (uint32_t il = 0; ok && il < L; il++) {
+        const uint64_t d = g->swa[il] ? g->head_dim_swa : g->head_dim_full;
+        const uint64_t kv = (uint64_t)g->n_head_kv[il] * d, F = g->n_ff[il];
+        static const char *const norms[] = {"attn_norm", "post_attention_norm", "ffn_norm",
+                                            "post_ffw_norm"};
+        for (size_t k = 0; ok && k < sizeof norms / sizeof norms[0]; k++)
+            ok = add_tensor(m, F32, E, 0, 0, "blk.%u.%s.weight", il, norms[k]);
+        ok = ok && add_tensor(m, F32, 1, 0, 0, "blk.%u.layer_output_scale.weight", il) &&
+             add_tensor(m, F16, E, H * d, 0, "blk.%u.attn_q.weight", il) &&
+             add_tensor(m, F16, E, kv, 0, "blk.%u.attn_k.weight", il) &&
+             add_tensor(m, F16, H * d, E, 0, "blk.%u.attn_output.weight", il) &&
+             add_tensor(m, F32, d, 0, 0, "blk.%u.attn_q_norm.weight", il) &&
+             add_tensor(m, F32, d, 0, 0, "blk.%u.attn_k_norm.weight", il) &&
+             add_tensor(m, F16, E, F, 0, "blk.%u.ffn_gate.weight", il) &&
+             add_tensor(m, F16, E, F, 0, "blk.%u.ffn_up.weight", il) &&
+             add_tensor(m, F16, F, E, 0, "blk.%u.ffn_down.weight", il);
+        /* attention_k_eq_v: the full layers have no attn_v */
+        if (g->swa[il] || !m->g4_k_eq_v)
+            ok = ok && add_tensor(m, F16, E, kv, 0, "blk.%u.attn_v.weight", il);
+        if (P)
+            ok = ok && add_tensor(m, F16, E, P, 0, "blk.%u.inp_gate.weight", il) &&
+                 add_tensor(m, F16, P, E, 0, "blk.%u.proj.weight", il) &&
+                 add_tensor(m, F32, E, 0, 0, "blk.%u.post_norm.weight", il);
+        if (X)
+            ok = ok && add_tensor(m, F16, FX, E, X, "blk.%u.ffn_down_exps.weight", il) &&
+                 add_tensor(m, F16, E, 2 * FX, X, "blk.%u.ffn_gate_up_exps.weight", il) &&
+                 add_tensor(m, F32, X, 0, 0, "blk.%u.ffn_down_exps.scale", il) &&
+                 add_tensor(m, F32, E, X, 0, "blk.%u.ffn_gate_inp.weight", il) &&
+                 add_tensor(m, F32, E, 0, 0, "blk.%u.ffn_gate_inp.scale", il) &&
+                 add_tensor(m, F32, E, 0, 0, "blk.%u.post_ffw_norm_1.weight", il) &&
+                 add_tensor(m, F32, E, 0, 0, "blk.%u.post_ffw_norm_2.weight", il) &&
+                 add_tensor(m, F32, E, 0, 0, "blk.%u.pre_ffw_norm_2.weight", il);
+    }
+    for (uint64_t i = 0; ok && i < m->n_t; i++) m->t[i].name = m->names[i];
+    return ok;
+}
+
 /* A directory with config.json but no safetensors: plan from the config. */
 static bool config_only_dir(const char *dir)
 {
@@ -210,7 +267,13 @@ static enum mw_status model_from_config(const char *path, struct model *m, struc
     if (s == MW_OK) {
         calib_hparams_from_hf(c, &m->hp, &m->n_bias);
         bool unsupported = false;
-        if (!config_tensors(m, &m->hp, &unsupported)) {
+        if (c->arch == HF_ARCH_GEMMA4) {
+            m->g4_k_eq_v = c->g4_k_eq_v;
+            if (!(m->g4 = malloc(sizeof *m->g4)))
+                s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "config");
+            else if (calib_g4_from_hf(c, m->g4), !config_tensors_g4(m, m->g4))
+                s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor table");
+        } else if (!config_tensors(m, &m->hp, &unsupported)) {
             mw_err_set_path(err, path);
             s = unsupported
                     ? MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
@@ -222,6 +285,19 @@ static enum mw_status model_from_config(const char *path, struct model *m, struc
     }
     free(c);
     return s;
+}
+
+/* The rt_hparams fields plan prints and quant's rules read, for a gemma4
+ * GGUF (the runtime's reading is not needed for the budget). */
+static void g4_hparams(const struct calib_g4 *g, struct rt_hparams *hp)
+{
+    memset(hp, 0, sizeof *hp);
+    snprintf(hp->arch_name, sizeof hp->arch_name, "gemma4");
+    hp->n_layer = g->n_layer, hp->n_embd = g->n_embd, hp->n_head = g->n_head;
+    hp->n_head_kv = g->n_head_kv[0], hp->head_dim = g->head_dim_swa, hp->n_ff = g->n_ff[0];
+    hp->n_vocab = g->n_vocab, hp->n_ctx_train = g->n_ctx_train;
+    hp->n_expert = g->n_expert, hp->n_expert_used = g->n_expert_used, hp->n_ff_exp = g->n_ff_exp;
+    hp->n_swa = g->n_swa;
 }
 
 static enum mw_status model_open(const char *path, struct model *m, struct mw_err *err)
@@ -244,6 +320,11 @@ static enum mw_status model_open(const char *path, struct model *m, struct mw_er
         if ((s = hf_model_open(path, &m->hf, err))) return s;
         if ((s = hf_plan_build(m->hf, HF_OUT_F16, &m->plan, err))) return s;
         calib_hparams_from_hf(hf_model_config(m->hf), &m->hp, &m->n_bias);
+        if (hf_model_config(m->hf)->arch == HF_ARCH_GEMMA4) {
+            if (!(m->g4 = malloc(sizeof *m->g4)))
+                return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "config");
+            calib_g4_from_hf(hf_model_config(m->hf), m->g4);
+        }
         m->n_t = hf_plan_count(m->plan);
         m->t = calloc(m->n_t ? m->n_t : 1, sizeof *m->t);
         if (!m->t) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor table");
@@ -258,8 +339,15 @@ static enum mw_status model_open(const char *path, struct model *m, struct mw_er
         }
     } else {
         if ((s = gguf_open(path, GGUF_OPEN_DEFAULT, &m->gf, err))) return s;
-        if ((s = rt_model_from_gguf(m->gf, &m->rm, err))) return s;
-        m->hp = *rt_model_hparams(m->rm);
+        if (calib_g4_gguf_is(m->gf)) {
+            if (!(m->g4 = malloc(sizeof *m->g4)))
+                return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "config");
+            if ((s = calib_g4_from_gguf(m->gf, m->g4, err))) return s;
+            g4_hparams(m->g4, &m->hp);
+        } else {
+            if ((s = rt_model_from_gguf(m->gf, &m->rm, err))) return s;
+            m->hp = *rt_model_hparams(m->rm);
+        }
         m->file_bytes = gguf_file_size(m->gf);
         m->n_t = gguf_tensor_count(m->gf);
         m->t = calloc(m->n_t ? m->n_t : 1, sizeof *m->t);
@@ -288,7 +376,7 @@ static enum mw_status model_open(const char *path, struct model *m, struct mw_er
  * (quant_decode_bytes: n_used of each stacked expert tensor's slabs, one
  * embedding row); false if the preset cannot be applied. */
 static bool preset_bytes(const struct model *m, const struct quant_preset *p, uint64_t *out,
-                         uint64_t *active)
+                         uint64_t *active, uint64_t *flash)
 {
     struct quant_choice *ch = calloc(m->n_t ? m->n_t : 1, sizeof *ch);
     uint32_t *ty = calloc(m->n_t ? m->n_t : 1, sizeof *ty);
@@ -304,6 +392,18 @@ static bool preset_bytes(const struct model *m, const struct quant_preset *p, ui
     for (uint64_t i = 0; ok && i < m->n_t; i++)
         ty[i] = quant_tensor_is_quantizable(&m->t[i], false) ? ch[i].type : m->t[i].type;
     ok = ok && quant_decode_bytes(m->t, ty, m->n_t, m->hp.n_expert_used, out, active);
+    /* a table read one row per token from flash (gemma4's per_layer_token_embd):
+     * not resident, and a token reads one row of it */
+    *flash = 0;
+    for (uint64_t i = 0; ok && m->g4 && i < m->n_t; i++) {
+        if (!calib_g4_on_flash(m->t[i].name)) continue;
+        uint64_t b;
+        ok = gguf_tensor_nbytes(ty[i], m->t[i].ne, &b);
+        if (ok && m->t[i].ne[1] > 0) {
+            *flash += b;
+            *active -= b - b / m->t[i].ne[1];
+        }
+    }
     /* the MTP blocks (blk.n_layer..) stay in the file but are never run: a
      * token reads what quant_decode_bytes counts without them */
     if (ok && m->hp.n_nextn) {
@@ -370,6 +470,7 @@ static const double bpw_rows[] = {2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.5};
 /* The weights at each preset (rows of the weight, decode and fit tables). */
 struct presets {
     uint64_t bytes[N_PRESETS], active[N_PRESETS];
+    uint64_t flash[N_PRESETS]; /* of bytes: read from flash, not resident (gemma4) */
     bool ok[N_PRESETS];
 };
 
@@ -408,7 +509,7 @@ static void print_weights(const struct model *m, uint64_t n_q, uint64_t other,
     for (size_t i = 0; i < N_PRESETS; i++) {
         const bool f16 = strcmp(preset_names[i], "F16") == 0;
         const struct quant_preset *p = f16 ? NULL : quant_preset_find(preset_names[i]);
-        pr->ok[i] = (f16 || p) && preset_bytes(m, p, &pr->bytes[i], &pr->active[i]);
+        pr->ok[i] = (f16 || p) && preset_bytes(m, p, &pr->bytes[i], &pr->active[i], &pr->flash[i]);
         if (!pr->ok[i]) continue;
         char sz[32];
         put_size(sz, sizeof sz, pr->bytes[i]);
@@ -573,6 +674,133 @@ static enum mw_status print_fits(const struct calib_mem_arch *arch, uint32_t ctx
     return MW_OK;
 }
 
+// --- gemma4: per-layer KV, shared-KV layers, the per-layer table on flash ---
+
+static void print_g4_model(const struct calib_g4 *g, const struct model *m)
+{
+    uint32_t n_swa = 0;
+    for (uint32_t il = 0; il < g->n_layer; il++) n_swa += g->swa[il];
+    printf("       gemma4: %u sliding layers (head dim %u, window %u) and %u full layers "
+           "(head dim %u); ",
+           n_swa, g->head_dim_swa, g->n_swa, g->n_layer - n_swa, g->head_dim_full);
+    if (g->n_kv_shared)
+        printf("the last %u layers own no K/V (they read an earlier layer's)", g->n_kv_shared);
+    else
+        printf("every layer owns its K/V");
+    if (g->n_embd_per_layer) {
+        uint64_t b = 0;
+        for (uint64_t i = 0; i < m->n_t; i++)
+            if (calib_g4_on_flash(m->t[i].name))
+                gguf_tensor_nbytes(GGUF_TYPE_F16, m->t[i].ne, &b);
+        char sz[32];
+        put_size(sz, sizeof sz, b);
+        printf("; per-layer embeddings of %u x %u layers: per_layer_token_embd %s in F16, "
+               "read one row per token from the mapped file (file bytes, not RAM)",
+               g->n_embd_per_layer, g->n_layer, sz);
+    }
+    printf("\n");
+}
+
+static void print_g4_kv(const struct calib_g4 *g, uint32_t ctx)
+{
+    uint32_t own, own_swa, rows;
+    const uint64_t at_ctx = calib_g4_kv_bytes(g, ctx, 0, RT_KV_F16, &own, &own_swa, &rows);
+    printf("\nKV cache (K+V of the layers that own a cache: 2 * positions * kv heads * head dim "
+           "* bytes; f16 2 B, q8_0 34 B per 32):\n");
+    printf("  layout (gemma4): %u of %u layers own a cache (%u shared-KV layers none); %u "
+           "sliding of them keep a ring of min(ctx, window - 1 + %u) positions (%u at ctx %u), "
+           "the other %u keep ctx: %llu bytes in f16 at ctx %u\n",
+           own, g->n_layer, g->n_kv_shared, own_swa, CALIB_MEM_DEFAULT_BATCH, rows, ctx,
+           own - own_swa, (unsigned long long)at_ctx, ctx);
+    printf("  %8s %12s %12s\n", "ctx", "f16", "q8_0");
+    uint32_t ctxs[24];
+    int n_ctx = 0;
+    for (uint32_t c = 512; c <= RT_MAX_CTX && n_ctx < 20; c *= 2) {
+        if (c > 4096 && c > g->n_ctx_train && c > ctx) break;
+        ctxs[n_ctx++] = c;
+    }
+    bool have = false;
+    for (int i = 0; i < n_ctx; i++) have = have || ctxs[i] == ctx;
+    if (!have) ctxs[n_ctx++] = ctx;
+    for (int i = 0; i < n_ctx; i++) {
+        char a[32] = "-", b[32] = "-";
+        const uint64_t f = calib_g4_kv_bytes(g, ctxs[i], 0, RT_KV_F16, NULL, NULL, NULL);
+        const uint64_t q = calib_g4_kv_bytes(g, ctxs[i], 0, RT_KV_Q8_0, NULL, NULL, NULL);
+        if (f) put_size(a, sizeof a, f);
+        if (q) put_size(b, sizeof b, q);
+        printf("  %8u %12s %12s%s\n", ctxs[i], a, b,
+               ctxs[i] > g->n_ctx_train ? "  (beyond the training context)" : "");
+    }
+}
+
+/* The resident set per preset at 4k and 32k context (f16 KV) and what fits
+ * 4/6/8 GiB phones (or --ram) at ctx: resident weights (the file's tensor data
+ * minus what stays on flash) + KV + overhead. */
+static enum mw_status print_g4_fits(const struct calib_g4 *g, uint32_t ctx, enum rt_kv_type kv,
+                                    uint32_t threads, uint64_t ram, const struct presets *pr,
+                                    struct mw_err *err)
+{
+    struct calib_mem m4, m32, mm;
+    struct calib_mem_opts o = {.n_ctx = 4096, .kv_type = RT_KV_F16, .n_threads = threads,
+                               .weight_type = GGUF_TYPE_Q4_K};
+    enum mw_status s = calib_g4_mem_estimate(g, &o, &m4, err);
+    o.n_ctx = 32768;
+    if (s == MW_OK) s = calib_g4_mem_estimate(g, &o, &m32, err);
+    o.n_ctx = ctx;
+    o.kv_type = kv;
+    if (s == MW_OK) s = calib_g4_mem_estimate(g, &o, &mm, err);
+    if (s != MW_OK) return s;
+    char ov[32], kvs[32];
+    put_size(ov, sizeof ov, mm.overhead_bytes);
+    put_size(kvs, sizeof kvs, mm.kv_bytes);
+    printf("\nruntime at ctx %u, %s KV, %u threads: KV %s, overhead %s (scratch %.1f MiB + "
+           "norms/biases %.1f MiB + base %.0f MiB)\n",
+           ctx, rt_kv_type_name(kv), threads, kvs, ov, mib(mm.scratch_bytes), mib(mm.owned_bytes),
+           mib(mm.base_bytes));
+    printf("\nresident set (the file's tensor data minus per_layer_token_embd, which stays on "
+           "flash; + f16 KV + overhead):\n");
+    printf("  %-8s %12s %12s %12s %12s %12s\n", "preset", "file", "on flash", "resident",
+           "RSS ctx 4k", "RSS ctx 32k");
+    for (size_t i = 0; i < N_PRESETS; i++) {
+        if (!pr->ok[i]) continue;
+        const uint64_t res = pr->bytes[i] - pr->flash[i];
+        char a[32], b[32], c[32], d[32], e[32];
+        put_size(a, sizeof a, pr->bytes[i]);
+        put_size(b, sizeof b, pr->flash[i]);
+        put_size(c, sizeof c, res);
+        put_size(d, sizeof d, res + m4.kv_bytes + m4.overhead_bytes);
+        put_size(e, sizeof e, res + m32.kv_bytes + m32.overhead_bytes);
+        printf("  %-8s %12s %12s %12s %12s %12s  resident %llu\n", preset_names[i], a, b, c, d,
+               e, (unsigned long long)res);
+    }
+    printf("\nfits (app budget = %d%% of device RAM; resident weights get budget - KV - "
+           "overhead; the file may be larger):\n",
+           CALIB_MEM_APP_PERCENT);
+    printf("  %-7s %11s %11s %9s  %s\n", "device", "app budget", "for weights", "best",
+           "presets that fit");
+    const uint64_t tiers[3] = {(uint64_t)4 << 30, (uint64_t)6 << 30, (uint64_t)8 << 30};
+    for (int t = 0; t < (ram ? 1 : 3); t++) {
+        const uint64_t r = ram ? ram : tiers[t];
+        const uint64_t left = calib_mem_weight_budget(r, &mm);
+        char dev[16], app[32], lw[32], list[256] = "";
+        snprintf(dev, sizeof dev, "%.4g GiB", gib(r));
+        put_size(app, sizeof app, calib_mem_app_budget(r));
+        put_size(lw, sizeof lw, left);
+        const char *best = "-";
+        size_t used = 0;
+        for (size_t k = 0; k < N_PRESETS; k++) {
+            if (!pr->ok[k] || pr->bytes[k] - pr->flash[k] > left) continue;
+            if (best[0] == '-') best = preset_names[k];
+            const int w = snprintf(list + used, sizeof list - used, "%s%s", used ? " " : "",
+                                   preset_names[k]);
+            if (w > 0 && (size_t)w < sizeof list - used) used += (size_t)w;
+        }
+        printf("  %-7s %11s %11s %9s  %s\n", dev, app, lw, best,
+               used ? list : "(nothing fits: lower --ctx, --kv q8_0, or quant --fit-ram)");
+    }
+    return MW_OK;
+}
+
 /* What `quant --corpus` needs at its defaults (method, 128 samples x 512
  * tokens, every CPU), in memory and at least (lean), on stdout; whether the
  * default memory bound of this machine (core/mw_mem.h) holds it, on stderr
@@ -657,6 +885,7 @@ int cmd_plan(int argc, char **argv)
         split_params(&m, &n_q, &other);
         struct presets pr;
         print_model(path, &m.hp, n_q, other);
+        if (m.g4) print_g4_model(m.g4, &m);
         if (m.config_only)
             printf("       (config.json alone: the tensors its conversion would have%s)\n",
                    m.hp.arch == RT_ARCH_QWEN3NEXT && !m.hp.n_nextn
@@ -664,9 +893,14 @@ int cmd_plan(int argc, char **argv)
                        : "");
         print_weights(&m, n_q, other, &pr);
         print_decode(&m.hp, &pr);
-        print_kv(&m.hp, &arch, ctx, threads);
-        s = print_fits(&arch, ctx, kv, threads, ram, n_q, other, &pr, &err);
-        if (s == MW_OK) print_calib_need(&m.hp);
+        if (m.g4) {
+            print_g4_kv(m.g4, ctx);
+            s = print_g4_fits(m.g4, ctx, kv, threads, ram, &pr, &err);
+        } else {
+            print_kv(&m.hp, &arch, ctx, threads);
+            s = print_fits(&arch, ctx, kv, threads, ram, n_q, other, &pr, &err);
+            if (s == MW_OK) print_calib_need(&m.hp);
+        }
     }
     model_free(&m);
     return s ? cmd_fail(cmd, &err) : cmd_finish_output(cmd, 0);

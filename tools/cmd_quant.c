@@ -19,6 +19,7 @@
 #include "quant/quant_alloc.h"
 #if defined(MW_HAVE_FULL)
 #include "calib/calib.h"
+#include "calib/calib_gemma4.h"
 #include "core/mw_mem.h"
 #include "hf/hf.h"
 #include "methods/methods.h"
@@ -77,10 +78,51 @@ static int fail(enum mw_status s, struct mw_err *err)
 }
 
 #if defined(MW_HAVE_FULL)
+/* --fit-ram: a table read one row per token from the mapped file (Gemma 4's
+ * per_layer_token_embd, calib_g4_on_flash) costs file bytes, not RAM: it
+ * keeps the type llama-quantize's k-quant presets give it (Q6_K, or its
+ * fallback for the row length) through an exact override, and the file
+ * budget grows by its bytes. */
+static int flash_tables(const struct quant_source *src, struct quant_opts *o,
+                        struct alloc_req *rq)
+{
+    for (uint64_t i = 0; i < src->n_tensors; i++) {
+        const struct quant_tensor_desc *t = &src->tensors[i];
+        if (!calib_g4_on_flash(t->name) || t->n_dims != 2) continue;
+        const uint32_t ty = t->ne[0] % 256 == 0 ? GGUF_TYPE_Q6_K
+                            : t->ne[0] % 32 == 0 ? GGUF_TYPE_Q8_0
+                                                 : GGUF_TYPE_F16;
+        uint64_t nb = 0;
+        struct mw_err err;
+        mw_err_clear(&err);
+        if (!gguf_tensor_nbytes(ty, t->ne, &nb) || !mw_add_u64(nb, 31, &nb) ||
+            !mw_add_u64(rq->file_bytes, nb / 32 * 32, &rq->file_bytes))
+            return fail(MW_E_VALUE, &err);
+        /* the user's overrides first (first match wins), then this one */
+        enum mw_status s = MW_OK;
+        const struct quant_overrides *user = o->rules.overrides;
+        for (uint64_t k = 0; k < quant_overrides_count(user) && s == MW_OK; k++)
+            s = quant_overrides_add(&rq->own_ov, quant_overrides_spec(user, k), &err);
+        if (s == MW_OK) s = quant_overrides_add_exact(&rq->own_ov, t->name, ty, &err);
+        if (s != MW_OK) return fail(s, &err);
+        o->rules.overrides = rq->own_ov;
+        if (!rq->quiet)
+            fprintf(stderr, "memwall quant: --fit-ram: %s stays on flash (read one row per "
+                            "token): %s, %llu bytes of file beside the resident weights\n",
+                    t->name, gguf_type_get(ty)->name, (unsigned long long)nb / 32 * 32);
+        char *w = strstr(rq->budget, ",file=");
+        if (w)
+            snprintf(w, sizeof rq->budget - (size_t)(w - rq->budget), ",file=%llu",
+                     (unsigned long long)rq->file_bytes);
+    }
+    return 0;
+}
+
 /* --fit-ram R --ctx N [--kv T]: the file budget is what `memwall plan`
  * leaves for the weights (calib_fit_ram: R's app share minus the KV cache
  * and the runtime overhead; MW_E_USAGE when nothing is left). */
 static int fit_ram_budget(const struct gguf_file *f, const struct hf_config *c,
+                          const struct quant_source *src, struct quant_opts *o,
                           struct alloc_req *rq)
 {
     struct mw_err err;
@@ -101,7 +143,7 @@ static int fit_ram_budget(const struct gguf_file *f, const struct hf_config *c,
                 (unsigned long long)fit.overhead_bytes, (unsigned long long)fit.weight_bytes);
     snprintf(rq->budget, sizeof rq->budget, "%s", fit.budget);
     rq->file_bytes = fit.weight_bytes;
-    return 0;
+    return flash_tables(src, o, rq);
 }
 #endif
 
@@ -123,7 +165,7 @@ static int budget(struct alloc_req *rq, const struct quant_source *src, const st
     else if (rq->kind == BUDGET_SIZE)
         snprintf(rq->budget, sizeof rq->budget, "size=%llu", (unsigned long long)rq->file_bytes);
 #if defined(MW_HAVE_FULL)
-    else if ((rc = fit_ram_budget(f, hc, rq)) != 0)
+    else if ((rc = fit_ram_budget(f, hc, src, o, rq)) != 0)
         return rc;
 #endif
     o->budget = rq->budget;
@@ -212,6 +254,7 @@ static void job_free(struct job *j)
     gguf_close(j->f);
     quant_imatrix_free(j->im);
     quant_budget_result_free(&j->ares);
+    quant_overrides_free(j->rq.own_ov);
     free(j->probe_kld);
 }
 

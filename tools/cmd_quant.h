@@ -27,6 +27,8 @@ struct alloc_req {
     bool no_iquants;      /* --no-iquants */
     unsigned n_threads;
     char budget[160];     /* the memwall.quant.budget value */
+    struct quant_overrides *own_ov; /* --fit-ram: the user's overrides and the flash
+                                     * table's (freed with the job) */
 };
 
 /* The command line, checked for what is missing or contradicts. */

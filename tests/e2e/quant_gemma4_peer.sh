@@ -24,6 +24,13 @@
 #    Q4_K_M of memwall convert's F16 file byte for byte llama-quantize's
 #  - --size and --bpw on e2b: within the target, verify --deep passes, what
 #    llama-quantize keeps F32/F16 stays so
+#  - plan: per_layer_token_embd is file bytes, not resident (e2b's Q4_K_M
+#    bytes are quant's tensor data, resident = that minus the table); the KV
+#    of only the layers that own a cache, sliding ones capped at the ring, to
+#    the byte on e2b and on the real E2B / E4B config.json at 4k and 32k; the
+#    4/6/8 GiB phone rows
+#  - --fit-ram on e2b: the file minus per_layer_token_embd (kept Q6_K) fits
+#    the room plan shows, the file itself is larger; verify --deep passes
 source "$(dirname "${BASH_SOURCE[0]}")/quant_common.sh"
 have_python || skip "no python3"
 need_peer
@@ -167,4 +174,58 @@ for f in s b3; do
         > "$T/bad" || fail "$f: a budget quantized what llama-quantize keeps:$(cat "$T/bad")"
 done
 echo "--size 5M on e2b ($e2b_f16 bytes in F16): $sz bytes; --bpw 3.5: $(stat -c %s "$T/b3.gguf") bytes"
+
+# --- plan: per_layer_token_embd is file bytes, not resident; its Q4_K_M bytes
+# are the tensor data quant writes, resident = that minus the table ---
+run 0 plan "$T/e2b.gguf" --ctx 512 && cp "$T/out" "$T/plan"
+run 0 quant "$T/e2b.gguf" -o "$T/q4.gguf" --preset Q4_K_M -t 2 -q
+mwgguf drop "$T/q4.gguf" "$T/q4-nople.gguf" per_layer_token_embd > /dev/null
+read -r w_tot _ <<< "$(mwgguf active-bytes "$T/q4.gguf" 2)"
+read -r w_res _ <<< "$(mwgguf active-bytes "$T/q4-nople.gguf" 2)"
+awk -v t="$w_tot" '$1 == "Q4_K_M" && $NF == t { f = 1 } END { exit !f }' "$T/plan" ||
+    fail "plan: e2b's Q4_K_M is not $w_tot bytes: $(grep -m1 '^ *Q4_K_M' "$T/plan")"
+grep -q "^  Q4_K_M .* resident $w_res\$" "$T/plan" ||
+    fail "plan: e2b's Q4_K_M resident is not $w_res bytes (the file's $w_tot minus per_layer_token_embd)"
+# e2b owns K/V in layers 0-2 (3, 4 shared): sliding 0, 1 keep min(512, 16 - 1 + 64) = 79
+# rows of 1 x 256, full 2 keeps 512 of 1 x 512; K and V in f16
+kv_e2b=$(( 2 * 2 * (2 * 79 * 256 + 512 * 512) ))
+has "$(cat "$T/plan")" "3 of 5 layers own a cache (2 shared-KV layers none)" "plan e2b"
+has "$(cat "$T/plan")" "$kv_e2b bytes in f16 at ctx 512" "plan e2b's KV"
+
+# the real E2B and E4B from their config.json alone: KV of the layers that own a
+# cache (E2B: 15 of 35, 12 sliding of 1 x 256 at min(ctx, 575) rows, 3 full of
+# 1 x 512; E4B: 24 of 42, 20 sliding of 2 x 256, 4 full of 2 x 512), the resident
+# set at 4k and 32k, the 4/6/8 GiB phones
+for c in "E2B 15 35 12 1 3" "E4B 24 42 20 2 4"; do
+    read -r name own nl nsw kvh nfull <<< "$c"
+    for ctx in 4096 32768; do
+        run 0 plan "$CFG/gemma-4-$name" --ctx $ctx || continue
+        want=$(( 2 * 2 * (nsw * 575 * kvh * 256 + nfull * ctx * kvh * 512) ))
+        has "$out" "$own of $nl layers own a cache" "plan $name"
+        has "$out" "$want bytes in f16 at ctx $ctx" "plan $name's KV at ctx $ctx"
+        for d in "4 GiB" "6 GiB" "8 GiB"; do
+            echo "$out" | grep -q "^  $d " || fail "plan $name: no $d phone row"
+        done
+        echo "$out" | grep -q "^  Q4_K_M .* resident [0-9]*\$" || fail "plan $name: no resident Q4_K_M row"
+    done
+    echo "plan $name: $(echo "$out" | sed -n '/^weights/,/^$/p' | awk '$1 == "Q4_K_M" { print $NF " bytes of file at Q4_K_M" }')," \
+        "$(echo "$out" | awk '$1 == "Q4_K_M" && $NF ~ /^[0-9]+$/ && $(NF-1) == "resident" { print $NF " resident" }')"
+done
+
+# --- --fit-ram budgets resident bytes: the room plan shows at 110M, ctx 512
+# (~3.1 MiB) holds the file minus per_layer_token_embd, which keeps Q6_K ---
+run 0 quant "$T/e2b.gguf" -o "$T/f.gguf" --fit-ram 110M --ctx 512 --no-iquants -t 2
+room=$(echo "$err" | sed -n 's/.*overhead [0-9]* = \([0-9]*\) bytes for the file.*/\1/p' | head -n 1)
+run 0 verify "$T/f.gguf" --deep || fail "--fit-ram 110M on e2b"
+mwgguf drop "$T/f.gguf" "$T/f-nople.gguf" per_layer_token_embd > /dev/null
+fz=$(stat -c %s "$T/f.gguf" 2> /dev/null || echo 0)
+fr=$(stat -c %s "$T/f-nople.gguf" 2> /dev/null || echo 0)
+[ -n "$room" ] && [ "$fr" -le "$room" ] && [ "$fr" -gt $((room * 9 / 10)) ] ||
+    fail "--fit-ram 110M: resident file part $fr bytes for a room of '$room'"
+[ "$fz" -gt "$room" ] || fail "--fit-ram 110M: the file ($fz) is not larger than the room ($room)"
+mwgguf types "$T/f.gguf" | grep -qx "per_layer_token_embd.weight q6_K" ||
+    fail "--fit-ram: per_layer_token_embd is not q6_K"
+run 0 plan "$T/e2b.gguf" --ram 110M --ctx 512
+has "$out" "$(awk -v b="$room" 'BEGIN { printf "%.1f MiB", b / 1048576 }')" "plan's room for the weights at 110M"
+echo "--fit-ram 110M --ctx 512 on e2b: file $fz bytes, $fr without per_layer_token_embd (room $room)"
 finish
