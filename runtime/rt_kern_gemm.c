@@ -27,14 +27,14 @@ static inline RT__AVX2 int32_t hsum8_avx2(__m256i v)
 }
 
 
-/* Zeroes a panel's partials (n floats) by vector stores: glibc's memset of
+/* Zeroes a panel's partials (n floats, n % 8 == 0) by vector stores: glibc's memset of
  * these few KiB is `rep stosb`, which valgrind's instruction counts
  * (bench/insn_x86.sh) take as one instruction per byte. */
 static inline RT__AVX2 void zero_f32_avx2(float *p, size_t n)
 {
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(p + i, _mm256_setzero_ps());
-    for (; i < n; i++) p[i] = 0.0f;
+    __m256 z = _mm256_setzero_ps();
+    __asm__("" : "+x"(z)); /* hidden zero: GCC would make the loop a memset call */
+    for (size_t i = 0; i < n; i += 8) _mm256_storeu_ps(p + i, z);
 }
 
 /* AVX-VNNI: VPDPWSSD fuses the multiply-add by the scales and the sum (no
