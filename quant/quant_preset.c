@@ -55,6 +55,7 @@ enum {
     FT_IQ2_M = 29,
     FT_IQ4_XS = 30,
     FT_IQ1_M = 31,
+    FT_MXFP4_MOE = 38,
 };
 
 static const struct quant_preset presets[] = {
@@ -71,7 +72,7 @@ static const struct quant_preset presets[] = {
     {"Q2_K_S", FT_Q2_K_S, GGUF_TYPE_Q2_K},    {"IQ2_M", FT_IQ2_M, GGUF_TYPE_IQ2_S},
     {"IQ2_S", FT_IQ2_S, GGUF_TYPE_IQ2_XS},    {"IQ2_XS", FT_IQ2_XS, GGUF_TYPE_IQ2_XS},
     {"IQ2_XXS", FT_IQ2_XXS, GGUF_TYPE_IQ2_XXS}, {"IQ1_M", FT_IQ1_M, GGUF_TYPE_IQ1_M},
-    {"IQ1_S", FT_IQ1_S, GGUF_TYPE_IQ1_S},
+    {"IQ1_S", FT_IQ1_S, GGUF_TYPE_IQ1_S},     {"MXFP4_MOE", FT_MXFP4_MOE, GGUF_TYPE_MXFP4},
 };
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
@@ -552,13 +553,16 @@ static enum mw_status rules(struct state *st, const struct quant_tensor_desc *t,
     if (c == CAT_OUTPUT || (st->tied && c == CAT_TOKEN_EMBD)) {
         if (st->r->output_type >= 0) {
             nt = (uint32_t)st->r->output_type;
-        } else if (st->falcon || t->ne[0] % blck(nt) != 0) {
+        } else if (ft == FT_MXFP4_MOE || st->falcon || t->ne[0] % blck(nt) != 0) {
             nt = GGUF_TYPE_Q8_0;
         } else if (ft_iq12(ft) || ft == FT_IQ3_XXS) {
             nt = GGUF_TYPE_Q5_K;
         } else if (nt != GGUF_TYPE_Q8_0) {
             nt = GGUF_TYPE_Q6_K;
         }
+    } else if (ft == FT_MXFP4_MOE) {
+        /* the experts (3-D, more than one) MXFP4, every other tensor Q8_0 */
+        nt = t->ne[2] > 1 ? GGUF_TYPE_MXFP4 : GGUF_TYPE_Q8_0;
     } else if (c == CAT_TOKEN_EMBD) {
         if (st->r->token_embd_type >= 0)
             nt = (uint32_t)st->r->token_embd_type;

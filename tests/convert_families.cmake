@@ -16,6 +16,13 @@ if(NOT MW_MINIMAL)
   set_tests_properties(hf_convert_families hf_peer_families PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(hf_convert_families PROPERTIES COST 700) # among the longest: started first
   set_tests_properties(hf_peer_families PROPERTIES LABELS peer)
+  # gpt-oss (MXFP4 experts): convert against llama.cpp's converter, bad input,
+  # the MXFP4_MOE preset and the requantize refusal (mw); llama.cpp loading
+  # the file and llama-quantize's presets (peer)
+  mw_shell_test(hf_convert_gptoss e2e/convert_gptoss.sh mw)
+  mw_shell_test(hf_peer_gptoss e2e/convert_gptoss.sh peer)
+  set_tests_properties(hf_convert_gptoss hf_peer_gptoss PROPERTIES SKIP_RETURN_CODE 77)
+  set_tests_properties(hf_peer_gptoss PROPERTIES LABELS peer)
   if(MW_SANITIZE)
     set_property(TEST hf_convert_families APPEND PROPERTY ENVIRONMENT "MW_FAMILIES_TYPES=f16")
   else()

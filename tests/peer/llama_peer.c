@@ -12,7 +12,7 @@
  *   tokenize MODEL TEXTFILE [--no-bos] [--parse-special] [--bytes N]
  *   generate MODEL PROMPT N [--stop-eog]
  *   info MODEL
- *   quantize IN OUT TYPE [--imatrix FILE] [--pure]
+ *   quantize IN OUT TYPE [--imatrix FILE] [--pure] [--allow-requantize]
  *   version
  *
  * Output is one "key value ..." record per line on stdout; diagnostics go to
@@ -936,6 +936,7 @@ static const struct ftype_name FTYPES[] = {
     {"IQ3_S", LLAMA_FTYPE_MOSTLY_IQ3_S}, {"IQ3_M", LLAMA_FTYPE_MOSTLY_IQ3_M},
     {"IQ4_NL", LLAMA_FTYPE_MOSTLY_IQ4_NL}, {"IQ4_XS", LLAMA_FTYPE_MOSTLY_IQ4_XS},
     {"TQ1_0", LLAMA_FTYPE_MOSTLY_TQ1_0}, {"TQ2_0", LLAMA_FTYPE_MOSTLY_TQ2_0},
+    {"MXFP4_MOE", LLAMA_FTYPE_MOSTLY_MXFP4_MOE},
     {"F16", LLAMA_FTYPE_MOSTLY_F16}, {"BF16", LLAMA_FTYPE_MOSTLY_BF16},
     {"F32", LLAMA_FTYPE_ALL_F32},
 };
@@ -1005,7 +1006,8 @@ static void load_imatrix(const char *path, struct imatrix *im)
     if (im->n == 0) die(EXIT_FAIL, "%s: no imatrix entries", path);
 }
 
-static int cmd_quantize(const char *in, const char *out, const char *type, const char *imatrix_path, int pure)
+static int cmd_quantize(const char *in, const char *out, const char *type, const char *imatrix_path, int pure,
+                        int allow_requantize)
 {
     enum llama_ftype ft = (enum llama_ftype)-1;
     for (size_t i = 0; i < sizeof FTYPES / sizeof FTYPES[0]; ++i)
@@ -1016,6 +1018,7 @@ static int cmd_quantize(const char *in, const char *out, const char *type, const
     qp.ftype = ft;
     qp.nthread = g_threads;
     qp.pure = pure != 0;
+    qp.allow_requantize = allow_requantize != 0;
     struct imatrix im;
     struct llama_model_kv_override kvo[5];
     memset(kvo, 0, sizeof kvo);
@@ -1077,7 +1080,7 @@ static void usage(void)
             "  generate MODEL.gguf PROMPT N [--stop-eog]\n"
             "  bench MODEL.gguf PROMPT N   (prompt and N-token decode timings, peak RSS)\n"
             "  info MODEL.gguf\n"
-            "  quantize IN.gguf OUT.gguf TYPE [--imatrix IMATRIX.gguf] [--pure]\n"
+            "  quantize IN.gguf OUT.gguf TYPE [--imatrix IMATRIX.gguf] [--pure] [--allow-requantize]\n"
             "  version\n"
             "node-llama-cpp %s, llama.cpp %s; CPU only, %d threads by default\n"
             "(MW_PEER_THREADS sets the default).\n",
@@ -1099,7 +1102,7 @@ int main(int argc, char **argv)
     const char *pos[8];
     int npos = 0;
     struct ppl_opts po = {.ctx = 256, .batch = 0, .chunks = 0, .bytes = -1};
-    int no_bos = 0, stop_eog = 0, pure = 0, parse_special = 0;
+    int no_bos = 0, stop_eog = 0, pure = 0, parse_special = 0, allow_requantize = 0;
     long tok_bytes = -1;
     const char *imatrix = NULL;
     for (int i = 1; i < argc; ++i) {
@@ -1121,6 +1124,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--parse-special")) parse_special = 1;
         else if (!strcmp(a, "--stop-eog")) stop_eog = 1;
         else if (!strcmp(a, "--pure")) pure = 1;
+        else if (!strcmp(a, "--allow-requantize")) allow_requantize = 1;
         else if (!strcmp(a, "--imatrix")) { NEED_ARG(); imatrix = argv[++i]; }
         else if (a[0] == '-' && a[1] == '-') die(EXIT_USAGE, "unknown option %s", a);
         else {
@@ -1162,7 +1166,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "quantize")) {
         if (npos != 4) usage();
-        return cmd_quantize(pos[1], pos[2], pos[3], imatrix, pure);
+        return cmd_quantize(pos[1], pos[2], pos[3], imatrix, pure, allow_requantize);
     }
     die(EXIT_USAGE, "unknown command '%s' (try --help)", cmd);
 }
