@@ -18,6 +18,11 @@
 # 1 thread (counts with more threads would add the threads' spinning), same
 # file and prompt for both. Depths (MW_INSN_DEPTHS, default "0 512"): 0 is
 # an 11-token prompt, 512 the 512-token prompt; MW_INSN_N1/N2 (default 4/12).
+# Depth "prompt" counts per PROMPT token instead: (count with the 512-token
+# prompt - count with the 11-token one) / (512 - 11), each run generating one
+# token (memwall-run's default --batch 64, llama.cpp one llama_decode of the
+# prompt; loading and the one decoded token cancel):
+# MW_INSN_DEPTHS=prompt bench/insn_x86.sh.
 # valgrind counts each iteration of a rep-prefixed string instruction
 # (memset, memcpy) as one instruction; both programs use them little per
 # token. MW_INSN_PROFILE=1 prints each program's top functions per token.
@@ -85,9 +90,35 @@ for model in "$@"; do
         0) P=$SHORT ;;
         512) [[ -s $LONG_FILE ]] || { say "no $LONG_FILE"; exit 2; }
              P=$(cat "$LONG_FILE") ;;
-        *) say "depth $depth: 0 or 512"; exit 2 ;;
+        prompt) ;;
+        *) say "depth $depth: 0, 512 or prompt"; exit 2 ;;
         esac
         declare -A C=()
+        if [[ $depth == prompt ]]; then
+            [[ -s $LONG_FILE ]] || { say "no $LONG_FILE"; exit 2; }
+            P=$(cat "$LONG_FILE")
+            printf '%s' "$SHORT" >"$OUT/short.txt"
+            k1=$("$RUN" -m "$model" --tokenize "$OUT/short.txt" | wc -w)
+            k2=$("$RUN" -m "$model" --tokenize "$LONG_FILE" | wc -w)
+            for w in short long; do
+                [[ $w == short ]] && Q=$SHORT || Q=$P
+                IRENV=("${MWENV[@]}")
+                C[mw$w]=$(ir "mw-$b-prompt-$w" "$RUN" -m "$model" -p "$Q" -n 1 --temp 0 --ignore-eos -t 1 -c 1024 -q)
+                IRENV=()
+                C[lc$w]=$(ir "lc-$b-prompt-$w" "$PEER" "${LCPU[@]}" --threads 1 bench "$model" "$Q" 1)
+            done
+            awk -v f="$b" -v m1="${C[mwshort]}" -v m2="${C[mwlong]}" -v l1="${C[lcshort]}" -v l2="${C[lclong]}" \
+                -v k=$((k2 - k1)) 'BEGIN { m = (m2 - m1) / k; l = (l2 - l1) / k;
+                printf "%-34s %6s %14.0f %14.0f %5.2fx\n", f, "prompt", m, l, m / l }'
+            echo "  raw: memwall $k1 tokens ${C[mwshort]}, $k2 tokens ${C[mwlong]}; llama.cpp ${C[lcshort]} ${C[lclong]}" >&2
+            if [[ ${MW_INSN_PROFILE:-0} == 1 ]]; then
+                N1=0 N2=$((k2 - k1))
+                { echo "memwall-run ($b, per prompt token):"; profile "mw-$b-prompt-short" "mw-$b-prompt-long"
+                  echo "llama.cpp:"; profile "lc-$b-prompt-short" "lc-$b-prompt-long"; } >&2
+                N1=${MW_INSN_N1:-4} N2=${MW_INSN_N2:-12}
+            fi
+            continue
+        fi
         for n in $N1 $N2; do
             IRENV=("${MWENV[@]}")
             C[mw$n]=$(ir "mw-$b-d$depth-n$n" "$RUN" -m "$model" -p "$P" -n "$n" --temp 0 --ignore-eos \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/speed_bench.sh — x86-64 target table in one command:
-# memwall-run against llama.cpp's llama-bench (-p 512 -n 128 -d 0,512),
-# measured in the same run, on the same files, at 1, 2 and 4 threads.
+# memwall-run against llama.cpp's llama-bench (pp512, tg128 at depths 0 and
+# 512), measured in the same run, on the same files, at 1, 2 and 4 threads.
 #
 #   bench/speed_bench.sh [THREADS...]      (default: 1 2 4)
 #
@@ -27,12 +27,13 @@
 #                a 4-token prompt then 128 tokens: decode at depth ~0
 #                (--temp 0 --ignore-eos --ctx 1024); REPS runs of each,
 #                the mean tok/s (as llama-bench's avg_ts)
-#   llama.cpp    llama-bench -m F -p 512 -n 128 -d 0,512 -t T -r REPS
-#                (bench/llama_bench_setup.sh); when it cannot be built,
+#   llama.cpp    llama-bench -m F -p 512 -n 0 -t T -r REPS, then -p 0 -n 128
+#                -d 0,512 (the tests of -p 512 -n 128 -d 0,512 without its
+#                unused pp512 @ d512; bench/llama_bench_setup.sh); when it cannot be built,
 #                llama-peer --threads T bench F PROMPT 128 with the same
 #                prompts (said in the table's header)
 #   peak RSS     /usr/bin/time -f %M of memwall-run's 512+128 run and of the
-#                llama-bench process (all four of its tests) / llama-peer bench
+#                llama-bench processes (the larger) / llama-peer bench
 # Targets (at 2 threads): prompt >= 0.7x pp512, decode at depth
 # 512 >= 0.9x tg128 @ d512, peak RSS <= llama.cpp's.
 #
@@ -241,10 +242,15 @@ for name in $MODELS; do
         mw_tg0=$TG mw_gbs0=$GBS
         ll_pp="" ll_tg512="" ll_tg0="" ll_rss=""
         if [[ -n $LBENCH ]]; then
-            say "$name, $t thread(s): llama-bench -p 512 -n 128 -d 0,512 -r $REPS"
+            say "$name, $t thread(s): llama-bench -p 512 -n 0, -p 0 -n 128 -d 0,512, -r $REPS"
             lb=$LOGS/llama-bench-$name-t$t
-            /usr/bin/time -f '%M' -o "$lb.rss" "$LBENCH" -m "$f" -p 512 -n 128 -d 0,512 -t "$t" \
+            # pp512 and tg128 at depths 0 and 512: two runs, so that the
+            # pp512 @ d512 of a single -p 512 -n 128 -d 0,512 (not in the
+            # table) costs no time
+            /usr/bin/time -f '%M' -o "$lb.rss" "$LBENCH" -m "$f" -p 512 -n 0 -t "$t" \
                 -r "$REPS" -o jsonl >"$lb.jsonl" 2>"$lb.log" || die "llama-bench failed ($lb.log)"
+            /usr/bin/time -f '%M' -o "$lb.rss2" "$LBENCH" -m "$f" -p 0 -n 128 -d 0,512 -t "$t" \
+                -r "$REPS" -o jsonl >>"$lb.jsonl" 2>>"$lb.log" || die "llama-bench failed ($lb.log)"
             while IFS= read -r line; do
                 np=$(jfield "$line" n_prompt) ng=$(jfield "$line" n_gen) nd=$(jfield "$line" n_depth)
                 ts=$(jfield "$line" avg_ts)
@@ -253,7 +259,7 @@ for name in $MODELS; do
                 elif [[ $np == 0 && $ng == 128 && $nd == 512 ]]; then ll_tg512=$ts
                 elif [[ $np == 0 && $ng == 128 && $nd == 0 ]]; then ll_tg0=$ts; fi
             done <"$lb.jsonl"
-            ll_rss=$(tail -n1 "$lb.rss")
+            ll_rss=$(cat <(tail -n1 "$lb.rss") <(tail -n1 "$lb.rss2") | sort -n | tail -n1)
             src="llama-bench"
         else
             say "$name, $t thread(s): llama-peer bench"
@@ -278,7 +284,7 @@ TABLE=$OUT/table$SFX.txt
     echo "# bench/speed_bench.sh $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
     echo "# memwall $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo ?), kernels: $(sed -n 's/.*: kernels \([^,]*\),.*/\1/p' "$LOGS/mw-${MODELS%% *}-t${THREADS[0]}-p512.log" | head -n1)"
     if [[ -n $LBENCH ]]; then
-        echo "# llama.cpp: llama-bench (80fb11a, $([[ $ISA == avx2 ]] && echo "GGML_NATIVE=OFF, AVX2 FMA F16C BMI2, no AVX-512" || echo GGML_NATIVE)) -p 512 -n 128 -d 0,512 -r $REPS"
+        echo "# llama.cpp: llama-bench (80fb11a, $([[ $ISA == avx2 ]] && echo "GGML_NATIVE=OFF, AVX2 FMA F16C BMI2, no AVX-512" || echo GGML_NATIVE)) -p 512 -n 0 and -p 0 -n 128 -d 0,512, -r $REPS"
     else
         echo "# llama.cpp: llama-peer ${PEER_CPU[*]} bench (node-llama-cpp 3.21.1 prebuilt, 80fb11a) with memwall's prompts (llama-bench not built or MW_SPEED_PEER=1)"
     fi
