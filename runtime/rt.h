@@ -124,6 +124,8 @@ enum rt_arch {
     RT_ARCH_QWEN35 = 8,    /* "qwen35": gated delta net layers + gated full attention */
     RT_ARCH_QWEN35MOE = 9, /* "qwen35moe": qwen35 with routed experts + gated shared expert */
     RT_ARCH_QWEN3NEXT = 10, /* "qwen3next": qwen35moe's mixer, V heads not reordered, NEOX RoPE */
+    RT_ARCH_GEMMA4 = 11,    /* "gemma4": per-layer embeddings, shared KV, two head sizes,
+                             * experts beside the dense MLP (rt_model_gemma4.c, rt_gemma4.c) */
     RT_ARCH_GPTOSS = 12,    /* "gpt-oss": attention sinks, alternating sliding layers, YaRN,
                              * biased experts with softmax over the top-k logits and the
                              * clamped SwiGLU (rt_model_gptoss.c, rt_gptoss.c) */
@@ -211,6 +213,19 @@ struct rt_hparams {
                               * text t = h = w = pos and e = 0: rotated pairs are those
                               * of the t/h/w sectors (all of them in the released models),
                               * a pair of the e sector keeps angle 0. All 0: plain NEOX */
+    /* --- gemma4 (all zero elsewhere). head_dim, n_head_kv and n_rot above are
+     * the full-attention layers'; n_ff the widest layer's (each layer's own
+     * width is its ffn_gate's rows). Layers il >= n_layer - n_kv_shared
+     * project only q and read the cache of rt_layer_kv_src. --- */
+    bool swa_per_layer;      /* layer il slides iff bit il of swa_layers (sliding_window_pattern
+                              * as a per-layer array) */
+    uint8_t swa_layers[64];  /* 512 bits */
+    uint32_t n_kv_shared;    /* attention.shared_kv_layers */
+    uint32_t head_dim_swa;   /* attention.key_length_swa (sliding layers' head size) */
+    uint32_t n_head_kv_swa;  /* head_count_kv of the sliding layers */
+    uint32_t n_rot_swa;      /* rope.dimension_count_swa */
+    uint32_t n_embd_per_layer; /* embedding_length_per_layer_input P (0: no per-layer
+                              * embeddings); per_layer_token_embd has n_layer * P columns */
 };
 
 /* True when layer il of hp is a gated delta net layer (no KV cache). */
@@ -230,7 +245,41 @@ static inline uint64_t rt_ssm_conv_channels(const struct rt_hparams *hp)
 static inline bool rt_layer_is_swa(const struct rt_hparams *hp, uint32_t il)
 {
     if (hp->n_swa == 0) return false;
+    if (hp->swa_per_layer) return il < 512 && ((hp->swa_layers[il / 8] >> (il % 8)) & 1);
     return hp->swa_pattern == 0 || il % hp->swa_pattern < hp->swa_pattern - 1;
+}
+
+/* gemma4's shared KV (llama.cpp's n_layer_kv_from_start and its reuse
+ * callback): layer il stores K/V of its own iff il < n_layer - n_kv_shared;
+ * a shared layer reads layer (first shared - 2) when it slides, else
+ * (first shared - 1). Every other arch: each layer its own. */
+static inline bool rt_layer_has_kv(const struct rt_hparams *hp, uint32_t il)
+{
+    return il < hp->n_layer - hp->n_kv_shared;
+}
+static inline uint32_t rt_layer_kv_src(const struct rt_hparams *hp, uint32_t il)
+{
+    if (rt_layer_has_kv(hp, il)) return il;
+    const uint32_t first = hp->n_layer - hp->n_kv_shared;
+    return first - (rt_layer_is_swa(hp, il) ? 2 : 1);
+}
+/* Head size and kv heads of layer il (gemma4's sliding layers have their own). */
+static inline uint32_t rt_layer_head_dim(const struct rt_hparams *hp, uint32_t il)
+{
+    return hp->head_dim_swa && rt_layer_is_swa(hp, il) ? hp->head_dim_swa : hp->head_dim;
+}
+static inline uint32_t rt_layer_n_head_kv(const struct rt_hparams *hp, uint32_t il)
+{
+    return hp->n_head_kv_swa && rt_layer_is_swa(hp, il) ? hp->n_head_kv_swa : hp->n_head_kv;
+}
+
+/* Elements of the widest layer's K (or V) row: n_head_kv * head_dim, or
+ * gemma4's sliding layers' when wider. */
+static inline uint64_t rt_kv_dim_max(const struct rt_hparams *hp)
+{
+    const uint64_t a = (uint64_t)hp->n_head_kv * hp->head_dim;
+    const uint64_t b = (uint64_t)hp->n_head_kv_swa * hp->head_dim_swa;
+    return a > b ? a : b;
 }
 
 struct rt_model_opts {

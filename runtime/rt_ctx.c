@@ -51,6 +51,7 @@ struct ctx_dims {
     uint64_t B, E, F, qdim, kvdim, hd, n_rep, n_rot, n_vocab, n_rope;
     uint64_t NE, K, FE, n_layer; /* MoE: experts, used per token, expert width (NE 0: dense) */
     uint64_t CH, DI, Hv;  /* gated delta net: conv channels, d_inner, value heads (CH 0: none) */
+    uint64_t PL;          /* gemma4: per-layer input floats per token (0: none) */
     bool gated;           /* gated full attention: q and gate rows */
     uint64_t act_stride; /* one quantized activation row, rounded to 16 bytes */
     uint64_t qact;       /* one query head in the K cache's format, rounded to 16 */
@@ -64,11 +65,12 @@ static struct ctx_dims ctx_dims_of(const struct rt_hparams *hp, const struct rt_
         .B = opt->n_batch, .E = hp->n_embd, .F = dense_ff(hp),
         .NE = hp->n_expert, .K = hp->n_expert_used, .FE = hp->n_ff_exp, .n_layer = hp->n_layer,
         .qdim = (uint64_t)hp->n_head * hp->head_dim,
-        .kvdim = (uint64_t)hp->n_head_kv * hp->head_dim, .hd = hp->head_dim,
+        .kvdim = rt_kv_dim_max(hp), .hd = hp->head_dim,
         .n_rep = hp->n_head / hp->n_head_kv, .n_rot = hp->n_rot, .n_vocab = hp->n_vocab,
         .n_rope = hp->n_swa > 0 ? 2 : 1,
         .CH = hp->full_attn_interval ? rt_ssm_conv_channels(hp) : 0, .DI = hp->ssm_d_inner,
         .Hv = hp->ssm_dt_rank, .gated = hp->attn_out_gate,
+        .PL = (uint64_t)hp->n_layer * hp->n_embd_per_layer,
         .act_stride = round16(act_row), .qact = round16(qact_row),
         .n_threads = opt->n_threads};
 }
@@ -145,6 +147,7 @@ static void ctx_scratch(struct rt_ctx *c, const struct ctx_dims *d, bool alloc, 
         c->s_a = xcalloc(c, B * 2 * d->Hv, sizeof(float), alloc, ok);
         c->s_o = xcalloc(c, B * d->DI, sizeof(float), alloc, ok);
     }
+    if (d->PL) c->ple = xcalloc(c, B * d->PL, sizeof(float), alloc, ok);
     if (d->gated) {
         c->qg = xcalloc(c, B * 2 * d->qdim, sizeof(float), alloc, ok);
         c->qgate = xcalloc(c, B * d->qdim, sizeof(float), alloc, ok);
@@ -278,7 +281,7 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
     c->n_batch = opt.n_batch;
     c->n_threads = opt.n_threads;
     enum mw_status s;
-    const uint64_t kvdim = (uint64_t)hp->n_head_kv * hp->head_dim;
+    const uint64_t kvdim = rt_kv_dim_max(hp);
     if ((s = rt__kv_init(&c->kv, opt.kv_type, hp, c->n_ctx, c->n_batch, (uint32_t)kvdim, err)))
         goto fail;
     c->kv.f16c = cpu.avx2;
@@ -388,6 +391,7 @@ void rt_ctx_free(struct rt_ctx *c)
     free(c->s_a);
     free(c->s_o);
     free(c->qg);
+    free(c->ple);
     free(c->qgate);
     if (c->ts) {
         for (unsigned t = 0; t < c->n_threads; t++) {

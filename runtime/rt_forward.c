@@ -378,7 +378,10 @@ enum mw_status rt_eval(struct rt_ctx *c, const int32_t *tokens, uint32_t n, uint
             lfrom = logits_from > i0 ? logits_from - i0 : 0;
             lout = logits + (uint64_t)(i0 + lfrom - logits_from) * hp->n_vocab;
         }
-        step(c, tokens + i0, nb, lfrom, lout, last, n >= RT_FA_TILE);
+        if (hp->arch == RT_ARCH_GEMMA4)
+            rt__g4_step(c, tokens + i0, nb, lfrom, lout, last, n >= RT_FA_TILE);
+        else
+            step(c, tokens + i0, nb, lfrom, lout, last, n >= RT_FA_TILE);
         c->n_past += nb;
     }
     return MW_OK;

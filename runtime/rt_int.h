@@ -81,6 +81,27 @@ struct rt_layer {
     uint32_t rec;               /* index among the recurrent layers (its state) */
 };
 
+/* Gemma 4's pieces beside struct rt_layer (rt_model_gemma4.c). */
+struct rt_g4_layer {
+    struct rt_weight inp_gate;  /* (P rows, n_embd) per-layer input gate; data NULL without PLE */
+    struct rt_weight proj;      /* (n_embd rows, P) per-layer projection */
+    const float *post_norm;     /* (n_embd) after the projection */
+    float out_scale;            /* layer_output_scale (1 when absent) */
+    const float *pre_norm_2;    /* (n_embd) MoE layers: the experts' input norm */
+    const float *post_norm_1;   /* (n_embd) the dense MLP's output norm */
+    const float *post_norm_2;   /* (n_embd) the experts' output norm */
+    const float *gate_inp_s;    /* (n_embd) router input scale */
+    const float *down_exps_s;   /* (n_expert) per-expert output scale */
+    uint32_t n_ff;              /* this layer's dense MLP width */
+};
+struct rt_g4 {
+    struct rt_weight ple_tok;   /* per_layer_token_embd: n_vocab rows of n_layer * P, mapped,
+                                 * one row decoded per token (data NULL without PLE) */
+    struct rt_weight ple_proj;  /* per_layer_model_proj: (n_layer * P rows, n_embd) */
+    const float *ple_norm;      /* (P) per_layer_proj_norm */
+    struct rt_g4_layer *layers; /* (n_layer) */
+};
+
 struct rt_model {
     struct gguf_file *own;     /* opened by rt_model_open, else NULL */
     const struct gguf_file *f;
@@ -100,6 +121,7 @@ struct rt_model {
     uint64_t expert_slab_bytes; /* one expert's matrix of each of them, summed */
     uint32_t main_type;
     bool locked;
+    struct rt_g4 *g4;          /* gemma4 only, else NULL */
 };
 
 /* Archs whose every layer is a mixture-of-experts FFN. */
@@ -146,6 +168,7 @@ static inline uint32_t rt__kv_layer_cap(const struct rt_hparams *hp, uint32_t il
                                         uint32_t n_batch)
 {
     if (rt_layer_is_recurrent(hp, il)) return 0; /* its state lives in rt_ctx */
+    if (!rt_layer_has_kv(hp, il)) return 0;      /* gemma4: reads an earlier layer's */
     if (!rt_layer_is_swa(hp, il)) return n_ctx;
     const uint64_t ring = (uint64_t)hp->n_swa - 1 + n_batch;
     return ring < n_ctx ? (uint32_t)ring : n_ctx;
@@ -267,6 +290,7 @@ struct rt_ctx {
     float *s_o;          /* (B, d_inner) delta-net outputs, normed and gated */
     float *qg;           /* (B, 2*n_head*hd) full attention: q and gate rows */
     float *qgate;        /* (B, n_head*hd) the gates */
+    float *ple;          /* (B, n_layer * P) gemma4's per-layer inputs of the step */
     uint64_t scratch_bytes;
 };
 
@@ -360,6 +384,13 @@ void rt__delta_step(const struct rt_ssm_ops *k, float *M, uint32_t S, const floa
                     const float *kv, const float *v, float g, float beta, float *out);
 /* Zero the recurrent state (a fresh sequence). */
 void rt__ssm_reset(struct rt_ctx *c);
+
+/* gemma4: one step of n_tok tokens (rt_gemma4.c), as rt_forward.c's step;
+ * the madvise of its per-layer table (rt_model_gemma4.c). */
+void rt__g4_step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t lfrom, float *lout,
+                 bool want_last, bool tiled);
+void rt__g4_advise(const struct rt_model *m);
+void rt__g4_free(struct rt_model *m);
 
 /* The MoE feed-forward of layer il for the step's n_tok tokens: x += its
  * output (rt_moe.c). */

@@ -239,7 +239,7 @@ void rt_ctx_truncate(struct rt_ctx *c, uint32_t n_past)
     const struct rt_hparams *hp = &c->m->hp;
     for (uint32_t il = 0; il < c->kv.n_layer; il++) {
         const uint32_t cap = c->kv.cap[il];
-        if (cap >= c->n_ctx || c->n_past <= cap) continue;
+        if (cap == 0 || cap >= c->n_ctx || c->n_past <= cap) continue; /* 0: shares a cache */
         const uint32_t oldest = c->n_past - cap; /* the oldest position still held */
         const uint32_t need = n_past >= hp->n_swa ? n_past - hp->n_swa + 1 : 0;
         if (need < oldest && c->kv_lost < oldest) c->kv_lost = oldest;

@@ -64,19 +64,21 @@ static enum mw_status get_u32(struct ld *L, const char *key, bool required, uint
     }
     if (v->type == GGUF_VT_ARRAY && (v->elem_type == GGUF_VT_U32 || v->elem_type == GGUF_VT_I32)) {
         if (v->n == 0) FAIL_KEY(L, key, MW_E_FORMAT, off, "empty per-layer array");
-        uint32_t first = 0;
+        uint32_t first = 0, top = 0;
         for (uint64_t j = 0; j < v->n; j++) {
             const uint32_t x = mw_le32(v->data + 4 * j);
             if (v->elem_type == GGUF_VT_I32 && (int32_t)x < 0)
                 FAIL_KEY(L, key, MW_E_VALUE, off, "element %llu is negative (%d)",
                          (unsigned long long)j, (int32_t)x);
             if (j == 0) first = x;
+            else if (x != first && L->m->hp.arch == RT_ARCH_GEMMA4)
+                top = x > top ? x : top; /* its loader reads every layer's own */
             else if (x != first)
                 FAIL_KEY(L, key, MW_E_UNSUPPORTED, off,
                          "per-layer values differ (element %llu: %u, element 0: %u); "
                          "only uniform layers are supported", (unsigned long long)j, x, first);
         }
-        *out = first;
+        *out = first > top ? first : top;
         return MW_OK;
     }
     FAIL_KEY(L, key, MW_E_FORMAT, off, "has type %s, expected u32", gguf_vtype_name(v->type));
@@ -130,7 +132,7 @@ enum mw_status archkey_u32(struct ld *L, const char *suffix, bool required, uint
     return get_u32(L, key, required, def, out, present);
 }
 
-static enum mw_status archkey_f32(struct ld *L, const char *suffix, bool required, float def,
+enum mw_status archkey_f32(struct ld *L, const char *suffix, bool required, float def,
                                   float *out)
 {
     char key[128];
@@ -241,6 +243,8 @@ static enum mw_status read_family(struct ld *L)
     case RT_ARCH_QWEN35MOE:
     case RT_ARCH_QWEN3NEXT:
         return read_ssm(L);
+    case RT_ARCH_GEMMA4:
+        return read_gemma4(L);
     case RT_ARCH_GPTOSS:
         return read_gptoss(L);
     default:
@@ -264,7 +268,7 @@ static enum mw_status read_moe(struct ld *L)
     const bool moe_arch = rt__arch_is_moe(hp->arch);
     if ((s = archkey_u32(L, "expert_count", moe_arch, 0, &hp->n_expert, NULL))) return s;
     snprintf(key, sizeof key, "%s.expert_count", L->arch);
-    if (hp->n_expert > 0 && !moe_arch && hp->arch != RT_ARCH_LLAMA)
+    if (hp->n_expert > 0 && !moe_arch && hp->arch != RT_ARCH_LLAMA && hp->arch != RT_ARCH_GEMMA4)
         FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                  "%u experts in a %s file (the runtime's mixture-of-experts graphs: llama "
                  "(Mixtral), qwen2moe, qwen3moe)", hp->n_expert, L->arch);
@@ -304,7 +308,7 @@ static enum mw_status read_moe(struct ld *L)
                  "unknown gating function %u (expected 1, softmax)", v);
     }
     hp->moe_norm_w = hp->arch != RT_ARCH_QWEN2MOE && hp->arch != RT_ARCH_GPTOSS;
-    if (moe_arch) {
+    if (moe_arch || hp->arch == RT_ARCH_GEMMA4) {
         if ((s = archkey_u32(L, "expert_feed_forward_length", false, hp->n_ff / used,
                              &hp->n_ff_exp, NULL)))
             return s;
@@ -347,6 +351,13 @@ static enum mw_status read_hparams(struct ld *L)
         hp->post_norms = true;
         hp->embd_scale = true;
         hp->act = RT_ACT_GELU_TANH;
+    } else if (strcmp(arch, "gemma4") == 0) {
+        hp->arch = RT_ARCH_GEMMA4;
+        hp->rope_neox = true;
+        hp->qk_norm = true;
+        hp->post_norms = true;
+        hp->embd_scale = true;
+        hp->act = RT_ACT_GELU_TANH;
     } else if (strcmp(arch, "phi3") == 0) {
         hp->arch = RT_ARCH_PHI3;
         hp->rope_neox = true;
@@ -377,7 +388,7 @@ static enum mw_status read_hparams(struct ld *L)
         FAIL_KEY(L, "general.architecture", MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                  "architecture '%.40s' (the runtime runs llama, mistral (as llama), mixtral "
                  "(llama with experts), qwen2, qwen2moe, qwen3, qwen3moe, qwen35, qwen35moe, "
-                 "qwen3next, gemma2, gemma3 and phi3)",
+                 "qwen3next, gemma2, gemma3, gemma4 and phi3)",
                  arch);
     }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%.15s", arch);
@@ -560,7 +571,7 @@ enum mw_status find_tensor(struct ld *L, const char *name, bool required, uint64
 /* A weight matrix of n_out rows of n_in (n_exp == 0), or a 3-D stack of
  * n_exp such matrices (the experts; w describes expert 0, slab_bytes
  * apart): present, shaped, with a kernel. */
-static enum mw_status get_weight(struct ld *L, const char *name, bool required, uint64_t n_in,
+enum mw_status get_weight(struct ld *L, const char *name, bool required, uint64_t n_in,
                                  uint64_t n_out, uint64_t n_exp, struct rt_weight *w)
 {
     const struct gguf_tensor *t;
@@ -793,12 +804,17 @@ static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)
 
     const bool qwen = hp->arch == RT_ARCH_QWEN2;
     uint32_t n_rec = 0;
+    if (hp->arch == RT_ARCH_GEMMA4 && (s = load_gemma4_globals(L, &pos))) return s;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         struct rt_layer *ly = m->layers ? &m->layers[il] : NULL;
         struct rt_layer dummy;
         if (!ly) {
             memset(&dummy, 0, sizeof dummy);
             ly = &dummy;
+        }
+        if (hp->arch == RT_ARCH_GEMMA4) {
+            if ((s = load_gemma4_layer(L, il, ly, &pos))) return s;
+            continue;
         }
         if (rt__arch_is_ssm(hp->arch)) {
             if (rt_layer_is_recurrent(hp, il)) ly->rec = n_rec++;
@@ -1024,6 +1040,7 @@ enum mw_status rt_model_open(const char *path, const struct rt_model_opts *o,
     }
     m->own = f;
     advise_experts(m);
+    rt__g4_advise(m);
     if (o && o->mlock) {
         const uint64_t size = gguf_file_size(f);
         if (size > 0 && mlock(gguf_base(f), (size_t)size) != 0) {
@@ -1045,6 +1062,7 @@ void rt_model_close(struct rt_model *m)
 {
     if (!m) return;
     if (m->locked && m->own) munlock(gguf_base(m->own), (size_t)gguf_file_size(m->own));
+    rt__g4_free(m);
     free(m->layers);
     free(m->fbuf);
     gguf_close(m->own);

@@ -46,6 +46,8 @@ enum mw_status rt__ld_fail_key(struct ld *L, const char *key, enum mw_status cod
 const struct gguf_value *rt__ld_kv_find(const struct ld *L, const char *key, uint64_t *off);
 enum mw_status rt__ld_archkey_u32(struct ld *L, const char *suffix, bool required, uint32_t def,
                                   uint32_t *out, bool *present);
+enum mw_status rt__ld_archkey_f32(struct ld *L, const char *suffix, bool required, float def,
+                                  float *out);
 enum mw_status rt__ld_range_u32(struct ld *L, const char *suffix, uint32_t v, uint32_t lo,
                                 uint32_t hi);
 /* Tensors (rt_model.c): the ggml type's name; a tensor of exact shape [ne0]
@@ -55,6 +57,8 @@ enum mw_status rt__ld_range_u32(struct ld *L, const char *suffix, uint32_t v, ui
 const char *rt__ld_type_name(uint32_t t);
 enum mw_status rt__ld_find_tensor(struct ld *L, const char *name, bool required, uint64_t ne0,
                                   uint64_t ne1, const struct gguf_tensor **out);
+enum mw_status rt__ld_get_weight(struct ld *L, const char *name, bool required, uint64_t n_in,
+                                 uint64_t n_out, uint64_t n_exp, struct rt_weight *w);
 enum mw_status rt__ld_get_matrix(struct ld *L, const char *name, bool required, uint64_t n_in,
                                  uint64_t n_out, struct rt_weight *w);
 enum mw_status rt__ld_get_vector(struct ld *L, const char *name, bool required, uint64_t n,
@@ -76,13 +80,23 @@ enum mw_status rt__ld_read_gptoss(struct ld *L);
 enum mw_status rt__ld_load_gptoss_layer(struct ld *L, uint32_t il, struct rt_layer *ly,
                                         uint64_t *pos);
 
+/* gemma4 (rt_model_gemma4.c): its keys (after the common ones; per-layer
+ * arrays read layer by layer), the per-layer embedding tensors (before the
+ * layers), one layer's tensors. */
+enum mw_status rt__ld_read_gemma4(struct ld *L);
+enum mw_status rt__ld_load_gemma4_globals(struct ld *L, uint64_t *pos);
+enum mw_status rt__ld_load_gemma4_layer(struct ld *L, uint32_t il, struct rt_layer *ly,
+                                        uint64_t *pos);
+
 /* The short names the two files use. */
 #define fail_key rt__ld_fail_key
 #define kv_find rt__ld_kv_find
 #define archkey_u32 rt__ld_archkey_u32
 #define range_u32 rt__ld_range_u32
+#define archkey_f32 rt__ld_archkey_f32
 #define type_name rt__ld_type_name
 #define find_tensor rt__ld_find_tensor
+#define get_weight rt__ld_get_weight
 #define get_matrix rt__ld_get_matrix
 #define get_vector rt__ld_get_vector
 #define refuse_tensor rt__ld_refuse_tensor
@@ -90,6 +104,9 @@ enum mw_status rt__ld_load_gptoss_layer(struct ld *L, uint32_t il, struct rt_lay
 #define read_nextn rt__ld_read_nextn
 #define read_ssm rt__ld_read_ssm
 #define load_hybrid_layer rt__ld_load_hybrid_layer
+#define read_gemma4 rt__ld_read_gemma4
+#define load_gemma4_globals rt__ld_load_gemma4_globals
+#define load_gemma4_layer rt__ld_load_gemma4_layer
 #define read_gptoss rt__ld_read_gptoss
 #define load_gptoss_layer rt__ld_load_gptoss_layer
 

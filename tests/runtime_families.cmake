@@ -23,6 +23,17 @@ if(NOT CMAKE_CROSSCOMPILING)
   set_tests_properties(runtime_moe_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77
                        TIMEOUT 900 COST 200)
 endif()
+# memwall-run on Gemma 4 (gemma4: the E2B, 26B-A4B and 31B layouts of
+# mk_family_fixture.py) against llama.cpp itself: tests/e2e/runtime_gemma4_peer.sh.
+# Perplexity within 0.3%, teacher-forced top-1 >= 99%; on E2B's layout the
+# per-layer embedding table's resident pages (mincore) are those of the
+# tokens seen, the shared-KV layers allocate no cache, the bandwidth line
+# counts one row of the table per token.
+if(NOT CMAKE_CROSSCOMPILING)
+  mw_shell_test(runtime_gemma4_peer e2e/runtime_gemma4_peer.sh)
+  set_tests_properties(runtime_gemma4_peer PROPERTIES LABELS peer SKIP_RETURN_CODE 77
+                       TIMEOUT 600 COST 60)
+endif()
 # memwall-run on the gated delta net archs (qwen35, qwen35moe, qwen3next) against
 # llama.cpp itself: tests/e2e/run_hybrid_peer.sh on rt_mkmodel's fixtures.
 # Perplexity within 0.3% at context 512 in steps of 16 (and the same bits in

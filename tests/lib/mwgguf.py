@@ -30,6 +30,8 @@ non-zero one). Subcommands (see `help`):
   imatrix-cmp A B        importance per entry (GGUF, .dat or .npz)
   imatrix-cmp-experts A B  importance and counts per expert (GGUF)
   imatrix-synth MODEL OUT  a random GGUF imatrix for MODEL's 2-D weights
+  evict F                F's pages dropped from the page cache
+  resident F NAME [IDS [MARGIN]]  page-cache residency of tensor NAME's rows
 """
 import collections
 import hashlib
@@ -726,10 +728,16 @@ def cmd_header(out, arch, embd, ff, nl, nh, nkv, vocab, tied, nx="0", rows=None)
 def cmd_active_bytes(path, used):
     """active-bytes F USED: "TOTAL ACTIVE": the bytes of every tensor, and
     those a token reads: USED slabs of each stacked *_exps tensor, one row of
-    token_embd when the output matrix is separate (untied)."""
+    token_embd when the output matrix is separate (untied), one row of
+    gemma4's per_layer_token_embd, none of the K/V tensors of its layers that
+    read an earlier layer's cache."""
     used = int(used)
     g = read(path)
     names = set(t.name for t in g.tensors)
+    n_layer = g.kv("gemma4.block_count") or 0
+    shared = g.kv("gemma4.attention.shared_kv_layers") or 0
+    unread = set("blk.%d.%s" % (i, s) for i in range(n_layer - shared, n_layer)
+                 for s in ("attn_k.weight", "attn_v.weight", "attn_k_norm.weight"))
     tot = act = 0
     for t in g.tensors:
         ne = t.ne + [1] * (4 - len(t.ne))
@@ -739,6 +747,10 @@ def cmd_active_bytes(path, used):
             b = b // ne[2] * used
         elif t.name == "token_embd.weight" and "output.weight" in names:
             b = b // ne[1]
+        elif t.name == "per_layer_token_embd.weight":
+            b = b // ne[1]
+        elif t.name in unread:
+            b = 0
         act += b
     print(tot, act)
     return 0
@@ -1049,6 +1061,69 @@ def cmd_imatrix_synth(model, out, seed="7"):
 
 # --- command line -------------------------------------------------------------
 
+def cmd_evict(path):
+    """evict F
+    Drop F's pages from the page cache (fsync, then POSIX_FADV_DONTNEED)."""
+    import os
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    return 0
+
+
+def cmd_resident(path, name, ids="", margin="0"):
+    """resident F NAME [IDS [MARGIN]]
+    Which pages of tensor NAME (a row per ne[1] index) are in the page cache:
+    mincore() over a fresh read-only mapping of F, the pages F shares with
+    other tensors and MARGIN more at each end (read-ahead from the tensors
+    next to it) left out. Prints "pages P resident R rows_pages S outside O":
+    the pages looked at, those resident, those the rows IDS (comma
+    separated) cover, and the resident pages no row of IDS covers."""
+    import ctypes
+    import mmap
+    import os
+    g = read(path)
+    t = g.tensor(name)
+    if t is None:
+        raise ValueError("%s: no tensor %s" % (path, name))
+    ps = mmap.PAGESIZE
+    start = g.data_start + t.offset
+    size = g.nbytes(t)
+    row = size // t.ne[1] if len(t.ne) > 1 else size
+    lo = -(-start // ps) + int(margin)
+    hi = (start + size) // ps - int(margin)
+    n = max(hi - lo, 0)
+    seen = set()
+    for i in (int(x) for x in ids.replace(",", " ").split()):
+        a, b = start + i * row, start + (i + 1) * row
+        seen.update(p for p in range(a // ps, (b - 1) // ps + 1) if lo <= p < hi)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                          ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    fd = os.open(path, os.O_RDONLY)
+    fsize = os.fstat(fd).st_size
+    base = libc.mmap(None, fsize, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    os.close(fd)
+    if base in (None, ctypes.c_void_p(-1).value):
+        raise OSError(ctypes.get_errno(), "mmap")
+    try:
+        vec = ctypes.create_string_buffer(max(n, 1))
+        if n and libc.mincore(base + lo * ps, n * ps, vec) != 0:
+            raise OSError(ctypes.get_errno(), "mincore")
+        res = [lo + i for i in range(n) if vec.raw[i] & 1]
+    finally:
+        libc.munmap(base, fsize)
+    print("pages %d resident %d rows_pages %d outside %d"
+          % (n, len(res), len(seen), len([p for p in res if p not in seen])))
+    return 0
+
+
 COMMANDS = {
     "types": cmd_types, "shapes": cmd_shapes, "kv": cmd_kv, "cmp": cmd_cmp, "same-data": cmd_same_data,
     "memwall-bytes": cmd_memwall_bytes, "strip": cmd_strip, "tensors-cmp": cmd_tensors_cmp,
@@ -1056,7 +1131,7 @@ COMMANDS = {
     "slim": cmd_slim, "drop": cmd_drop, "rename": cmd_rename, "header": cmd_header,
     "active-bytes": cmd_active_bytes, "imatrix-dat": cmd_imatrix_dat,
     "imatrix-cmp": cmd_imatrix_cmp, "imatrix-cmp-experts": cmd_imatrix_cmp_experts,
-    "imatrix-synth": cmd_imatrix_synth,
+    "imatrix-synth": cmd_imatrix_synth, "evict": cmd_evict, "resident": cmd_resident,
 }
 
 
