@@ -17,10 +17,11 @@
 # For each: memwall-run --tokenize equals llama-peer tokenize (llama-tokenize's
 # flags) over eval.txt, the multilingual sample and the family's special-token
 # spellings (one file), with every --no-bos / --parse-special combination.
-# The runtime need not run the file's architecture for that:
+# memwall-run tokenizes the converted file itself where the runtime runs its
+# architecture, else (the runtime need not run it for that) a twin:
 # mk_tok_twin.py makes a one-layer llama carrying the converted file's
-# tokenizer.* keys, which memwall-run tokenizes; llama.cpp tokenizes the
-# converted file itself (vocabulary only). The same twin with one token's logit made the
+# tokenizer.* keys; llama.cpp tokenizes the converted file (vocabulary
+# only). The same twin with one token's logit made the
 # largest (mk_tok_twin.py FAVOR_ID) checks where `memwall-run -p` stops: at
 # each id of llama.cpp's end-of-generation set (llama-peer -v info: Gemma 4
 # <eos>, <|tool_response>, <turn|>; gpt-oss <|endoftext|>, <|return|>,
@@ -96,12 +97,18 @@ family() {
     }
     local n0=$total
     cat "$EVAL" "$SAMPLE" "$spec" > "$T/text.txt"
+    # the converted file itself where the runtime runs its architecture
+    local ours=$T/tw.gguf on="a llama twin of"
+    if $MW_EMU "$RUNBIN" -m "$T/m.gguf" --tokenize "$spec" -q > /dev/null 2>&1; then
+        ours=$T/m.gguf
+        on="memwall-run on"
+    fi
     local fl
     for fl in "${ALLFLAGS[@]}"; do
         # shellcheck disable=SC2086
-        same "$name eval+sample+specials" "$T/text.txt" "$T/tw.gguf" "$T/m.gguf" $fl
+        same "$name eval+sample+specials" "$T/text.txt" "$ours" "$T/m.gguf" $fl
     done
-    echo "  $((total - n0)) ids identical to llama.cpp's"
+    echo "  $((total - n0)) ids identical to llama.cpp's ($on the converted file)"
     local id
     for id in $eog $not_eog; do
         $MW_EMU "$RUNBIN" -m "$T/tw-$id.gguf" -p "hi" -n 3 > "$T/gen" 2> "$T/gen.err" ||
