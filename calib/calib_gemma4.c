@@ -158,22 +158,23 @@ uint64_t calib_g4_kv_bytes(const struct calib_g4 *g, uint32_t n_ctx, uint32_t n_
     const uint64_t ring = g->n_swa ? (uint64_t)g->n_swa - 1 + n_batch : n_ctx;
     const uint32_t rows_swa = ring < n_ctx ? (uint32_t)ring : n_ctx;
     const uint32_t own = g->n_layer - g->n_kv_shared;
+    /* the runtime's cache has one row width, the widest layer's (rt_kv_dim_max:
+     * kv heads x head dim of the full or the sliding layers); llama.cpp's
+     * rows are each layer's own width, so its sliding layers take less */
+    uint64_t dim = 0;
+    for (uint32_t il = 0; il < g->n_layer; il++) {
+        const uint64_t d = (uint64_t)g->n_head_kv[il] * (g->swa[il] ? g->head_dim_swa
+                                                                    : g->head_dim_full);
+        if (d > dim) dim = d;
+    }
+    const uint64_t row = kv == RT_KV_Q8_0 ? dim / 32 * 34 : dim * 2;
+    bool ok = kv != RT_KV_Q8_0 || dim % 32 == 0;
     uint32_t own_swa = 0;
     uint64_t total = 0;
-    bool ok = true;
     for (uint32_t il = 0; il < own && ok; il++) {
-        const uint64_t dim = (uint64_t)g->n_head_kv[il] * (g->swa[il] ? g->head_dim_swa
-                                                                      : g->head_dim_full);
-        uint64_t row;
-        if (kv == RT_KV_Q8_0) {
-            ok = dim % 32 == 0;
-            row = dim / 32 * 34;
-        } else {
-            row = dim * 2;
-        }
         own_swa += g->swa[il];
         uint64_t b;
-        ok = ok && mw_mul_u64(row, g->swa[il] ? rows_swa : n_ctx, &b) && mw_mul_u64(b, 2, &b) &&
+        ok = mw_mul_u64(row, g->swa[il] ? rows_swa : n_ctx, &b) && mw_mul_u64(b, 2, &b) &&
              mw_add_u64(total, b, &total);
     }
     if (n_own) *n_own = own;

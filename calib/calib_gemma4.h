@@ -11,7 +11,8 @@
  *   - only the first n_layer - shared_kv_layers layers own a K/V cache (the
  *     others read the last sliding / full layer's before them); a sliding
  *     layer keeps the runtime's ring of min(ctx, window - 1 + batch)
- *     positions;
+ *     positions; the runtime's rows are all the widest layer's width
+ *     (runtime/rt_kv.c), so that is what is counted;
  *   - per_layer_token_embd (E2B, E4B: n_layer x 256 values per vocabulary
  *     entry, most of the file) is read one row per token, mapped from the
  *     file and never loaded: it is file bytes, not resident bytes.
@@ -56,7 +57,8 @@ void calib_g4_from_hf(const struct hf_config *c, struct calib_g4 *out);
 
 /* K and V bytes of n_ctx positions in a cache of type kv, steps of n_batch
  * (0: CALIB_MEM_DEFAULT_BATCH): the layers that own a cache only, sliding
- * ones capped at their ring. *n_own, *n_own_swa, *swa_rows (may be NULL):
+ * ones capped at their ring, every row as wide as the widest layer's (the
+ * runtime's one-width cache, rt_kv_dim_max). *n_own, *n_own_swa, *swa_rows (may be NULL):
  * the layers that own a cache, the sliding ones among them, and the
  * positions each of those keeps. 0 on overflow or a q8_0 cache whose row is
  * not a multiple of 32. */

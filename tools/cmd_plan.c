@@ -705,8 +705,8 @@ static void print_g4_kv(const struct calib_g4 *g, uint32_t ctx)
 {
     uint32_t own, own_swa, rows;
     const uint64_t at_ctx = calib_g4_kv_bytes(g, ctx, 0, RT_KV_F16, &own, &own_swa, &rows);
-    printf("\nKV cache (K+V of the layers that own a cache: 2 * positions * kv heads * head dim "
-           "* bytes; f16 2 B, q8_0 34 B per 32):\n");
+    printf("\nKV cache (K+V of the layers that own a cache: 2 * positions * the widest layer's "
+           "kv heads * head dim (the runtime's row) * bytes; f16 2 B, q8_0 34 B per 32):\n");
     printf("  layout (gemma4): %u of %u layers own a cache (%u shared-KV layers none); %u "
            "sliding of them keep a ring of min(ctx, window - 1 + %u) positions (%u at ctx %u), "
            "the other %u keep ctx: %llu bytes in f16 at ctx %u\n",
@@ -734,7 +734,8 @@ static void print_g4_kv(const struct calib_g4 *g, uint32_t ctx)
 }
 
 /* The resident set per preset at 4k and 32k context (f16 KV) and what fits
- * 4/6/8 GiB phones (or --ram) at ctx: resident weights (the file's tensor data
+ * 4/6/8 GiB phones (with per-layer embeddings; else 8/12/16/24 GiB; or
+ * --ram) at ctx: resident weights (the file's tensor data
  * minus what stays on flash) + KV + overhead. */
 static enum mw_status print_g4_fits(const struct calib_g4 *g, uint32_t ctx, enum rt_kv_type kv,
                                     uint32_t threads, uint64_t ram, const struct presets *pr,
@@ -778,9 +779,13 @@ static enum mw_status print_g4_fits(const struct calib_g4 *g, uint32_t ctx, enum
            CALIB_MEM_APP_PERCENT);
     printf("  %-7s %11s %11s %9s  %s\n", "device", "app budget", "for weights", "best",
            "presets that fit");
-    const uint64_t tiers[3] = {(uint64_t)4 << 30, (uint64_t)6 << 30, (uint64_t)8 << 30};
-    for (int t = 0; t < (ram ? 1 : 3); t++) {
-        const uint64_t r = ram ? ram : tiers[t];
+    /* the phones E2B/E4B are made for; the 26B-A4B and 31B the usual tiers */
+    const uint64_t phones[3] = {(uint64_t)4 << 30, (uint64_t)6 << 30, (uint64_t)8 << 30};
+    const uint64_t tiers[4] = {(uint64_t)8 << 30, (uint64_t)12 << 30, (uint64_t)16 << 30,
+                               (uint64_t)24 << 30};
+    const bool ple = g->n_embd_per_layer > 0;
+    for (int t = 0; t < (ram ? 1 : ple ? 3 : 4); t++) {
+        const uint64_t r = ram ? ram : ple ? phones[t] : tiers[t];
         const uint64_t left = calib_mem_weight_budget(r, &mm);
         char dev[16], app[32], lw[32], list[256] = "";
         snprintf(dev, sizeof dev, "%.4g GiB", gib(r));
@@ -884,6 +889,7 @@ int cmd_plan(int argc, char **argv)
         uint64_t n_q, other;
         split_params(&m, &n_q, &other);
         struct presets pr;
+        if (m.g4) m.hp.n_ff_exp = m.g4->n_ff_exp; /* moe_intermediate_size */
         print_model(path, &m.hp, n_q, other);
         if (m.g4) print_g4_model(m.g4, &m);
         if (m.config_only)

@@ -187,20 +187,21 @@ awk -v t="$w_tot" '$1 == "Q4_K_M" && $NF == t { f = 1 } END { exit !f }' "$T/pla
 grep -q "^  Q4_K_M .* resident $w_res\$" "$T/plan" ||
     fail "plan: e2b's Q4_K_M resident is not $w_res bytes (the file's $w_tot minus per_layer_token_embd)"
 # e2b owns K/V in layers 0-2 (3, 4 shared): sliding 0, 1 keep min(512, 16 - 1 + 64) = 79
-# rows of 1 x 256, full 2 keeps 512 of 1 x 512; K and V in f16
-kv_e2b=$(( 2 * 2 * (2 * 79 * 256 + 512 * 512) ))
+# rows, full 2 keeps 512, each row the widest layer's 1 x 512 (the runtime's
+# one-width cache); K and V in f16
+kv_e2b=$(( 2 * 2 * (2 * 79 + 512) * 512 ))
 has "$(cat "$T/plan")" "3 of 5 layers own a cache (2 shared-KV layers none)" "plan e2b"
 has "$(cat "$T/plan")" "$kv_e2b bytes in f16 at ctx 512" "plan e2b's KV"
 
 # the real E2B and E4B from their config.json alone: KV of the layers that own a
-# cache (E2B: 15 of 35, 12 sliding of 1 x 256 at min(ctx, 575) rows, 3 full of
-# 1 x 512; E4B: 24 of 42, 20 sliding of 2 x 256, 4 full of 2 x 512), the resident
-# set at 4k and 32k, the 4/6/8 GiB phones
+# cache (E2B: 15 of 35, 12 sliding at min(ctx, 575) rows, 3 full; rows of 1 x 512;
+# E4B: 24 of 42, 20 sliding, 4 full; rows of 2 x 512), the resident set at 4k and
+# 32k, the 4/6/8 GiB phones
 for c in "E2B 15 35 12 1 3" "E4B 24 42 20 2 4"; do
     read -r name own nl nsw kvh nfull <<< "$c"
     for ctx in 4096 32768; do
         run 0 plan "$CFG/gemma-4-$name" --ctx $ctx || continue
-        want=$(( 2 * 2 * (nsw * 575 * kvh * 256 + nfull * ctx * kvh * 512) ))
+        want=$(( 2 * 2 * (nsw * 575 + nfull * ctx) * kvh * 512 ))
         has "$out" "$own of $nl layers own a cache" "plan $name"
         has "$out" "$want bytes in f16 at ctx $ctx" "plan $name's KV at ctx $ctx"
         for d in "4 GiB" "6 GiB" "8 GiB"; do
