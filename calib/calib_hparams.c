@@ -81,6 +81,22 @@ static void family_hparams(const struct hf_config *c, struct rt_hparams *hp)
                                            : 1.0f / sqrtf((float)c->head_dim);
         break;
     }
+    case HF_ARCH_GPTOSS:
+        /* even layers slide (llama.cpp's fixed period 2), YaRN over the
+         * original context, softmax over the top-k router logits, the
+         * clamped SwiGLU; q/k/v/o biases and sinks */
+        hp->act = RT_ACT_SWIGLU_OAI;
+        hp->moe_softmax_w = true;
+        hp->n_swa = c->n_swa;
+        hp->swa_pattern = 2;
+        hp->rope_base_swa = hp->rope_base;
+        hp->rope_yarn = c->rope_scaling == HF_ROPE_YARN;
+        if (hp->rope_yarn) {
+            hp->n_ctx_orig = c->rope_orig_ctx;
+            if (c->rope_factor > 0) hp->rope_freq_scale = (float)(1.0 / c->rope_factor);
+        }
+        hp->rope_freq_scale_swa = hp->rope_freq_scale;
+        break;
     case HF_ARCH_PHI3:
         hp->fused_qkv = true;
         hp->fused_gate_up = true;
@@ -110,6 +126,7 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
     case HF_ARCH_QWEN35: hp->arch = RT_ARCH_QWEN35; break;
     case HF_ARCH_QWEN35MOE: hp->arch = RT_ARCH_QWEN35MOE; break;
     case HF_ARCH_QWEN3NEXT: hp->arch = RT_ARCH_QWEN3NEXT; break;
+    case HF_ARCH_GPTOSS: hp->arch = RT_ARCH_GPTOSS; break;
     default: hp->arch = RT_ARCH_LLAMA; break; /* llama, mistral, mixtral */
     }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", c->gguf_arch);
@@ -134,7 +151,7 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
     if (c->n_expert) { /* runtime/rt_model.c read_moe, for the GGUF hf_convert writes */
         hp->n_expert = c->n_expert;
         hp->n_expert_used = c->n_expert_used;
-        hp->moe_norm_w = c->arch != HF_ARCH_QWEN2MOE;
+        hp->moe_norm_w = c->arch != HF_ARCH_QWEN2MOE && c->arch != HF_ARCH_GPTOSS;
         if (c->arch == HF_ARCH_MIXTRAL)
             hp->n_ff_exp = c->n_ff;
         else
@@ -151,6 +168,8 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
             per_layer += q + 2 * kv +
                          (c->arch == HF_ARCH_QWEN2 || c->arch == HF_ARCH_QWEN2MOE ? 0 : c->n_embd);
         if (c->mlp_bias) per_layer += 2 * (uint64_t)c->n_ff + c->n_embd;
+        if (c->arch == HF_ARCH_GPTOSS) /* the sinks, the router's and the experts' biases */
+            per_layer += c->n_head + (uint64_t)c->n_expert * (1 + 2 * (uint64_t)c->n_ff + c->n_embd);
         *n_bias_floats = (uint64_t)c->n_layer * per_layer;
     }
 }

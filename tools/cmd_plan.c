@@ -192,6 +192,43 @@ static bool config_tensors(struct model *m, const struct rt_hparams *hp, bool *u
     return ok;
 }
 
+/* The tensor table llama.cpp's converter writes for a gpt-oss config
+ * (conversion/gpt_oss.py): the experts MXFP4 as shipped, F16 attention,
+ * embeddings and output, F32 norms, biases, sinks and router; false when out
+ * of memory. */
+static bool config_tensors_gptoss(struct model *m, const struct rt_hparams *hp)
+{
+    const uint32_t F16 = GGUF_TYPE_F16, F32 = GGUF_TYPE_F32, MX = GGUF_TYPE_MXFP4;
+    const uint64_t E = hp->n_embd, hd = hp->head_dim, V = hp->n_vocab, H = hp->n_head;
+    const uint64_t q = H * hd, kv = (uint64_t)hp->n_head_kv * hd;
+    const uint64_t X = hp->n_expert, F = hp->n_ff_exp;
+    bool ok = add_tensor(m, F16, E, V, 0, "token_embd.weight") &&
+              add_tensor(m, F32, E, 0, 0, "output_norm.weight") &&
+              add_tensor(m, F16, E, V, 0, "output.weight");
+    for (uint32_t il = 0; ok && il < hp->n_layer; il++)
+        ok = add_tensor(m, MX, E, F, X, "blk.%u.ffn_gate_exps.weight", il) &&
+             add_tensor(m, MX, E, F, X, "blk.%u.ffn_up_exps.weight", il) &&
+             add_tensor(m, MX, F, E, X, "blk.%u.ffn_down_exps.weight", il) &&
+             add_tensor(m, F32, F, X, 0, "blk.%u.ffn_gate_exps.bias", il) &&
+             add_tensor(m, F32, F, X, 0, "blk.%u.ffn_up_exps.bias", il) &&
+             add_tensor(m, F32, E, X, 0, "blk.%u.ffn_down_exps.bias", il) &&
+             add_tensor(m, F32, E, X, 0, "blk.%u.ffn_gate_inp.weight", il) &&
+             add_tensor(m, F32, X, 0, 0, "blk.%u.ffn_gate_inp.bias", il) &&
+             add_tensor(m, F32, E, 0, 0, "blk.%u.attn_norm.weight", il) &&
+             add_tensor(m, F32, E, 0, 0, "blk.%u.post_attention_norm.weight", il) &&
+             add_tensor(m, F16, E, q, 0, "blk.%u.attn_q.weight", il) &&
+             add_tensor(m, F16, E, kv, 0, "blk.%u.attn_k.weight", il) &&
+             add_tensor(m, F16, E, kv, 0, "blk.%u.attn_v.weight", il) &&
+             add_tensor(m, F16, q, E, 0, "blk.%u.attn_output.weight", il) &&
+             add_tensor(m, F32, q, 0, 0, "blk.%u.attn_q.bias", il) &&
+             add_tensor(m, F32, kv, 0, 0, "blk.%u.attn_k.bias", il) &&
+             add_tensor(m, F32, kv, 0, 0, "blk.%u.attn_v.bias", il) &&
+             add_tensor(m, F32, E, 0, 0, "blk.%u.attn_output.bias", il) &&
+             add_tensor(m, F32, H, 0, 0, "blk.%u.attn_sinks.weight", il);
+    for (uint64_t i = 0; ok && i < m->n_t; i++) m->t[i].name = m->names[i];
+    return ok;
+}
+
 /* The tensor table llama.cpp's converter writes for a gemma4 config
  * (families-2026.md 2b; tests/fixtures/mk_gemma4_gguf.py writes the same):
  * F16 weights, F32 norms, routers, scales and rope_freqs; false when out of
@@ -272,6 +309,9 @@ static enum mw_status model_from_config(const char *path, struct model *m, struc
             if (!(m->g4 = malloc(sizeof *m->g4)))
                 s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "config");
             else if (calib_g4_from_hf(c, m->g4), !config_tensors_g4(m, m->g4))
+                s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor table");
+        } else if (c->arch == HF_ARCH_GPTOSS) {
+            if (!config_tensors_gptoss(m, &m->hp))
                 s = MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "tensor table");
         } else if (!config_tensors(m, &m->hp, &unsupported)) {
             mw_err_set_path(err, path);
@@ -462,7 +502,7 @@ static bool parse_kv(void *ctx, const char *val, char *msg, size_t cap)
 
 static const char *const preset_names[] = {"F16",    "Q8_0",   "Q6_K",   "Q5_K_M", "Q5_K_S",
                                            "Q4_K_M", "Q4_K_S", "IQ4_XS", "Q4_0",   "Q3_K_L",
-                                           "Q3_K_M", "Q3_K_S", "Q2_K"};
+                                           "Q3_K_M", "Q3_K_S", "Q2_K",   "MXFP4_MOE"};
 #define N_PRESETS (sizeof preset_names / sizeof preset_names[0])
 static const double bpw_rows[] = {2.5, 3.0, 3.5, 4.0, 4.5, 5.0, 6.0, 8.5};
 #define N_BPW (sizeof bpw_rows / sizeof bpw_rows[0])
@@ -509,7 +549,11 @@ static void print_weights(const struct model *m, uint64_t n_q, uint64_t other,
     for (size_t i = 0; i < N_PRESETS; i++) {
         const bool f16 = strcmp(preset_names[i], "F16") == 0;
         const struct quant_preset *p = f16 ? NULL : quant_preset_find(preset_names[i]);
-        pr->ok[i] = (f16 || p) && preset_bytes(m, p, &pr->bytes[i], &pr->active[i], &pr->flash[i]);
+        /* MXFP4_MOE: for a file whose experts are MXFP4 (gpt-oss) only */
+        bool mx = strcmp(preset_names[i], "MXFP4_MOE") != 0;
+        for (uint64_t k = 0; !mx && k < m->n_t; k++) mx = m->t[k].type == GGUF_TYPE_MXFP4;
+        pr->ok[i] = (f16 || p) && mx &&
+                    preset_bytes(m, p, &pr->bytes[i], &pr->active[i], &pr->flash[i]);
         if (!pr->ok[i]) continue;
         char sz[32];
         put_size(sz, sizeof sz, pr->bytes[i]);
@@ -905,7 +949,8 @@ int cmd_plan(int argc, char **argv)
         } else {
             print_kv(&m.hp, &arch, ctx, threads);
             s = print_fits(&arch, ctx, kv, threads, ram, n_q, other, &pr, &err);
-            if (s == MW_OK) print_calib_need(&m.hp);
+            /* calibration does not run gpt-oss yet */
+            if (s == MW_OK && m.hp.arch != RT_ARCH_GPTOSS) print_calib_need(&m.hp);
         }
     }
     model_free(&m);

@@ -16,6 +16,11 @@
 # 7.0, layer_types llama.cpp would not follow. quant: MXFP4_MOE from the HF
 # directory equals MXFP4_MOE from its conversion; every other preset
 # refuses the MXFP4 experts without --allow-requantize (exit 1, no output).
+# plan: from the fixture's config.json alone its MXFP4_MOE and Q4_K_M rows
+# are the tensor bytes quant writes; on gpt-oss-20b's and -120b's real
+# config.json (tests/fixtures/configs) the MXFP4_MOE row is 12,096,558,336 /
+# 63,374,323,968 bytes (the sizes of the released MXFP4 GGUFs' tensor data)
+# and the 12/16/24 GiB rows are printed.
 #
 # peer (hf_peer_gptoss): llama.cpp loads the f16 conversion (arch gpt-oss,
 # n_vocab 201088, no pre-tokenizer warning), and memwall quant's files equal
@@ -149,5 +154,27 @@ if [ -f "$T/f16.gguf" ]; then
         has "$err" "ffn_down_exps.weight" "Q8_0 from the HF dir without --allow-requantize"
     run 0 quant "$T/f16.gguf" -o "$T/rq.gguf" --preset Q4_K_M --allow-requantize -q &&
         run 0 verify --deep "$T/rq.gguf"
+    # plan from config.json alone: the MXFP4_MOE and Q4_K_M rows are the
+    # tensor bytes quant writes
+    mkdir -p "$T/cfg" && cp "$G/config.json" "$T/cfg/"
+    if run 0 plan "$T/cfg/config.json" && [ -f "$T/gq.gguf" ] && [ -f "$T/rq.gguf" ]; then
+        for pq in MXFP4_MOE:gq Q4_K_M:rq; do
+            want=$(mwgguf active-bytes "$T/${pq#*:}.gguf" 4 | awk '{print $1}')
+            got=$(echo "$out" | awk -v p="${pq%:*}" '$1==p && NF==5 {print $5}')
+            [ "$got" = "$want" ] || fail "plan ${pq%:*}: $got bytes, quant wrote $want"
+        done
+    fi
 fi
+
+# plan on gpt-oss-20b's and -120b's real config.json: the MXFP4_MOE file
+# (the experts as shipped, the rest Q8_0) and the 12/16/24 GiB rows
+for m in gpt-oss-20b:12096558336 gpt-oss-120b:63374323968; do
+    run 0 plan "$FIX/configs/${m%:*}/config.json" --ctx 4096 || continue
+    got=$(echo "$out" | awk '$1=="MXFP4_MOE" && NF==5 {print $5}')
+    [ "$got" = "${m#*:}" ] || fail "plan ${m%:*}: MXFP4_MOE ${got:-none} bytes, want ${m#*:}"
+    for gb in 12 16 24; do
+        echo "$out" | grep -q "^  $gb GiB " || fail "plan ${m%:*}: no $gb GiB row"
+    done
+    echo "  ${m%:*}: MXFP4_MOE $got bytes; $(echo "$out" | grep '^  24 GiB' | tr -s ' ')"
+done
 finish
