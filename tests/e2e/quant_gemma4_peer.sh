@@ -21,7 +21,9 @@
 #    imatrix that covers the experts)
 #  - the HF checkpoint of mk_family_fixture.py gemma4e2b (hidden 64: the
 #    legacy fallbacks, per_layer_token_embd's row of 80 falls back to F16):
-#    Q4_K_M of memwall convert's F16 file byte for byte llama-quantize's
+#    Q4_K_M of memwall convert's F16 file byte for byte llama-quantize's;
+#    plan's KV at ctx 512 is what memwall-run allocates for that file (a NOTE
+#    where the runtime does not run gemma4)
 #  - --size and --bpw on e2b: within the target, verify --deep passes, what
 #    llama-quantize keeps F32/F16 stays so
 #  - plan: per_layer_token_embd is file bytes, not resident (e2b's Q4_K_M
@@ -152,6 +154,22 @@ elif run 0 convert "$T/hf" -o "$T/c.gguf" --type f16 -q &&
             fail "gemma4e2b Q4_K_M: $1 is not $2"; }
         want_type_f per_layer_token_embd.weight f16
         want_type_f per_layer_model_proj.weight f16
+        # plan's KV is what memwall-run allocates (ctx 512, its default batch)
+        run 0 plan "$T/c.gguf" --ctx 512
+        kvp=$(echo "$out" | sed -n 's/.* \([0-9]*\) bytes in f16 at ctx 512$/\1/p')
+        "$MW_BIN/memwall-run" -m "$T/c.gguf" -c 512 -p "Hello world" -n 1 -t 2 < /dev/null \
+            > /dev/null 2> "$T/run.err"
+        rrc=$?
+        kvr=$(sed -n 's/.*KV cache \([0-9.]*\) MiB (f16, 512 positions).*/\1/p' "$T/run.err")
+        if [ $rrc -ne 0 ] && grep -q "architecture 'gemma4'" "$T/run.err"; then
+            echo "NOTE: memwall-run does not run gemma4 in this build: plan's KV not compared with its allocation"
+        elif [ $rrc -ne 0 ] || [ -z "$kvr" ] || [ -z "$kvp" ]; then
+            fail "memwall-run / plan on the converted gemma4e2b: exit $rrc, KV '${kvr:-?}' MiB, plan '${kvp:-?}': $(tail -n 2 "$T/run.err")"
+        else
+            want=$(awk -v b="$kvp" 'BEGIN { printf "%.2f", b / 1048576 }')
+            [ "$kvr" = "$want" ] || fail "plan's KV at ctx 512 ($kvp bytes, $want MiB) is not memwall-run's ($kvr MiB)"
+            echo "gemma4e2b at ctx 512: plan's KV $kvp bytes = memwall-run's allocation ($kvr MiB)"
+        fi
     else
         fail "llama-peer quantize gemma4e2b (converted): $(tail -n 2 "$T/lq.err")"
     fi
