@@ -350,7 +350,7 @@ enum hf_xform {
                        * (SLEEF's expf_u10, FMA: hf__torch_expf) */
     HF_XFORM_MXFP4,   /* gpt-oss experts: src the U8 *_blocks [X, rows, n/32, 16], aux the
                        * *_scales [X, rows, n/32]; rows sel_first, +sel_step, ... repacked
-                       * into ggml MXFP4 blocks (docs/formats.md §6.10) */
+                       * into ggml MXFP4 blocks (docs/formats.md §6.11) */
     HF_XFORM_SPLIT,   /* gpt-oss gate_up bias [X, 2F]: columns sel_first, +sel_step, ... as F32 */
 };
 

@@ -19,7 +19,7 @@
  * scales' shapes against config.json and each other, every scale byte (0xFF
  * is E8M0's NaN), layer_types against llama.cpp's fixed sliding pattern
  * (even layers slide), swiglu_limit against its graph's 7.0.
- * docs/formats.md §6.10. */
+ * docs/formats.md §6.11. */
 #include "hf/hf_int.h"
 
 #include <stdio.h>
