@@ -11,10 +11,10 @@ if(NOT MW_MINIMAL AND NOT MW_SANITIZE)
   mw_shell_test(quant_methods_peer e2e/quant_methods_cli.sh peer
                 ${CMAKE_CURRENT_BINARY_DIR}/tmp-quant_methods_cli)
   set_tests_properties(quant_methods_cli quant_methods_peer PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 1200
-                       COST 800)
+                       COST 300)
   set_tests_properties(quant_methods_cli PROPERTIES FIXTURES_SETUP quant_methods_files)
   set_tests_properties(quant_methods_peer PROPERTIES LABELS peer FIXTURES_REQUIRED quant_methods_files
-                       COST 400)
+                       COST 150)
 endif()
 # thread-count determinism of calib and every method, under several OpenBLAS
 # kernels (OPENBLAS_CORETYPE); release builds only (the sanitizer build runs
@@ -27,5 +27,6 @@ if(NOT MW_MINIMAL AND NOT MW_SANITIZE)
   # COST: the longest tests start first, so -j2 does not end on a long tail;
   # TIMEOUT: about 10x a run on an idle 2-core box beside another test
   set_tests_properties(determinism_blas determinism_blas_kernels PROPERTIES SKIP_RETURN_CODE 77
-                       TIMEOUT 1200 LABELS determinism COST 900)
+                       TIMEOUT 1200 LABELS determinism COST 500)
+  set_tests_properties(determinism_blas PROPERTIES COST 300)
 endif()
