@@ -126,31 +126,50 @@ static inline RT__AVX2 void tr8x8(const __m256i in[8], __m256i out[8])
 /* A panel's results: out[j * ldo + r] = rt__reduce4 of row r's four partials
  * of token j, the partials at p[(r * RT_NACC + k) * width + j]. Blocks of 8
  * rows x 8 tokens: the reductions with 8 lanes (the same two adds per lane),
- * transposed, 8 contiguous floats stored per token; the rest one by one. */
+ * transposed, 8 contiguous floats stored per token; the rest one by one.
+ * With nb < RT_NACC block columns, partials k >= nb were never written and
+ * stand for +0: a written partial starts as 0 + v and is never -0 (in round
+ * to nearest only -0 + -0 gives -0), so adding +0 to it, or to a sum of
+ * them, changes nothing and is left out: (p0 + p1) + p2, p0 + p1, p0. */
+static inline RT__AVX2 float reduce_nb(const float *pr, size_t width, uint64_t nb)
+{
+    if (nb >= RT_NACC) {
+        const float q4[RT_NACC] = {pr[0], pr[width], pr[2 * width], pr[3 * width]};
+        return rt__reduce4(q4);
+    }
+    if (nb == 3) return (pr[0] + pr[width]) + pr[2 * width];
+    if (nb == 2) return pr[0] + pr[width];
+    return nb ? pr[0] : 0.0f;
+}
+static inline RT__AVX2 __m256 reduce_nb8(const float *pr, size_t width, uint64_t nb)
+{
+    if (nb >= RT_NACC)
+        return _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(pr), _mm256_loadu_ps(pr + width)),
+                             _mm256_add_ps(_mm256_loadu_ps(pr + 2 * width), _mm256_loadu_ps(pr + 3 * width)));
+    if (nb == 3)
+        return _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(pr), _mm256_loadu_ps(pr + width)),
+                             _mm256_loadu_ps(pr + 2 * width));
+    if (nb == 2) return _mm256_add_ps(_mm256_loadu_ps(pr), _mm256_loadu_ps(pr + width));
+    return nb ? _mm256_loadu_ps(pr) : _mm256_setzero_ps();
+}
 static inline RT__AVX2 void panel_out(const float *p, size_t width, uint64_t nr, int pc,
-                                      float *out, uint64_t ldo)
+                                      float *out, uint64_t ldo, uint64_t nb)
 {
     const uint64_t nr8 = nr / 8 * 8;
     const int pc8 = pc / 8 * 8;
     for (uint64_t r0 = 0; r0 < nr8; r0 += 8)
         for (int j0 = 0; j0 < pc8; j0 += 8) {
             __m256i v[8], t[8];
-            for (int i = 0; i < 8; i++) {
-                const float *pr = p + (r0 + (uint64_t)i) * RT_NACC * width + (size_t)j0;
-                v[i] = _mm256_castps_si256(_mm256_add_ps(
-                    _mm256_add_ps(_mm256_loadu_ps(pr), _mm256_loadu_ps(pr + width)),
-                    _mm256_add_ps(_mm256_loadu_ps(pr + 2 * width), _mm256_loadu_ps(pr + 3 * width))));
-            }
+            for (int i = 0; i < 8; i++)
+                v[i] = _mm256_castps_si256(
+                    reduce_nb8(p + (r0 + (uint64_t)i) * RT_NACC * width + (size_t)j0, width, nb));
             tr8x8(v, t);
             for (int i = 0; i < 8; i++)
                 _mm256_storeu_ps(out + (uint64_t)(j0 + i) * ldo + r0, _mm256_castsi256_ps(t[i]));
         }
     for (uint64_t r = 0; r < nr; r++)
-        for (int j = r < nr8 ? pc8 : 0; j < pc; j++) {
-            const float *pr = p + r * RT_NACC * width + (size_t)j;
-            const float q4[RT_NACC] = {pr[0], pr[width], pr[2 * width], pr[3 * width]};
-            out[(uint64_t)j * ldo + r] = rt__reduce4(q4);
-        }
+        for (int j = r < nr8 ? pc8 : 0; j < pc; j++)
+            out[(uint64_t)j * ldo + r] = reduce_nb(p + r * RT_NACC * width + (size_t)j, width, nb);
 }
 
 /* The AVX2 driver: as RT__GEMM_K_BODY, but four tokens at a time share the
@@ -168,9 +187,9 @@ static inline RT__AVX2 void panel_out(const float *p, size_t width, uint64_t nr,
             (float(*)[RT_NACC][RT_GEMM_PANEL])((uint8_t *)scratch + sizeof(struct kdec));         \
         for (uint64_t c0 = 0; c0 < nc; c0 += RT_GEMM_PANEL) {                                     \
             const int pc = nc - c0 < RT_GEMM_PANEL ? (int)(nc - c0) : RT_GEMM_PANEL;              \
-            zero_f32_avx2(&p[0][0][0], nr * sizeof *p / sizeof(float));                          \
             for (uint64_t b = 0; b < nb; b++) {                                                   \
                 const uint8_t *a0 = A + c0 * astride + b * sizeof(struct rt_block_q8_k);          \
+                const bool first = b < RT_NACC; /* partial b % 4 starts here: 0 + v */            \
                 for (uint64_t r = 0; r < nr; r++) {                                               \
                     dec_##t##_x((const uint8_t *)w_rows + r * stride + b * (bs), kd);             \
                     float *pr = p[r][b % RT_NACC];                                                \
@@ -191,18 +210,19 @@ static inline RT__AVX2 void panel_out(const float *p, size_t width, uint64_t nr,
                                            _mm_mul_ps(_mm_mul_ps(da, dmin), _mm_cvtepi32_ps(ms))); \
                         else                                                                      \
                             v = _mm_mul_ps(_mm_mul_ps(da, d), _mm_cvtepi32_ps(_mm_sub_epi32(is, ms))); \
-                        _mm_storeu_ps(pr + j, _mm_add_ps(_mm_loadu_ps(pr + j), v));               \
+                        _mm_storeu_ps(pr + j, _mm_add_ps(first ? _mm_setzero_ps() : _mm_loadu_ps(pr + j), v)); \
                     }                                                                             \
                     for (; j < pc; j++) {                                                         \
                         const struct rt_block_q8_k *a =                                           \
                             (const struct rt_block_q8_k *)(a0 + (uint64_t)j * astride);           \
                         int32_t is, ms;                                                           \
+                        if (first) pr[j] = 0.0f;                                                  \
                         kdot_##SFX(kd, a, &is, &ms);                                              \
                         kcombine(mode, kd, a->d, is, ms, &pr[j]);                                 \
                     }                                                                             \
                 }                                                                                 \
             }                                                                                     \
-            panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo);  \
+            panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo, nb); \
         }                                                                                         \
     }
 
@@ -455,7 +475,7 @@ combine_oct(const float *da_, float d_, float dmin_, __m256i iv, __m256i mv, flo
                         COMBINE(O[o].d, kd->d, kd->dmin, iv[o], mv[o], p[r][b % RT_NACC] + (LANES) * o, mode); \
                 }                                                                                 \
             }                                                                                     \
-            panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo);  \
+            panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo, RT_NACC); \
         }                                                                                         \
     }
 _Static_assert(RT_NOCT == 4, "kdot_oct's cases: up to 4 octets");
