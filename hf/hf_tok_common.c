@@ -894,14 +894,7 @@ enum mw_status hf_tok_write_gguf(const struct hf_tok *t, struct gguf_writer *w,
     if ((s = write_strs(w, "tokenizer.ggml.tokens", &t->pool, t->tok_off, t->tok_len, t->n_vocab,
                         err)))
         return s;
-    if (g4) {
-        float *sc = malloc((size_t)t->n_vocab * sizeof *sc);
-        if (!sc) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
-        for (uint32_t i = 0; i < t->n_vocab; i++) sc[i] = -1000.0f;
-        s = gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_F32, sc, t->n_vocab, err);
-        free(sc);
-        if (s) return s;
-    }
+    if (g4 && (s = hf__json_write_hf_scores(t, w, err))) return s;
     if (t->scores &&
         (s = gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_F32, t->scores, t->n_vocab,
                                  err)))

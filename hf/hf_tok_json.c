@@ -782,3 +782,15 @@ enum mw_status hf__json_hf_types(struct hf_tok *t, const cJSON *tc, struct mw_er
     }
     return MW_OK;
 }
+
+enum mw_status hf__json_write_hf_scores(const struct hf_tok *t, struct gguf_writer *w,
+                                        struct mw_err *err)
+{
+    float *sc = malloc((size_t)t->n_vocab * sizeof *sc);
+    if (!sc) return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
+    for (uint32_t i = 0; i < t->n_vocab; i++) sc[i] = -1000.0f;
+    const enum mw_status s =
+        gguf_writer_set_arr(w, "tokenizer.ggml.scores", GGUF_VT_F32, sc, t->n_vocab, err);
+    free(sc);
+    return s;
+}
