@@ -151,7 +151,7 @@ static enum mw_status inspect_file(struct out *o, const char *path, bool json, s
 static const char *rope_name(enum hf_rope_scaling r)
 {
     return r == HF_ROPE_LINEAR ? "linear" : r == HF_ROPE_LLAMA3 ? "llama3"
-         : r == HF_ROPE_LONGROPE ? "longrope" : "none";
+         : r == HF_ROPE_LONGROPE ? "longrope" : r == HF_ROPE_YARN ? "yarn" : "none";
 }
 
 /* The source of plan entry e: its tensor's name, or for stacked experts
@@ -202,7 +202,17 @@ static void quant_desc(const struct hf_model *m, const struct hf_config *c, stru
             strcmp(t->name + n - k, d->suffix) == 0)
             d->sdtype = hf_dtype_name(t->dtype);
     }
-    if (q->block[0])
+    if (q->method == HF_QM_MXFP4) { /* gpt-oss: *_blocks + *_scales, counted as weights */
+        d->method = "mxfp4";
+        d->suffix = "_scales";
+        d->sdtype = "U8 (E8M0)";
+        for (uint64_t i = 0; i < hf_model_tensor_count(m); i++) {
+            const char *nm = hf_model_tensor(m, i, NULL)->name;
+            const size_t n = strlen(nm);
+            if (n > 7 && strcmp(nm + n - 7, "_blocks") == 0) d->n_fp8++;
+        }
+        snprintf(d->layout, sizeof d->layout, "one per 32 values");
+    } else if (q->block[0])
         snprintf(d->layout, sizeof d->layout, "blocks [%u, %u]", q->block[0], q->block[1]);
     else if (strcmp(q->strategy, "tensor") == 0)
         snprintf(d->layout, sizeof d->layout, "per tensor");
@@ -246,10 +256,11 @@ static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, str
         if (c->quant.method != HF_QM_NONE) {
             struct qdesc d;
             quant_desc(m, c, &d);
-            put(o, ", \"quantization\": {\"method\": \"%s\", \"weights\": \"F8_E4M3\", "
+            const bool mx = c->quant.method == HF_QM_MXFP4;
+            put(o, ", \"quantization\": {\"method\": \"%s\", \"weights\": \"%s\", "
                    "\"scale_tensor\": \"%s\", \"scale_dtype\": \"%s\", \"layout\": \"%s\", "
-                   "\"fp8_tensors\": %llu}", d.method, d.suffix, d.sdtype, d.layout,
-                (unsigned long long)d.n_fp8);
+                   "\"%s\": %llu}", d.method, mx ? "MXFP4" : "F8_E4M3", d.suffix, d.sdtype,
+                d.layout, mx ? "mxfp4_tensors" : "fp8_tensors", (unsigned long long)d.n_fp8);
         }
         put(o, "},\n");
         put(o, " \"shards\": [");
@@ -329,10 +340,15 @@ static enum mw_status inspect_dir(struct out *o, const char *dir, bool json, str
         if (c->quant.method != HF_QM_NONE) {
             struct qdesc d;
             quant_desc(m, c, &d);
-            put(o, "quantization: %s%s E4M3, %s %s, %s (%llu F8_E4M3 weights, dequantized "
-                   "E4M3 x scale in F32)\n", d.method,
-                c->quant.method == HF_QM_CT_FP8 ? " FP8" : "", d.suffix, d.sdtype, d.layout,
-                (unsigned long long)d.n_fp8);
+            if (c->quant.method == HF_QM_MXFP4)
+                put(o, "quantization: mxfp4, E2M1 pairs in *_blocks with %s *%s %s (%llu "
+                       "expert block tensors, repacked into ggml's MXFP4 without decoding)\n",
+                    d.sdtype, d.suffix, d.layout, (unsigned long long)d.n_fp8);
+            else
+                put(o, "quantization: %s%s E4M3, %s %s, %s (%llu F8_E4M3 weights, dequantized "
+                       "E4M3 x scale in F32)\n", d.method,
+                    c->quant.method == HF_QM_CT_FP8 ? " FP8" : "", d.suffix, d.sdtype, d.layout,
+                    (unsigned long long)d.n_fp8);
         }
         put(o, "weights: %llu file(s), %llu tensors, %llu bytes\n",
             (unsigned long long)hf_model_shard_count(m),

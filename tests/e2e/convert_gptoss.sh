@@ -103,6 +103,12 @@ done
         fail "memwall.source_dtype is not BF16+MXFP4"
 }
 
+# inspect names the MXFP4 layout and YaRN
+run 0 inspect "$G" && {
+    has "$out" "quantization: mxfp4, E2M1 pairs in *_blocks with U8 (E8M0) *_scales" inspect
+    has "$out" "rope_scaling yarn" inspect
+}
+
 # --- bad input: exit 1 naming the tensor / JSON path, no output ----------------
 # bad NAME EXPECT... : convert $T/bad (prepared by the caller), want exit 1,
 # no output file, stderr holding each EXPECT
