@@ -36,7 +36,9 @@
  *                 ("qwen35"), Qwen3_5MoeForCausalLM / ..ForConditionalGeneration
  *                 ("qwen35moe"), Qwen3NextForCausalLM ("qwen3next";
  *                 hf_config_qwen35.c, hf_arch_qwen35.c, docs/formats.md
- *                 §6.8); the hyper-parameters, RoPE
+ *                 §6.8), Gemma4* ("gemma4"; hf_gemma4.c, §6.10) and
+ *                 GptOssForCausalLM ("gpt-oss"; hf_gptoss.c, §6.11: the
+ *                 MXFP4 experts repacked, never decoded); the hyper-parameters, RoPE
  *                 (rope_theta, rope_scaling linear / llama3 / longrope), tied
  *                 embeddings, the families' keys (activation, sliding window,
  *                 soft-capping, ...). Missing, mistyped or contradictory keys,
