@@ -16,6 +16,11 @@
 #    on 3 threads and with the scalar kernels (MW_RT_KERNELS=scalar);
 #  - a file without a layer's attn_sinks or an expert bias: exit 1 naming
 #    the tensor;
+#  - convert then run: mk_family_fixture.py's gptoss checkpoint (gpt-oss-20b's
+#    config keys, window 128, MXFP4 experts, o200k_harmony) converted by
+#    `memwall convert` (f16, experts kept MXFP4), one chunk of 256 (scored
+#    positions 128..254, past the window): perplexity within 0.3%, top-1 >=
+#    98%, mean KL < 0.001;
 #  - greedy decoding one token per call (the single-query attention path,
 #    its sinks and the sliding window past position 32): llama.cpp's 48
 #    greedy tokens fed back, our greedy choice equals llama.cpp's at each.
@@ -80,4 +85,24 @@ for t in blk.1.attn_sinks.weight blk.2.ffn_up_exps.bias; do
     mr 1 -m "$T/bad.gguf" -p "$PROMPT" -n 1 && has "$err" "'$t'" "without $t"
 done
 echo "files without blk.1.attn_sinks.weight or blk.2.ffn_up_exps.bias: exit 1 naming the tensor"
+
+# convert, then run: the converted HF fixture
+hf="$T/gptoss-hf"
+python3 "$MW_SRC/tests/fixtures/mk_family_fixture.py" gptoss "$hf" > "$T/e" 2>&1 ||
+    { fail "mk_family_fixture.py gptoss: $(tail -2 "$T/e")"; finish; }
+run 0 convert "$hf" -o "$T/conv.gguf" || finish
+theirs=$("$PEER" ppl "$T/conv.gguf" "$EVAL" --ctx 256 --bytes $BYTES --chunks 1 \
+             --save-logits "$T/conv.logits" 2> "$T/e") || { fail "llama-peer ppl (converted): $(tail -2 "$T/e")"; finish; }
+kl=$("$RUNBIN" -m "$T/conv.gguf" --perplexity "$EVAL" -c 256 --bytes $BYTES --chunks 1 \
+         --kl-divergence "$T/conv.logits" -t 2 -q 2> "$T/e") ||
+    { fail "memwall-run --kl-divergence (converted): $(tail -2 "$T/e")"; finish; }
+rm -f "$T/conv.logits"
+a=$(ppl_of "$kl")
+b=$(awk '$1 == "ppl_base" { print $2 }' <<< "$kl")
+top=$(awk '$1 == "same_top" { print $2 }' <<< "$kl")
+kld=$(awk '$1 == "kld" { print $2 }' <<< "$kl")
+echo "converted gptoss fixture (ctx 256, window 128): ppl memwall $a, llama.cpp $b ($(reldiff "$a" "$b")), top-1 $top, mean KL $kld"
+close "$a" "$(ppl_of "$theirs")" 0.003 || fail "converted: perplexity $a vs llama.cpp $(ppl_of "$theirs")"
+awk -v t="$top" -v m=$MIN_TOP 'BEGIN { exit !(t != "" && t >= m) }' || fail "converted: top-1 $top < $MIN_TOP"
+awk -v d="$kld" -v m=$MAX_KL 'BEGIN { exit !(d != "" && d < m) }' || fail "converted: mean KL $kld >= $MAX_KL"
 finish
