@@ -405,7 +405,16 @@ enum mw_status calib_model_open(const char *path, struct calib_model **out, stru
                        e == ENOENT ? "does not exist" : strerror(e));
     }
     m->is_gguf = !S_ISDIR(st.st_mode);
-    const enum mw_status s = m->is_gguf ? open_gguf(m, err) : open_hf(m, err);
+    enum mw_status s = m->is_gguf ? open_gguf(m, err) : open_hf(m, err);
+    /* the forward does not know Gemma 4's layers (per-layer embeddings,
+     * shared KV, two head sizes, the expert branch beside the MLP) yet: a
+     * plain refusal instead of a shape error halfway through */
+    if (s == MW_OK && strcmp(m->hp.arch_name, "gemma4") == 0) {
+        mw_err_set_path(err, path);
+        s = MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                    "calibration does not run gemma4 yet (per-layer embeddings, shared KV, two "
+                    "head sizes): use an imatrix from llama-imatrix (--imatrix), or no --corpus");
+    }
     if (s) {
         calib_model_close(m);
         return s;
