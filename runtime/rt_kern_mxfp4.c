@@ -61,10 +61,10 @@ void rt_dot_mxfp4_q8_0_ref(uint64_t n, float *out, const void *wv, const void *a
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
-/* The integer dot of one block: levels by a byte shuffle of the 16-entry
- * table, both operands widened to int16, VPMADDWD pairs (|pair| <= 2 * 12 *
- * 128), the eight int32 lanes summed. */
-static inline int32_t blk_avx2(const uint8_t *w, const int8_t *a)
+/* The integer dot of one block as eight int32 lanes: levels by a byte
+ * shuffle of the 16-entry table, both operands widened to int16, VPMADDWD
+ * pairs (|pair| <= 2 * 12 * 128). */
+static inline __m256i blk8_avx2(const uint8_t *w, const int8_t *a)
 {
     const __m128i tab = _mm_loadu_si128((const __m128i *)mx_values);
     const __m128i qs = _mm_loadu_si128((const __m128i *)(w + 1));
@@ -73,8 +73,20 @@ static inline int32_t blk_avx2(const uint8_t *w, const int8_t *a)
     const __m128i hi = _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(qs, 4), m4));
     const __m256i a0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a));
     const __m256i a1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + 16)));
-    const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(lo), a0),
-                                       _mm256_madd_epi16(_mm256_cvtepi8_epi16(hi), a1));
+    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(lo), a0),
+                            _mm256_madd_epi16(_mm256_cvtepi8_epi16(hi), a1));
+}
+
+/* [sum s0, sum s1, sum s2, sum s3] (exact integer adds in any grouping) */
+static inline __m128i hsum4_avx2(__m256i s0, __m256i s1, __m256i s2, __m256i s3)
+{
+    const __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(s0, s1), _mm256_hadd_epi32(s2, s3));
+    return _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1));
+}
+
+static inline int32_t blk_avx2(const uint8_t *w, const int8_t *a)
+{
+    const __m256i s = blk8_avx2(w, a);
     const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
     const __m128i h2 = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
     return _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xB1)));
@@ -88,10 +100,10 @@ void rt_dot_mxfp4_q8_0_avx2(uint64_t n, float *out, const void *wv, const void *
     __m128 acc = _mm_setzero_ps();
     uint64_t b = 0;
     for (; b + 4 <= nb; b += 4, w += 4 * RT_BS_MXFP4) {
-        const __m128i is = _mm_setr_epi32(blk_avx2(w, a[b].qs),
-                                          blk_avx2(w + RT_BS_MXFP4, a[b + 1].qs),
-                                          blk_avx2(w + 2 * RT_BS_MXFP4, a[b + 2].qs),
-                                          blk_avx2(w + 3 * RT_BS_MXFP4, a[b + 3].qs));
+        const __m128i is = hsum4_avx2(blk8_avx2(w, a[b].qs),
+                                      blk8_avx2(w + RT_BS_MXFP4, a[b + 1].qs),
+                                      blk8_avx2(w + 2 * RT_BS_MXFP4, a[b + 2].qs),
+                                      blk8_avx2(w + 3 * RT_BS_MXFP4, a[b + 3].qs));
         const __m128 dw = _mm_setr_ps(e8m0_half(w[0]), e8m0_half(w[RT_BS_MXFP4]),
                                       e8m0_half(w[2 * RT_BS_MXFP4]), e8m0_half(w[3 * RT_BS_MXFP4]));
         const uint16_t h[4] = {a[b].d, a[b + 1].d, a[b + 2].d, a[b + 3].d};
@@ -140,23 +152,19 @@ void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, u
                 for (uint64_t c = 0; c < cn; c++) {
                     const struct rt_block_q8_0 *a =
                         (const struct rt_block_q8_0 *)(A + (c0 + c) * astride) + b;
-                    int32_t is[4];
+                    __m256i sv[4];
                     for (int j = 0; j < 4; j++) {
                         const __m256i a0 =
                             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[j].qs));
                         const __m256i a1 =
                             _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a[j].qs + 16)));
-                        const __m256i sv = _mm256_add_epi32(_mm256_madd_epi16(q[2 * j], a0),
-                                                            _mm256_madd_epi16(q[2 * j + 1], a1));
-                        const __m128i h = _mm_add_epi32(_mm256_castsi256_si128(sv),
-                                                        _mm256_extracti128_si256(sv, 1));
-                        const __m128i h2 = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-                        is[j] = _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xB1)));
+                        sv[j] = _mm256_add_epi32(_mm256_madd_epi16(q[2 * j], a0),
+                                                 _mm256_madd_epi16(q[2 * j + 1], a1));
                     }
+                    const __m128i is = hsum4_avx2(sv[0], sv[1], sv[2], sv[3]);
                     const uint16_t hd[4] = {a[0].d, a[1].d, a[2].d, a[3].d};
                     const __m128 da = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)hd));
-                    const __m128 v = _mm_mul_ps(_mm_mul_ps(dw, da),
-                                                _mm_cvtepi32_ps(_mm_loadu_si128((const __m128i *)is)));
+                    const __m128 v = _mm_mul_ps(_mm_mul_ps(dw, da), _mm_cvtepi32_ps(is));
                     _mm_storeu_ps(accs + 4 * c, _mm_add_ps(_mm_loadu_ps(accs + 4 * c), v));
                 }
             }
