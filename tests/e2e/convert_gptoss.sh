@@ -137,6 +137,12 @@ fresh; edit config swiglu_limit 5.0
 bad swiglu "swiglu_limit" "clamps at 7.0"
 fresh; edit config layer_types '["full_attention", "sliding_attention", "full_attention", "sliding_attention"]'
 bad layer-types "layer_types[0]" "expected 'sliding_attention'"
+fresh; edit config experts_per_token 2
+bad experts-per-token "experts_per_token" "contradicts num_experts_per_tok 4"
+fresh; edit config rope_scaling.rope_type '"linear"'
+bad rope-type "rope_scaling.rope_type" "not supported for gpt-oss (yarn)"
+fresh; edit config tie_word_embeddings true
+bad tied "tie_word_embeddings" "needs its own output"
 rm -rf "$T/bad"
 
 # --- quant: MXFP4_MOE from the directory; the refusal without --allow-requantize
