@@ -23,13 +23,11 @@
 #    U(+-0.2) times sqrt(hidden)) give logits spread over several units,
 #    and the script also prints the mean KL divergence (a tie-free measure,
 #    expected ~1e-6 where the graphs agree; a wrong graph gives > 0.1);
-#    qwen35moe and qwen3next need 97% only: their fixtures' logits are flat
-#    (perplexity ~2.3e5 over 151,936 tokens) and their 8 experts' router
-#    probabilities near-uniform, so a few positions are near ties in the
-#    routing or the argmax (seen 97.9% and 98.9%, mean KL 1.7e-4 and 2.9e-4;
-#    llama.cpp itself moves 0.22% in perplexity between --batch 1 and 128
-#    on qwen3next); run_hybrid_peer.sh's fixtures, whose logits spread,
-#    agree on >= 99.4% with KL <= 2e-5;
+#    qwen35moe and qwen3next: their fixtures' router and a few lm_head rows
+#    have 8x the other matrices' scale (mk_family_fixture.py), since with
+#    near-uniform routers over 8 experts and 151,936 output rows of one scale
+#    a last-bit difference flips top-k choices and argmaxes (97.9% and 98.9%
+#    before); run_hybrid_peer.sh's fixtures agree on >= 99.4%;
 #  - phi3long (LongRoPE, original context 4096) once more at context 4352:
 #    llama.cpp pads the context to 256 and takes the long factors above
 #    4096, as memwall-run does; perplexity within 0.3%.
@@ -95,10 +93,8 @@ for k in $KINDS; do
     kld=$(awk '$1 == "kld" { print $2 }' <<< "$kl")
     scored=$(awk '$1 == "ppl" { print $8 }' <<< "$kl")
     echo "  teacher-forced top-1 on llama.cpp's tokens: $top of $scored positions agree; mean KL $kld"
-    min_top=$MIN_TOP
-    case $k in qwen35moe | qwen3next) min_top=0.97 ;; esac
-    awk -v t="$top" -v m=$min_top 'BEGIN { exit !(t != "" && t >= m) }' ||
-        fail "$k: top-1 agreement $top < $min_top"
+    awk -v t="$top" -v m=$MIN_TOP 'BEGIN { exit !(t != "" && t >= m) }' ||
+        fail "$k: top-1 agreement $top < $MIN_TOP"
     awk -v d="$kld" 'BEGIN { exit !(d != "" && d < 0.01) }' ||
         fail "$k: mean KL divergence $kld from llama.cpp's logits (>= 0.01)"
     if [ "$k" = phi3long ]; then
