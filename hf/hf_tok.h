@@ -11,7 +11,9 @@
  *      token types, merges, tokenizer.ggml.pre; no scores).
  *   2. else tokenizer.model (SentencePiece ModelProto, parsed here with
  *      bounds checks) -> "llama" (tokens, scores, token types, pre
- *      "default").
+ *      "default"); not for Gemma 4 (config.json model_type or
+ *      text_config.model_type starting "gemma4") when tokenizer.json is a
+ *      SentencePiece-style BPE: llama.cpp's Gemma4Model reads only that.
  *   3. else tokenizer.json whose model is a SentencePiece-style BPE (Gemma 3,
  *      which ships no tokenizer.model: model.type "BPE", byte_fallback true,
  *      normalizer Replace " " -> U+2581, pre-tokenizer absent or a Split on

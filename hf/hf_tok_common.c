@@ -743,8 +743,16 @@ enum mw_status hf_tok_load_n(const char *hf_dir, int64_t n_vocab_arg, struct hf_
     } else {
         struct mw_map m;
         if ((s = side_map(&s_model, hf_dir, "tokenizer.model", &m, err))) goto done;
-        if (!s_model.present && tj && hf__json_is_spm_bpe(tj)) {
-            /* Gemma 3: SentencePiece-style BPE in tokenizer.json only */
+        /* Gemma 4: llama.cpp's Gemma4Model reads tokenizer.json whether or
+         * not a tokenizer.model is there */
+        const cJSON *mt = jget(cfg, "model_type");
+        const cJSON *tmt = jget(jget(cfg, "text_config"), "model_type");
+        const bool g4 = (cJSON_IsString(mt) && strncmp(mt->valuestring, "gemma4", 6) == 0) ||
+                        (cJSON_IsString(tmt) && strncmp(tmt->valuestring, "gemma4", 6) == 0);
+        const bool spm_json = tj && hf__json_is_spm_bpe(tj);
+        if (spm_json && (!s_model.present || g4)) {
+            if (s_model.present) mw_map_close(&m);
+            /* Gemma 3 (tokenizer.json only), Gemma 4: SentencePiece-style BPE */
             if ((s = hf__json_build(tj, s_tj.path, n_vocab, &t, err))) goto done;
             if ((s = hf__tok_set_source(t, s_tj.path, err))) goto done;
             if ((s = hf__json_hf_types(t, cJSON_IsObject(tc) ? tc : NULL, err))) goto done;

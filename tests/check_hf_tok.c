@@ -927,6 +927,8 @@ START_TEST(load_gemma4_dir)
                   "{\"bos_token\":\"<bos>\",\"eos_token\":\"<turn|>\",\"unk_token\":\"<unk>\","
                   "\"pad_token\":\"<pad>\",\"add_bos_token\":false}");
     write_text_in(dir, "config.json", "{\"model_type\":\"gemma4_text\",\"vocab_size\":11}");
+    /* not read for Gemma 4 (llama.cpp's converter reads tokenizer.json only) */
+    write_text_in(dir, "tokenizer.model", "not a SentencePiece model");
     struct mw_err err;
     mw_err_clear(&err);
     struct hf_tok *t = NULL;
