@@ -745,12 +745,7 @@ enum mw_status hf_tok_load_n(const char *hf_dir, int64_t n_vocab_arg, struct hf_
         if ((s = side_map(&s_model, hf_dir, "tokenizer.model", &m, err))) goto done;
         /* Gemma 4: llama.cpp's Gemma4Model reads tokenizer.json whether or
          * not a tokenizer.model is there */
-        const cJSON *mt = jget(cfg, "model_type");
-        const cJSON *tmt = jget(jget(cfg, "text_config"), "model_type");
-        const bool g4 = (cJSON_IsString(mt) && strncmp(mt->valuestring, "gemma4", 6) == 0) ||
-                        (cJSON_IsString(tmt) && strncmp(tmt->valuestring, "gemma4", 6) == 0);
-        const bool spm_json = tj && hf__json_is_spm_bpe(tj);
-        if (spm_json && (!s_model.present || g4)) {
+        if (tj && hf__json_is_spm_bpe(tj) && (!s_model.present || hf__json_is_gemma4(cfg))) {
             if (s_model.present) mw_map_close(&m);
             /* Gemma 3 (tokenizer.json only), Gemma 4: SentencePiece-style BPE */
             if ((s = hf__json_build(tj, s_tj.path, n_vocab, &t, err))) goto done;

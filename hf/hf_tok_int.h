@@ -92,6 +92,9 @@ enum mw_status hf__json_build(const cJSON *root, const char *name, int64_t n_voc
  * transformers' all_special_ids), NORMAL otherwise; Gemma 4's channel and
  * tool tokens USER_DEFINED. */
 enum mw_status hf__json_hf_types(struct hf_tok *t, const cJSON *tc, struct mw_err *err);
+/* Is cfg (config.json) a Gemma 4's: model_type or text_config.model_type
+ * starting "gemma4"? */
+bool hf__json_is_gemma4(const cJSON *cfg);
 /* LlamaHfVocab's scores (-1000 each) as tokenizer.ggml.scores. */
 enum mw_status hf__json_write_hf_scores(const struct hf_tok *t, struct gguf_writer *w,
                                         struct mw_err *err);

@@ -794,3 +794,10 @@ enum mw_status hf__json_write_hf_scores(const struct hf_tok *t, struct gguf_writ
     free(sc);
     return s;
 }
+
+bool hf__json_is_gemma4(const cJSON *cfg)
+{
+    const char *mt = obj_str(cfg, "model_type");
+    const char *tmt = obj_str(obj_get(cfg, "text_config"), "model_type");
+    return (mt && strncmp(mt, "gemma4", 6) == 0) || (tmt && strncmp(tmt, "gemma4", 6) == 0);
+}
