@@ -273,11 +273,6 @@ static inline uint32_t rt_layer_n_head_kv(const struct rt_hparams *hp, uint32_t 
     return hp->n_head_kv_swa && rt_layer_is_swa(hp, il) ? hp->n_head_kv_swa : hp->n_head_kv;
 }
 
-/* Elements of layer il's K (or V) row. */
-static inline uint64_t rt_layer_kv_dim(const struct rt_hparams *hp, uint32_t il)
-{
-    return (uint64_t)rt_layer_n_head_kv(hp, il) * rt_layer_head_dim(hp, il);
-}
 /* Elements of the widest layer's K (or V) row: n_head_kv * head_dim, or
  * gemma4's sliding layers' when wider. */
 static inline uint64_t rt_kv_dim_max(const struct rt_hparams *hp)

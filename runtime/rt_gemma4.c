@@ -148,9 +148,8 @@ static void g4_task(void *arg, unsigned ith, unsigned nth)
                 rmsnorm_nw(v + (uint64_t)h * hd, hd, hp->rms_eps);
                 rope_neox(rc, n_rot, k + (uint64_t)h * hd);
             }
-            const uint32_t n = kvh * hd; /* this layer's row (rt_layer_kv_dim) */
-            rt__kv_store_n(&c->kv, rt__kv_k(&c->kv, il, st->pos0 + b), k, n);
-            rt__kv_store_n(&c->kv, rt__kv_v(&c->kv, il, st->pos0 + b), v, n);
+            rt__kv_store(&c->kv, rt__kv_k(&c->kv, il, st->pos0 + b), k);
+            rt__kv_store(&c->kv, rt__kv_v(&c->kv, il, st->pos0 + b), v);
             break;
         }
         case G4_NORM_XB: {

@@ -156,9 +156,6 @@ struct rt_kv {
     uint8_t *k;              /* per layer cap[il] rows of kv_dim in `type`, layer after layer */
     uint8_t *v;              /* the same for V */
     uint64_t *row0;          /* (n_layer) first row of layer il */
-    uint64_t *boff;          /* (n_layer) byte offset of layer il's first row in k (and v) */
-    uint64_t *lrb;           /* (n_layer) bytes of one row of layer il: row_bytes, or for
-                              * gemma4's layers of their own width rt_layer_kv_dim's */
     uint32_t *cap;           /* (n_layer) rows of layer il: n_ctx, or for a sliding layer
                               * the ring min(n_ctx, n_swa - 1 + n_batch); position p
                               * lives in row p % cap */
@@ -192,18 +189,14 @@ static inline uint64_t rt__kv_row(const struct rt_kv *kv, uint32_t il, uint32_t 
 }
 static inline uint8_t *rt__kv_k(const struct rt_kv *kv, uint32_t il, uint32_t pos)
 {
-    const uint32_t cap = kv->cap[il];
-    return kv->k + kv->boff[il] + (uint64_t)(pos < cap ? pos : pos % cap) * kv->lrb[il];
+    return kv->k + rt__kv_row(kv, il, pos) * kv->row_bytes;
 }
 static inline uint8_t *rt__kv_v(const struct rt_kv *kv, uint32_t il, uint32_t pos)
 {
-    const uint32_t cap = kv->cap[il];
-    return kv->v + kv->boff[il] + (uint64_t)(pos < cap ? pos : pos % cap) * kv->lrb[il];
+    return kv->v + rt__kv_row(kv, il, pos) * kv->row_bytes;
 }
 /* Store kv_dim floats as a cache row. */
 void rt__kv_store(const struct rt_kv *kv, uint8_t *row, const float *x);
-/* The same for a row of n floats (a layer narrower than kv_dim). */
-void rt__kv_store_n(const struct rt_kv *kv, uint8_t *row, const float *x, uint32_t n);
 /* Decode a cache row (elements [off, off+n), off and n multiples of 32 for
  * q8_0) to floats. */
 void rt__kv_load(const struct rt_kv *kv, const uint8_t *row, uint32_t off, uint32_t n,

@@ -44,18 +44,11 @@ static uint32_t kv_ggml_type(enum rt_kv_type t)
 uint64_t rt__kv_bytes(enum rt_kv_type t, const struct rt_hparams *hp, uint32_t n_ctx,
                       uint32_t n_batch, uint32_t kv_dim, bool *ok)
 {
-    /* each layer's rows at its own width (gemma4's sliding layers are
-     * narrower; every other arch: kv_dim) */
-    uint64_t total = 0, a;
-    *ok = true;
-    for (uint32_t il = 0; il < hp->n_layer && *ok; il++) {
-        const uint64_t dim = hp->head_dim_swa ? rt_layer_kv_dim(hp, il) : kv_dim;
-        const uint64_t rb = rt_row_bytes(kv_ggml_type(t), dim);
-        *ok = rb != 0 && dim <= kv_dim &&
-              mw_mul_u64(rb, rt__kv_layer_cap(hp, il, n_ctx, n_batch), &a) &&
-              mw_add_u64(total, a, &total);
-    }
-    *ok = *ok && mw_mul_u64(total, 2, &a);
+    const uint64_t rb = rt_row_bytes(kv_ggml_type(t), kv_dim);
+    uint64_t rows = 0, a;
+    for (uint32_t il = 0; il < hp->n_layer; il++)
+        rows += rt__kv_layer_cap(hp, il, n_ctx, n_batch); /* <= 512 * 2^32: no overflow */
+    *ok = rb != 0 && mw_mul_u64(rb, rows, &a) && mw_mul_u64(a, 2, &a);
     return *ok ? a : 0;
 }
 
@@ -79,21 +72,15 @@ enum mw_status rt__kv_init(struct rt_kv *kv, enum rt_kv_type t, const struct rt_
         return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE, "q8_0 KV cache: no q8_0 codec");
     kv->row0 = calloc(hp->n_layer, sizeof *kv->row0);
     kv->cap = calloc(hp->n_layer, sizeof *kv->cap);
-    kv->boff = calloc(hp->n_layer, sizeof *kv->boff);
-    kv->lrb = calloc(hp->n_layer, sizeof *kv->lrb);
-    if (!kv->row0 || !kv->cap || !kv->boff || !kv->lrb) {
+    if (!kv->row0 || !kv->cap) {
         rt__kv_free(kv);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "KV cache layer table");
     }
-    uint64_t row = 0, off = 0;
+    uint64_t row = 0;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         kv->row0[il] = row;
-        kv->boff[il] = off;
         kv->cap[il] = rt__kv_layer_cap(hp, il, n_ctx, n_batch);
-        kv->lrb[il] = hp->head_dim_swa ? rt_row_bytes(kv_ggml_type(t), rt_layer_kv_dim(hp, il))
-                                       : kv->row_bytes;
         row += kv->cap[il];
-        off += kv->cap[il] * kv->lrb[il]; /* <= total (rt__kv_bytes) */
     }
     /* calloc: a fresh cache reads as zeros, never as uninitialised memory */
     kv->k = calloc(1, half ? half : 1); /* (every layer recurrent: no rows) */
@@ -113,9 +100,6 @@ void rt__kv_free(struct rt_kv *kv)
     free(kv->v);
     free(kv->row0);
     free(kv->cap);
-    free(kv->boff);
-    free(kv->lrb);
-    kv->boff = kv->lrb = NULL;
     kv->k = kv->v = NULL;
     kv->row0 = NULL;
     kv->cap = NULL;
@@ -151,15 +135,11 @@ __attribute__((target("avx,f16c"))) static uint32_t f2h_f16c(const float *x, uin
  * rt__f2h writes 0x7e00). */
 void rt__kv_store(const struct rt_kv *kv, uint8_t *row, const float *x)
 {
-    rt__kv_store_n(kv, row, x, kv->kv_dim);
-}
-
-void rt__kv_store_n(const struct rt_kv *kv, uint8_t *row, const float *x, uint32_t n)
-{
     if (kv->type == RT_KV_Q8_0) {
-        kv->q8->from_float(x, row, n, NULL);
+        kv->q8->from_float(x, row, kv->kv_dim, NULL);
         return;
     }
+    const uint32_t n = kv->kv_dim;
     uint32_t i = 0;
 #if defined(__aarch64__) && defined(__ARM_NEON) && !defined(MW_FORCE_SCALAR)
     for (; i + 4 <= n; i += 4)

@@ -91,11 +91,10 @@ for k in $KINDS; do
         [ "$rows" -gt 0 ] || fail "$k: no token seen has its row inside the inner pages"
         [ "$outside" = 0 ] || fail "$k: $outside resident pages of $tab hold no row of a token seen"
         [ "$resident" = "$rows" ] || fail "$k: $resident of the $rows pages of the rows seen are resident"
-        # KV: layers 0, 1 slide (rings of min(64, 16 - 1 + 64) rows of 1 x 32
-        # f16), layer 2 is full (64 rows of 1 x 64), layers 3 and 4 read layers
-        # 1 and 2: (2 * 64 * 64 + 64 * 128) bytes, K and V: 32,768 = 0.03 MiB
-        # (0.05 if the shared layers had rows)
-        grep -q "KV cache 0.03 MiB (f16, 64 positions)" "$T/run.log" ||
+        # KV: layers 0, 1 slide (rings of min(64, 16 - 1 + 64) rows), layer 2 is
+        # full (64), layers 3 and 4 read layers 1 and 2: 192 rows of 64 f16
+        # (the widest layer's kv_dim), K and V: 49,152 bytes = 0.05 MiB
+        grep -q "KV cache 0.05 MiB (f16, 64 positions)" "$T/run.log" ||
             fail "$k: KV cache of the shared layers: $(grep -o 'KV cache [^,]*' "$T/run.log")"
         read -r all want <<< "$(mwgguf active-bytes "$f" 0)"
         got=$(grep -o 'per token ([0-9]* bytes)' "$T/run.log" | tr -dc 0-9)
