@@ -61,20 +61,36 @@ void rt_dot_mxfp4_q8_0_ref(uint64_t n, float *out, const void *wv, const void *a
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
-/* The integer dot of one block as eight int32 lanes: levels by a byte
- * shuffle of the 16-entry table, both operands widened to int16, VPMADDWD
- * pairs (|pair| <= 2 * 12 * 128). */
-static inline __m256i blk8_avx2(const uint8_t *w, const int8_t *a)
+/* ggml's levels plus 12, as unsigned bytes: {12..24, 12..0} */
+static const uint8_t mx_values12[16] = {12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0};
+
+/* A block's 32 levels plus 12 (0..24) as unsigned bytes, element j in byte j. */
+static inline __m256i lev12_avx2(const uint8_t *w)
 {
-    const __m128i tab = _mm_loadu_si128((const __m128i *)mx_values);
+    const __m128i tab = _mm_loadu_si128((const __m128i *)mx_values12);
     const __m128i qs = _mm_loadu_si128((const __m128i *)(w + 1));
     const __m128i m4 = _mm_set1_epi8(0x0F);
     const __m128i lo = _mm_shuffle_epi8(tab, _mm_and_si128(qs, m4));
     const __m128i hi = _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(qs, 4), m4));
-    const __m256i a0 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a));
-    const __m256i a1 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a + 16)));
-    return _mm256_add_epi32(_mm256_madd_epi16(_mm256_cvtepi8_epi16(lo), a0),
-                            _mm256_madd_epi16(_mm256_cvtepi8_epi16(hi), a1));
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+}
+
+/* The integer dot of one block as eight int32 lanes: sum (q + 12) a - 12 a
+ * by VPMADDUBSW (unsigned 0..24 times any int8: pairs within +-6144, no
+ * saturation; 12 a pairs within +-3072), the difference of the int16 pairs
+ * exact (|q a| pairs <= 3072), then VPMADDWD by 1. Any activation byte,
+ * -128 included, gives the reference's integer. */
+static inline __m256i dot12_avx2(__m256i w12, const int8_t *a)
+{
+    const __m256i av = _mm256_loadu_si256((const __m256i *)a);
+    const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(w12, av),
+                                       _mm256_maddubs_epi16(_mm256_set1_epi8(12), av));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+static inline __m256i blk8_avx2(const uint8_t *w, const int8_t *a)
+{
+    return dot12_avx2(lev12_avx2(w), a);
 }
 
 /* [sum s0, sum s1, sum s2, sum s3] (exact integer adds in any grouping) */
@@ -130,22 +146,17 @@ void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, u
     const uint64_t nb = n / 32, nb4 = nb / 4 * 4;
     const uint8_t *A = act;
     float *accs = scratch; /* (1024, 4) */
-    const __m128i tab = _mm_loadu_si128((const __m128i *)mx_values);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
     for (uint64_t c0 = 0; c0 < nc; c0 += 1024) {
         const uint64_t cn = nc - c0 < 1024 ? nc - c0 : 1024;
         for (uint64_t r = 0; r < nr; r++) {
             const uint8_t *wr = (const uint8_t *)w_rows + r * stride;
             for (uint64_t c = 0; c < cn; c++) _mm_storeu_ps(accs + 4 * c, _mm_setzero_ps());
             for (uint64_t b = 0; b < nb4; b += 4) {
-                __m256i q[8];
+                __m256i q[4];
                 float dwv[4];
                 for (int j = 0; j < 4; j++) {
                     const uint8_t *w = wr + (b + (uint64_t)j) * RT_BS_MXFP4;
-                    const __m128i qs = _mm_loadu_si128((const __m128i *)(w + 1));
-                    q[2 * j] = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(tab, _mm_and_si128(qs, m4)));
-                    q[2 * j + 1] = _mm256_cvtepi8_epi16(
-                        _mm_shuffle_epi8(tab, _mm_and_si128(_mm_srli_epi16(qs, 4), m4)));
+                    q[j] = lev12_avx2(w);
                     dwv[j] = e8m0_half(w[0]);
                 }
                 const __m128 dw = _mm_loadu_ps(dwv);
@@ -153,14 +164,7 @@ void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, u
                     const struct rt_block_q8_0 *a =
                         (const struct rt_block_q8_0 *)(A + (c0 + c) * astride) + b;
                     __m256i sv[4];
-                    for (int j = 0; j < 4; j++) {
-                        const __m256i a0 =
-                            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)a[j].qs));
-                        const __m256i a1 =
-                            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(a[j].qs + 16)));
-                        sv[j] = _mm256_add_epi32(_mm256_madd_epi16(q[2 * j], a0),
-                                                 _mm256_madd_epi16(q[2 * j + 1], a1));
-                    }
+                    for (int j = 0; j < 4; j++) sv[j] = dot12_avx2(q[j], a[j].qs);
                     const __m128i is = hsum4_avx2(sv[0], sv[1], sv[2], sv[3]);
                     const uint16_t hd[4] = {a[0].d, a[1].d, a[2].d, a[3].d};
                     const __m128 da = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)hd));
