@@ -330,14 +330,30 @@ done:
 
 // --- open ---
 
+/* Architectures the forward does not run yet, refused as soon as the
+ * hyperparameters name them (before the tensor index, which expects the
+ * layers calib knows): gemma4 (per-layer embeddings, shared KV, two head
+ * sizes, the expert branch beside the MLP) and gpt-oss (attention sinks,
+ * biased experts with the clamped SwiGLU, no ffn_norm). */
+static enum mw_status refuse_arch(const struct calib_model *m, struct mw_err *err)
+{
+    const char *a = m->hp.arch_name;
+    if (strcmp(a, "gemma4") != 0 && strcmp(a, "gpt-oss") != 0) return MW_OK;
+    mw_err_set_path(err, m->path);
+    return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                   "calibration does not run %s yet: use an imatrix from llama-imatrix "
+                   "(--imatrix), or no --corpus", a);
+}
+
 static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)
 {
     enum mw_status s = hf_model_open(m->path, &m->hf, err);
     if (s) return s;
-    if ((s = hf_plan_build(m->hf, HF_OUT_F32, &m->plan, err))) return s;
     const struct hf_config *c = hf_model_config(m->hf);
     struct rt_hparams *hp = &m->hp;
     calib_hparams_from_hf(c, hp, NULL);
+    if ((s = refuse_arch(m, err))) return s;
+    if ((s = hf_plan_build(m->hf, HF_OUT_F32, &m->plan, err))) return s;
     const char *base = strrchr(m->path, '/');
     snprintf(hp->name, sizeof hp->name, "%s", base && base[1] ? base + 1 : m->path);
     mw_err_set_path(err, m->path);
@@ -367,6 +383,7 @@ static enum mw_status open_gguf(struct calib_model *m, struct mw_err *err)
     if (s) return s;
     if ((s = rt_model_from_gguf(m->gf, &m->rm, err))) return s;
     m->hp = *rt_model_hparams(m->rm);
+    if ((s = refuse_arch(m, err))) return s;
     if ((s = build_index(m, err))) return s;
     /* the runtime checked shapes; make sure every tensor we read decodes */
     mw_err_set_path(err, m->path);
@@ -406,15 +423,6 @@ enum mw_status calib_model_open(const char *path, struct calib_model **out, stru
     }
     m->is_gguf = !S_ISDIR(st.st_mode);
     enum mw_status s = m->is_gguf ? open_gguf(m, err) : open_hf(m, err);
-    /* the forward does not know Gemma 4's layers (per-layer embeddings,
-     * shared KV, two head sizes, the expert branch beside the MLP) yet: a
-     * plain refusal instead of a shape error halfway through */
-    if (s == MW_OK && strcmp(m->hp.arch_name, "gemma4") == 0) {
-        mw_err_set_path(err, path);
-        s = MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                    "calibration does not run gemma4 yet (per-layer embeddings, shared KV, two "
-                    "head sizes): use an imatrix from llama-imatrix (--imatrix), or no --corpus");
-    }
     if (s) {
         calib_model_close(m);
         return s;
