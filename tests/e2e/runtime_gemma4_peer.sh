@@ -15,6 +15,8 @@
 #  - perplexity of `memwall-run --perplexity` within 0.3% of `llama-peer ppl`;
 #  - teacher-forced top-1 on llama.cpp's float32 logits (--save-logits, then
 #    memwall-run --kl-divergence): argmax agreement >= 99%, mean KL < 1e-4.
+#  - 40 greedy tokens after a 10-token prompt (decode steps past the window)
+#    equal to `llama-peer generate`'s.
 # Then on gemma4e2b, "the table stays on flash":
 #  - after a prompt and 6 greedy tokens, the pages of per_layer_token_embd in
 #    the page cache (mincore, the file dropped from the cache first) are
@@ -68,11 +70,18 @@ for k in $KINDS; do
     awk -v t="$top" 'BEGIN { exit !(t != "" && t >= 0.99) }' || fail "$k: top-1 agreement $top < 0.99"
     awk -v d="$kld" 'BEGIN { exit !(d != "" && d < 1e-4) }' ||
         fail "$k: mean KL divergence $kld from llama.cpp's logits (>= 1e-4)"
+    # the decode path (one token per step, past the window): llama.cpp's
+    # greedy tokens
+    prompt="It was a dark and stormy night, and"
+    theirs=$("$PEER" generate "$f" "$prompt" 40 2> "$T/e" | tail -n 1)
+    ours=$("$RUNBIN" -m "$f" -p "$prompt" -n 40 --temp 0 --tokens -c 128 -t 2 -q 2> "$T/e")
+    [ -n "$ours" ] && [ "$ours" = "$theirs" ] ||
+        fail "$k: greedy tokens differ from llama.cpp's: ours '${ours:0:60}', llama.cpp '${theirs:0:60}'"
+    echo "  40 greedy tokens: $([ "$ours" = "$theirs" ] && echo "llama.cpp's")"
     [ "$k" = gemma4e2b ] || { rm -f "$f"; continue; }
 
     # --- the per-layer table stays on flash ---
     tab=per_layer_token_embd.weight
-    prompt="It was a dark and stormy night, and"
     printf '%s' "$prompt" > "$T/prompt.txt"
     ids=$("$RUNBIN" -m "$f" --tokenize "$T/prompt.txt" 2> "$T/e") ||
         { fail "$k: --tokenize: $(tail -2 "$T/e")"; continue; }
