@@ -108,6 +108,53 @@ static inline int32_t blk_avx2(const uint8_t *w, const int8_t *a)
     return _mm_cvtsi128_si32(_mm_add_epi32(h2, _mm_shuffle_epi32(h2, 0xB1)));
 }
 
+/* Eight blocks' 32 levels plus 12, each as lev12_avx2's: the 16 bytes
+ * broadcast to both halves, the upper half's dwords shifted right by 4
+ * (VPSRLVD), the nibbles looked up in the table repeated in both halves. */
+static inline __m256i lev12b_avx2(const uint8_t *w, __m256i tab, __m256i sh, __m256i m4)
+{
+    const __m256i qs = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(w + 1)));
+    return _mm256_shuffle_epi8(tab, _mm256_and_si256(_mm256_srlv_epi32(qs, sh), m4));
+}
+
+/* The eight scales 2^(e-128) of blocks w, w + 17, ..., w + 119 (the first
+ * byte of each dword gathered), as e8m0_half: (e - 1) << 23, or 2^21 << e
+ * for e < 2. */
+static inline __m256 e8m0x8_avx2(const uint8_t *w)
+{
+    const __m256i off = _mm256_setr_epi32(0, 17, 34, 51, 68, 85, 102, 119);
+    const __m256i e = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)w, off, 1),
+                                       _mm256_set1_epi32(0xFF));
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i nrm = _mm256_slli_epi32(_mm256_sub_epi32(e, one), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(sub, nrm, _mm256_cmpgt_epi32(e, one)));
+}
+
+/* The eight f16 scales of activation blocks a .. a + 7 as floats (the
+ * first two bytes of each gathered dword). */
+static inline __m256 q8d8_avx2(const struct rt_block_q8_0 *a)
+{
+    const __m256i off = _mm256_setr_epi32(0, 34, 68, 102, 136, 170, 204, 238);
+    const __m256i g = _mm256_i32gather_epi32((const int *)(const void *)a, off, 1);
+    const __m256i lo = _mm256_shuffle_epi8(
+        g, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1, 0, 1, 4, 5, 8, 9,
+                            12, 13, -1, -1, -1, -1, -1, -1, -1, -1));
+    return _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(lo, 0x08)));
+}
+
+/* [sum s0 .. sum s7] (exact integer adds in any grouping) */
+static inline __m256i hsum8_avx2(const __m256i s[8])
+{
+    const __m256i t0 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[0], s[1]), _mm256_hadd_epi32(s[2], s[3]));
+    const __m256i t1 = _mm256_hadd_epi32(_mm256_hadd_epi32(s[4], s[5]), _mm256_hadd_epi32(s[6], s[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(t0, t1, 0x20),
+                            _mm256_permute2x128_si256(t0, t1, 0x31));
+}
+
+/* The mat-vec, eight blocks a step: blocks b .. b + 3 then b + 4 .. b + 7
+ * added to the four float partials in that order, so each partial sees the
+ * reference's additions in the reference's order. */
 void rt_dot_mxfp4_q8_0_avx2(uint64_t n, float *out, const void *wv, const void *av)
 {
     const uint8_t *w = wv;
@@ -115,6 +162,18 @@ void rt_dot_mxfp4_q8_0_avx2(uint64_t n, float *out, const void *wv, const void *
     const uint64_t nb = n / 32;
     __m128 acc = _mm_setzero_ps();
     uint64_t b = 0;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mx_values12));
+    const __m256i sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (; b + 8 <= nb; b += 8, w += 8 * RT_BS_MXFP4) {
+        __m256i s[8];
+        for (int j = 0; j < 8; j++)
+            s[j] = dot12_avx2(lev12b_avx2(w + j * RT_BS_MXFP4, tab, sh, m4), a[b + (uint64_t)j].qs);
+        const __m256 v = _mm256_mul_ps(_mm256_mul_ps(e8m0x8_avx2(w), q8d8_avx2(a + b)),
+                                       _mm256_cvtepi32_ps(hsum8_avx2(s)));
+        acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));
+        acc = _mm_add_ps(acc, _mm256_extractf128_ps(v, 1));
+    }
     for (; b + 4 <= nb; b += 4, w += 4 * RT_BS_MXFP4) {
         const __m128i is = hsum4_avx2(blk8_avx2(w, a[b].qs),
                                       blk8_avx2(w + RT_BS_MXFP4, a[b + 1].qs),
