@@ -23,6 +23,9 @@
 # token (memwall-run's default --batch 64, llama.cpp one llama_decode of the
 # prompt; loading and the one decoded token cancel):
 # MW_INSN_DEPTHS=prompt bench/insn_x86.sh.
+# MW_INSN_PROMPT: the long prompt's file (default bench/out/speed/prompt512.txt;
+# speed_bench.sh writes prompt512-qwen35.txt, prompt512-gemma4e2b.txt for
+# the models with their own vocabularies).
 # valgrind counts each iteration of a rep-prefixed string instruction
 # (memset, memcpy) as one instruction; both programs use them little per
 # token. MW_INSN_PROFILE=1 prints each program's top functions per token.
@@ -56,7 +59,7 @@ if [[ $# -eq 0 ]]; then
 fi
 for m in "$@"; do [[ -s $m ]] || { say "no $m (MW_SPEED_PREPARE=1 bench/speed_bench.sh makes it)"; exit 2; }; done
 SHORT="It was a dark and stormy night, and"
-LONG_FILE=$SPEED/prompt512.txt
+LONG_FILE=${MW_INSN_PROMPT:-$SPEED/prompt512.txt} # a model with its own vocabulary: its own 512-token text
 
 # ir NAME CMD...: callgrind's total instruction count of CMD (environment: IRENV)
 IRENV=()

@@ -20,6 +20,13 @@
 #         quantized to Q4_K_M by llama.cpp's quantizer (~126 MB); its own
 #         vocabulary, so run it alone (MW_SPEED_MODELS=qwen35): the prompt
 #         is cut to 512 tokens of the first model's tokenizer
+#   gemma4e2b a random Gemma 4 model of E2B's widths (hidden 1536, 8 heads
+#         of 256 sliding / 512 full, 1 kv head, n_ff 6144 / 12288 in the
+#         shared-KV layers, per-layer inputs 256, window 512) cut to 5 layers
+#         [sliding, sliding, full, sliding, full] (the last 2 shared-KV) and a
+#         4096-token vocabulary (tests/fixtures/mk_gemma4_gguf.py
+#         --shape-like), quantized to Q4_K_M by llama.cpp's quantizer
+#         (~150 MB); its own vocabulary: run it alone (MW_SPEED_MODELS=gemma4e2b)
 # Per file and thread count T:
 #   memwall-run  a 512-token prompt (text from datasets/corpora/eval.txt cut
 #                to 512 tokens, BOS included) then 128 tokens: prompt tok/s
@@ -41,7 +48,7 @@
 #   MW_BUILD          memwall build dir (default <repo>/build/speed; configured
 #                     Release and built for memwall, memwall-run when needed)
 #   MW_SPEED_REPS     llama-bench -r and memwall-run runs per figure (default 3)
-#   MW_SPEED_MODELS   which files (default "tiny wide"; also "qwen35")
+#   MW_SPEED_MODELS   which files (default "tiny wide"; also "qwen35", "gemma4e2b")
 #   MW_SPEED_PEER=1   skip llama-bench, use llama-peer bench
 #   MW_RUN_ARGS       extra memwall-run options (e.g. "--batch 512")
 #   MW_SPEED_ISA=avx2 the AVX2-only comparison on any x86-64 CPU: memwall-run
@@ -168,7 +175,19 @@ for name in $MODELS; do
             echo "$q" >"$f.quantizer"
             rm -f "$f16"
         fi ;;
-    *) die "unknown model '$name' in MW_SPEED_MODELS (tiny, wide, qwen35)" ;;
+    gemma4e2b)
+        f=$OUT/gemma4-e2b-shape.Q4_K_M.gguf
+        if [[ ! -s $f ]]; then
+            f16=$OUT/gemma4-e2b-shape.F16.gguf
+            say "making $f16 (random weights) and its Q4_K_M"
+            python3 "$repo/tests/fixtures/mk_gemma4_gguf.py" --shape-like \
+                "$repo/tests/fixtures/configs/gemma-4-E2B/config.json" "$f16" \
+                >"$LOGS/mkmodel-gemma4e2b.log" 2>&1 || die "mk_gemma4_gguf failed ($LOGS/mkmodel-gemma4e2b.log)"
+            q=$(llamacpp_quant "$f16" "$f") || die "no llama.cpp quantizer for $f16"
+            echo "$q" >"$f.quantizer"
+            rm -f "$f16"
+        fi ;;
+    *) die "unknown model '$name' in MW_SPEED_MODELS (tiny, wide, qwen35, gemma4e2b)" ;;
     esac
     FILE[$name]=$f
     QUANTIZER[$name]=$(cat "$f.quantizer" 2>/dev/null || echo "?")
@@ -177,6 +196,7 @@ done
 # --- the 512-token prompt (both files share tinyllama-8m's tokenizer) ---
 PROMPT_FILE=$OUT/prompt512.txt
 [[ ${MODELS%% *} == qwen35 ]] && PROMPT_FILE=$OUT/prompt512-qwen35.txt # its own vocabulary
+[[ ${MODELS%% *} == gemma4e2b ]] && PROMPT_FILE=$OUT/prompt512-gemma4e2b.txt # likewise
 SHORT="It was a"
 ntok() { # ntok TEXTFILE: tokens memwall-run feeds for it (BOS included)
     "$RUN" -m "${FILE[${MODELS%% *}]}" --tokenize "$1" -q 2>/dev/null | wc -w
