@@ -192,15 +192,14 @@ void rt_dot_mxfp4_q8_0_avx2(uint64_t n, float *out, const void *wv, const void *
     *out = rt__reduce4(p);
 }
 
-/* The batched product (rt_gemm_fn): out[c * ldo + r] = row r . token c for
- * nr rows and nc tokens, each the mat-vec's value bit for bit. A group of
- * four blocks of a row is decoded once (levels widened to int16, the four
- * scales) and dotted with every token's four activation blocks; each token
- * keeps the mat-vec's four float partials (block b in lane b % 4) in the
- * scratch, 1024 tokens at a time. */
-void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,
-                             const void *w_rows, uint64_t stride, const void *act,
-                             uint64_t astride, void *scratch)
+/* The batched product for rows too long for rt_gemm_mxfp4_q8_0_avx2's
+ * per-token tables: a group of four blocks of a row decoded once and dotted
+ * with every token's four activation blocks; each token keeps the
+ * mat-vec's four float partials (block b in lane b % 4) in the scratch,
+ * 1024 tokens at a time. */
+static void gemm4_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,
+                       const void *w_rows, uint64_t stride, const void *act, uint64_t astride,
+                       void *scratch)
 {
     const uint64_t nb = n / 32, nb4 = nb / 4 * 4;
     const uint8_t *A = act;
@@ -235,6 +234,89 @@ void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, u
                 const struct rt_block_q8_0 *a = (const struct rt_block_q8_0 *)(A + (c0 + c) * astride);
                 float *p = accs + 4 * c;
                 for (uint64_t b = nb4; b < nb; b++) {
+                    const uint8_t *w = wr + b * RT_BS_MXFP4;
+                    p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_avx2(w, a[b].qs);
+                }
+                out[(c0 + c) * ldo + r] = rt__reduce4(p);
+            }
+        }
+    }
+}
+
+/* The batched product (rt_gemm_fn): out[c * ldo + r] = row r . token c for
+ * nr rows and nc tokens, each the mat-vec's value bit for bit. Per token,
+ * once per call, each block's 12 x (sum of its activations) and its f16
+ * scale as a float go to tables in the scratch; a group of eight blocks of
+ * a row is then decoded once (levels plus 12, the eight scales) and dotted
+ * with every token's eight activation blocks by one VPMADDUBSW and one
+ * VPMADDWD per block, the table's 12 sum a subtracted from the eight int32
+ * sums (exact integers: the mat-vec's isum). Each token keeps the mat-vec's
+ * four float partials (block b in lane b % 4, blocks b..b+3 before
+ * b+4..b+7); the blocks past the last group of eight as the mat-vec's
+ * tail. Rows too long for the tables take gemm4_avx2. */
+void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,
+                             const void *w_rows, uint64_t stride, const void *act,
+                             uint64_t astride, void *scratch)
+{
+    const uint64_t nb = n / 32, nb8 = nb / 8 * 8;
+    /* per token: 4 partials, nb8 int32 sums and nb8 float scales */
+    uint64_t cmax = RT_GEMM_SCRATCH / (16 + 8 * nb8);
+    if (cmax > 1024) cmax = 1024;
+    if (cmax < 8) {
+        gemm4_avx2(n, nr, nc, out, ldo, w_rows, stride, act, astride, scratch);
+        return;
+    }
+    const uint8_t *A = act;
+    float *accs = scratch;
+    int32_t *cor = (int32_t *)(void *)(accs + 4 * cmax);
+    float *das = (float *)(void *)(cor + cmax * nb8);
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mx_values12));
+    const __m256i sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1), twelve = _mm256_set1_epi8(12);
+    for (uint64_t c0 = 0; c0 < nc; c0 += cmax) {
+        const uint64_t cn = nc - c0 < cmax ? nc - c0 : cmax;
+        for (uint64_t c = 0; c < cn; c++) {
+            const struct rt_block_q8_0 *a = (const struct rt_block_q8_0 *)(A + (c0 + c) * astride);
+            for (uint64_t b = 0; b < nb8; b += 8) {
+                __m256i s[8];
+                for (int j = 0; j < 8; j++)
+                    s[j] = _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(twelve,
+                                             _mm256_loadu_si256((const __m256i *)a[b + (uint64_t)j].qs)),
+                        ones);
+                _mm256_storeu_si256((__m256i *)(cor + c * nb8 + b), hsum8_avx2(s));
+                _mm256_storeu_ps(das + c * nb8 + b, q8d8_avx2(a + b));
+            }
+        }
+        for (uint64_t r = 0; r < nr; r++) {
+            const uint8_t *wr = (const uint8_t *)w_rows + r * stride;
+            for (uint64_t c = 0; c < cn; c++) _mm_storeu_ps(accs + 4 * c, _mm_setzero_ps());
+            for (uint64_t b = 0; b < nb8; b += 8) {
+                const uint8_t *wg = wr + b * RT_BS_MXFP4;
+                __m256i q[8];
+                for (int j = 0; j < 8; j++) q[j] = lev12b_avx2(wg + j * RT_BS_MXFP4, tab, sh, m4);
+                const __m256 dw = e8m0x8_avx2(wg);
+                for (uint64_t c = 0; c < cn; c++) {
+                    const struct rt_block_q8_0 *a =
+                        (const struct rt_block_q8_0 *)(A + (c0 + c) * astride) + b;
+                    __m256i sv[8];
+                    for (int j = 0; j < 8; j++)
+                        sv[j] = _mm256_madd_epi16(
+                            _mm256_maddubs_epi16(q[j], _mm256_loadu_si256((const __m256i *)a[j].qs)),
+                            ones);
+                    const __m256i is = _mm256_sub_epi32(
+                        hsum8_avx2(sv), _mm256_loadu_si256((const __m256i *)(cor + c * nb8 + b)));
+                    const __m256 v = _mm256_mul_ps(_mm256_mul_ps(dw, _mm256_loadu_ps(das + c * nb8 + b)),
+                                                   _mm256_cvtepi32_ps(is));
+                    __m128 p = _mm_add_ps(_mm_loadu_ps(accs + 4 * c), _mm256_castps256_ps128(v));
+                    _mm_storeu_ps(accs + 4 * c, _mm_add_ps(p, _mm256_extractf128_ps(v, 1)));
+                }
+            }
+            for (uint64_t c = 0; c < cn; c++) {
+                const struct rt_block_q8_0 *a = (const struct rt_block_q8_0 *)(A + (c0 + c) * astride);
+                float *p = accs + 4 * c;
+                for (uint64_t b = nb8; b < nb; b++) {
                     const uint8_t *w = wr + b * RT_BS_MXFP4;
                     p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_avx2(w, a[b].qs);
                 }
