@@ -16,7 +16,11 @@
 #   MW_BENCH_JOBS    parallel build jobs (default: 2)
 #   MW_LLAMA_ISA     native (default) or avx2: -DGGML_NATIVE=OFF with AVX,
 #                    AVX2, FMA, F16C and BMI2 on and AVX-512 / AVX-VNNI off
-#                    (an AVX2-only CPU's build, on any x86-64), in build-avx2
+#                    (an AVX2-only CPU's build, on any x86-64), in build-avx2;
+#                    or avx512: the same plus AVX-512 F/VBMI/VNNI/BF16 and
+#                    AVX-VNNI, AMX off, in build-avx512 (for CPUs with AMX,
+#                    where the native build's AMX path crashes llama-bench
+#                    at 80fb11a in ggml_backend_amx_mul_mat)
 # Exit status: 0 ready, 77 cannot be built here (no git/cmake/c++/bundle).
 set -euo pipefail
 LLAMA_COMMIT=80fb11ac73e66d89eae2c6a91d8a77428fa733ed
@@ -44,7 +48,12 @@ native) BUILD=$SRC/build ISA_FLAGS=(-DGGML_NATIVE=ON) ;;
 avx2) BUILD=$SRC/build-avx2
       ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
                  -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF) ;;
-*) die "MW_LLAMA_ISA: native or avx2" ;;
+avx512) BUILD=$SRC/build-avx512
+      ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+                 -DGGML_BMI2=ON -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON
+                 -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF
+                 -DGGML_AMX_BF16=OFF) ;;
+*) die "MW_LLAMA_ISA: native, avx2 or avx512" ;;
 esac
 BIN=$BUILD/bin/llama-bench
 QUANT=$BUILD/bin/llama-quantize

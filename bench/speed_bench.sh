@@ -57,6 +57,9 @@
 #                     MW_LLAMA_ISA=avx2: GGML_NATIVE=OFF GGML_AVX2=ON ...), or
 #                     `llama-peer --cpu haswell` (node-llama-cpp's build for
 #                     the same ISA); table, CSV and logs get an -avx2 suffix
+#   MW_SPEED_ISA=avx512 memwall-run's own table against llama.cpp built with
+#                     AVX-512 and VNNI but no AMX (MW_LLAMA_ISA=avx512): on a
+#                     CPU with AMX, where the native llama-bench crashes
 #   MW_SPEED_PREPARE=1 make the files and the prompt, measure nothing
 #                     (bench/insn_x86.sh counts instructions on them)
 # Output: bench/out/speed/table.txt (the table), results.csv, logs/.
@@ -85,7 +88,9 @@ native) SFX="" PEER_CPU=() ;;
 avx2) SFX=-avx2 PEER_CPU=(--cpu haswell) LOGS=$LOGS$SFX
       export MW_RT_KERNELS=avx2
       mkdir -p "$LOGS" ;;
-*) die "MW_SPEED_ISA: native or avx2" ;;
+avx512) SFX=-avx512 PEER_CPU=() LOGS=$LOGS$SFX   # memwall's own table; llama.cpp without AMX
+      mkdir -p "$LOGS" ;;
+*) die "MW_SPEED_ISA: native, avx2 or avx512" ;;
 esac
 [[ -x /usr/bin/time ]] || die "GNU time (/usr/bin/time) is needed for peak RSS (apt-get install time)"
 
@@ -304,7 +309,7 @@ TABLE=$OUT/table$SFX.txt
     echo "# bench/speed_bench.sh $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) CPUs: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
     echo "# memwall $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo ?), kernels: $(sed -n 's/.*: kernels \([^,]*\),.*/\1/p' "$LOGS/mw-${MODELS%% *}-t${THREADS[0]}-p512.log" | head -n1)"
     if [[ -n $LBENCH ]]; then
-        echo "# llama.cpp: llama-bench (80fb11a, $([[ $ISA == avx2 ]] && echo "GGML_NATIVE=OFF, AVX2 FMA F16C BMI2, no AVX-512" || echo GGML_NATIVE)) -p 512 -n 0 and -p 0 -n 128 -d 0,512, -r $REPS"
+        echo "# llama.cpp: llama-bench (80fb11a, $(case $ISA in avx2) echo "GGML_NATIVE=OFF, AVX2 FMA F16C BMI2, no AVX-512" ;; avx512) echo "GGML_NATIVE=OFF, AVX-512 F/VBMI/VNNI/BF16 and AVX-VNNI, no AMX" ;; *) echo GGML_NATIVE ;; esac)) -p 512 -n 0 and -p 0 -n 128 -d 0,512, -r $REPS"
     else
         echo "# llama.cpp: llama-peer ${PEER_CPU[*]} bench (node-llama-cpp 3.21.1 prebuilt, 80fb11a) with memwall's prompts (llama-bench not built or MW_SPEED_PEER=1)"
     fi
