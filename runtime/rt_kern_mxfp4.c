@@ -13,9 +13,12 @@
  *
  * dw = 2^(e-128) (ggml's GGML_E8M0_TO_FP32_HALF, quant__e8m0_half), da the
  * activation's f16 d. The integer sums are exact in every variant (|isum| <=
- * 32 * 12 * 128; the SIMD variants widen to 16 bits before multiplying, so
- * an activation of -128 is exact too) and the float operations are the
- * reference's, in its order: the same bits on every CPU.
+ * 32 * 12 * 128; AVX2 multiplies the levels plus 12 by VPMADDUBSW and
+ * subtracts 12 x the activations' sum, NEON multiplies into 16 bits, so an
+ * activation of -128 is exact too) and the float operations are the
+ * reference's, in its order: the same bits on every CPU. The SIMD variants
+ * vectorize the scales (the E8M0 exponents and the activations' f16 d of
+ * four or eight blocks at once, bit-equal to e8m0_half and rt__f16).
  */
 #include "runtime/rt_kern_int.h"
 
@@ -336,20 +339,64 @@ void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, u
 #if RT_HAVE_NEON
 #include <arm_neon.h>
 
-/* One block: levels by TBL, SMULL/SMLAL2 into 16-bit lanes (|lane| <= 2 *
- * 12 * 128), pairwise into 32 bits, summed. */
+/* One block's integer dot as four int32 lanes: SMULL/SMLAL2/SMLAL/SMLAL2
+ * into one int16x8 (four products a lane, |lane| <= 4 * 12 * 128), then
+ * pairwise into 32 bits. */
+static inline int32x4_t dot4_neon(int8x16_t lo, int8x16_t hi, const int8_t *a)
+{
+    const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
+    int16x8_t p = vmull_s8(vget_low_s8(lo), vget_low_s8(a0));
+    p = vmlal_high_s8(p, lo, a0);
+    p = vmlal_s8(p, vget_low_s8(hi), vget_low_s8(a1));
+    p = vmlal_high_s8(p, hi, a1);
+    return vpaddlq_s16(p);
+}
+
+/* A block's levels by TBL: low nibbles (elements 0..15), high (16..31). */
+static inline void lev_neon(int8x16_t tab, const uint8_t *w, int8x16_t *lo, int8x16_t *hi)
+{
+    const uint8x16_t qs = vld1q_u8(w + 1);
+    *lo = vqtbl1q_s8(tab, vandq_u8(qs, vdupq_n_u8(0x0F)));
+    *hi = vqtbl1q_s8(tab, vshrq_n_u8(qs, 4));
+}
+
 static inline int32_t blk_neon(const uint8_t *w, const int8_t *a)
 {
-    const int8x16_t tab = vld1q_s8(mx_values);
-    const uint8x16_t qs = vld1q_u8(w + 1);
-    const int8x16_t lo = vqtbl1q_s8(tab, vandq_u8(qs, vdupq_n_u8(0x0F)));
-    const int8x16_t hi = vqtbl1q_s8(tab, vshrq_n_u8(qs, 4));
-    const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
-    int16x8_t p0 = vmull_s8(vget_low_s8(lo), vget_low_s8(a0));
-    p0 = vmlal_high_s8(p0, lo, a0);
-    int16x8_t p1 = vmull_s8(vget_low_s8(hi), vget_low_s8(a1));
-    p1 = vmlal_high_s8(p1, hi, a1);
-    return vaddvq_s32(vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
+    int8x16_t lo, hi;
+    lev_neon(vld1q_s8(mx_values), w, &lo, &hi);
+    return vaddvq_s32(dot4_neon(lo, hi, a));
+}
+
+/* [sum t0, sum t1, sum t2, sum t3] (exact integer adds in any grouping) */
+static inline int32x4_t hsum4_neon(int32x4_t t0, int32x4_t t1, int32x4_t t2, int32x4_t t3)
+{
+    return vpaddq_s32(vpaddq_s32(t0, t1), vpaddq_s32(t2, t3));
+}
+
+/* The scales 2^(e-128) of blocks w, w + 17, w + 34, w + 51, as e8m0_half:
+ * (e - 1) << 23, or 2^21 << e for e < 2. */
+static inline float32x4_t e8m0x4_neon(const uint8_t *w)
+{
+    uint8x16_t b = vdupq_n_u8(0);
+    b = vld1q_lane_u8(w, b, 0);
+    b = vld1q_lane_u8(w + RT_BS_MXFP4, b, 4);
+    b = vld1q_lane_u8(w + 2 * RT_BS_MXFP4, b, 8);
+    b = vld1q_lane_u8(w + 3 * RT_BS_MXFP4, b, 12);
+    const uint32x4_t e = vreinterpretq_u32_u8(b), one = vdupq_n_u32(1);
+    const uint32x4_t nrm = vshlq_n_u32(vsubq_u32(e, one), 23);
+    const uint32x4_t sub = vshlq_u32(vdupq_n_u32(0x00200000), vreinterpretq_s32_u32(e));
+    return vreinterpretq_f32_u32(vbslq_u32(vcgtq_u32(e, one), nrm, sub));
+}
+
+/* The f16 scales of activation blocks a .. a + 3 as floats. */
+static inline float32x4_t q8d4_neon(const struct rt_block_q8_0 *a)
+{
+    uint16x4_t h = vdup_n_u16(0);
+    h = vld1_lane_u16(&a[0].d, h, 0);
+    h = vld1_lane_u16(&a[1].d, h, 1);
+    h = vld1_lane_u16(&a[2].d, h, 2);
+    h = vld1_lane_u16(&a[3].d, h, 3);
+    return vcvt_f32_f16(vreinterpret_f16_u16(h));
 }
 
 void rt_dot_mxfp4_q8_0_neon(uint64_t n, float *out, const void *wv, const void *av)
@@ -357,17 +404,18 @@ void rt_dot_mxfp4_q8_0_neon(uint64_t n, float *out, const void *wv, const void *
     const uint8_t *w = wv;
     const struct rt_block_q8_0 *a = av;
     const uint64_t nb = n / 32;
+    const int8x16_t tab = vld1q_s8(mx_values);
     float32x4_t acc = vdupq_n_f32(0.0f);
     uint64_t b = 0;
     for (; b + 4 <= nb; b += 4, w += 4 * RT_BS_MXFP4) {
-        const int32_t is[4] = {blk_neon(w, a[b].qs), blk_neon(w + RT_BS_MXFP4, a[b + 1].qs),
-                               blk_neon(w + 2 * RT_BS_MXFP4, a[b + 2].qs),
-                               blk_neon(w + 3 * RT_BS_MXFP4, a[b + 3].qs)};
-        const float dw[4] = {e8m0_half(w[0]), e8m0_half(w[RT_BS_MXFP4]),
-                             e8m0_half(w[2 * RT_BS_MXFP4]), e8m0_half(w[3 * RT_BS_MXFP4])};
-        const uint16_t h[4] = {a[b].d, a[b + 1].d, a[b + 2].d, a[b + 3].d};
-        const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
-        acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(vld1q_f32(dw), da), vcvtq_f32_s32(vld1q_s32(is))));
+        int32x4_t t[4];
+        for (int j = 0; j < 4; j++) {
+            int8x16_t lo, hi;
+            lev_neon(tab, w + j * RT_BS_MXFP4, &lo, &hi);
+            t[j] = dot4_neon(lo, hi, a[b + (uint64_t)j].qs);
+        }
+        const int32x4_t is = hsum4_neon(t[0], t[1], t[2], t[3]);
+        acc = vaddq_f32(acc, vmulq_f32(vmulq_f32(e8m0x4_neon(w), q8d4_neon(a + b)), vcvtq_f32_s32(is)));
     }
     float p[RT_NACC];
     vst1q_f32(p, acc);
@@ -375,9 +423,9 @@ void rt_dot_mxfp4_q8_0_neon(uint64_t n, float *out, const void *wv, const void *
         p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_neon(w, a[b].qs);
     *out = rt__reduce4(p);
 }
-/* The batched product (rt_gemm_fn), as rt_gemm_mxfp4_q8_0_avx2: a group of
- * four blocks of a row decoded once for every token, each token's partials
- * the mat-vec's (lane b % 4), 1024 tokens at a time in the scratch. */
+/* The batched product (rt_gemm_fn), as gemm4_avx2: a group of four blocks
+ * of a row decoded once for every token, each token's partials the
+ * mat-vec's (lane b % 4), 1024 tokens at a time in the scratch. */
 void rt_gemm_mxfp4_q8_0_neon(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,
                              const void *w_rows, uint64_t stride, const void *act,
                              uint64_t astride, void *scratch)
@@ -393,30 +441,17 @@ void rt_gemm_mxfp4_q8_0_neon(uint64_t n, uint64_t nr, uint64_t nc, float *out, u
             for (uint64_t c = 0; c < cn; c++) vst1q_f32(accs + 4 * c, vdupq_n_f32(0.0f));
             for (uint64_t b = 0; b < nb4; b += 4) {
                 int8x16_t lo[4], hi[4];
-                float dwv[4];
-                for (int j = 0; j < 4; j++) {
-                    const uint8_t *w = wr + (b + (uint64_t)j) * RT_BS_MXFP4;
-                    const uint8x16_t qs = vld1q_u8(w + 1);
-                    lo[j] = vqtbl1q_s8(tab, vandq_u8(qs, vdupq_n_u8(0x0F)));
-                    hi[j] = vqtbl1q_s8(tab, vshrq_n_u8(qs, 4));
-                    dwv[j] = e8m0_half(w[0]);
-                }
-                const float32x4_t dw = vld1q_f32(dwv);
+                const uint8_t *wg = wr + b * RT_BS_MXFP4;
+                for (int j = 0; j < 4; j++) lev_neon(tab, wg + j * RT_BS_MXFP4, &lo[j], &hi[j]);
+                const float32x4_t dw = e8m0x4_neon(wg);
                 for (uint64_t c = 0; c < cn; c++) {
                     const struct rt_block_q8_0 *a =
                         (const struct rt_block_q8_0 *)(A + (c0 + c) * astride) + b;
-                    int32_t is[4];
-                    for (int j = 0; j < 4; j++) {
-                        const int8x16_t a0 = vld1q_s8(a[j].qs), a1 = vld1q_s8(a[j].qs + 16);
-                        int16x8_t p0 = vmull_s8(vget_low_s8(lo[j]), vget_low_s8(a0));
-                        p0 = vmlal_high_s8(p0, lo[j], a0);
-                        int16x8_t p1 = vmull_s8(vget_low_s8(hi[j]), vget_low_s8(a1));
-                        p1 = vmlal_high_s8(p1, hi[j], a1);
-                        is[j] = vaddvq_s32(vaddq_s32(vpaddlq_s16(p0), vpaddlq_s16(p1)));
-                    }
-                    const uint16_t hd[4] = {a[0].d, a[1].d, a[2].d, a[3].d};
-                    const float32x4_t da = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(hd)));
-                    const float32x4_t v = vmulq_f32(vmulq_f32(dw, da), vcvtq_f32_s32(vld1q_s32(is)));
+                    const int32x4_t is = hsum4_neon(dot4_neon(lo[0], hi[0], a[0].qs),
+                                                    dot4_neon(lo[1], hi[1], a[1].qs),
+                                                    dot4_neon(lo[2], hi[2], a[2].qs),
+                                                    dot4_neon(lo[3], hi[3], a[3].qs));
+                    const float32x4_t v = vmulq_f32(vmulq_f32(dw, q8d4_neon(a)), vcvtq_f32_s32(is));
                     vst1q_f32(accs + 4 * c, vaddq_f32(vld1q_f32(accs + 4 * c), v));
                 }
             }
