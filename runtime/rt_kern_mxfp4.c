@@ -165,28 +165,39 @@ void rt_dot_mxfp4_q8_0_avx2(uint64_t n, float *out, const void *wv, const void *
     const uint64_t nb = n / 32;
     __m128 acc = _mm_setzero_ps();
     uint64_t b = 0;
-    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mx_values12));
-    const __m256i sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
-    for (; b + 8 <= nb; b += 8, w += 8 * RT_BS_MXFP4) {
-        __m256i s[8];
-        for (int j = 0; j < 8; j++)
-            s[j] = dot12_avx2(lev12b_avx2(w + j * RT_BS_MXFP4, tab, sh, m4), a[b + (uint64_t)j].qs);
-        const __m256 v = _mm256_mul_ps(_mm256_mul_ps(e8m0x8_avx2(w), q8d8_avx2(a + b)),
-                                       _mm256_cvtepi32_ps(hsum8_avx2(s)));
-        acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));
-        acc = _mm_add_ps(acc, _mm256_extractf128_ps(v, 1));
+    if (nb >= 8) { /* the constants only where a group of eight follows */
+        const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mx_values12));
+        const __m256i sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        for (; b + 8 <= nb; b += 8, w += 8 * RT_BS_MXFP4) {
+            __m256i s[8];
+            for (int j = 0; j < 8; j++)
+                s[j] = dot12_avx2(lev12b_avx2(w + j * RT_BS_MXFP4, tab, sh, m4), a[b + (uint64_t)j].qs);
+            const __m256 v = _mm256_mul_ps(_mm256_mul_ps(e8m0x8_avx2(w), q8d8_avx2(a + b)),
+                                           _mm256_cvtepi32_ps(hsum8_avx2(s)));
+            acc = _mm_add_ps(acc, _mm256_castps256_ps128(v));
+            acc = _mm_add_ps(acc, _mm256_extractf128_ps(v, 1));
+        }
     }
-    for (; b + 4 <= nb; b += 4, w += 4 * RT_BS_MXFP4) {
+    if (b + 4 <= nb) { /* one group of four: the scales of e8m0x8_avx2 and q8d8_avx2, 128-bit */
+        const __m128i e = _mm_and_si128(
+            _mm_i32gather_epi32((const int *)(const void *)w, _mm_setr_epi32(0, 17, 34, 51), 1),
+            _mm_set1_epi32(0xFF));
+        const __m128i one = _mm_set1_epi32(1);
+        const __m128i nrm = _mm_slli_epi32(_mm_sub_epi32(e, one), 23);
+        const __m128i sub = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
+        const __m128 dw = _mm_castsi128_ps(_mm_blendv_epi8(sub, nrm, _mm_cmpgt_epi32(e, one)));
+        const __m128i g = _mm_i32gather_epi32((const int *)(const void *)(a + b),
+                                              _mm_setr_epi32(0, 34, 68, 102), 1);
+        const __m128 da = _mm_cvtph_ps(
+            _mm_shuffle_epi8(g, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)));
         const __m128i is = hsum4_avx2(blk8_avx2(w, a[b].qs),
                                       blk8_avx2(w + RT_BS_MXFP4, a[b + 1].qs),
                                       blk8_avx2(w + 2 * RT_BS_MXFP4, a[b + 2].qs),
                                       blk8_avx2(w + 3 * RT_BS_MXFP4, a[b + 3].qs));
-        const __m128 dw = _mm_setr_ps(e8m0_half(w[0]), e8m0_half(w[RT_BS_MXFP4]),
-                                      e8m0_half(w[2 * RT_BS_MXFP4]), e8m0_half(w[3 * RT_BS_MXFP4]));
-        const uint16_t h[4] = {a[b].d, a[b + 1].d, a[b + 2].d, a[b + 3].d};
-        const __m128 da = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)h));
         acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dw, da), _mm_cvtepi32_ps(is)));
+        b += 4;
+        w += 4 * RT_BS_MXFP4;
     }
     float p[RT_NACC];
     _mm_storeu_ps(p, acc);
