@@ -344,6 +344,22 @@ enum mw_status hf__tensor_fail(struct mw_err *err, enum mw_status code, const st
     return MW_FAIL(err, code, t->key_off, "%s", msg);
 }
 
+enum mw_status hf__plan_totals(struct hf_plan *p, const bool *dt_seen, const char *extra,
+                               struct mw_err *err)
+{
+    for (uint64_t i = 0; i < p->n; i++)
+        if (!mw_add_u64(p->total_bytes, p->t[i].nbytes, &p->total_bytes))
+            return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "total size overflows");
+    static const enum hf_dtype dt_order[] = {HF_DT_F8_E4M3, HF_DT_F16, HF_DT_BF16, HF_DT_F32};
+    size_t k = 0;
+    for (size_t j = 0; j < sizeof dt_order / sizeof dt_order[0]; j++)
+        if (dt_seen[dt_order[j]])
+            k += (size_t)snprintf(p->source_dtype + k, sizeof p->source_dtype - k, "%s%s",
+                                  k ? "+" : "", hf_dtype_name(dt_order[j]));
+    if (extra) snprintf(p->source_dtype + k, sizeof p->source_dtype - k, "%s%s", k ? "+" : "", extra);
+    return MW_OK;
+}
+
 bool hf__parse_layer(const char *name, uint64_t *layer, const char **rest)
 {
     static const char pre[] = "model.layers.";
@@ -960,19 +976,7 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
             }
     }
 
-    /* totals and source dtype */
-    for (uint64_t i = 0; i < p->n; i++) {
-        if (!mw_add_u64(p->total_bytes, p->t[i].nbytes, &p->total_bytes)) {
-            s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "total size overflows");
-            goto out;
-        }
-    }
-    static const enum hf_dtype dt_order[] = {HF_DT_F8_E4M3, HF_DT_F16, HF_DT_BF16, HF_DT_F32};
-    size_t k = 0;
-    for (size_t j = 0; j < sizeof dt_order / sizeof dt_order[0]; j++)
-        if (dt_seen[dt_order[j]])
-            k += (size_t)snprintf(p->source_dtype + k, sizeof p->source_dtype - k, "%s%s",
-                                  k ? "+" : "", hf_dtype_name(dt_order[j]));
+    s = hf__plan_totals(p, dt_seen, NULL, err);
 out:
     free(seen);
     free(xcount);

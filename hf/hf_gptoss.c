@@ -542,18 +542,7 @@ enum mw_status hf__gptoss_plan(const struct hf_model *m, enum hf_out_type ot, st
         }
     }
 
-    for (uint64_t i = 0; i < p->n; i++)
-        if (!mw_add_u64(p->total_bytes, p->t[i].nbytes, &p->total_bytes)) {
-            s = MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "total size overflows");
-            goto out;
-        }
-    static const enum hf_dtype dt_order[] = {HF_DT_F16, HF_DT_BF16, HF_DT_F32};
-    size_t k = 0;
-    for (size_t j = 0; j < sizeof dt_order / sizeof dt_order[0]; j++)
-        if (dt_seen[dt_order[j]])
-            k += (size_t)snprintf(p->source_dtype + k, sizeof p->source_dtype - k, "%s%s",
-                                  k ? "+" : "", hf_dtype_name(dt_order[j]));
-    snprintf(p->source_dtype + k, sizeof p->source_dtype - k, "%sMXFP4", k ? "+" : "");
+    s = hf__plan_totals(p, dt_seen, "MXFP4", err);
 out:
     free(seen);
     if (s != MW_OK) {

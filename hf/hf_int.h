@@ -89,6 +89,11 @@ enum mw_status hf__tensor_fail(struct mw_err *err, enum mw_status code, const st
 /* Parse "model.layers.<N>.<rest>" (N without leading zeros, at most 10^6);
  * false if name has another form. */
 bool hf__parse_layer(const char *name, uint64_t *layer, const char **rest);
+/* A finished plan's totals: p->total_bytes (overflow-checked) and
+ * p->source_dtype, the dtypes seen joined by '+' in a fixed order, then
+ * extra (a packed source format such as "MXFP4") if not NULL. */
+enum mw_status hf__plan_totals(struct hf_plan *p, const bool *dt_seen, const char *extra,
+                               struct mw_err *err);
 bool hf__util_json_dup(const cJSON *obj, const char **dup);
 /* A JSON number that is an exact integer in [0, 2^53). */
 bool hf__util_json_u64(const cJSON *v, uint64_t *out);
