@@ -48,7 +48,7 @@
 #   MW_BUILD          memwall build dir (default <repo>/build/speed; configured
 #                     Release and built for memwall, memwall-run when needed)
 #   MW_SPEED_REPS     llama-bench -r and memwall-run runs per figure (default 3)
-#   MW_SPEED_MODELS   which files (default "tiny wide"; also "qwen35", "gemma4e2b")
+#   MW_SPEED_MODELS   which files (default "tiny wide"; also "qwen35", "gemma4e2b", "gptoss")
 #   MW_SPEED_PEER=1   skip llama-bench, use llama-peer bench
 #   MW_RUN_ARGS       extra memwall-run options (e.g. "--batch 512")
 #   MW_SPEED_ISA=avx2 the AVX2-only comparison on any x86-64 CPU: memwall-run
@@ -192,7 +192,19 @@ for name in $MODELS; do
             echo "$q" >"$f.quantizer"
             rm -f "$f16"
         fi ;;
-    *) die "unknown model '$name' in MW_SPEED_MODELS (tiny, wide, qwen35, gemma4e2b)" ;;
+    gptoss)
+        # gpt-oss's layout at hidden 1024 (4 layers, 16 query / 4 KV heads,
+        # 16 experts of 1024, MXFP4 as gpt-oss ships them; window 128): both
+        # programs run the file as written
+        f=$OUT/gptoss-1024x4.gguf
+        if [[ ! -s $f ]]; then
+            say "making $f (random weights)"
+            python3 "$repo/tests/fixtures/mk_gptoss_gguf.py" "$f" --window 128 \
+                --shape 1024,4,16,4,16,1024 >"$LOGS/mkmodel-gptoss.log" 2>&1 ||
+                die "mk_gptoss_gguf failed ($LOGS/mkmodel-gptoss.log)"
+            echo "mk_gptoss_gguf.py (MXFP4 experts)" >"$f.quantizer"
+        fi ;;
+    *) die "unknown model '$name' in MW_SPEED_MODELS (tiny, wide, qwen35, gemma4e2b, gptoss)" ;;
     esac
     FILE[$name]=$f
     QUANTIZER[$name]=$(cat "$f.quantizer" 2>/dev/null || echo "?")
@@ -202,6 +214,7 @@ done
 PROMPT_FILE=$OUT/prompt512.txt
 [[ ${MODELS%% *} == qwen35 ]] && PROMPT_FILE=$OUT/prompt512-qwen35.txt # its own vocabulary
 [[ ${MODELS%% *} == gemma4e2b ]] && PROMPT_FILE=$OUT/prompt512-gemma4e2b.txt # likewise
+[[ ${MODELS%% *} == gptoss ]] && PROMPT_FILE=$OUT/prompt512-gptoss.txt       # likewise
 SHORT="It was a"
 ntok() { # ntok TEXTFILE: tokens memwall-run feeds for it (BOS included)
     "$RUN" -m "${FILE[${MODELS%% *}]}" --tokenize "$1" -q 2>/dev/null | wc -w
