@@ -111,10 +111,10 @@ grep -q '<tr><td>gptq</td><td class="n">' "$G" || fail "method table: gptq"
 
 # llama.cpp's F16 (no memwall.* keys) and quality against it, four files:
 # q4.gguf without its memwall.* keys is llama-quantize's Q4_K_M (same tensor data)
-head -c 60000 "$EVAL" > "$T/eval.txt"
+head -c 30000 "$EVAL" > "$T/eval.txt"
 mwgguf strip "$T/q4.gguf" "$T/lc-q4.gguf"
 run 0 report "$T/q4.gguf" "$T/g.gguf" "$F16" "$T/lc-q4.gguf" -o "$T/m.html" --card "$T/m.md" --reference "$F16" \
-    --text "$T/eval.txt" --chunks 4 -t 2
+    --text "$T/eval.txt" --chunks 2 -t 2
 run 0 report "$F16" -o "$T/f16.html"
 grep -q 'not memwall (no memwall.\* keys)' "$T/f16.html" || fail "F16: made by another tool"
 grep -q 'data-tensor="blk.3.ffn_up.weight" data-type="F16"' "$T/f16.html" || fail "F16: map"
