@@ -11,9 +11,10 @@
 #      MW_JOBS targets at a time (each single-threaded, on its own core)
 # Two lanes after the release build: the release tests in one; the ASan build
 # (valgrind beside it), the ASan tests, the aarch64 build and tests and the fuzz
-# build in the other, so that neither ctest run ends on a tail with a core idle
+# build and fuzzing in the other, so that neither ctest run ends on a tail with a core idle
 # (each lane runs MW_JOBS jobs; the other lane's log is printed when it ends).
-# Fuzzing runs last, alone: each target gets its cores for its whole time.
+# Fuzzing ends the second lane (with MW_LANES=1 it runs last): each target
+# runs for a fixed time, so sharing the cores costs executions, not time.
 # The summary gives each step's own wall time (steps of the two lanes overlap)
 # and the total wall time of the whole command.
 # Environment: MW_JOBS (default: nproc), MW_SKIP_DEPS=1 to skip the package check,
@@ -94,6 +95,13 @@ other_lane() {
   step 8 "aarch64 tests (qemu)" run_ctest build/ci-aarch64 -LE peer
   step 9 "fuzz build (clang)" build build/ci-fuzz -DCMAKE_C_COMPILER=clang -DMW_FUZZ=ON -DMW_SANITIZE=ON \
     -DCMAKE_BUILD_TYPE=Debug
+  # with two lanes fuzzing ends this one: it finishes before the release tests
+  # do, where after them it added its own time to the total
+  [ "$lanes" = 1 ] || fuzz_step
+}
+fuzz_step() {
+  step 10 "fuzzing (gguf ${fuzz_secs}s, others ${fuzz_other}s)" env MW_FUZZ_JOBS="$jobs" \
+    bash scripts/fuzz.sh build/ci-fuzz "$fuzz_secs" "$fuzz_other"
 }
 if [ "$lanes" = 1 ]; then
   step 3 "release tests" run_ctest build/ci-release
@@ -106,8 +114,7 @@ else
   wait "$lane_pid" || true
   cat "$tmp/lane.log"
 fi
-step 10 "fuzzing (gguf ${fuzz_secs}s, others ${fuzz_other}s)" env MW_FUZZ_JOBS="$jobs" \
-  bash scripts/fuzz.sh build/ci-fuzz "$fuzz_secs" "$fuzz_other"
+[ "$lanes" = 1 ] && fuzz_step
 
 echo "=== summary (wall time per step)"
 cat "$tmp/results/"*
