@@ -344,6 +344,20 @@ enum mw_status hf__tensor_fail(struct mw_err *err, enum mw_status code, const st
     return MW_FAIL(err, code, t->key_off, "%s", msg);
 }
 
+bool hf__plan_tables(struct hf_plan *p)
+{
+    p->f16_table = malloc(65536 * sizeof *p->f16_table);
+    p->bf16_to_f16 = malloc(65536 * sizeof *p->bf16_to_f16);
+    p->f16_to_bf16 = malloc(65536 * sizeof *p->f16_to_bf16);
+    if (!p->f16_table || !p->bf16_to_f16 || !p->f16_to_bf16) return false;
+    for (uint32_t h = 0; h < 65536; h++) {
+        p->f16_table[h] = mw_f16_to_f32((uint16_t)h);
+        p->bf16_to_f16[h] = mw_f32_to_f16(mw_bf16_to_f32((uint16_t)h));
+    }
+    for (uint32_t h = 0; h < 65536; h++) p->f16_to_bf16[h] = mw_f32_to_bf16(p->f16_table[h]);
+    return true;
+}
+
 enum mw_status hf__plan_totals(struct hf_plan *p, const bool *dt_seen, const char *extra,
                                struct mw_err *err)
 {
@@ -670,10 +684,7 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         if (any_fused) p->xview = calloc(n_xslot, sizeof *p->xview);
     }
     if (p) p->t = calloc((size_t)cap, sizeof *p->t);
-    if (p) p->f16_table = malloc(65536 * sizeof *p->f16_table);
-    if (p) p->bf16_to_f16 = malloc(65536 * sizeof *p->bf16_to_f16);
-    if (p) p->f16_to_bf16 = malloc(65536 * sizeof *p->f16_to_bf16);
-    if (!p || !p->t || !p->f16_table || !p->bf16_to_f16 || !p->f16_to_bf16 || !seen ||
+    if (!p || !p->t || !hf__plan_tables(p) || !seen ||
         (moe && (!xcount || !fused || !p->xsrc || !p->xshard || (any_fused && !p->xview)))) {
         free(seen);
         free(xcount);
@@ -682,11 +693,6 @@ enum mw_status hf_plan_build(const struct hf_model *m, enum hf_out_type ot, stru
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     }
     p->m = m;
-    for (uint32_t h = 0; h < 65536; h++) {
-        p->f16_table[h] = mw_f16_to_f32((uint16_t)h);
-        p->bf16_to_f16[h] = mw_f32_to_f16(mw_bf16_to_f32((uint16_t)h));
-    }
-    for (uint32_t h = 0; h < 65536; h++) p->f16_to_bf16[h] = mw_f32_to_bf16(p->f16_table[h]);
     enum mw_status s = MW_OK;
     bool dt_seen[HF_DT_COUNT] = {false};
     const bool permute = c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL ||

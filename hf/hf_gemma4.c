@@ -511,9 +511,6 @@ enum mw_status hf__gemma4_plan(const struct hf_model *m, enum hf_out_type ot, st
     const size_t n_xslot = (size_t)L * 2 * X; /* L <= 512, X <= 1024 */
     if (p) {
         p->t = calloc((size_t)m->n + 1, sizeof *p->t);
-        p->f16_table = malloc(65536 * sizeof *p->f16_table);
-        p->bf16_to_f16 = malloc(65536 * sizeof *p->bf16_to_f16);
-        p->f16_to_bf16 = malloc(65536 * sizeof *p->f16_to_bf16);
         p->rope_freqs = malloc(sizeof(float) * (c->g4_head_dim_full / 2 + 1));
         if (X) {
             p->xsrc = calloc(n_xslot, sizeof *p->xsrc);
@@ -521,18 +518,13 @@ enum mw_status hf__gemma4_plan(const struct hf_model *m, enum hf_out_type ot, st
             p->xview = calloc(n_xslot, sizeof *p->xview);
         }
     }
-    if (!p || !seen || !p->t || !p->f16_table || !p->bf16_to_f16 || !p->f16_to_bf16 ||
-        !p->rope_freqs || (X && (!p->xsrc || !p->xshard || !p->xview))) {
+    if (!p || !seen || !p->t || !p->rope_freqs || (X && (!p->xsrc || !p->xshard || !p->xview)) ||
+        !hf__plan_tables(p)) {
         free(seen);
         hf_plan_free(p);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     }
     p->m = m;
-    for (uint32_t h = 0; h < 65536; h++) {
-        p->f16_table[h] = mw_f16_to_f32((uint16_t)h);
-        p->bf16_to_f16[h] = mw_f32_to_f16(mw_bf16_to_f32((uint16_t)h));
-    }
-    for (uint32_t h = 0; h < 65536; h++) p->f16_to_bf16[h] = mw_f32_to_bf16(p->f16_table[h]);
     enum mw_status s = MW_OK;
     bool dt_seen[HF_DT_COUNT] = {false};
 

@@ -340,21 +340,13 @@ enum mw_status hf__gptoss_plan(const struct hf_model *m, enum hf_out_type ot, st
     struct seen *seen = calloc((size_t)O_COUNT * L, sizeof *seen);
     if (p) {
         p->t = calloc((size_t)m->n + 2 * L + 1, sizeof *p->t);
-        p->f16_table = malloc(65536 * sizeof *p->f16_table);
-        p->bf16_to_f16 = malloc(65536 * sizeof *p->bf16_to_f16);
-        p->f16_to_bf16 = malloc(65536 * sizeof *p->f16_to_bf16);
     }
-    if (!p || !seen || !p->t || !p->f16_table || !p->bf16_to_f16 || !p->f16_to_bf16) {
+    if (!p || !seen || !p->t || !hf__plan_tables(p)) {
         free(seen);
         hf_plan_free(p);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "out of memory");
     }
     p->m = m;
-    for (uint32_t h = 0; h < 65536; h++) {
-        p->f16_table[h] = mw_f16_to_f32((uint16_t)h);
-        p->bf16_to_f16[h] = mw_f32_to_f16(mw_bf16_to_f32((uint16_t)h));
-    }
-    for (uint32_t h = 0; h < 65536; h++) p->f16_to_bf16[h] = mw_f32_to_bf16(p->f16_table[h]);
     enum mw_status s = MW_OK;
     bool dt_seen[HF_DT_COUNT] = {false};
     if (c->quant.method != HF_QM_MXFP4 && c->quant.method != HF_QM_NONE) {

@@ -92,6 +92,10 @@ bool hf__parse_layer(const char *name, uint64_t *layer, const char **rest);
 /* A finished plan's totals: p->total_bytes (overflow-checked) and
  * p->source_dtype, the dtypes seen joined by '+' in a fixed order, then
  * extra (a packed source format such as "MXFP4") if not NULL. */
+/* Allocates and fills p's three 65536-entry dtype tables (f16_table,
+ * bf16_to_f16, f16_to_bf16); false when out of memory (hf_plan_free frees
+ * what was allocated). */
+bool hf__plan_tables(struct hf_plan *p);
 enum mw_status hf__plan_totals(struct hf_plan *p, const bool *dt_seen, const char *extra,
                                struct mw_err *err);
 bool hf__util_json_dup(const cJSON *obj, const char **dup);
