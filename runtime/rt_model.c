@@ -672,15 +672,17 @@ enum mw_status load_moe_layer(struct ld *L, uint32_t il, struct rt_layer *ly)
     return MW_OK;
 }
 
-/* A vector [n]: present (if required), f32/f16/bf16; converted into the
- * model's float buffer at *pos (advanced), or counted when fbuf is NULL. */
-enum mw_status get_vector(struct ld *L, const char *name, bool required, uint64_t n,
-                                 const float **out, uint64_t *pos)
+/* A table [ne0, ne1] (a vector [ne0] when ne1 is 0): present (if required),
+ * f32/f16/bf16; converted into the model's float buffer at *pos (advanced),
+ * or counted when fbuf is NULL. */
+enum mw_status get_table(struct ld *L, const char *name, bool required, uint64_t ne0,
+                         uint64_t ne1, const float **out, uint64_t *pos)
 {
     *out = NULL;
     const struct gguf_tensor *t;
-    enum mw_status s = find_tensor(L, name, required, n, 0, &t);
+    enum mw_status s = find_tensor(L, name, required, ne0, ne1, &t);
     if (s || !t) return s;
+    const uint64_t n = ne0 * (ne1 ? ne1 : 1); /* the file's shape, checked by find_tensor */
     if (t->type != GGUF_TYPE_F32 && t->type != GGUF_TYPE_F16 && t->type != GGUF_TYPE_BF16)
         FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s (expected f32, f16 or bf16)",
                type_name(t->type));
@@ -695,6 +697,12 @@ enum mw_status get_vector(struct ld *L, const char *name, bool required, uint64_
     *pos += n;
     L->m->weight_bytes += t->nbytes;
     return MW_OK;
+}
+
+enum mw_status get_vector(struct ld *L, const char *name, bool required, uint64_t n,
+                          const float **out, uint64_t *pos)
+{
+    return get_table(L, name, required, n, 0, out, pos);
 }
 
 static enum mw_status load_tensors(struct ld *L, uint64_t *n_floats)

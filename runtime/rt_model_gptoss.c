@@ -82,33 +82,6 @@ enum mw_status read_gptoss(struct ld *L)
     return MW_OK;
 }
 
-/* A 2-D f32/f16/bf16 table [ne0, ne1] (expert biases) into the float buffer,
- * as get_vector (counted only in the first pass). */
-static enum mw_status get_table2(struct ld *L, const char *name, uint64_t ne0, uint64_t ne1,
-                                 const float **out, uint64_t *pos)
-{
-    *out = NULL;
-    const struct gguf_tensor *t;
-    enum mw_status s = find_tensor(L, name, true, ne0, ne1, &t);
-    if (s) return s;
-    if (t->type != GGUF_TYPE_F32 && t->type != GGUF_TYPE_F16 && t->type != GGUF_TYPE_BF16)
-        FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s (expected f32, f16 or bf16)",
-               type_name(t->type));
-    const struct quant_traits *qt = quant_traits_get(t->type);
-    if (!qt)
-        FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s cannot be decoded",
-               type_name(t->type));
-    if (L->m->fbuf) {
-        float *dst = L->m->fbuf + *pos;
-        qt->to_float(gguf_tensor_data(L->f, (uint64_t)gguf_tensor_find(L->f, name)), dst,
-                     ne0 * ne1);
-        *out = dst;
-    }
-    *pos += ne0 * ne1;
-    L->m->weight_bytes += t->nbytes;
-    return MW_OK;
-}
-
 enum mw_status load_gptoss_layer(struct ld *L, uint32_t il, struct rt_layer *ly, uint64_t *pos)
 {
     const struct rt_hparams *hp = &L->m->hp;
@@ -137,9 +110,12 @@ enum mw_status load_gptoss_layer(struct ld *L, uint32_t il, struct rt_layer *ly,
         return s;
     if ((s = load_moe_layer(L, il, ly))) return s;
     if ((s = get_vector(L, NAME("ffn_gate_inp.bias"), true, NE, &ly->b_gate_inp, pos))) return s;
-    if ((s = get_table2(L, NAME("ffn_gate_exps.bias"), FE, NE, &ly->bgate_exps, pos))) return s;
-    if ((s = get_table2(L, NAME("ffn_up_exps.bias"), FE, NE, &ly->bup_exps, pos))) return s;
-    if ((s = get_table2(L, NAME("ffn_down_exps.bias"), E, NE, &ly->bdown_exps, pos))) return s;
+    if ((s = get_table(L, NAME("ffn_gate_exps.bias"), true, FE, NE, &ly->bgate_exps, pos)))
+        return s;
+    if ((s = get_table(L, NAME("ffn_up_exps.bias"), true, FE, NE, &ly->bup_exps, pos)))
+        return s;
+    if ((s = get_table(L, NAME("ffn_down_exps.bias"), true, E, NE, &ly->bdown_exps, pos)))
+        return s;
 #undef NAME
     return MW_OK;
 }

@@ -63,6 +63,8 @@ enum mw_status rt__ld_get_matrix(struct ld *L, const char *name, bool required, 
                                  uint64_t n_out, struct rt_weight *w);
 enum mw_status rt__ld_get_vector(struct ld *L, const char *name, bool required, uint64_t n,
                                  const float **out, uint64_t *pos);
+enum mw_status rt__ld_get_table(struct ld *L, const char *name, bool required, uint64_t ne0,
+                                uint64_t ne1, const float **out, uint64_t *pos);
 enum mw_status rt__ld_refuse_tensor(struct ld *L, const char *name, const char *why);
 enum mw_status rt__ld_load_moe_layer(struct ld *L, uint32_t il, struct rt_layer *ly);
 
@@ -99,6 +101,7 @@ enum mw_status rt__ld_load_gemma4_layer(struct ld *L, uint32_t il, struct rt_lay
 #define get_weight rt__ld_get_weight
 #define get_matrix rt__ld_get_matrix
 #define get_vector rt__ld_get_vector
+#define get_table rt__ld_get_table
 #define refuse_tensor rt__ld_refuse_tensor
 #define load_moe_layer rt__ld_load_moe_layer
 #define read_nextn rt__ld_read_nextn

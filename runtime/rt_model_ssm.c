@@ -138,31 +138,6 @@ enum mw_status read_ssm(struct ld *L)
     return MW_OK;
 }
 
-/* A 2-D f32 table [ne0, ne1] (the conv taps) into the float buffer, as get_vector. */
-static enum mw_status get_table(struct ld *L, const char *name, uint64_t ne0, uint64_t ne1,
-                                const float **out, uint64_t *pos)
-{
-    *out = NULL;
-    const struct gguf_tensor *t;
-    enum mw_status s = find_tensor(L, name, true, ne0, ne1, &t);
-    if (s) return s;
-    if (t->type != GGUF_TYPE_F32 && t->type != GGUF_TYPE_F16 && t->type != GGUF_TYPE_BF16)
-        FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s (expected f32, f16 or bf16)",
-               type_name(t->type));
-    const struct quant_traits *qt = quant_traits_get(t->type);
-    if (!qt) FAIL_T(L, name, MW_E_UNSUPPORTED, t->info_off, "type %s cannot be decoded",
-                    type_name(t->type));
-    if (L->m->fbuf) {
-        float *dst = L->m->fbuf + *pos;
-        qt->to_float(gguf_tensor_data(L->f, (uint64_t)gguf_tensor_find(L->f, name)), dst,
-                     ne0 * ne1);
-        *out = dst;
-    }
-    *pos += ne0 * ne1;
-    L->m->weight_bytes += t->nbytes;
-    return MW_OK;
-}
-
 /* One layer of qwen35 / qwen35moe / qwen3next (llama.cpp's load_block_trunk):
  * attn_norm and post_attention_norm (the FFN's input norm); a recurrent
  * layer's gated delta net, or gated full attention (q rows: per head q then
@@ -189,8 +164,8 @@ enum mw_status load_hybrid_layer(struct ld *L, uint32_t il, struct rt_layer *ly,
                    "(convert again: attn_qkv.weight and attn_gate.weight)");
         if ((s = get_matrix(L, NAME("attn_qkv.weight"), true, E, CH, &ly->ssm_qkv))) return s;
         if ((s = get_matrix(L, NAME("attn_gate.weight"), true, E, DI, &ly->ssm_z))) return s;
-        if ((s = get_table(L, NAME("ssm_conv1d.weight"), hp->ssm_conv_kernel, CH, &ly->ssm_conv,
-                           pos)))
+        if ((s = get_table(L, NAME("ssm_conv1d.weight"), true, hp->ssm_conv_kernel, CH,
+                           &ly->ssm_conv, pos)))
             return s;
         if ((s = get_vector(L, NAME("ssm_dt.bias"), true, Hv, &ly->ssm_dt, pos))) return s;
         if ((s = get_vector(L, NAME("ssm_a"), true, Hv, &ly->ssm_a, pos))) return s;
