@@ -48,46 +48,8 @@ for k in E2B E4B 26B-A4B 31B; do
         { fail "mk_gemma4_gguf --config gemma-4-$k"; finish; }
 done
 
-ALL="Q8_0 Q6_K Q5_K_M Q5_K_S Q4_K_M Q4_K_S Q4_0 Q4_1 Q5_0 Q5_1 Q3_K_L Q3_K_M Q3_K_S Q2_K
-     Q2_K_S IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S"
-ftype_of() {
-    case $1 in
-    Q4_0) echo 2 ;; Q4_1) echo 3 ;; Q8_0) echo 7 ;; Q5_0) echo 8 ;; Q5_1) echo 9 ;;
-    Q2_K) echo 10 ;; Q3_K_S) echo 11 ;; Q3_K_M) echo 12 ;; Q3_K_L) echo 13 ;;
-    Q4_K_S) echo 14 ;; Q4_K_M) echo 15 ;; Q5_K_S) echo 16 ;; Q5_K_M) echo 17 ;;
-    Q6_K) echo 18 ;; IQ2_XXS) echo 19 ;; IQ2_XS) echo 20 ;; Q2_K_S) echo 21 ;;
-    IQ3_XS) echo 22 ;; IQ3_XXS) echo 23 ;; IQ1_S) echo 24 ;; IQ4_NL) echo 25 ;;
-    IQ3_S) echo 26 ;; IQ3_M) echo 27 ;; IQ2_S) echo 28 ;; IQ2_M) echo 29 ;;
-    IQ4_XS) echo 30 ;; IQ1_M) echo 31 ;;
-    esac
-}
-
 # --- type rules against llama_quant_compute_types ---
-LIBDIR=$(cd "$(dirname "$(ls "$(dirname "$PEER")"/../node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so | head -n 1)")" && pwd)
-LQT="$T/llama_quant_types"
-if ! cc -std=c11 -O1 -w -I"$(dirname "$PEER")/../include" "$MW_SRC/tests/peer/llama_quant_types.c" \
-        "$LIBDIR"/libllama*.so "$LIBDIR"/libggml-base.so "$LIBDIR"/libggml.v*.so \
-        -Wl,-rpath,"$LIBDIR" -ldl -o "$LQT" 2> "$T/lqt.err"; then
-    fail "cannot build llama_quant_types: $(head -n 3 "$T/lqt.err")"
-    finish
-fi
-n_cmp=0
-for m in e2b moe dense h-E2B h-E4B h-26B-A4B h-31B; do
-    for p in $ALL; do
-        # without an imatrix memwall's --dry-run only warns where llama-quantize would refuse
-        dry_types "$T/$m.gguf" "$p" > "$T/t-mw" 2> /dev/null ||
-            { fail "$m $p: memwall --dry-run failed"; continue; }
-        [ -s "$T/t-mw" ] || { fail "$m $p: memwall --dry-run listed no tensor"; continue; }
-        "$LQT" "$T/$m.gguf" "$(ftype_of "$p")" > "$T/t-ll" 2> /dev/null
-        lrc=$?
-        [ $lrc -eq 77 ] && { echo "llama_quant_types: helpers missing, rules not compared"; break 2; }
-        [ $lrc -eq 0 ] || { fail "llama_quant_types $m $p: exit $lrc"; continue; }
-        cmp -s "$T/t-mw" "$T/t-ll" ||
-            { fail "$m $p: types differ from llama.cpp's:"; diff "$T/t-mw" "$T/t-ll" | head -n 6; }
-        n_cmp=$((n_cmp + 1))
-    done
-done
-echo "type rules: $n_cmp model x preset cases equal llama.cpp's llama_quant_compute_types"
+rules_vs_llama e2b moe dense h-E2B h-E4B h-26B-A4B h-31B
 
 # the rules the family needs, by name, on the real E2B (35 layers, tied)
 dry_types "$T/h-E2B.gguf" Q4_K_M > "$T/te2b" 2> /dev/null
@@ -115,7 +77,7 @@ want_type "$T/tmoe" blk.0.ffn_gate_inp.weight f32
 # --- files: byte identity with llama_model_quantize ---
 NEEDS_IM="Q2_K_S IQ3_XXS IQ3_XS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S"
 if [ "${MW_GEMMA4_PRESETS:-}" = all ]; then
-    declare -A LIST=([e2b]="$ALL" [moe]="$ALL" [dense]="$ALL")
+    declare -A LIST=([e2b]="$ALL_PRESETS" [moe]="$ALL_PRESETS" [dense]="$ALL_PRESETS")
 else
     declare -A LIST=([e2b]="Q4_K_M Q6_K IQ4_XS Q2_K_S" [moe]="Q4_K_M Q3_K_S" [dense]="Q5_K_M")
 fi

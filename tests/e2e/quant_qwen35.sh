@@ -37,45 +37,8 @@ for k in 0.8b 4b 9b 27b 35b-a3b; do
     python3 "$MK" "$k" "$T/h-$k.gguf" --header-only || { fail "mk_qwen35_gguf $k"; finish; }
 done
 
-ALL="Q8_0 Q6_K Q5_K_M Q5_K_S Q4_K_M Q4_K_S Q4_0 Q4_1 Q5_0 Q5_1 Q3_K_L Q3_K_M Q3_K_S Q2_K
-     Q2_K_S IQ4_NL IQ4_XS IQ3_M IQ3_S IQ3_XS IQ3_XXS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S"
-ftype_of() {
-    case $1 in
-    Q4_0) echo 2 ;; Q4_1) echo 3 ;; Q8_0) echo 7 ;; Q5_0) echo 8 ;; Q5_1) echo 9 ;;
-    Q2_K) echo 10 ;; Q3_K_S) echo 11 ;; Q3_K_M) echo 12 ;; Q3_K_L) echo 13 ;;
-    Q4_K_S) echo 14 ;; Q4_K_M) echo 15 ;; Q5_K_S) echo 16 ;; Q5_K_M) echo 17 ;;
-    Q6_K) echo 18 ;; IQ2_XXS) echo 19 ;; IQ2_XS) echo 20 ;; Q2_K_S) echo 21 ;;
-    IQ3_XS) echo 22 ;; IQ3_XXS) echo 23 ;; IQ1_S) echo 24 ;; IQ4_NL) echo 25 ;;
-    IQ3_S) echo 26 ;; IQ3_M) echo 27 ;; IQ2_S) echo 28 ;; IQ2_M) echo 29 ;;
-    IQ4_XS) echo 30 ;; IQ1_M) echo 31 ;;
-    esac
-}
-
 # --- type rules against llama_quant_compute_types ---
-LIBDIR=$(cd "$(dirname "$(ls "$(dirname "$PEER")"/../node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so | head -n 1)")" && pwd)
-LQT="$T/llama_quant_types"
-if ! cc -std=c11 -O1 -w -I"$(dirname "$PEER")/../include" "$MW_SRC/tests/peer/llama_quant_types.c" \
-        "$LIBDIR"/libllama*.so "$LIBDIR"/libggml-base.so "$LIBDIR"/libggml.v*.so \
-        -Wl,-rpath,"$LIBDIR" -ldl -o "$LQT" 2> "$T/lqt.err"; then
-    fail "cannot build llama_quant_types: $(head -n 3 "$T/lqt.err")"
-    finish
-fi
-n_cmp=0
-for m in qwen35 qwen35moe qwen3next h-0.8b h-4b h-9b h-27b h-35b-a3b; do
-    for p in $ALL; do
-        # without an imatrix memwall's --dry-run only warns where llama-quantize would refuse
-        dry_types "$T/$m.gguf" "$p" > "$T/t-mw" 2> /dev/null ||
-            { fail "$m $p: memwall --dry-run failed"; continue; }
-        "$LQT" "$T/$m.gguf" "$(ftype_of "$p")" > "$T/t-ll" 2> /dev/null
-        lrc=$?
-        [ $lrc -eq 77 ] && { echo "llama_quant_types: helpers missing, rules not compared"; break 2; }
-        [ $lrc -eq 0 ] || { fail "llama_quant_types $m $p: exit $lrc"; continue; }
-        cmp -s "$T/t-mw" "$T/t-ll" ||
-            { fail "$m $p: types differ from llama.cpp's:"; diff "$T/t-mw" "$T/t-ll" | head -n 6; }
-        n_cmp=$((n_cmp + 1))
-    done
-done
-echo "type rules: $n_cmp model x preset cases equal llama.cpp's llama_quant_compute_types"
+rules_vs_llama qwen35 qwen35moe qwen3next h-0.8b h-4b h-9b h-27b h-35b-a3b
 
 # the rules the families need, by name, on the real 0.8B (24 layers + the MTP block)
 dry_types "$T/h-0.8b.gguf" Q4_K_M > "$T/t08" 2> /dev/null
@@ -105,7 +68,7 @@ want_type blk.24.nextn.enorm.weight f32
 # --- files: byte identity with llama_model_quantize ---
 NEEDS_IM="Q2_K_S IQ3_XXS IQ3_XS IQ2_M IQ2_S IQ2_XS IQ2_XXS IQ1_M IQ1_S"
 if [ "${MW_QWEN35_PRESETS:-}" = all ]; then
-    declare -A LIST=([qwen35]="$ALL" [qwen35moe]="$ALL" [qwen3next]="$ALL")
+    declare -A LIST=([qwen35]="$ALL_PRESETS" [qwen35moe]="$ALL_PRESETS" [qwen3next]="$ALL_PRESETS")
 else
     # (llama.cpp's IQ1_M takes 12 s of CPU on qwen3next: in the full run only)
     declare -A LIST=([qwen35]="Q4_K_M IQ4_XS IQ2_XXS" [qwen35moe]="Q4_K_M Q3_K_S"
