@@ -45,28 +45,14 @@ scratch_on_shm tokchat
 total=0
 ALLFLAGS=("" "--no-bos" "--parse-special" "--no-bos --parse-special")
 
+source "$HERE/tok_common.sh"
 # same LABEL TEXT TWIN CONVERTED [FLAGS...]: memwall-run --tokenize on the
 # twin and llama-peer tokenize on the converted file give the same ids
 same() {
     local label=$1 text=$2 tw=$3 m=$4
     shift 4
-    if ! $MW_EMU "$RUNBIN" -m "$tw" --tokenize "$text" -q "$@" > "$T/ours" 2> "$T/ours.err"; then
-        fail "$label: memwall-run --tokenize $*: $(tail -n 2 "$T/ours.err")"
-        return
-    fi
-    if ! "$PEER" tokenize "$m" "$text" "$@" > "$T/theirs" 2> "$T/theirs.err"; then
-        fail "$label: llama-peer tokenize $*: $(tail -n 2 "$T/theirs.err")"
-        return
-    fi
-    if cmp -s "$T/ours" "$T/theirs"; then
-        total=$((total + $(wc -w < "$T/theirs")))
-        return
-    fi
-    tr ' ' '\n' < "$T/ours" > "$T/ours.l"
-    tr ' ' '\n' < "$T/theirs" > "$T/theirs.l"
-    local at
-    at=$(cmp "$T/ours.l" "$T/theirs.l" 2> /dev/null | awk '{ print $NF }')
-    fail "$label [$*]: differs from llama.cpp's ($(wc -l < "$T/ours.l") ids vs $(wc -l < "$T/theirs.l")) from id #${at:-1}: ours $(tail -n +"${at:-1}" "$T/ours.l" | head -n 10 | tr '\n' ' ') llama.cpp $(tail -n +"${at:-1}" "$T/theirs.l" | head -n 10 | tr '\n' ' ')"
+    TOK_OURS_GGUF=$tw tok_same "$label" "$text" "$text" "$m" "$@"
+    total=$((total + TOK_N))
 }
 
 # family NAME KIND ARCH EOG_IDS NOT_EOG_ID FORMAT SPECIALS_TEXT
