@@ -46,25 +46,49 @@ build_quant_types() {
     fi
 }
 
-# rules_vs_llama MODEL...: for each $T/MODEL.gguf and every preset, memwall's
-# --dry-run types equal llama_quant_compute_types' (no imatrix: memwall only
-# warns where llama-quantize would refuse); prints the number of cases
+# types_vs_llama MODEL PRESET [memwall flags] [-- llama_quant_types flags]:
+# memwall's --dry-run types of the file MODEL equal llama_quant_compute_types'
+# ($LQT, from build_quant_types); a case that agrees adds 1 to N_RULES;
+# returns 77 when llama_quant_types' helpers are missing
+types_vs_llama() {
+    local model=$1 p=$2 lrc what
+    shift 2
+    local mw=() ll=()
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do mw+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    ll=("$@")
+    what="$(basename "$model" .gguf) $p${mw[*]:+ ${mw[*]}}"
+    dry_types "$model" "$p" "${mw[@]}" > "$T/t-mw" 2> "$T/t-mw.err" ||
+        { fail "$what: memwall --dry-run failed: $(head -n 2 "$T/t-mw.err")"; return 0; }
+    [ -s "$T/t-mw" ] || { fail "$what: memwall --dry-run listed no tensor"; return 0; }
+    "$LQT" "$model" "$(ftype_of "$p")" "${ll[@]}" > "$T/t-ll" 2> "$T/t-ll.err"
+    lrc=$?
+    [ $lrc -eq 77 ] && return 77
+    [ $lrc -eq 0 ] || { fail "llama_quant_types $what: exit $lrc: $(head -n 2 "$T/t-ll.err")"; return 0; }
+    if ! cmp -s "$T/t-mw" "$T/t-ll"; then
+        fail "$what: types differ from llama.cpp's:"
+        diff "$T/t-mw" "$T/t-ll" | head -n 6
+        head -n 2 "$T/t-mw.err"
+        return 0
+    fi
+    N_RULES=$((N_RULES + 1))
+}
+
+# rules_vs_llama MODEL...: for each model ($T/MODEL.gguf, or MODEL itself
+# where it holds a '/') and every preset of RULES_PRESETS (default
+# ALL_PRESETS), types_vs_llama without an imatrix (memwall only warns where
+# llama-quantize would refuse); prints the number of cases in N_RULES;
+# returns 77 when llama_quant_types' helpers are missing
 rules_vs_llama() {
     build_quant_types
-    local m p lrc n_cmp=0
+    local m p
+    N_RULES=0
     for m in "$@"; do
-        for p in $ALL_PRESETS; do
-            dry_types "$T/$m.gguf" "$p" > "$T/t-mw" 2> /dev/null ||
-                { fail "$m $p: memwall --dry-run failed"; continue; }
-            [ -s "$T/t-mw" ] || { fail "$m $p: memwall --dry-run listed no tensor"; continue; }
-            "$LQT" "$T/$m.gguf" "$(ftype_of "$p")" > "$T/t-ll" 2> /dev/null
-            lrc=$?
-            [ $lrc -eq 77 ] && { echo "llama_quant_types: helpers missing, rules not compared"; return; }
-            [ $lrc -eq 0 ] || { fail "llama_quant_types $m $p: exit $lrc"; continue; }
-            cmp -s "$T/t-mw" "$T/t-ll" ||
-                { fail "$m $p: types differ from llama.cpp's:"; diff "$T/t-mw" "$T/t-ll" | head -n 6; }
-            n_cmp=$((n_cmp + 1))
+        case $m in */*) ;; *) m="$T/$m.gguf" ;; esac
+        for p in ${RULES_PRESETS:-$ALL_PRESETS}; do
+            types_vs_llama "$m" "$p" ||
+                { echo "llama_quant_types: helpers missing, rules not compared"; return 77; }
         done
     done
-    echo "type rules: $n_cmp model x preset cases equal llama.cpp's llama_quant_compute_types"
+    echo "type rules: $N_RULES model x preset cases equal llama.cpp's llama_quant_compute_types"
 }

@@ -43,14 +43,6 @@ par() {
     while [ "$(jobs -rp | wc -l)" -ge 2 ]; do wait -n; done
     "$@" &
 }
-ftype_of() {
-    case $1 in
-    Q2_K) echo 10 ;; Q3_K_M) echo 12 ;; Q4_K_M) echo 15 ;; IQ2_XXS) echo 19 ;; IQ2_XS) echo 20 ;;
-    Q2_K_S) echo 21 ;; IQ3_XS) echo 22 ;; IQ3_XXS) echo 23 ;; IQ1_S) echo 24 ;; IQ4_NL) echo 25 ;;
-    IQ3_S) echo 26 ;; IQ3_M) echo 27 ;; IQ2_S) echo 28 ;; IQ2_M) echo 29 ;; IQ4_XS) echo 30 ;;
-    IQ1_M) echo 31 ;;
-    esac
-}
 SLIM="$T/slim.gguf"
 # MoE: tinyllama-8m upcycled to 8 experts (tests/tools/moe_upcycle, as
 # quant_moe_peer does), cut the same way (per expert), with llama-imatrix's
@@ -210,34 +202,7 @@ else
 fi
 
 # --- the rules without an imatrix against llama_quant_compute_types ---
-LIBDIR=$(dirname "$(ls "$(dirname "$PEER")"/../node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so | head -n 1)")
-LQT="$T/llama_quant_types"
-if ! cc -std=c11 -O1 -w -I"$(dirname "$PEER")/../include" "$MW_SRC/tests/peer/llama_quant_types.c" \
-        "$LIBDIR"/libllama*.so "$LIBDIR"/libggml-base.so "$LIBDIR"/libggml.v*.so \
-        -Wl,-rpath,"$LIBDIR" -ldl -o "$LQT" 2> "$T/lqt.err"; then
-    fail "cannot build llama_quant_types: $(head -n 3 "$T/lqt.err")"
-    finish
-fi
-n_cmp=0
-types_case() { # MODEL PRESET
-    dry_types "$1" "$2" > "$T/t-mw" 2> "$T/t-mw.err"
-    "$LQT" "$1" "$(ftype_of "$2")" > "$T/t-ll" 2> "$T/t-ll.err"
-    local lrc=$?
-    if [ $lrc -eq 77 ]; then echo "llama_quant_types: helpers missing, rules not compared"; finish; fi
-    [ $lrc -eq 0 ] || { fail "llama_quant_types $2: $(head -n 2 "$T/t-ll.err")"; return; }
-    if ! diff -q "$T/t-mw" "$T/t-ll" > /dev/null; then
-        fail "$(basename "$1") $2: types differ from llama.cpp's:"
-        diff "$T/t-mw" "$T/t-ll" | head -n 6
-        head -n 2 "$T/t-mw.err"
-        return
-    fi
-    n_cmp=$((n_cmp + 1))
-}
-for m in "$F16" $SHAPES; do
-    [ "$m" = "$F16" ] || m="$T/$m.gguf"
-    for p in $IQ_PRESETS; do types_case "$m" "$p"; done
-done
-echo "type rules without an imatrix: $n_cmp model x preset cases equal llama.cpp's llama_quant_compute_types"
+RULES_PRESETS="$IQ_PRESETS" rules_vs_llama "$F16" $SHAPES
 
 # --- "70B" by architecture (llama_model_quantize's files of zero weights) ---
 for c in "jais68 Q3_K_M" "qwen80 Q2_K"; do

@@ -66,52 +66,18 @@ if [ -f "$EVAL" ]; then
 fi
 
 # --- type rules against llama_quant_compute_types ---
-LIBDIR=$(dirname "$(ls "$(dirname "$PEER")"/../node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/libllama*.so | head -n 1)")
-LQT="$T/llama_quant_types"
-if ! cc -std=c11 -O1 -w -I"$(dirname "$PEER")/../include" "$MW_SRC/tests/peer/llama_quant_types.c" \
-        "$LIBDIR"/libllama*.so "$LIBDIR"/libggml-base.so "$LIBDIR"/libggml.v*.so \
-        -Wl,-rpath,"$LIBDIR" -ldl -o "$LQT" 2> "$T/lqt.err"; then
-    fail "cannot build llama_quant_types: $(head -n 3 "$T/lqt.err")"
-    finish
-fi
-ftype_of() {
-    case $1 in
-    Q4_0) echo 2 ;; Q4_1) echo 3 ;; Q8_0) echo 7 ;; Q5_0) echo 8 ;; Q5_1) echo 9 ;;
-    Q2_K) echo 10 ;; Q3_K_S) echo 11 ;; Q3_K_M) echo 12 ;; Q3_K_L) echo 13 ;;
-    Q4_K_S) echo 14 ;; Q4_K_M) echo 15 ;; Q5_K_S) echo 16 ;; Q5_K_M) echo 17 ;;
-    Q6_K) echo 18 ;; IQ4_NL) echo 25 ;;
-    esac
-}
 mwgguf header "$T/l2-7b.gguf" llama 4096 11008 32 32 32 32000 0 \
     + header "$T/l3-8b.gguf" llama 4096 14336 32 32 8 128256 0 \
     + header "$T/l2-70b.gguf" llama 8192 28672 80 64 8 32000 0 \
     + header "$T/q2-05b.gguf" qwen2 896 4864 24 14 2 151936 1 \
     + header "$T/toy200.gguf" llama 200 600 4 4 2 1000 0
-n_cmp=0
-types_case() { # MODEL PRESET [memwall flags] -- [llama flags]
-    local model=$1 p=$2
-    shift 2
-    local mw=() ll=()
-    while [ $# -gt 0 ] && [ "$1" != -- ]; do mw+=("$1"); shift; done
-    [ $# -gt 0 ] && shift
-    ll=("$@")
-    dry_types "$model" "$p" "${mw[@]}" > "$T/t-mw" 2> "$T/t-mw.err" ||
-        { fail "$(basename "$model") $p ${mw[*]}: memwall --dry-run: $(head -n 2 "$T/t-mw.err")"; return; }
-    "$LQT" "$model" "$(ftype_of "$p")" "${ll[@]}" > "$T/t-ll" 2> "$T/t-ll.err"
-    local lrc=$?
-    if [ $lrc -eq 77 ]; then echo "llama_quant_types: helpers missing, rules not compared"; finish; fi
-    [ $lrc -eq 0 ] || { fail "llama_quant_types $p: $(head -n 2 "$T/t-ll.err")"; return; }
-    if ! diff -q "$T/t-mw" "$T/t-ll" > /dev/null; then
-        fail "$(basename "$model") $p ${mw[*]}: types differ from llama.cpp's:"
-        diff "$T/t-mw" "$T/t-ll" | head -n 6
-    fi
-    n_cmp=$((n_cmp + 1))
-}
-for m in "$F16" "$T/l2-7b.gguf" "$T/l3-8b.gguf" "$T/l2-70b.gguf" "$T/q2-05b.gguf" "$T/toy200.gguf"; do
-    for p in $PRESETS $EXTRA_PRESETS; do types_case "$m" "$p"; done
-    types_case "$m" Q4_K_M --pure -- --pure
-    types_case "$m" Q3_K_M --type-override 'attn_v=q8_0' --type-override 'blk\.1\.=q2_K' \
-        -- --tt 'attn_v=q8_0' --tt 'blk\.1\.=q2_K'
-done
-echo "type rules: $n_cmp model x preset cases equal llama.cpp's llama_quant_compute_types"
+if RULES_PRESETS="$PRESETS $EXTRA_PRESETS" rules_vs_llama "$F16" l2-7b l3-8b l2-70b q2-05b toy200; then
+    N_RULES=0
+    for m in "$F16" "$T/l2-7b.gguf" "$T/l3-8b.gguf" "$T/l2-70b.gguf" "$T/q2-05b.gguf" "$T/toy200.gguf"; do
+        types_vs_llama "$m" Q4_K_M --pure -- --pure
+        types_vs_llama "$m" Q3_K_M --type-override 'attn_v=q8_0' --type-override 'blk\.1\.=q2_K' \
+            -- --tt 'attn_v=q8_0' --tt 'blk\.1\.=q2_K'
+    done
+    echo "type rules with --pure / --type-override: $N_RULES cases equal llama.cpp's llama_quant_compute_types"
+fi
 finish
