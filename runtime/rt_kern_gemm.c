@@ -178,7 +178,7 @@ static inline RT__AVX2 void panel_out(const float *p, size_t width, uint64_t nr,
  * (da * d) * (isum - msum), then added to the partial of block b % 4).
  * Partials p[r][b % 4][j]; a panel's last tokens (pc % 4) go one by one. */
 #define RT__GEMM_X86(t, mode, bs, SFX, ATTR)                                                      \
-    ATTR void rt_gemm_##t##_q8_k_##SFX(RT__GEMM_PARAMS)                                           \
+    ATTR void rt_gemm_##t##_q8_k_##SFX##_t4(RT__GEMM_PARAMS)                                      \
     {                                                                                             \
         const uint64_t nb = n / RT_QK_K;                                                          \
         const uint8_t *A = act;                                                                   \
@@ -317,8 +317,287 @@ static inline RT__AVX2 void dec_q6_k_x(const uint8_t *w, struct kdec *k)
     k->dmin = 0.0f;
 }
 
-#define RT__GEMM_AVX2(t, mode, bs) RT__GEMM_X86(t, mode, bs, avx2, RT__AVX2)
-RT__KTYPES(RT__GEMM_AVX2)
+#define RT__GEMM_AVX2_T4(t, mode, bs) RT__GEMM_X86(t, mode, bs, avx2, static RT__AVX2)
+RT__KTYPES(RT__GEMM_AVX2_T4)
+
+/* --- AVX2: rows in the lanes ---
+ * The product of a tile of 16 rows with a panel of up to 64 tokens. Per
+ * block column, the rows' blocks are decoded once (u, sc, mc, d, dmin) and
+ * transposed into two row octets: dword k of octet R holds, in lane i, row
+ * 8R + i's bytes u[4k .. 4k + 3]. Per token, the activation's dword k is
+ * broadcast (VPBROADCASTD from memory) and VPMADDUBSW against octet dword k
+ * gives, per row lane, two int16 sums of two products; S consecutive dwords
+ * of one scale group are added in int16 (S * 2 * umax * 128 < 2^15: Q4_K 8,
+ * Q5_K 4, Q6_K 2, Q2_K/Q3_K 4; no saturation) before one VPMADDWD by the
+ * group's scale (lane i: row i's sc[g] twice) widens them to int32. So the
+ * scale multiply and the widening are paid once per S dwords instead of
+ * once per 32-byte chunk, no activation is shuffled, and a token's eight
+ * row results come out in the lanes of one vector. msum: VPMADDWD of the
+ * transposed (mc[2j], mc[2j+1]) by the broadcast bsums pair. The integers
+ * are exact in any order; the float combine is the reference's per lane
+ * (row): (da * d) * isum - (da * dmin) * msum, or (da * d) * (isum - msum),
+ * added to partial b % 4 of (token, row) — the same bits as the mat-vec. A
+ * panel of fewer than 8 tokens takes the 4-token path above. */
+#define RT_RPANEL 64 /* tokens per panel: one decode of a block column for them */
+struct rdec {
+    __m256i w[2][64];  /* octet R, dword k: lane i = row 8R + i's u[4k .. 4k + 3] */
+    __m256i sc[2][16]; /* group g (16 elements): lane i = row 8R + i's sc[g], both int16 halves */
+    __m256i mc[2][8];  /* pair j: lane i = row 8R + i's (mc[2j], mc[2j + 1]) */
+    float d[2][8], dmin[2][8];
+};
+#define RT_RDEC_KD (sizeof(struct rdec))                                 /* 9 struct kdec: 8 rows, a zero one */
+#define RT_RDEC_P ((RT_RDEC_KD + 9 * sizeof(struct kdec) + 31) & ~(size_t)31) /* partials */
+_Static_assert(RT_RDEC_P + RT_RPANEL * RT_NACC * RT_GEMM_MAX_ROWS * sizeof(float) <= RT_GEMM_SCRATCH,
+               "the rows-in-lanes gemm's scratch");
+_Static_assert(RT_GEMM_MAX_ROWS == 16, "two row octets per tile");
+
+/* Row decoders for the rows-in-lanes product: u, sc, mc, d, dmin (no scx). */
+static inline RT__AVX2 void dec_q2_k_r(const uint8_t *w, struct kdec *k) { dec_q2_k(w, k); }
+static inline RT__AVX2 void dec_q3_k_r(const uint8_t *w, struct kdec *k) { dec_q3_k(w, k); }
+
+/* Q4_K/Q5_K: sub-block s's scale and min as the int16 pairs sc[2s] = sc[2s + 1], mc likewise. */
+static inline RT__AVX2 void k45_scales_r(const uint8_t *q, struct kdec *k)
+{
+    const uint32_t u0 = rt__ld32(q), u1 = rt__ld32(q + 4), u2 = rt__ld32(q + 8);
+    const uint32_t k1 = 0x3f3f3f3fu, k2 = 0x0f0f0f0fu, k3 = 0x03030303u;
+    const uint64_t S = (uint64_t)((u2 & k2) | (((u0 >> 6) & k3) << 4)) << 32 | (u0 & k1);
+    const uint64_t M = (uint64_t)(((u2 >> 4) & k2) | (((u1 >> 6) & k3) << 4)) << 32 | (u1 & k1);
+    const __m128i s8 = _mm_cvtsi64_si128((long long)S), m8 = _mm_cvtsi64_si128((long long)M);
+    _mm256_storeu_si256((__m256i *)k->sc, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(s8, s8)));
+    _mm256_storeu_si256((__m256i *)k->mc, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8)));
+}
+
+static inline RT__AVX2 void dec_q4_k_r(const uint8_t *w, struct kdec *k)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(w + 16 + 32 * c));
+        _mm256_storeu_si256((__m256i *)(k->u + 64 * c), _mm256_and_si256(q, m4));
+        _mm256_storeu_si256((__m256i *)(k->u + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(q, 4), m4));
+    }
+    k45_scales_r(w + 4, k);
+    k->d = rt__f16(rt__ld16(w));
+    k->dmin = rt__f16(rt__ld16(w + 2));
+}
+
+static inline RT__AVX2 void dec_q5_k_r(const uint8_t *w, struct kdec *k)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b4 = _mm256_set1_epi8(0x10);
+    const __m256i qh = _mm256_loadu_si256((const __m256i *)(w + 16));
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)(w + 48 + 32 * c));
+        const __m256i hl = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * c), 4), b4);
+        const __m256i hh = _mm256_and_si256(_mm256_slli_epi16(_mm256_srli_epi16(qh, 2 * c + 1), 4), b4);
+        _mm256_storeu_si256((__m256i *)(k->u + 64 * c), _mm256_or_si256(_mm256_and_si256(q, m4), hl));
+        _mm256_storeu_si256((__m256i *)(k->u + 64 * c + 32),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), hh));
+    }
+    k45_scales_r(w + 4, k);
+    k->d = rt__f16(rt__ld16(w));
+    k->dmin = rt__f16(rt__ld16(w + 2));
+}
+
+static inline RT__AVX2 void dec_q6_k_r(const uint8_t *w, struct kdec *k)
+{
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m3 = _mm256_set1_epi8(0x03);
+    for (int h = 0; h < 2; h++) {
+        const __m256i l0 = _mm256_loadu_si256((const __m256i *)(w + 64 * h));
+        const __m256i l1 = _mm256_loadu_si256((const __m256i *)(w + 64 * h + 32));
+        const __m256i H = _mm256_loadu_si256((const __m256i *)(w + 128 + 32 * h));
+        const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(H, m3), 4);
+        const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 2), m3), 4);
+        const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 4), m3), 4);
+        const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(H, 6), m3), 4);
+        uint8_t *o = k->u + 128 * h;
+        _mm256_storeu_si256((__m256i *)o, _mm256_or_si256(_mm256_and_si256(l0, m4), h0));
+        _mm256_storeu_si256((__m256i *)(o + 32), _mm256_or_si256(_mm256_and_si256(l1, m4), h1));
+        _mm256_storeu_si256((__m256i *)(o + 64),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2));
+        _mm256_storeu_si256((__m256i *)(o + 96),
+                            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3));
+    }
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(w + 192)));
+    _mm256_storeu_si256((__m256i *)k->sc, sc);
+    _mm256_storeu_si256((__m256i *)k->mc, _mm256_slli_epi16(sc, 5)); /* 32 * sc, |.| <= 4096 */
+    k->d = rt__f16(rt__ld16(w + 208));
+    k->dmin = 0.0f;
+}
+
+/* Eight decoded rows (kp[i]: row i, or the zero block) into row octet R. */
+static inline RT__AVX2 void rdec_put(struct rdec *D, int R, const struct kdec *const kp[8])
+{
+    __m256i in[8], lo[8], hi[8], o[8];
+    for (int m = 0; m < 8; m++) {
+        for (int i = 0; i < 8; i++) in[i] = _mm256_loadu_si256((const __m256i *)(kp[i]->u + 32 * m));
+        tr8x8(in, D->w[R] + 8 * m);
+    }
+    for (int i = 0; i < 8; i++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)kp[i]->sc);
+        lo[i] = _mm256_unpacklo_epi16(v, v); /* dwords: groups 0-3 | 8-11 */
+        hi[i] = _mm256_unpackhi_epi16(v, v); /* groups 4-7 | 12-15 */
+        in[i] = _mm256_loadu_si256((const __m256i *)kp[i]->mc);
+        D->d[R][i] = kp[i]->d;
+        D->dmin[R][i] = kp[i]->dmin;
+    }
+    tr8x8(in, D->mc[R]);
+    tr8x8(lo, o);
+    for (int k = 0; k < 4; k++) D->sc[R][k] = o[k], D->sc[R][8 + k] = o[4 + k];
+    tr8x8(hi, o);
+    for (int k = 0; k < 4; k++) D->sc[R][4 + k] = o[k], D->sc[R][12 + k] = o[4 + k];
+}
+
+static inline RT__AVX2 __m256i bcast32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Empty asm on an accumulator: GCC would otherwise reassociate a chain of
+ * int16 adds into a tree whose products all stay live and spill. */
+#define RT__KEEP(v) __asm__("" : "+x"(v))
+
+/* NT tokens (a[t]) against the NR8 row octets of a block column: isum lanes
+ * is[t][R] and msum lanes ms[t][R]. S: dwords added in int16 before the
+ * scale; each octet dword is loaded once for the NT tokens. */
+static inline __attribute__((always_inline)) RT__AVX2 void
+rdot(const struct rdec *D, const struct rt_block_q8_k *const a[2], const int S, const int NT,
+     const int NR8, __m256i is[2][2], __m256i ms[2][2])
+{
+    for (int k0 = 0; k0 < 64; k0 += S) {
+        __m256i acc[2][2];
+        for (int kk = 0; kk < S; kk++) {
+            __m256i x[2];
+            for (int t = 0; t < NT; t++) x[t] = bcast32(a[t]->qs + 4 * (k0 + kk));
+            for (int R = 0; R < NR8; R++) {
+                const __m256i w = _mm256_load_si256(&D->w[R][k0 + kk]);
+                for (int t = 0; t < NT; t++) {
+                    const __m256i p = _mm256_maddubs_epi16(w, x[t]);
+                    if (kk) {
+                        acc[t][R] = _mm256_add_epi16(acc[t][R], p);
+                        RT__KEEP(acc[t][R]);
+                    } else
+                        acc[t][R] = p;
+                }
+            }
+        }
+        for (int R = 0; R < NR8; R++) {
+            const __m256i sc = _mm256_load_si256(&D->sc[R][k0 / 4]);
+            for (int t = 0; t < NT; t++) {
+                const __m256i v = _mm256_madd_epi16(acc[t][R], sc);
+                is[t][R] = k0 ? _mm256_add_epi32(is[t][R], v) : v;
+            }
+        }
+    }
+    for (int j = 0; j < 8; j++) {
+        __m256i x[2];
+        for (int t = 0; t < NT; t++) x[t] = bcast32(a[t]->bsums + 2 * j);
+        for (int R = 0; R < NR8; R++)
+            for (int t = 0; t < NT; t++) {
+                const __m256i v = _mm256_madd_epi16(D->mc[R][j], x[t]);
+                ms[t][R] = j ? _mm256_add_epi32(ms[t][R], v) : v;
+            }
+    }
+}
+
+/* The reference's float combine of one token's NR8 octets into its partials pr. */
+static inline __attribute__((always_inline)) RT__AVX2 void
+rcombine(const struct rdec *D, float da_, const __m256i is[2], const __m256i ms[2], const int NR8,
+         const int mode, bool first, float *pr)
+{
+    const __m256 da = _mm256_set1_ps(da_);
+    for (int R = 0; R < NR8; R++) {
+        const __m256 d = _mm256_load_ps(D->d[R]);
+        __m256 v;
+        if (mode == KM_MIN)
+            v = _mm256_sub_ps(_mm256_mul_ps(_mm256_mul_ps(da, d), _mm256_cvtepi32_ps(is[R])),
+                              _mm256_mul_ps(_mm256_mul_ps(da, _mm256_load_ps(D->dmin[R])),
+                                            _mm256_cvtepi32_ps(ms[R])));
+        else
+            v = _mm256_mul_ps(_mm256_mul_ps(da, d), _mm256_cvtepi32_ps(_mm256_sub_epi32(is[R], ms[R])));
+        _mm256_storeu_ps(pr + 8 * R, _mm256_add_ps(first ? _mm256_setzero_ps() : _mm256_loadu_ps(pr + 8 * R), v));
+    }
+}
+
+/* The panel's tokens against the decoded block column b (NR8 octets), two at a time. */
+static inline __attribute__((always_inline)) RT__AVX2 void
+rpanel(const struct rdec *D, const uint8_t *a0, uint64_t astride, int pc, const int S, const int NR8,
+       const int mode, bool first, float (*p)[RT_NACC][RT_GEMM_MAX_ROWS], uint64_t bk)
+{
+    int j = 0;
+    for (; j + 2 <= pc; j += 2) {
+        const struct rt_block_q8_k *a[2] = {(const struct rt_block_q8_k *)(a0 + (uint64_t)j * astride),
+                                            (const struct rt_block_q8_k *)(a0 + (uint64_t)(j + 1) * astride)};
+        __m256i is[2][2], ms[2][2];
+        rdot(D, a, S, 2, NR8, is, ms);
+        for (int t = 0; t < 2; t++) rcombine(D, a[t]->d, is[t], ms[t], NR8, mode, first, p[j + t][bk]);
+    }
+    if (j < pc) {
+        const struct rt_block_q8_k *a[2] = {(const struct rt_block_q8_k *)(a0 + (uint64_t)j * astride), NULL};
+        __m256i is[2][2], ms[2][2];
+        rdot(D, a, S, 1, NR8, is, ms);
+        rcombine(D, a[0]->d, is[0], ms[0], NR8, mode, first, p[j][bk]);
+    }
+}
+
+#define RT__GEMM_ROWS(t, mode, bs)                                                                \
+    RT__AVX2 void rt_gemm_##t##_q8_k_avx2(RT__GEMM_PARAMS)                                        \
+    {                                                                                             \
+        const uint64_t nb = n / RT_QK_K;                                                          \
+        const int S = (bs) == RT_BS_Q4_K ? 8 : (bs) == RT_BS_Q6_K ? 2 : 4;                        \
+        struct rdec *D = scratch;                                                                 \
+        struct kdec *kd = (struct kdec *)((uint8_t *)scratch + RT_RDEC_KD), *kz = kd + 8;         \
+        float(*p)[RT_NACC][RT_GEMM_MAX_ROWS] =                                                    \
+            (float(*)[RT_NACC][RT_GEMM_MAX_ROWS])((uint8_t *)scratch + RT_RDEC_P);                \
+        const int nr8 = (int)((nr + 7) / 8);                                                      \
+        if (nr % 8) memset(kz, 0, sizeof *kz);                                                    \
+        for (uint64_t c0 = 0; c0 < nc; c0 += RT_RPANEL) {                                         \
+            const int pc = nc - c0 < RT_RPANEL ? (int)(nc - c0) : RT_RPANEL;                      \
+            if (pc < 8) {                                                                         \
+                rt_gemm_##t##_q8_k_avx2_t4(n, nr, (uint64_t)pc, out + c0 * ldo, ldo, w_rows, stride, \
+                                           (const uint8_t *)act + c0 * astride, astride, scratch); \
+                continue;                                                                         \
+            }                                                                                     \
+            for (uint64_t b = 0; b < nb; b++) {                                                   \
+                if (b + 1 < nb) /* the next block column of the rows, from memory meanwhile */    \
+                    for (uint64_t r = 0; r < nr; r++)                                             \
+                        for (uint64_t l = 0; l < (bs); l += 64)                                   \
+                            _mm_prefetch((const char *)w_rows + r * stride + (b + 1) * (bs) + l,  \
+                                         _MM_HINT_T0);                                            \
+                for (int R = 0; R < nr8; R++) {                                                   \
+                    const struct kdec *kp[8];                                                     \
+                    for (int i = 0; i < 8; i++) {                                                 \
+                        const uint64_t r = 8 * (uint64_t)R + (uint64_t)i;                         \
+                        if (r < nr) {                                                             \
+                            dec_##t##_r((const uint8_t *)w_rows + r * stride + b * (bs), &kd[i]); \
+                            kp[i] = &kd[i];                                                       \
+                        } else                                                                    \
+                            kp[i] = kz;                                                           \
+                    }                                                                             \
+                    rdec_put(D, R, kp);                                                           \
+                }                                                                                 \
+                const uint8_t *a0 = (const uint8_t *)act + c0 * astride + b * sizeof(struct rt_block_q8_k); \
+                const bool first = b < RT_NACC; /* partial b % 4 starts here: 0 + v */            \
+                if (nr8 == 2)                                                                     \
+                    rpanel(D, a0, astride, pc, S, 2, mode, first, p, b % RT_NACC);                \
+                else                                                                              \
+                    rpanel(D, a0, astride, pc, S, 1, mode, first, p, b % RT_NACC);                \
+            }                                                                                     \
+            for (int j = 0; j < pc; j++)                                                          \
+                for (int R = 0; R < nr8; R++) {                                                   \
+                    const __m256 v = reduce_nb8(&p[j][0][8 * R], RT_GEMM_MAX_ROWS, nb);           \
+                    float *o = out + (c0 + (uint64_t)j) * ldo + 8 * (uint64_t)R;                  \
+                    if (nr - 8 * (uint64_t)R >= 8)                                                \
+                        _mm256_storeu_ps(o, v);                                                   \
+                    else {                                                                        \
+                        float tmp[8];                                                             \
+                        _mm256_storeu_ps(tmp, v);                                                 \
+                        memcpy(o, tmp, (size_t)(nr - 8 * (uint64_t)R) * sizeof(float));           \
+                    }                                                                             \
+                }                                                                                 \
+        }                                                                                         \
+    }
+RT__KTYPES(RT__GEMM_ROWS)
 
 /* --- AVX-VNNI: tokens in the lanes ---
  * VPDPBUSD multiplies 4 unsigned bytes by 4 signed bytes and adds the four
