@@ -207,7 +207,7 @@ void calib__norm_rows(struct calib_engine *e, uint64_t r0, uint64_t nr, enum cal
  * lo = 0, or in a sliding layer the first position within the window);
  * with a soft cap (gemma2) each kept raw dot s becomes rt_attn_score(s,
  * scale, cap) first (the scores were computed unscaled then). */
-static void softmax_causal(const struct calib_engine *e, float *S, uint64_t P, float scale,
+void calib__softmax_causal(const struct calib_engine *e, float *S, uint64_t P, float scale,
                            float cap)
 {
     for (uint64_t r = 0; r < P; r++) {
@@ -255,7 +255,7 @@ static void attn_task(void *arg, unsigned ith, unsigned nth)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P, (int)P, (int)e->hd,
                     cap > 0.0f ? 1.0f : e->kq_scale, qs + h * e->hd, (int)e->Q, ks + gi * e->hd,
                     (int)e->KV, 0.0f, S, (int)P);
-        softmax_causal(e, S, P, e->kq_scale, cap);
+        calib__softmax_causal(e, S, P, e->kq_scale, cap);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)P, (int)e->hd, (int)P, 1.0f,
                     S, (int)P, vs + gi * e->hd, (int)e->KV, 0.0f,
                     J->out + sI * P * J->ldo + h * e->hd, (int)J->ldo);
@@ -299,6 +299,7 @@ enum mw_status calib__attention(struct calib_engine *e, const float *X, uint32_t
 enum mw_status calib__mixer(struct calib_engine *e, const float *X, uint32_t ns, float *out,
                             uint64_t ldo, struct mw_err *err)
 {
+    if (e->g4) return calib__g4_attention(e, X, ns, out, ldo, err);
     return e->rec ? calib__ssm(e, X, ns, out, ldo, err) : calib__attention(e, X, ns, out, ldo, err);
 }
 
@@ -348,6 +349,7 @@ static enum mw_status pass_fused(struct calib_engine *e, bool attn_only, struct 
         if (e->hs_file && (st = calib__hs_io(e, false, r0, nr, err))) return st;
         calib__norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
         calib__accum(e, CALIB_G_ATTN_IN, e->xin, nr);
+        e->mix_r0 = r0;
         if ((st = calib__mixer(e, e->xin, ns, e->att, e->AO, err))) return st;
         calib__accum(e, CALIB_G_ATTN_OUT, e->att, nr);
         if ((st = residual(e, r0, nr, e->att, e->AO, calib__wo(e), CALIB_T_BO, err))) return st;
@@ -357,6 +359,7 @@ static enum mw_status pass_fused(struct calib_engine *e, bool attn_only, struct 
         if ((st = calib__swiglu(e, e->xin, nr, err))) return st;
         calib__accum(e, CALIB_G_FFN_DOWN, e->g, nr);
         if ((st = residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN, err))) return st;
+        if (e->g4 && (st = calib__g4_tail(e, r0, nr, err))) return st;
         if (e->hs_file && (st = calib__hs_io(e, true, r0, nr, err))) return st;
     }
     return MW_OK;
@@ -382,6 +385,7 @@ static enum mw_status pass_stage(struct calib_engine *e, enum stage_pass p, stru
         case P_B:
         case P_B_AGAIN:
             calib__norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
+            e->mix_r0 = r0;
             if ((st = calib__mixer(e, e->xin, ns, xo, e->AO, err))) break;
             if (p == P_B) calib__accum(e, CALIB_G_ATTN_OUT, xo, nr);
             if (e->lean) st = calib__xo_io(e, true, r0, nr, xo, err);
@@ -404,6 +408,7 @@ static enum mw_status pass_stage(struct calib_engine *e, enum stage_pass p, stru
             } else {
                 if ((st = residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN, err)))
                     break;
+                if (e->g4 && (st = calib__g4_tail(e, r0, nr, err))) break;
                 if (e->hs_file) st = calib__hs_io(e, true, r0, nr, err);
             }
             break;
@@ -471,6 +476,7 @@ static enum mw_status run_layer(struct calib_engine *e, uint32_t il,
 {
     enum mw_status s = MW_OK;
     struct calib_layer *ly = &e->ly;
+    if (e->g4) calib__g4_layer(e, il); /* per-layer widths before the layer's tensors */
     calib__layer_reset(e, il);
     if ((s = load_layer(e, il, err))) return s;
     e->swa_l = rt_layer_is_swa(e->hp, il);
@@ -671,6 +677,7 @@ static void engine_free(struct calib_engine *e)
     free(e->ue);
     free(e->ye);
     free(e->ridx);
+    calib__g4_free(e);
     calib_stats_free(e->st);
 }
 
@@ -703,6 +710,8 @@ void calib__engine_dims_hp(struct calib_engine *e, const struct rt_hparams *hp,
     e->K = hp->n_expert_used;
     e->FX = hp->n_ff_exp;
     e->n_rep = hp->n_head / hp->n_head_kv;
+    e->g4 = hp->arch == RT_ARCH_GEMMA4;
+    if (e->g4) e->KV = rt_kv_dim_max(hp); /* buffers: the widest layer's */
     calib__ssm_dims(e);
     e->hs_fd = e->xo_fd = e->w_fd = -1;
     /* gemma / phi3 scale the queries after RoPE and give the softmax 1
@@ -783,6 +792,16 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
                        (unsigned long long)(calib_run_peak_bytes(m, s, &opt) >> 20),
                        e.n_samples, e.n_pos, (unsigned long long)opt.max_memory);
     }
+    if (e.g4 && e.hs_file) {
+        mw_err_clear(err);
+        mw_err_set_path(err, calib_model_path(m));
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
+                       "a gemma4 model is calibrated with its hidden states in memory (%llu MiB "
+                       "for %u samples x %u positions), which --max-memory %llu bytes does not "
+                       "allow: use fewer --samples or a shorter --seq-len, or raise --max-memory",
+                       (unsigned long long)(calib_run_peak_bytes(m, s, &opt) >> 20),
+                       e.n_samples, e.n_pos, (unsigned long long)opt.max_memory);
+    }
     if (hp->full_attn_interval && e.hs_file) {
         mw_err_clear(err);
         mw_err_set_path(err, calib_model_path(m));
@@ -840,7 +859,7 @@ enum mw_status calib_run(struct calib_model *m, const struct calib_samples *s,
                      (unsigned long long)(calib_run_peak_bytes(m, s, &opt) >> 20));
         goto fail;
     }
-    if ((st = rope_tables(&e, &ok, err))) goto fail;
+    if ((st = e.g4 ? calib__g4_setup(&e, &ok, err) : rope_tables(&e, &ok, err))) goto fail;
     const double t_run = mw_now_s();
     calib__stage_ev(&e, "embed", false, e.first_layer);
     if ((st = e.first_layer || opt.load_hidden ? load_hidden(&e, &opt, err) : embed(&e, err)))

@@ -52,6 +52,9 @@ enum calib_tslot {
     CALIB_T_SSM_CONV,                      /* ssm_conv1d.weight (C, K), f32 */
     CALIB_T_SSM_DT, CALIB_T_SSM_A,         /* ssm_dt.bias, ssm_a (Hv) */
     CALIB_T_SSM_NORM,                      /* ssm_norm.weight (S) */
+    /* gemma4 (calib_g4fwd.c): the per-layer input's gate (P, E) and
+     * projection (E, P), its output norm (E), layer_output_scale (1, optional) */
+    CALIB_T_PLE_GATE, CALIB_T_PLE_PROJ, CALIB_T_PLE_NORM, CALIB_T_OUT_SCALE,
     CALIB_T_COUNT
 };
 /* slot sets as bit masks */
@@ -92,6 +95,17 @@ enum mw_status calib__model_rope_freqs(const struct calib_model *m, float *dst,
 bool calib__model_has_rope_factors(const struct calib_model *m, bool long_);
 enum mw_status calib__model_rope_factors(const struct calib_model *m, bool long_, float *dst,
                                          struct mw_err *err);
+/* Rows (ne[1]) of slot t's tensor in layer il (0 if absent): gemma4's FFN
+ * width per layer. */
+uint64_t calib__model_slot_rows(const struct calib_model *m, uint32_t il, enum calib_tslot t);
+/* gemma4's per-layer embeddings: rows ids[i] (sorted, unique) of
+ * per_layer_token_embd (n_layer * P floats each) into dst; k = 1:
+ * per_layer_model_proj (n floats), k = 2: per_layer_proj_norm. Errors:
+ * MW_E_FORMAT (missing, wrong size), MW_E_IO. */
+enum mw_status calib__model_ple_rows(const struct calib_model *m, const int32_t *ids,
+                                     uint64_t n_rows, float *dst, struct mw_err *err);
+enum mw_status calib__model_ple_load(const struct calib_model *m, int k, float *dst, uint64_t n,
+                                     struct mw_err *err);
 
 // --- corpus (calib_corpus.c) ---
 
@@ -125,6 +139,10 @@ struct calib_stats {
     double *buf;
     struct calib_group_stats *xg; /* MoE: (n_layer, 2 (FFN_IN, FFN_DOWN), n_expert) */
     double *xbuf;
+    /* gemma4's per-layer inputs: (n_layer, 2) inp_gate's input (the residual, E)
+     * and proj's (P), and per_layer_model_proj's (the scaled embedding, E) */
+    struct calib_group_stats *pl, plm;
+    double *plbuf;
     struct calib_timing tm;
 };
 
@@ -226,6 +244,16 @@ struct calib_engine {
     double t_start; /* mw_now_s() at the start of the run */
     struct calib_stats *st;
     struct calib_layer ly;
+    /* gemma4 (calib_g4fwd.c): hp is the current layer's copy hpl (its head
+     * size, kv heads, FFN width and rotated dims); the per-layer inputs pl
+     * (T, n_layer * P); the K/V of the layers the shared-KV layers read, by
+     * kind (0 full, 1 sliding), (T, KV) each, kept for the run; mix_r0: the
+     * first row of the samples the mixer runs on; pg: (rows_b, P) scratch */
+    bool g4;
+    struct rt_hparams hpl;
+    uint64_t P;
+    float *pl, *kv_k[2], *kv_v[2], *pg;
+    uint64_t mix_r0;
 };
 
 static inline uint64_t calib__max3(uint64_t a, uint64_t b, uint64_t c)
@@ -341,6 +369,28 @@ void calib__ssm_dims(struct calib_engine *e);
 /* floats of one thread's delta-net scratch (e->cst) */
 uint64_t calib__ssm_thread_floats(const struct calib_engine *e);
 
+// --- gemma4 (calib_g4fwd.c) ---
+
+/* Buffers, RoPE tables and the per-layer inputs of every row; the
+ * statistics of per_layer_model_proj's input (*ok false when a buffer
+ * cannot be allocated) */
+enum mw_status calib__g4_setup(struct calib_engine *e, bool *ok, struct mw_err *err);
+/* e->hp and the engine's widths for layer il */
+void calib__g4_layer(struct calib_engine *e, uint32_t il);
+/* attention of layer il over ns whole samples (rows from e->mix_r0) */
+enum mw_status calib__g4_attention(struct calib_engine *e, const float *X, uint32_t ns,
+                                   float *out, uint64_t ldo, struct mw_err *err);
+/* after the FFN's residual, hs rows [r0, r0 + nr): the per-layer input and
+ * layer_output_scale, with inp_gate's and proj's statistics */
+enum mw_status calib__g4_tail(struct calib_engine *e, uint64_t r0, uint64_t nr,
+                              struct mw_err *err);
+void calib__g4_free(struct calib_engine *e);
+/* the statistics' per-layer-input groups (st->pl, st->plm) */
+enum mw_status calib__g4_stats_alloc(struct calib_engine *e, struct mw_err *err);
+/* causal softmax of a P x P score block (calib_forward.c) */
+void calib__softmax_causal(const struct calib_engine *e, float *S, uint64_t P, float scale,
+                           float cap);
+
 // --- statistics (calib_stats.c) ---
 
 /* e->st for the engine's dimensions, zeroed */
@@ -349,6 +399,9 @@ enum mw_status calib__stats_alloc(struct calib_engine *e, struct mw_err *err);
 void calib__accum(struct calib_engine *e, enum calib_group g, const float *X, uint64_t nr);
 void calib__accum_x(struct calib_engine *e, enum calib_group g, uint64_t ex, const float *X,
                     uint64_t nr);
+/* gs += nr rows of X */
+void calib__accum_gs(struct calib_engine *e, struct calib_group_stats *gs, const float *X,
+                     uint64_t nr);
 
 // --- the layer callback API (calib_layer.c) ---
 

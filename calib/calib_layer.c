@@ -261,6 +261,7 @@ static enum mw_status sample_rows(struct calib_engine *e, enum calib_group g, ui
         const uint64_t b = a + e->n_pos < row0 + nr ? a + e->n_pos : row0 + nr;
         if ((s = calib__hs_need(e, a, e->n_pos, err))) return s;
         calib__norm_rows(e, a, e->n_pos, attn ? CALIB_T_ATTN_NORM : CALIB_T_FFN_NORM, e->xin);
+        e->mix_r0 = a;
         s = attn ? calib__mixer(e, e->xin, 1, e->one, e->AO, err)
                  : calib__swiglu(e, e->xin, e->n_pos, err);
         if (s) return s;
@@ -352,6 +353,7 @@ enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, u
     switch (g) {
     case CALIB_G_ATTN_IN:
         calib__norm_rows(e, r0, nr, CALIB_T_ATTN_NORM, e->xin);
+        e->mix_r0 = r0;
         s = calib__mixer(e, e->xin, n, out, e->AO, err);
         break;
     case CALIB_G_ATTN_OUT:

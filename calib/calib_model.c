@@ -40,6 +40,7 @@ struct calib_model {
     /* plan / file index of every slot of every layer, -1 if absent */
     int64_t (*idx)[CALIB_T_COUNT];
     int64_t idx_embd, idx_rope_freqs, idx_rope_long, idx_rope_short;
+    int64_t idx_ple[3]; /* gemma4: per_layer_token_embd, _model_proj, _proj_norm */
 };
 
 static const char *const slot_names[CALIB_T_COUNT] = {
@@ -64,7 +65,13 @@ static const char *const slot_names[CALIB_T_COUNT] = {
     [CALIB_T_SSM_OUT] = "ssm_out.weight",     [CALIB_T_SSM_CONV] = "ssm_conv1d.weight",
     [CALIB_T_SSM_DT] = "ssm_dt.bias",         [CALIB_T_SSM_A] = "ssm_a",
     [CALIB_T_SSM_NORM] = "ssm_norm.weight",
+    [CALIB_T_PLE_GATE] = "inp_gate.weight",   [CALIB_T_PLE_PROJ] = "proj.weight",
+    [CALIB_T_PLE_NORM] = "post_norm.weight",
+    [CALIB_T_OUT_SCALE] = "layer_output_scale.weight",
 };
+static const char *const ple_names[3] = {"per_layer_token_embd.weight",
+                                         "per_layer_model_proj.weight",
+                                         "per_layer_proj_norm.weight"};
 
 /* a MoE model's dense FFN slots hold its shared expert (llama.cpp's names) */
 static const char *slot_name(const struct rt_hparams *hp, enum calib_tslot t)
@@ -128,6 +135,10 @@ uint64_t calib__slot_elems(const struct rt_hparams *hp, enum calib_tslot t)
     case CALIB_T_UP_EXPS:
     case CALIB_T_DOWN_EXPS: return NX * FX * E;
     case CALIB_T_GATE_INP_SHEXP: return E;
+    case CALIB_T_PLE_GATE:
+    case CALIB_T_PLE_PROJ: return (uint64_t)hp->n_embd_per_layer * E;
+    case CALIB_T_PLE_NORM: return E;
+    case CALIB_T_OUT_SCALE: return 1;
     case CALIB_T_COUNT: break;
     }
     return 0;
@@ -182,6 +193,11 @@ static void index_name(struct calib_model *m, const char *name, int64_t i)
         m->idx_rope_short = i;
         return;
     }
+    for (int k = 0; k < 3; k++)
+        if (strcmp(name, ple_names[k]) == 0) {
+            m->idx_ple[k] = i;
+            return;
+        }
     if (strncmp(name, "blk.", 4) != 0) return;
     char *end = NULL;
     errno = 0;
@@ -198,6 +214,7 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
     for (uint32_t il = 0; il < m->hp.n_layer; il++)
         for (int t = 0; t < CALIB_T_COUNT; t++) m->idx[il][t] = -1;
     m->idx_embd = m->idx_rope_freqs = m->idx_rope_long = m->idx_rope_short = -1;
+    m->idx_ple[0] = m->idx_ple[1] = m->idx_ple[2] = -1;
     if (m->is_gguf) {
         for (uint64_t i = 0; i < gguf_tensor_count(m->gf); i++)
             index_name(m, gguf_tensor_get(m->gf, i)->name, (int64_t)i);
@@ -253,6 +270,13 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
                     continue;
                 }
             }
+            if (hp->arch == RT_ARCH_GEMMA4) { /* shared-KV layers: no k, v, k_norm */
+                if (t == CALIB_T_OUT_SCALE) continue; /* optional: 1 when absent */
+                if (t == CALIB_T_WK || t == CALIB_T_WV || t == CALIB_T_K_NORM)
+                    need = rt_layer_has_kv(hp, il);
+                if (t >= CALIB_T_PLE_GATE && t <= CALIB_T_PLE_NORM)
+                    need = hp->n_embd_per_layer > 0;
+            }
             const bool bias = t >= CALIB_T_BQ && t <= CALIB_T_BDOWN;
             if (!need && !bias) {
                 m->idx[il][t] = -1; /* not part of the family's graph: never read */
@@ -272,6 +296,11 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
                 mw_err_set_where(err, "tensor '%s'", nm);
                 return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
             }
+        }
+    for (int k = 0; k < 3 && hp->arch == RT_ARCH_GEMMA4 && hp->n_embd_per_layer; k++)
+        if (m->idx_ple[k] < 0) {
+            mw_err_set_where(err, "tensor '%s'", ple_names[k]);
+            return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
         }
     mw_err_set_path(err, "");
     return MW_OK;
@@ -330,19 +359,32 @@ done:
 
 // --- open ---
 
-/* Architectures the forward does not run yet, refused as soon as the
- * hyperparameters name them (before the tensor index, which expects the
- * layers calib knows): gemma4 (per-layer embeddings, shared KV, two head
- * sizes, the expert branch beside the MLP) and gpt-oss (attention sinks,
- * biased experts with the clamped SwiGLU, no ffn_norm). */
+/* What the forward does not run yet, refused as soon as the hyperparameters
+ * name it (before the tensor index, which expects the layers calib knows):
+ * gpt-oss (attention sinks, biased experts with the clamped SwiGLU, no
+ * ffn_norm); of gemma4, a Hugging Face directory (calib_hparams_from_hf has
+ * no gemma4 mapping: the GGUF conversion runs), the experts beside the MLP
+ * (26B-A4B) and full layers without attn_v (attention_k_eq_v). */
 static enum mw_status refuse_arch(const struct calib_model *m, struct mw_err *err)
 {
-    const char *a = m->hp.arch_name;
-    if (strcmp(a, "gemma4") != 0 && strcmp(a, "gpt-oss") != 0) return MW_OK;
+    const char *a = m->hp.arch_name, *what = NULL;
+    char buf[96];
+    if (strcmp(a, "gpt-oss") == 0) what = a;
+    if (strcmp(a, "gemma4") == 0 || (!m->is_gguf && m->hf &&
+                                     hf_model_config(m->hf)->arch == HF_ARCH_GEMMA4)) {
+        if (!m->is_gguf) what = "gemma4 from a Hugging Face directory (convert it to GGUF first)";
+        else if (m->hp.n_expert) what = "gemma4 with experts";
+        for (uint32_t il = 0; m->is_gguf && !what && il < m->hp.n_layer; il++) {
+            snprintf(buf, sizeof buf, "blk.%u.attn_v.weight", il);
+            if (rt_layer_has_kv(&m->hp, il) && gguf_tensor_find(m->gf, buf) < 0)
+                what = "gemma4 without attn_v (attention_k_eq_v)";
+        }
+    }
+    if (!what) return MW_OK;
     mw_err_set_path(err, m->path);
     return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
                    "calibration does not run %s yet: use an imatrix from llama-imatrix "
-                   "(--imatrix), or no --corpus", a);
+                   "(--imatrix), or no --corpus", what);
 }
 
 static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)
@@ -518,6 +560,45 @@ enum mw_status calib__model_rope_factors(const struct calib_model *m, bool long_
                        long_ ? "rope_factors_long.weight" : "rope_factors_short.weight");
     }
     return load_index(m, i, dst, m->hp.n_rot / 2, err);
+}
+
+uint64_t calib__model_slot_rows(const struct calib_model *m, uint32_t il, enum calib_tslot t)
+{
+    if (!calib__model_has(m, il, t)) return 0;
+    if (m->is_gguf) return gguf_tensor_get(m->gf, (uint64_t)m->idx[il][t])->ne[1];
+    const struct hf_plan_tensor *pt = hf_plan_get(m->plan, (uint64_t)m->idx[il][t]);
+    return pt->n_dims > 1 ? pt->ne[1] : 1;
+}
+
+enum mw_status calib__model_ple_load(const struct calib_model *m, int k, float *dst, uint64_t n,
+                                     struct mw_err *err)
+{
+    if (k < 1 || k > 2 || m->idx_ple[k] < 0) {
+        mw_err_set_path(err, m->path);
+        mw_err_set_where(err, "tensor '%s'", ple_names[k == 2 ? 2 : 1]);
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
+    }
+    return load_index(m, m->idx_ple[k], dst, n, err);
+}
+
+enum mw_status calib__model_ple_rows(const struct calib_model *m, const int32_t *ids,
+                                     uint64_t n_rows, float *dst, struct mw_err *err)
+{
+    const uint64_t LP = (uint64_t)m->hp.n_embd_per_layer * m->hp.n_layer;
+    mw_err_set_path(err, m->path);
+    mw_err_set_where(err, "tensor '%s'", ple_names[0]);
+    if (!m->is_gguf || m->idx_ple[0] < 0)
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
+    const struct gguf_tensor *t = gguf_tensor_get(m->gf, (uint64_t)m->idx_ple[0]);
+    const struct quant_traits *qt = quant_traits_get(t->type);
+    if (t->ne[0] != LP || t->ne[1] < m->hp.n_vocab || !qt || !qt->to_float)
+        return MW_FAIL(err, MW_E_FORMAT, t->file_off, "expected %llu x %u decodable values",
+                       (unsigned long long)LP, m->hp.n_vocab);
+    const uint64_t rb = t->nbytes / t->ne[1];
+    const uint8_t *p = gguf_tensor_data(m->gf, (uint64_t)m->idx_ple[0]);
+    for (uint64_t i = 0; i < n_rows; i++) qt->to_float(p + (uint64_t)ids[i] * rb, dst + i * LP, LP);
+    mw_err_clear(err);
+    return MW_OK;
 }
 
 /* The embedding streamed once; rows whose id is wanted are copied out. */

@@ -19,6 +19,8 @@ void calib_stats_free(struct calib_stats *st)
     free(st->buf);
     free(st->xg);
     free(st->xbuf);
+    free(st->pl);
+    free(st->plbuf);
     free(st);
 }
 
@@ -61,6 +63,7 @@ bool calib_weight_in_layer(const struct rt_hparams *hp, uint32_t il, enum calib_
     if ((unsigned)w >= CALIB_W_COUNT) return false;
     if (wkind_group[w] >= CALIB_G_FFN_IN) return !hp->n_expert || hp->n_ff_shexp > 0;
     if (rt_layer_is_recurrent(hp, il) != is_ssm_kind(w)) return false;
+    if ((w == CALIB_W_K || w == CALIB_W_V) && !rt_layer_has_kv(hp, il)) return false; /* gemma4 */
     return !(w == CALIB_W_ALPHA && hp->arch == RT_ARCH_QWEN3NEXT); /* in ssm_ba */
 }
 
@@ -134,6 +137,15 @@ static unsigned layer_entries(const struct calib_stats *st, uint32_t il, struct 
         out[k].gs = calib_stats_group(st, il, wkind_group[w]);
         k++;
     }
+    if (st->pl) { /* gemma4's per-layer input: its gate and projection */
+        snprintf(out[k].name, sizeof out[k].name, "blk.%u.inp_gate.weight", il);
+        out[k].n_mat = 1;
+        out[k].gs = &st->pl[(uint64_t)il * 2];
+        snprintf(out[k + 1].name, sizeof out[k + 1].name, "blk.%u.proj.weight", il);
+        out[k + 1].n_mat = 1;
+        out[k + 1].gs = &st->pl[(uint64_t)il * 2 + 1];
+        k += 2;
+    }
     if (!st->n_expert) return k;
     static const char *const moe_names[5] = {"ffn_gate_inp", "ffn_gate_inp_shexp",
                                              "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
@@ -157,7 +169,7 @@ uint64_t calib_stats_n_entries(const struct calib_stats *st)
     struct calib_entry tmp[MAX_LAYER_ENTRIES];
     uint64_t n = 0;
     for (uint32_t il = 0; il < st->n_layer; il++) n += layer_entries(st, il, tmp);
-    return n;
+    return n + (st->pl != NULL); /* gemma4: per_layer_model_proj */
 }
 
 bool calib_stats_entry_at(const struct calib_stats *st, uint64_t i, struct calib_entry *out)
@@ -170,6 +182,12 @@ bool calib_stats_entry_at(const struct calib_stats *st, uint64_t i, struct calib
             return true;
         }
         i -= k;
+    }
+    if (i == 0 && st->pl) {
+        snprintf(out->name, sizeof out->name, "per_layer_model_proj.weight");
+        out->n_mat = 1;
+        out->gs = &st->plm;
+        return true;
     }
     return false;
 }
@@ -211,8 +229,8 @@ static void stat_task(void *arg, unsigned ith, unsigned nth)
 }
 
 /* gs += nr rows of X, rows in order */
-static void accum_rows(struct calib_engine *e, struct calib_group_stats *gs, const float *X,
-                       uint64_t nr)
+void calib__accum_gs(struct calib_engine *e, struct calib_group_stats *gs, const float *X,
+                     uint64_t nr)
 {
     struct stat_job J = {.X = X, .nr = nr, .n_in = gs->n_in, .sq = (double *)gs->sum_sq,
                          .ab = (double *)gs->sum_abs};
@@ -222,15 +240,16 @@ static void accum_rows(struct calib_engine *e, struct calib_group_stats *gs, con
 
 void calib__accum(struct calib_engine *e, enum calib_group g, const float *X, uint64_t nr)
 {
-    accum_rows(e, &e->st->g[(uint64_t)e->ly.il * CALIB_G_COUNT + g], X, nr);
+    calib__accum_gs(e, &e->st->g[(uint64_t)e->ly.il * CALIB_G_COUNT + g], X, nr);
 }
 
 /* MoE: expert ex's statistics of group g (FFN_IN / FFN_DOWN), rows in order */
 void calib__accum_x(struct calib_engine *e, enum calib_group g, uint64_t ex, const float *X,
                     uint64_t nr)
 {
-    accum_rows(e, (struct calib_group_stats *)calib_stats_expert(e->st, e->ly.il, g, (uint32_t)ex),
-               X, nr);
+    struct calib_group_stats *gs =
+        (struct calib_group_stats *)calib_stats_expert(e->st, e->ly.il, g, (uint32_t)ex);
+    calib__accum_gs(e, gs, X, nr);
 }
 
 enum mw_status calib__stats_alloc(struct calib_engine *e, struct mw_err *err)
@@ -262,11 +281,19 @@ enum mw_status calib__stats_alloc(struct calib_engine *e, struct mw_err *err)
             gs->n_in = n_in[g];
             if (g == CALIB_G_ATTN_OUT) /* this layer's own width */
                 gs->n_in = rt_layer_is_recurrent(e->hp, il) ? e->hp->ssm_d_inner : e->Q;
+            if (e->g4 && g == CALIB_G_ATTN_OUT) /* gemma4: head size and FFN per layer */
+                gs->n_in = (uint64_t)e->hp->n_head * rt_layer_head_dim(e->hp, il);
+            if (e->g4 && g == CALIB_G_FFN_DOWN)
+                gs->n_in = calib__model_slot_rows(e->m, il, CALIB_T_WGATE);
             gs->sum_sq = p;
             p += n_in[g];
             gs->sum_abs = p;
             p += n_in[g];
         }
+    if (e->g4 && e->hp->n_embd_per_layer) {
+        enum mw_status s = calib__g4_stats_alloc(e, err);
+        if (s) return s;
+    }
     /* MoE: per expert, the gate/up input (E) and the down input (FX) */
     st->n_expert = (uint32_t)e->NX;
     st->shexp = e->NX && e->F;

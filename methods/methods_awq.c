@@ -192,7 +192,10 @@ bool quant_awq_fold_legal(const struct rt_hparams *hp, enum calib_group g, char 
     case CALIB_G_ATTN_IN:
     case CALIB_G_FFN_IN: break;
     case CALIB_G_ATTN_OUT:
-        if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0)
+        if (hp->arch == RT_ARCH_GEMMA4)
+            no = "gemma4's v is RMS-normed per head without a weight (a scale on v's rows "
+                 "changes what the norm divides by; the shared-KV layers have no v)";
+        else if (hp->n_head_kv == 0 || hp->n_head % hp->n_head_kv != 0)
             no = "n_head is not a multiple of n_head_kv: a v row feeds no whole group of "
                  "query heads";
         break;
@@ -238,6 +241,13 @@ enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
 {
     enum mw_status s;
     const bool in_norm = g == CALIB_G_ATTN_IN || g == CALIB_G_FFN_IN;
+    /* gemma4: refused before the producer is asked for (shared-KV layers have no v) */
+    char why_g4[160];
+    if (!in_norm && !quant_awq_fold_legal(h->hp, g, why_g4, sizeof why_g4) &&
+        h->hp->arch == RT_ARCH_GEMMA4) {
+        qm_awq_skip(h, g, calib_layer_index(ly), why_g4);
+        return MW_OK;
+    }
     struct quant_awq_group G = {.n_in = calib_layer_group_n_in(ly, g),
                                 .n_threads = h->mo->n_threads};
     for (int wk = 0; wk < CALIB_W_COUNT; wk++) {
@@ -422,6 +432,14 @@ void qm_awq_report(const struct quant_methods_src *h, const struct quant_opts *q
         qm_say(qo, "awq: gemma's (1 + w) norms are folded in their GGUF form (w + 1, the "
                 "multiplier llama.cpp applies): attn_norm and ffn_norm (pre_feedforward) are "
                 "divided by s and written as F32 multipliers, no +1 is added or removed");
+    if (hp->arch == RT_ARCH_GEMMA4 && hp->n_embd_per_layer)
+        qm_say(qo, "awq: gemma4: inp_gate and proj are not folded (inp_gate reads the un-normed "
+                "residual, proj reads gelu(inp_gate x) times the per-layer input: no norm or "
+                "linear producer to fold into) and take no GPTQ: plain rounding, as "
+                "per_layer_model_proj");
+    if (hp->arch == RT_ARCH_GEMMA4 && hp->n_kv_shared)
+        qm_say(qo, "awq: gemma4: the shared-KV layers' attn_norm -> q folds q alone (their k and v "
+                "are an earlier layer's)");
     if (hp->act == RT_ACT_GELU_TANH)
         qm_say(qo, "awq: up -> ffn_down is exact with GELU-tanh gating: gelu(gate x) * (up x) is "
                 "linear in up's rows");

@@ -35,9 +35,17 @@ if(NOT MW_MINIMAL)
     mw_shell_test(calib_qwen35 e2e/calib_qwen35.sh $<TARGET_FILE:check_calib_family>)
     set_tests_properties(calib_qwen35 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 COST 120
                          FIXTURES_REQUIRED tokenizers)
-    # gemma4 and gpt-oss, which the forward does not run yet: calib and quant
-    # --corpus refuse them by name (exit 1, no file), GGUF and HF
-    mw_shell_test(calib_gemma4 e2e/calib_gemma4.sh)
+    # Gemma 4 (E2B and 31B layouts from their F32 GGUF): forward = the runtime's,
+    # determinism, entries, folds; calib, quant --corpus gptq / awq, verify
+    # --deep, llama.cpp's load; what is not run yet (gemma4 MoE, HF directories,
+    # gpt-oss) refused by name
+    add_executable(check_calib_gemma4 check_calib_gemma4.c ck_mark.c check_common.c)
+    target_link_options(check_calib_gemma4 PRIVATE "LINKER:--wrap=_mark_point") # tests/ck_mark.c
+    target_link_libraries(check_calib_gemma4 PRIVATE mw_methods mw_calib mw_hf mw_runtime mw_quant
+                          mw_gguf mw_core mw_check Threads::Threads m)
+    target_compile_definitions(check_calib_gemma4 PRIVATE MW_DATASETS_DIR="${MW_DATASETS_DIR}"
+                               MW_TEST_TMPDIR="${CMAKE_CURRENT_BINARY_DIR}")
+    mw_shell_test(calib_gemma4 e2e/calib_gemma4.sh $<TARGET_FILE:check_calib_gemma4>)
     set_tests_properties(calib_gemma4 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 COST 20
                          FIXTURES_REQUIRED tokenizers)
   endif()
