@@ -368,11 +368,16 @@ done:
 static enum mw_status refuse_arch(const struct calib_model *m, struct mw_err *err)
 {
     const char *a = m->hp.arch_name, *what = NULL;
+    const char *hint = "use an imatrix from llama-imatrix (--imatrix), or no --corpus";
     char buf[96];
     if (strcmp(a, "gpt-oss") == 0) what = a;
     if (strcmp(a, "gemma4") == 0 || (!m->is_gguf && m->hf &&
                                      hf_model_config(m->hf)->arch == HF_ARCH_GEMMA4)) {
-        if (!m->is_gguf) what = "gemma4 from a Hugging Face directory (convert it to GGUF first)";
+        if (!m->is_gguf) {
+            what = "gemma4 from a Hugging Face directory";
+            hint = "convert it first (memwall convert DIR -o model.gguf --type f32) and calibrate "
+                   "that, use an imatrix from llama-imatrix (--imatrix), or no --corpus";
+        }
         else if (m->hp.n_expert) what = "gemma4 with experts";
         for (uint32_t il = 0; m->is_gguf && !what && il < m->hp.n_layer; il++) {
             snprintf(buf, sizeof buf, "blk.%u.attn_v.weight", il);
@@ -383,8 +388,7 @@ static enum mw_status refuse_arch(const struct calib_model *m, struct mw_err *er
     if (!what) return MW_OK;
     mw_err_set_path(err, m->path);
     return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                   "calibration does not run %s yet: use an imatrix from llama-imatrix "
-                   "(--imatrix), or no --corpus", what);
+                   "calibration does not run %s yet: %s", what, hint);
 }
 
 static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)

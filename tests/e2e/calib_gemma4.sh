@@ -1,61 +1,116 @@
 #!/usr/bin/env bash
-# Calibration on the architectures its forward does not run yet: Gemma 4
-# (gemma4: per-layer embeddings, shared KV, two head sizes, experts beside
-# the MLP) and gpt-oss (attention sinks, biased clamped-SwiGLU experts, no
-# ffn_norm). Until it does, `memwall calib` and `memwall quant --corpus` (a
-# preset and --size) refuse them by name as soon as the model is opened:
-# exit 1, "calibration does not run <arch> yet", no output file, for
-#  - the GGUF fixtures written directly: tests/fixtures/mk_gemma4_gguf.py e2b,
-#    moe and dense, tests/fixtures/mk_gptoss_gguf.py;
-#  - the HF checkpoints of tests/fixtures/mk_family_fixture.py gemma4e2b and
-#    gptoss (the refusal comes before the tensor plan: gpt-oss's MXFP4
-#    experts are never decoded).
-# Without --corpus the same files still quantize (Q8_0), as a control.
-# Exit 77 when python3 or the tokenizer files are missing.
+# Calibration through Gemma 4 (calib/calib_g4fwd.c) on the fixtures of
+# tests/fixtures/mk_family_fixture.py, converted to F32 GGUF by memwall
+# convert:
+#  - gemma4e2b (E2B's layout: per-layer inputs, 2 shared-KV layers of 5,
+#    double-wide MLPs in them, head sizes 32 / 64) and gemma4dense (31B's:
+#    none of those): check_calib_gemma4 (calib's forward = the runtime's
+#    logits, the same bits for threads / batches / callbacks, the imatrix
+#    entries, exact AWQ folds);
+#  - memwall calib: an imatrix with an entry for every matrix the layers
+#    multiply (k and v only where a layer owns them, inp_gate, proj,
+#    per_layer_model_proj);
+#  - quant --corpus --method gptq and awq: verify --deep, the AWQ log says
+#    why v -> attn_output is skipped, and (with the peer) llama.cpp loads the
+#    file;
+# and what calibration does not run yet, refused by name (exit 1, no file):
+# gemma4 with experts (mk_gemma4_gguf.py moe), a gemma4 Hugging Face
+# directory, gpt-oss (mk_gptoss_gguf.py; it still quantizes without a corpus).
+# Usage: calib_gemma4.sh CHECK_CALIB_GEMMA4. Exit 77 when python3 or the
+# tokenizer files are missing.
+check=${1:?usage: calib_gemma4.sh CHECK_CALIB_GEMMA4}
 . "$(dirname "$0")/common.sh"
 have_python || skip "no python3"
 fetch_tokenizers
 scratch_on_shm calib_gemma4
-printf 'The quick brown fox jumps over the lazy dog. It was a bright cold day.\n' > "$T/corpus.txt"
-C=(--corpus "$T/corpus.txt" --samples 1 --seq-len 8 -t 2 -q)
+head -c 6000 "$MW_DATASETS/corpora/calib.txt" > "$T/corpus.txt"
+C=(--corpus "$T/corpus.txt" --samples 2 --seq-len 32 -t 2)
+peer=
+if [ -z "${MW_FAMILY_NO_PEER:-}" ]; then
+    peer=$(bash "$MW_SRC/tests/peer/setup.sh" 2> "$T/peer-setup.log" | tail -n 1) || peer=
+    [ -x "$peer" ] || { echo "note: no llama.cpp peer: its load checks are left out"; peer=; }
+fi
 
-# refused ARCH MODEL LABEL [QUANT_ARGS...]: calib, quant --preset and quant
-# --size with the corpus exit 1 naming ARCH and write nothing (gpt-oss's
-# MXFP4 experts need --allow-requantize first, as llama-quantize's)
+# refused WHAT MODEL LABEL [QUANT_ARGS...]: calib and quant --corpus exit 1
+# naming WHAT and write nothing
 refused() {
-    local arch=$1 m=$2 l=$3 o f0=$fails
+    local what=$1 m=$2 l=$3 o f0=$fails
     shift 3
-    for o in im k s; do rm -f "$T/$o.gguf"; done
-    run 1 calib "$m" "${C[@]}" -o "$T/im.gguf" &&
-        has "$err" "calibration does not run $arch yet" "$l: calib"
-    run 1 quant "$m" -o "$T/k.gguf" --preset Q4_K_M "$@" "${C[@]}" &&
-        has "$err" "calibration does not run $arch yet" "$l: quant --corpus"
-    run 1 quant "$m" -o "$T/s.gguf" --size 1M "$@" "${C[@]}" &&
-        has "$err" "calibration does not run $arch yet" "$l: quant --size --corpus"
-    for o in im k s; do
+    for o in im k; do rm -f "$T/$o.gguf"; done
+    run 1 calib "$m" "${C[@]}" -q -o "$T/im.gguf" &&
+        has "$err" "calibration does not run $what yet" "$l: calib"
+    run 1 quant "$m" -o "$T/k.gguf" --preset Q4_K_M "$@" "${C[@]}" -q &&
+        has "$err" "calibration does not run $what yet" "$l: quant --corpus"
+    for o in im k; do
         [ -e "$T/$o.gguf" ] && fail "$l: a refused run left $o.gguf"
     done
-    [ "$fails" -eq "$f0" ] && echo "  $l: refused (calib, quant --corpus, quant --size --corpus)"
+    [ "$fails" -eq "$f0" ] && echo "  $l: refused (calib, quant --corpus)"
 }
 
-for k in e2b moe dense; do
-    python3 "$FIX/mk_gemma4_gguf.py" "$k" "$T/g4-$k.gguf" || { fail "mk_gemma4_gguf $k"; continue; }
-    refused gemma4 "$T/g4-$k.gguf" "gemma4 $k (GGUF)"
-done
-python3 "$FIX/mk_gptoss_gguf.py" "$T/gptoss.gguf" || fail "mk_gptoss_gguf"
-[ -f "$T/gptoss.gguf" ] && refused gpt-oss "$T/gptoss.gguf" "gpt-oss (GGUF)" --allow-requantize
-# the control: without a corpus the refused files quantize
-run 0 quant "$T/gptoss.gguf" -o "$T/q.gguf" --preset Q8_0 --allow-requantize -t 2 -q ||
-    fail "gpt-oss: quant without --corpus"
-rm -f "$T"/*.gguf
-
-for k in gemma4e2b gptoss; do
+for k in gemma4e2b gemma4dense; do
+    echo "== $k"
     d=$T/hf-$k
     python3 "$FIX/mk_family_fixture.py" "$k" "$d" > "$T/mk.log" 2>&1; rc=$?
     [ $rc -eq 77 ] && skip "$k: tokenizer files missing (tests/fixtures/fetch_tokenizers.sh)"
     [ $rc -eq 0 ] || { cat "$T/mk.log"; fail "$k: fixture"; continue; }
-    if [ $k = gptoss ]; then refused gpt-oss "$d" "$k (HF)" --allow-requantize
-    else refused gemma4 "$d" "$k (HF)"; fi
+    g=$T/$k-f32.gguf
+    run 0 convert "$d" -o "$g" --type f32 -q || { fail "$k: convert f32"; continue; }
+    [ $k = gemma4e2b ] && refused "gemma4 from a Hugging Face directory" "$d" "$k (HF)"
     rm -rf "$d"
+    "$check" "$k" "$g" > "$T/check.txt" 2>&1 || { cat "$T/check.txt"; fail "$k: check_calib_gemma4"; }
+    grep 'logits differ\|folds moved' "$T/check.txt" | sed 's/^/  /'
+    # the imatrix: every matrix the layers multiply
+    run 0 calib "$g" "${C[@]}" -q -o "$T/$k.imatrix" || { fail "$k: memwall calib"; continue; }
+    mwgguf types "$T/$k.imatrix" > "$T/im.txt" 2>&1 || fail "$k: imatrix unreadable"
+    n=$(grep -c '\.in_sum2 ' "$T/im.txt")
+    if [ $k = gemma4e2b ]; then
+        # 5 layers x (q o gate up down inp_gate proj) + k, v in the 3 that own
+        # them + per_layer_model_proj
+        want=42
+        for e in blk.0.inp_gate.weight blk.4.proj.weight per_layer_model_proj.weight \
+                 blk.2.attn_v.weight blk.4.attn_q.weight blk.4.ffn_down.weight; do
+            grep -q "^$e.in_sum2 " "$T/im.txt" || fail "$k: the imatrix has no $e"
+        done
+        grep -q '^blk\.[34]\.attn_[kv]\.weight' "$T/im.txt" &&
+            fail "$k: an entry for a shared-KV layer's k or v (it reads layer 1's or 2's)"
+    else
+        want=42 # 6 layers x 7
+    fi
+    [ "$n" -eq "$want" ] || fail "$k: $n imatrix entries, expected $want"
+    echo "  imatrix: $n entries"
+    for meth in gptq awq; do
+        o=$T/$k-$meth.gguf
+        if $MW_EMU "$MEMWALL" quant "$g" -o "$o" --preset Q4_0 "${C[@]}" --method $meth > "$T/q.log" 2>&1; then
+            $MW_EMU "$MEMWALL" verify --deep "$o" > "$T/verify.txt" 2>&1 ||
+                { cat "$T/verify.txt"; fail "$k $meth: verify --deep"; }
+            echo "  $meth: $(grep 'memwall quant: wrote' "$T/q.log" | sed 's/.*gguf (//; s/ in [0-9.]*s$//')"
+            if [ $meth = awq ]; then
+                grep -q "v -> attn_output: folded in 0 of .* (layer 0: gemma4's v is RMS-normed per head without a weight" "$T/q.log" ||
+                    { grep 'awq:' "$T/q.log"; fail "$k: the AWQ log does not say why v -> attn_output is skipped"; }
+                grep -q 'attn_norm -> q/k/v: folded in' "$T/q.log" || fail "$k: no attn_norm fold"
+                [ $k = gemma4e2b ] && { grep -q 'awq: gemma4: inp_gate and proj are not folded' "$T/q.log" ||
+                    fail "$k: the AWQ log does not say why inp_gate and proj are not folded"; }
+            fi
+            if [ -n "$peer" ]; then
+                "$peer" info "$o" > "$T/peer.txt" 2>&1 || { tail -5 "$T/peer.txt"; fail "$k $meth: llama.cpp did not load it"; }
+            fi
+        else
+            cat "$T/q.log"; fail "$k: quant --method $meth"
+        fi
+        rm -f "$o"
+    done
+    rm -f "$g"
 done
+
+echo "== refused"
+python3 "$FIX/mk_gemma4_gguf.py" moe "$T/g4-moe.gguf" || fail "mk_gemma4_gguf moe"
+[ -f "$T/g4-moe.gguf" ] && refused "gemma4 with experts" "$T/g4-moe.gguf" "gemma4 moe (GGUF)"
+python3 "$FIX/mk_gptoss_gguf.py" "$T/gptoss.gguf" || fail "mk_gptoss_gguf"
+if [ -f "$T/gptoss.gguf" ]; then
+    refused gpt-oss "$T/gptoss.gguf" "gpt-oss (GGUF)" --allow-requantize
+    # the control: without a corpus it quantizes
+    run 0 quant "$T/gptoss.gguf" -o "$T/q.gguf" --preset Q8_0 --allow-requantize -t 2 -q ||
+        fail "gpt-oss: quant without --corpus"
+fi
+rm -f "$T"/*.gguf
 finish
