@@ -363,47 +363,43 @@ static enum mw_status set_delta_net_kvs(struct gguf_writer *w, const struct hf_c
 static enum mw_status set_arch_kvs(struct gguf_writer *w, const struct hf_config *c,
                                    enum hf_out_type ot, struct mw_err *err)
 {
-    enum mw_status s = MW_OK;
-    char key[96];
-    const char *a = c->gguf_arch;
     if (c->arch == HF_ARCH_GEMMA2 || c->arch == HF_ARCH_GEMMA3 || c->arch == HF_ARCH_PHI3)
         return set_family_kvs(w, c, ot, err);
     if (hf_arch_is_delta_net(c->arch)) return set_delta_net_kvs(w, c, ot, err);
     if (c->arch == HF_ARCH_GEMMA4) return hf__gemma4_kvs(w, c, ot, err);
     if (c->arch == HF_ARCH_GPTOSS) return hf__gptoss_kvs(w, c, ot, err);
-#define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
-    TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
-    TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
-    TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
-    TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
-    TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
-    TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
-    if (c->has_rope_theta) TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
-    TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
+    struct hf_kvs k;
+    hf__kvs_init(&k, w, c->gguf_arch, err);
+    hf__kv_u32(&k, "block_count", c->n_layer);
+    hf__kv_u32(&k, "context_length", c->n_ctx);
+    hf__kv_u32(&k, "embedding_length", c->n_embd);
+    hf__kv_u32(&k, "feed_forward_length", c->n_ff);
+    hf__kv_u32(&k, "attention.head_count", c->n_head);
+    hf__kv_u32(&k, "attention.head_count_kv", c->n_head_kv);
+    if (c->has_rope_theta) hf__kv_f32(&k, "rope.freq_base", c->rope_theta);
+    hf__kv_f32(&k, "attention.layer_norm_rms_epsilon", c->rms_eps);
     if (hf_arch_is_moe(c->arch)) { /* TextModel.set_gguf_parameters: after the epsilon */
-        TRY(gguf_writer_set_u32(w, K("expert_count"), c->n_expert, err));
-        TRY(gguf_writer_set_u32(w, K("expert_used_count"), c->n_expert_used, err));
+        hf__kv_u32(&k, "expert_count", c->n_expert);
+        hf__kv_u32(&k, "expert_used_count", c->n_expert_used);
     }
     if (c->head_dim_explicit) {
-        TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
-        TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
+        hf__kv_u32(&k, "attention.key_length", c->head_dim);
+        hf__kv_u32(&k, "attention.value_length", c->head_dim);
     }
-    TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
+    hf__kv_file_type(&k, hf_out_type_ftype(ot));
     /* Qwen2MoeModel (and Qwen3MoeModel): the experts' widths, when in config.json */
-    if (c->has_n_ff_exp) TRY(gguf_writer_set_u32(w, K("expert_feed_forward_length"), c->n_ff_exp, err));
+    if (c->has_n_ff_exp) hf__kv_u32(&k, "expert_feed_forward_length", c->n_ff_exp);
     if (c->n_ff_shexp)
-        TRY(gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), c->n_ff_shexp, err));
+        hf__kv_u32(&k, "expert_shared_feed_forward_length", c->n_ff_shexp);
     if (c->arch == HF_ARCH_LLAMA || c->arch == HF_ARCH_MISTRAL || c->arch == HF_ARCH_MIXTRAL) {
-        TRY(gguf_writer_set_u32(w, K("vocab_size"), c->n_vocab, err));
-        TRY(gguf_writer_set_u32(w, K("rope.dimension_count"), c->head_dim, err));
+        hf__kv_u32(&k, "vocab_size", c->n_vocab);
+        hf__kv_u32(&k, "rope.dimension_count", c->head_dim);
     }
     if (c->rope_scaling == HF_ROPE_LINEAR) {
-        TRY(gguf_writer_set_str(w, K("rope.scaling.type"), "linear", err));
-        TRY(gguf_writer_set_f32(w, K("rope.scaling.factor"), (float)c->rope_factor, err));
+        hf__kv_str(&k, "rope.scaling.type", "linear");
+        hf__kv_f32(&k, "rope.scaling.factor", (float)c->rope_factor);
     }
-#undef K
-out:
-    return s;
+    return k.s;
 }
 
 /* Gemma 2, Gemma 3, Phi-3: the keys, in the order, of their
@@ -413,70 +409,66 @@ out:
 static enum mw_status set_family_kvs(struct gguf_writer *w, const struct hf_config *c,
                                      enum hf_out_type ot, struct mw_err *err)
 {
-    enum mw_status s = MW_OK;
-    char key[96];
-    const char *a = c->gguf_arch;
-#define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
+    struct hf_kvs k;
+    hf__kvs_init(&k, w, c->gguf_arch, err);
     switch (c->arch) {
     case HF_ARCH_GEMMA2:
-        TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
-        TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
-        TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
-        TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
-        TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
-        TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
-        TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
-        TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
-        TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
-        TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
-        TRY(gguf_writer_set_f32(w, K("attn_logit_softcapping"), c->attn_softcap, err));
-        TRY(gguf_writer_set_f32(w, K("final_logit_softcapping"), c->final_softcap, err));
-        TRY(gguf_writer_set_u32(w, K("attention.sliding_window"), c->n_swa, err));
+        hf__kv_u32(&k, "context_length", c->n_ctx);
+        hf__kv_u32(&k, "embedding_length", c->n_embd);
+        hf__kv_u32(&k, "block_count", c->n_layer);
+        hf__kv_u32(&k, "feed_forward_length", c->n_ff);
+        hf__kv_u32(&k, "attention.head_count", c->n_head);
+        hf__kv_u32(&k, "attention.head_count_kv", c->n_head_kv);
+        hf__kv_f32(&k, "attention.layer_norm_rms_epsilon", c->rms_eps);
+        hf__kv_u32(&k, "attention.key_length", c->head_dim);
+        hf__kv_u32(&k, "attention.value_length", c->head_dim);
+        hf__kv_file_type(&k, hf_out_type_ftype(ot));
+        hf__kv_f32(&k, "attn_logit_softcapping", c->attn_softcap);
+        hf__kv_f32(&k, "final_logit_softcapping", c->final_softcap);
+        hf__kv_u32(&k, "attention.sliding_window", c->n_swa);
         break;
     case HF_ARCH_GEMMA3:
         /* the base class's keys, then Gemma3Model's (a key written twice
          * keeps its first place: GGUFWriter overwrites in place) */
-        TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
-        TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
-        TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
-        TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
-        TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
-        TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
+        hf__kv_u32(&k, "block_count", c->n_layer);
+        hf__kv_u32(&k, "context_length", c->n_ctx);
+        hf__kv_u32(&k, "embedding_length", c->n_embd);
+        hf__kv_u32(&k, "feed_forward_length", c->n_ff);
+        hf__kv_u32(&k, "attention.head_count", c->n_head);
+        hf__kv_u32(&k, "attention.head_count_kv", c->n_head_kv);
         if (c->rope_scaling == HF_ROPE_LINEAR) {
-            TRY(gguf_writer_set_str(w, K("rope.scaling.type"), "linear", err));
-            TRY(gguf_writer_set_f32(w, K("rope.scaling.factor"), (float)c->rope_factor, err));
+            hf__kv_str(&k, "rope.scaling.type", "linear");
+            hf__kv_f32(&k, "rope.scaling.factor", (float)c->rope_factor);
         }
-        TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
-        TRY(gguf_writer_set_f32(w, K("rope.freq_base_swa"), c->rope_theta_swa, err));
-        TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
-        TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
-        TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
-        TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
+        hf__kv_f32(&k, "rope.freq_base", c->rope_theta);
+        hf__kv_f32(&k, "rope.freq_base_swa", c->rope_theta_swa);
+        hf__kv_f32(&k, "attention.layer_norm_rms_epsilon", c->rms_eps);
+        hf__kv_u32(&k, "attention.key_length", c->head_dim);
+        hf__kv_u32(&k, "attention.value_length", c->head_dim);
+        hf__kv_file_type(&k, hf_out_type_ftype(ot));
         if (c->final_softcap != 0.0f)
-            TRY(gguf_writer_set_f32(w, K("final_logit_softcapping"), c->final_softcap, err));
-        if (c->has_n_swa) TRY(gguf_writer_set_u32(w, K("attention.sliding_window"), c->n_swa, err));
+            hf__kv_f32(&k, "final_logit_softcapping", c->final_softcap);
+        if (c->has_n_swa) hf__kv_u32(&k, "attention.sliding_window", c->n_swa);
         break;
     case HF_ARCH_PHI3:
-        TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
-        TRY(gguf_writer_set_u32(w, K("rope.scaling.original_context_length"), c->rope_orig_ctx, err));
-        TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
-        TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
-        TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
-        TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
-        TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
-        TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
-        TRY(gguf_writer_set_u32(w, K("rope.dimension_count"), c->n_rot, err));
-        TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
-        TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
-        TRY(gguf_writer_set_u32(w, K("attention.sliding_window"), c->n_swa, err));
+        hf__kv_u32(&k, "context_length", c->n_ctx);
+        hf__kv_u32(&k, "rope.scaling.original_context_length", c->rope_orig_ctx);
+        hf__kv_u32(&k, "embedding_length", c->n_embd);
+        hf__kv_u32(&k, "feed_forward_length", c->n_ff);
+        hf__kv_u32(&k, "block_count", c->n_layer);
+        hf__kv_u32(&k, "attention.head_count", c->n_head);
+        hf__kv_u32(&k, "attention.head_count_kv", c->n_head_kv);
+        hf__kv_f32(&k, "attention.layer_norm_rms_epsilon", c->rms_eps);
+        hf__kv_u32(&k, "rope.dimension_count", c->n_rot);
+        hf__kv_f32(&k, "rope.freq_base", c->rope_theta);
+        hf__kv_file_type(&k, hf_out_type_ftype(ot));
+        hf__kv_u32(&k, "attention.sliding_window", c->n_swa);
         /* rope.scaling.attn_factor (LongRoPE): written second, see write_kvs */
         break;
     default:
         break;
     }
-#undef K
-out:
-    return s;
+    return k.s;
 }
 
 /* Qwen3.5 (dense, MoE) and Qwen3-Next: the base TextModel's keys (block
@@ -488,45 +480,41 @@ out:
 static enum mw_status set_delta_net_kvs(struct gguf_writer *w, const struct hf_config *c,
                                         enum hf_out_type ot, struct mw_err *err)
 {
-    enum mw_status s = MW_OK;
-    char key[96];
-    const char *a = c->gguf_arch;
-#define K(suffix) (snprintf(key, sizeof key, "%s.%s", a, suffix), key)
-    TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer + c->n_nextn, err));
-    TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
-    TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
-    if (c->has_n_ff) TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
-    TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
-    TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
+    struct hf_kvs k;
+    hf__kvs_init(&k, w, c->gguf_arch, err);
+    hf__kv_u32(&k, "block_count", c->n_layer + c->n_nextn);
+    hf__kv_u32(&k, "context_length", c->n_ctx);
+    hf__kv_u32(&k, "embedding_length", c->n_embd);
+    if (c->has_n_ff) hf__kv_u32(&k, "feed_forward_length", c->n_ff);
+    hf__kv_u32(&k, "attention.head_count", c->n_head);
+    hf__kv_u32(&k, "attention.head_count_kv", c->n_head_kv);
     if (c->has_rope_sections)
-        TRY(gguf_writer_set_arr(w, K("rope.dimension_sections"), GGUF_VT_I32, c->rope_sections, 4, err));
-    if (c->has_rope_theta) TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
-    TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
+        hf__kv_arr(&k, "rope.dimension_sections", GGUF_VT_I32, c->rope_sections, 4);
+    if (c->has_rope_theta) hf__kv_f32(&k, "rope.freq_base", c->rope_theta);
+    hf__kv_f32(&k, "attention.layer_norm_rms_epsilon", c->rms_eps);
     if (c->n_expert) {
-        TRY(gguf_writer_set_u32(w, K("expert_count"), c->n_expert, err));
-        TRY(gguf_writer_set_u32(w, K("expert_used_count"), c->n_expert_used, err));
+        hf__kv_u32(&k, "expert_count", c->n_expert);
+        hf__kv_u32(&k, "expert_used_count", c->n_expert_used);
     }
     if (c->head_dim_explicit) {
-        TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
-        TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
+        hf__kv_u32(&k, "attention.key_length", c->head_dim);
+        hf__kv_u32(&k, "attention.value_length", c->head_dim);
     }
-    TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
-    if (c->has_n_ff_exp) TRY(gguf_writer_set_u32(w, K("expert_feed_forward_length"), c->n_ff_exp, err));
+    hf__kv_file_type(&k, hf_out_type_ftype(ot));
+    if (c->has_n_ff_exp) hf__kv_u32(&k, "expert_feed_forward_length", c->n_ff_exp);
     if (c->n_ff_shexp)
-        TRY(gguf_writer_set_u32(w, K("expert_shared_feed_forward_length"), c->n_ff_shexp, err));
-    if (c->n_nextn) TRY(gguf_writer_set_u32(w, K("nextn_predict_layers"), c->n_nextn, err));
-    TRY(gguf_writer_set_u32(w, K("ssm.conv_kernel"), c->ssm_conv_kernel, err));
-    TRY(gguf_writer_set_u32(w, K("ssm.state_size"), c->ssm_d_state, err));
-    TRY(gguf_writer_set_u32(w, K("ssm.group_count"), c->ssm_n_group, err));
-    TRY(gguf_writer_set_u32(w, K("ssm.time_step_rank"), c->ssm_dt_rank, err));
-    TRY(gguf_writer_set_u32(w, K("ssm.inner_size"), c->ssm_d_inner, err));
-    TRY(gguf_writer_set_u32(w, K("full_attention_interval"), c->full_attn_interval, err));
-    TRY(gguf_writer_set_u32(w, K("rope.dimension_count"), c->n_rot, err));
+        hf__kv_u32(&k, "expert_shared_feed_forward_length", c->n_ff_shexp);
+    if (c->n_nextn) hf__kv_u32(&k, "nextn_predict_layers", c->n_nextn);
+    hf__kv_u32(&k, "ssm.conv_kernel", c->ssm_conv_kernel);
+    hf__kv_u32(&k, "ssm.state_size", c->ssm_d_state);
+    hf__kv_u32(&k, "ssm.group_count", c->ssm_n_group);
+    hf__kv_u32(&k, "ssm.time_step_rank", c->ssm_dt_rank);
+    hf__kv_u32(&k, "ssm.inner_size", c->ssm_d_inner);
+    hf__kv_u32(&k, "full_attention_interval", c->full_attn_interval);
+    hf__kv_u32(&k, "rope.dimension_count", c->n_rot);
     if (c->arch != HF_ARCH_QWEN3NEXT && !c->has_rope_sections)
-        TRY(gguf_writer_set_arr(w, K("rope.dimension_sections"), GGUF_VT_I32, c->rope_sections, 4, err));
-#undef K
-out:
-    return s;
+        hf__kv_arr(&k, "rope.dimension_sections", GGUF_VT_I32, c->rope_sections, 4);
+    return k.s;
 }
 
 /* The tokenizer of hf_dir, whose size must be config.json's vocab_size. */

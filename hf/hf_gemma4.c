@@ -678,20 +678,12 @@ out:
 
 // --- keys ------------------------------------------------------------------------
 
-#define TRY(expr)                 \
-    do {                          \
-        s = (expr);               \
-        if (s != MW_OK) return s; \
-    } while (0)
-
 /* TextModel's keys, Gemma3Model's (written over the base's in place), then
  * Gemma4Model's; the per-layer arrays take the place of the scalars they
  * replace, as GGUFWriter does for a key written twice. */
 enum mw_status hf__gemma4_kvs(struct gguf_writer *w, const struct hf_config *c, enum hf_out_type ot,
                               struct mw_err *err)
 {
-    enum mw_status s = MW_OK;
-    char key[96];
     const uint32_t L = c->n_layer <= 512 ? c->n_layer : 512; /* config.json's limit */
     int32_t ff[512], kvh[512];
     uint8_t swa[512];
@@ -700,41 +692,39 @@ enum mw_status hf__gemma4_kvs(struct gguf_writer *w, const struct hf_config *c, 
         kvh[il] = (int32_t)kv_heads_of(c, il);
         swa[il] = is_swa(c, il) ? 1 : 0;
     }
-#define K(suffix) (snprintf(key, sizeof key, "gemma4.%s", suffix), key)
-    TRY(gguf_writer_set_u32(w, K("block_count"), L, err));
-    TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
-    TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
+    struct hf_kvs k;
+    hf__kvs_init(&k, w, c->gguf_arch, err);
+    hf__kv_u32(&k, "block_count", L);
+    hf__kv_u32(&k, "context_length", c->n_ctx);
+    hf__kv_u32(&k, "embedding_length", c->n_embd);
     if (c->g4_double_wide_mlp)
-        TRY(gguf_writer_set_arr(w, K("feed_forward_length"), GGUF_VT_I32, ff, L, err));
+        hf__kv_arr(&k, "feed_forward_length", GGUF_VT_I32, ff, L);
     else
-        TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
-    TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
+        hf__kv_u32(&k, "feed_forward_length", c->n_ff);
+    hf__kv_u32(&k, "attention.head_count", c->n_head);
     if (c->g4_n_head_kv_full)
-        TRY(gguf_writer_set_arr(w, K("attention.head_count_kv"), GGUF_VT_I32, kvh, L, err));
+        hf__kv_arr(&k, "attention.head_count_kv", GGUF_VT_I32, kvh, L);
     else
-        TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
-    TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
-    TRY(gguf_writer_set_f32(w, K("rope.freq_base_swa"), c->rope_theta_swa, err));
-    TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
+        hf__kv_u32(&k, "attention.head_count_kv", c->n_head_kv);
+    hf__kv_f32(&k, "rope.freq_base", c->rope_theta);
+    hf__kv_f32(&k, "rope.freq_base_swa", c->rope_theta_swa);
+    hf__kv_f32(&k, "attention.layer_norm_rms_epsilon", c->rms_eps);
     if (c->n_expert) {
-        TRY(gguf_writer_set_u32(w, K("expert_count"), c->n_expert, err));
-        TRY(gguf_writer_set_u32(w, K("expert_used_count"), c->n_expert_used, err));
+        hf__kv_u32(&k, "expert_count", c->n_expert);
+        hf__kv_u32(&k, "expert_used_count", c->n_expert_used);
     }
-    TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->g4_head_dim_full, err));
-    TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->g4_head_dim_full, err));
-    TRY(gguf_writer_set_u32(w, "general.file_type", hf_out_type_ftype(ot), err));
-    if (c->final_softcap != 0.0f)
-        TRY(gguf_writer_set_f32(w, K("final_logit_softcapping"), c->final_softcap, err));
-    if (c->swa_pattern != 1) TRY(gguf_writer_set_u32(w, K("attention.sliding_window"), c->n_swa, err));
-    TRY(gguf_writer_set_u32(w, K("attention.shared_kv_layers"), c->g4_n_kv_shared, err));
-    TRY(gguf_writer_set_u32(w, K("embedding_length_per_layer_input"), c->g4_n_embd_per_layer, err));
-    TRY(gguf_writer_set_arr(w, K("attention.sliding_window_pattern"), GGUF_VT_BOOL, swa, L, err));
-    TRY(gguf_writer_set_u32(w, K("attention.key_length_swa"), c->head_dim, err));
-    TRY(gguf_writer_set_u32(w, K("attention.value_length_swa"), c->head_dim, err));
-    if (c->g4_has_n_ff_exp)
-        TRY(gguf_writer_set_u32(w, K("expert_feed_forward_length"), c->n_ff_exp, err));
-    TRY(gguf_writer_set_u32(w, K("rope.dimension_count"), c->g4_head_dim_full, err));
-    TRY(gguf_writer_set_u32(w, K("rope.dimension_count_swa"), c->head_dim, err));
-#undef K
-    return s;
+    hf__kv_u32(&k, "attention.key_length", c->g4_head_dim_full);
+    hf__kv_u32(&k, "attention.value_length", c->g4_head_dim_full);
+    hf__kv_file_type(&k, hf_out_type_ftype(ot));
+    if (c->final_softcap != 0.0f) hf__kv_f32(&k, "final_logit_softcapping", c->final_softcap);
+    if (c->swa_pattern != 1) hf__kv_u32(&k, "attention.sliding_window", c->n_swa);
+    hf__kv_u32(&k, "attention.shared_kv_layers", c->g4_n_kv_shared);
+    hf__kv_u32(&k, "embedding_length_per_layer_input", c->g4_n_embd_per_layer);
+    hf__kv_arr(&k, "attention.sliding_window_pattern", GGUF_VT_BOOL, swa, L);
+    hf__kv_u32(&k, "attention.key_length_swa", c->head_dim);
+    hf__kv_u32(&k, "attention.value_length_swa", c->head_dim);
+    if (c->g4_has_n_ff_exp) hf__kv_u32(&k, "expert_feed_forward_length", c->n_ff_exp);
+    hf__kv_u32(&k, "rope.dimension_count", c->g4_head_dim_full);
+    hf__kv_u32(&k, "rope.dimension_count_swa", c->head_dim);
+    return k.s;
 }

@@ -648,27 +648,20 @@ enum mw_status hf__gptoss_stream(const struct hf_plan_tensor *e, size_t chunk_by
 
 // --- keys ------------------------------------------------------------------------
 
-#define TRY(expr)                 \
-    do {                          \
-        s = (expr);               \
-        if (s != MW_OK) return s; \
-    } while (0)
-
 /* TextModel.set_gguf_parameters, then GptOssModel's two keys. The file type
  * of an f32/f16/bf16 conversion is MOSTLY_MXFP4_MOE (38), as the converter
  * sets it for an mxfp4 checkpoint; q8_0 stays Q8_0 (7). */
 enum mw_status hf__gptoss_kvs(struct gguf_writer *w, const struct hf_config *c, enum hf_out_type ot,
                               struct mw_err *err)
 {
-    enum mw_status s = MW_OK;
-    char key[96];
-#define K(suffix) (snprintf(key, sizeof key, "gpt-oss.%s", suffix), key)
-    TRY(gguf_writer_set_u32(w, K("block_count"), c->n_layer, err));
-    TRY(gguf_writer_set_u32(w, K("context_length"), c->n_ctx, err));
-    TRY(gguf_writer_set_u32(w, K("embedding_length"), c->n_embd, err));
-    TRY(gguf_writer_set_u32(w, K("feed_forward_length"), c->n_ff, err));
-    TRY(gguf_writer_set_u32(w, K("attention.head_count"), c->n_head, err));
-    TRY(gguf_writer_set_u32(w, K("attention.head_count_kv"), c->n_head_kv, err));
+    struct hf_kvs k;
+    hf__kvs_init(&k, w, c->gguf_arch, err);
+    hf__kv_u32(&k, "block_count", c->n_layer);
+    hf__kv_u32(&k, "context_length", c->n_ctx);
+    hf__kv_u32(&k, "embedding_length", c->n_embd);
+    hf__kv_u32(&k, "feed_forward_length", c->n_ff);
+    hf__kv_u32(&k, "attention.head_count", c->n_head);
+    hf__kv_u32(&k, "attention.head_count_kv", c->n_head_kv);
     if (c->rope_scaling == HF_ROPE_YARN) {
         static const char *const yk[4] = {"rope.scaling.yarn_ext_factor",
                                           "rope.scaling.yarn_attn_factor",
@@ -676,23 +669,21 @@ enum mw_status hf__gptoss_kvs(struct gguf_writer *w, const struct hf_config *c, 
                                           "rope.scaling.yarn_beta_slow"};
         const double yv[4] = {c->yarn_ext_factor, c->yarn_attn_factor, c->yarn_beta_fast,
                               c->yarn_beta_slow};
-        TRY(gguf_writer_set_str(w, K("rope.scaling.type"), "yarn", err));
-        TRY(gguf_writer_set_f32(w, K("rope.scaling.factor"), (float)c->rope_factor, err));
-        TRY(gguf_writer_set_u32(w, K("rope.scaling.original_context_length"), c->rope_orig_ctx,
-                                err));
-        for (int k = 0; k < 4; k++)
-            if (c->yarn_has & (1u << k)) TRY(gguf_writer_set_f32(w, K(yk[k]), (float)yv[k], err));
+        hf__kv_str(&k, "rope.scaling.type", "yarn");
+        hf__kv_f32(&k, "rope.scaling.factor", (float)c->rope_factor);
+        hf__kv_u32(&k, "rope.scaling.original_context_length", c->rope_orig_ctx);
+        for (int i = 0; i < 4; i++)
+            if (c->yarn_has & (1u << i)) hf__kv_f32(&k, yk[i], (float)yv[i]);
     }
-    TRY(gguf_writer_set_f32(w, K("rope.freq_base"), c->rope_theta, err));
-    TRY(gguf_writer_set_f32(w, K("attention.layer_norm_rms_epsilon"), c->rms_eps, err));
-    TRY(gguf_writer_set_u32(w, K("expert_count"), c->n_expert, err));
-    TRY(gguf_writer_set_u32(w, K("expert_used_count"), c->n_expert_used, err));
-    TRY(gguf_writer_set_u32(w, K("attention.key_length"), c->head_dim, err));
-    TRY(gguf_writer_set_u32(w, K("attention.value_length"), c->head_dim, err));
+    hf__kv_f32(&k, "rope.freq_base", c->rope_theta);
+    hf__kv_f32(&k, "attention.layer_norm_rms_epsilon", c->rms_eps);
+    hf__kv_u32(&k, "expert_count", c->n_expert);
+    hf__kv_u32(&k, "expert_used_count", c->n_expert_used);
+    hf__kv_u32(&k, "attention.key_length", c->head_dim);
+    hf__kv_u32(&k, "attention.value_length", c->head_dim);
     const bool mx = c->quant.method == HF_QM_MXFP4 && ot != HF_OUT_Q8_0;
-    TRY(gguf_writer_set_u32(w, "general.file_type", mx ? 38u : hf_out_type_ftype(ot), err));
-    TRY(gguf_writer_set_u32(w, K("attention.sliding_window"), c->n_swa, err));
-    TRY(gguf_writer_set_u32(w, K("expert_feed_forward_length"), c->n_ff, err));
-#undef K
-    return s;
+    hf__kv_file_type(&k, mx ? 38u : hf_out_type_ftype(ot));
+    hf__kv_u32(&k, "attention.sliding_window", c->n_swa);
+    hf__kv_u32(&k, "expert_feed_forward_length", c->n_ff);
+    return k.s;
 }

@@ -196,6 +196,28 @@ enum mw_status hf__src_dtype_ok(const struct hf_model *m, const struct hf_st *sh
 enum mw_status hf__fp8_scale_owner(const struct hf_model *m, const struct hf_st *sh,
                                    const struct hf_st_tensor *t, struct mw_err *err);
 
+/* --- hf_kv.c: a family's "<arch>.<suffix>" keys ---------------------------- */
+
+/* A key list being written: each call writes one key unless an earlier one
+ * failed (k->s keeps the first failure), so a family's writer lists its keys
+ * and returns k->s. */
+struct hf_kvs {
+    struct gguf_writer *w;
+    const char *arch;   /* the key prefix, c->gguf_arch */
+    struct mw_err *err;
+    enum mw_status s;
+    char key[96];
+};
+void hf__kvs_init(struct hf_kvs *k, struct gguf_writer *w, const char *arch, struct mw_err *err);
+void hf__kv_u32(struct hf_kvs *k, const char *suffix, uint32_t v);
+void hf__kv_f32(struct hf_kvs *k, const char *suffix, float v);
+void hf__kv_str(struct hf_kvs *k, const char *suffix, const char *v);
+void hf__kv_arr(struct hf_kvs *k, const char *suffix, enum gguf_vtype type, const void *v,
+                uint64_t n);
+/* general.file_type (no prefix), where the converter writes it among the
+ * family's keys */
+void hf__kv_file_type(struct hf_kvs *k, uint32_t ftype);
+
 /* --- hf_gemma4.c: Gemma 4 (config, tensors, keys) ------------------------ */
 
 /* config.json of Gemma4ForCausalLM / Gemma4ForConditionalGeneration into c. */
