@@ -283,7 +283,9 @@ static inline uint64_t rt_kv_dim_max(const struct rt_hparams *hp)
 }
 
 struct rt_model_opts {
-    bool mlock;  /* mlock() the whole mapping (fails with MW_E_IO on RLIMIT_MEMLOCK) */
+    bool mlock;    /* mlock() the whole mapping (fails with MW_E_IO on RLIMIT_MEMLOCK) */
+    bool map_only; /* keep every weight in the file mapping: no copy of the dense
+                    * weights into huge pages (runtime/rt_load.c) */
 };
 
 struct rt_model;
@@ -309,6 +311,9 @@ const struct gguf_file *rt_model_gguf(const struct rt_model *m);
 uint64_t rt_model_weight_bytes(const struct rt_model *m);
 /* Bytes of the whole mapping (the file). */
 uint64_t rt_model_mapped_bytes(const struct rt_model *m);
+/* Bytes of the mapping's dense weights held in anonymous huge pages
+ * instead of mapped file pages (rt_model_opts.map_only: 0). */
+uint64_t rt_model_copied_bytes(const struct rt_model *m);
 /* Bytes the model owns besides the mapping (norm/bias vectors as f32). */
 uint64_t rt_model_owned_bytes(const struct rt_model *m);
 /* ggml type of the tensor most of the weight bytes use (for display). */
@@ -356,7 +361,10 @@ struct rt_ctx_opts {
 
 /* Memory a context uses, for the accounting printed at start. */
 struct rt_mem {
-    uint64_t mapped_bytes;   /* the file mapping (weights are never copied) */
+    uint64_t mapped_bytes;   /* the file mapping */
+    uint64_t copied_bytes;   /* of it, dense weights held in anonymous huge pages at the
+                              * same addresses instead (rt_load.c); still counted in
+                              * weight_bytes, not twice */
     uint64_t weight_bytes;   /* of which the graph's weights */
     uint64_t owned_bytes;    /* model-owned f32 vectors */
     uint64_t kv_bytes;       /* K and V caches at n_ctx (sliding layers: their window ring;

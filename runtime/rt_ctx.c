@@ -416,6 +416,7 @@ void rt_ctx_mem(const struct rt_ctx *c, struct rt_mem *out)
 {
     memset(out, 0, sizeof *out);
     out->mapped_bytes = rt_model_mapped_bytes(c->m);
+    out->copied_bytes = rt_model_copied_bytes(c->m);
     out->weight_bytes = rt_model_weight_bytes(c->m);
     out->owned_bytes = rt_model_owned_bytes(c->m);
     bool ok;

@@ -121,6 +121,7 @@ struct rt_model {
     uint64_t expert_slab_bytes; /* one expert's matrix of each of them, summed */
     uint32_t main_type;
     bool locked;
+    uint64_t copied_bytes;     /* dense weights moved to huge pages (rt_load.c) */
     struct rt_g4 *g4;          /* gemma4 only, else NULL */
 };
 
@@ -390,6 +391,10 @@ void rt__ssm_reset(struct rt_ctx *c);
 void rt__g4_step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t lfrom, float *lout,
                  bool want_last, bool tiled);
 void rt__g4_advise(const struct rt_model *m);
+/* Move the runs of dense weights of an rt_model_open'ed model into anonymous
+ * huge pages at the same addresses (rt_load.c); returns the bytes moved
+ * (0: none, every weight stays mapped). */
+uint64_t rt__place_weights(struct rt_model *m);
 void rt__g4_free(struct rt_model *m);
 
 /* The MoE feed-forward of layer il for the step's n_tok tokens: x += its

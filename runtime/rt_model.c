@@ -1049,6 +1049,7 @@ enum mw_status rt_model_open(const char *path, const struct rt_model_opts *o,
     m->own = f;
     advise_experts(m);
     rt__g4_advise(m);
+    if (!(o && o->map_only)) m->copied_bytes = rt__place_weights(m);
     if (o && o->mlock) {
         const uint64_t size = gguf_file_size(f);
         if (size > 0 && mlock(gguf_base(f), (size_t)size) != 0) {
@@ -1081,6 +1082,7 @@ const struct rt_hparams *rt_model_hparams(const struct rt_model *m) { return &m-
 const struct gguf_file *rt_model_gguf(const struct rt_model *m) { return m->f; }
 uint64_t rt_model_weight_bytes(const struct rt_model *m) { return m->weight_bytes; }
 uint64_t rt_model_mapped_bytes(const struct rt_model *m) { return gguf_file_size(m->f); }
+uint64_t rt_model_copied_bytes(const struct rt_model *m) { return m->copied_bytes; }
 uint64_t rt_model_owned_bytes(const struct rt_model *m)
 {
     return m->fbuf_floats * sizeof(float) + (uint64_t)m->hp.n_layer * sizeof(struct rt_layer) +

@@ -39,7 +39,7 @@ struct opts {
     uint32_t n_threads;
     uint32_t n_batch;
     enum rt_kv_type kv_type;
-    bool mlock, verify, interactive, print_tokens, ignore_eos, quiet;
+    bool mlock, map_only, verify, interactive, print_tokens, ignore_eos, quiet;
     bool no_bos, parse_special; /* --tokenize: llama-tokenize's --no-bos / --parse-special */
     bool no_think;            /* -i: a thinking template's enable_thinking=false */
     struct rt_sampler_opts samp;
@@ -65,6 +65,9 @@ static const char usage_any[] =
     "      --kv-type T       f16 (default) or q8_0\n"
     "      --batch N         tokens per forward step (default 64)\n"
     "      --mlock           lock the mapped weights in RAM\n"
+    "      --map-only        read every weight from the file mapping; by default the\n"
+    "                        weights each token reads whole are copied into huge pages\n"
+    "                        (when the kernel offers them and they fit half the free RAM)\n"
     "      --verify          check the memwall checksums at load\n"
     "generation:\n"
     "  -p, --prompt TEXT     the prompt (BOS is added as the vocabulary asks)\n"
@@ -115,7 +118,7 @@ static const char usage_ppl[] =
     "      --batch N         tokens per forward step (default 64)\n"
     "      --kl-divergence BASE  KL divergence against saved logits\n"
     "      --save-logits F   save this run's logits (float32)\n"
-    "      --mlock, --verify, -q/--quiet   as for `memwall run`\n"
+    "      --mlock, --map-only, --verify, -q/--quiet   as for `memwall run`\n"
     "\nOutput (stdout): \"ppl P chunks N tokens T scored S\", then \"kld ...\" lines\n"
     "with --kl-divergence, then timing.\n"
     "exit status: 0 ok, 1 bad model or input file, 2 usage, 3 I/O or resource error\n";
@@ -176,6 +179,7 @@ static int parse_args(const struct cli *cl, int argc, char **argv, struct opts *
         {NULL, "--batch", CMD_OPT_U32, .u32 = &o->n_batch, .min = 1, .max = 4096},
         {NULL, "--kv-type", CMD_OPT_CALL, .ctx = &o->kv_type, .call = parse_kv_type},
         {NULL, "--mlock", CMD_OPT_FLAG, .flag = &o->mlock},
+        {NULL, "--map-only", CMD_OPT_FLAG, .flag = &o->map_only},
         {NULL, "--verify", CMD_OPT_FLAG, .flag = &o->verify},
         {"-q", "--quiet", CMD_OPT_FLAG, .flag = &o->quiet},
         {"-i", "--interactive", CMD_OPT_FLAG, .flag = &o->interactive, .when = ANY | RUN},
@@ -263,9 +267,11 @@ static void print_summary(const struct cli *cl, const struct rt_model *m, const 
             type_name(rt_model_main_type(m)));
     const uint64_t total = mem.weight_bytes + mem.owned_bytes + mem.kv_bytes + mem.scratch_bytes;
     fprintf(stderr,
-            "%s: memory: weights %.2f MiB (mmap of a %.2f MiB file), KV cache %.2f MiB "
+            "%s: memory: weights %.2f MiB (mmap of a %.2f MiB file; %.2f MiB of it in huge "
+            "pages), KV cache %.2f MiB "
             "(%s, %u positions), scratch %.2f MiB, other %.2f MiB; total %.2f MiB\n",
-            cl->prog, mib(mem.weight_bytes), mib(mem.mapped_bytes), mib(mem.kv_bytes),
+            cl->prog, mib(mem.weight_bytes), mib(mem.mapped_bytes), mib(mem.copied_bytes),
+            mib(mem.kv_bytes),
             rt_kv_type_name(mem.kv_type), mem.n_ctx, mib(mem.scratch_bytes), mib(mem.owned_bytes),
             mib(total));
     if (hp->n_swa > 0) {
@@ -819,7 +825,7 @@ int run_cli_main(const char *prog, enum run_cli_mode mode, int argc, char **argv
     struct rt_sampler *smp = NULL;
     int rc = 0;
     enum mw_status s;
-    const struct rt_model_opts mo = {.mlock = o.mlock};
+    const struct rt_model_opts mo = {.mlock = o.mlock, .map_only = o.map_only};
     if ((s = rt_model_open(o.model, &mo, &m, &err))) return fail(&cl, &err);
     const struct rt_hparams *hp = rt_model_hparams(m);
     if (o.verify) {

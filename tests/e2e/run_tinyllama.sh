@@ -64,6 +64,27 @@ if mr 0 -m "$T/q8.gguf" --perplexity "$EVAL" --bytes 60000 --chunks $CHUNKS -t 2
     echo "Q8_0 ppl ($CHUNKS chunks) $got: x86 $want, llama.cpp $lcpp ($(reldiff "$got" "$lcpp"))"
 fi
 
+# where the weights live (runtime/rt_load.c): by default the dense runs move
+# into huge pages when the kernel offers them, with --map-only nothing moves;
+# the logits are the same bytes either way
+thp=$(cat /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null)
+for how in default map-only; do
+    flag=$([ $how = map-only ] && echo --map-only)
+    mr 0 -m "$T/q8.gguf" --perplexity "$EVAL" --bytes 8000 --chunks 1 --save-logits "$T/l-$how" $flag ||
+        continue
+    moved=$(sed -n 's/.*file; \([0-9.]*\) MiB of it in huge pages.*/\1/p' <<< "$err")
+    wmib=$(sed -n 's/.*memory: weights \([0-9.]*\) MiB.*/\1/p' <<< "$err")
+    [ -n "$moved" ] && [ -n "$wmib" ] || { fail "$how: no 'in huge pages' in the memory line"; continue; }
+    if [ $how = map-only ] || ! grep -qE '\[(always|madvise)\]' <<< "$thp"; then
+        [ "$moved" = 0.00 ] || fail "$how: $moved MiB moved to huge pages (THP: '$thp')"
+    else
+        awk -v m="$moved" -v w="$wmib" 'BEGIN { exit !(m >= 2 && m <= w) }' ||
+            fail "$how: $moved MiB of $wmib MiB of weights in huge pages"
+    fi
+    echo "weights $how: $moved of $wmib MiB in huge pages"
+done
+cmp -s "$T/l-default" "$T/l-map-only" || fail "logits differ between huge pages and --map-only"
+
 # under qemu: the other kernel variants give the same figure
 if [ -n "$MW_EMU" ]; then
     for v in neon scalar; do

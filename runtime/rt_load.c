@@ -1,0 +1,180 @@
+/*
+ * runtime/rt_load.c — where the weights live while the model runs.
+ *
+ * rt_model_open maps the file read-only. A decoded token reads every dense
+ * weight once, so decode streams the dense weights from memory each token;
+ * through a file mapping of 4 KiB pages that stream walks one TLB entry per
+ * page, and the page walks cost a fifth or more of the bandwidth on a
+ * 2-core x86 VM (bench/README.md, "Where the weights live"). When the
+ * kernel offers transparent huge pages (/sys/kernel/mm/transparent_hugepage/
+ * enabled is [always] or [madvise]), rt__place_weights copies the runs of
+ * dense tensors into anonymous memory advised MADV_HUGEPAGE and moves that
+ * memory onto the same addresses with mremap: every pointer into the
+ * mapping stays valid, the bytes are the file's, and the tensors that a
+ * token reads only a part of stay in the file mapping, read on demand:
+ *   - the 3-D expert tensors (*_exps.*): only the routed experts' slabs;
+ *   - per_layer_token_embd (Gemma 4): one row per token, kept on flash;
+ *   - token_embd, unless the output projection is tied to it: one row per
+ *     token;
+ *   - blocks at or past n_layer (Qwen3.5's MTP layers): never run.
+ * What is copied is counted (rt_model_copied_bytes); it is memory the
+ * kernel cannot drop and re-read as it can the mapped pages, so nothing is
+ * copied when the copy would take more than half of MemAvailable, and
+ * --map-only (rt_model_opts.map_only) keeps every weight mapped, as on a
+ * phone where the app's memory must stay reclaimable. A failure anywhere
+ * leaves that run mapped from the file: placement is an optimisation, never
+ * a reason to fail a load.
+ */
+#define _GNU_SOURCE
+#include "runtime/rt_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define HUGE_SZ ((uintptr_t)2 << 20) /* x86-64 and arm64 (4 KiB granule) PMD size */
+#define COPY_CHUNK ((size_t)8 << 20)  /* bytes copied between read-ahead requests */
+
+/* Transparent huge pages available to a region advised MADV_HUGEPAGE? */
+static bool thp_offered(void)
+{
+    FILE *fp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!fp) return false;
+    char buf[128];
+    const bool ok = fgets(buf, sizeof buf, fp) &&
+                    (strstr(buf, "[always]") != NULL || strstr(buf, "[madvise]") != NULL);
+    fclose(fp);
+    return ok;
+}
+
+/* MemAvailable in bytes, 0 when unknown. */
+static uint64_t mem_available(void)
+{
+    FILE *fp = fopen("/proc/meminfo", "r");
+    if (!fp) return 0;
+    char line[256];
+    uint64_t kib = 0;
+    while (fgets(line, sizeof line, fp))
+        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1) break;
+    fclose(fp);
+    return kib > UINT64_MAX / 1024 ? 0 : kib * 1024;
+}
+
+/* Does a token read tensor t whole? (see the header) */
+static bool is_dense(const struct rt_model *m, const struct gguf_tensor *t, const uint8_t *data)
+{
+    const char *nm = t->name;
+    if (strstr(nm, "_exps.")) return false;
+    if (strcmp(nm, "per_layer_token_embd.weight") == 0) return false;
+    if (strcmp(nm, "token_embd.weight") == 0) return m->output.data == data;
+    if (strncmp(nm, "blk.", 4) == 0) {
+        char *end;
+        const unsigned long il = strtoul(nm + 4, &end, 10);
+        if (end == nm + 4 || il >= m->hp.n_layer) return false;
+    }
+    return true;
+}
+
+struct span {
+    uint64_t lo, hi; /* file offsets */
+    bool dense;
+};
+
+static int span_cmp(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* Copy [a, a + len) of the mapping into fresh anonymous memory advised
+ * MADV_HUGEPAGE and put that memory in its place. a and len are page
+ * multiples. The source pages are released as they are copied (they are
+ * clean file pages: MADV_DONTNEED only unmaps them), so the resident set
+ * never holds both copies of more than one chunk. false: nothing changed. */
+static bool move_to_huge(uint8_t *a, size_t len)
+{
+    if (len > SIZE_MAX - HUGE_SZ) return false;
+    uint8_t *r = mmap(NULL, len + HUGE_SZ, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED) return false;
+    /* q = a (mod HUGE_SZ): mremap then moves whole huge pages */
+    const uintptr_t want = (uintptr_t)a & (HUGE_SZ - 1);
+    uint8_t *q = (uint8_t *)((((uintptr_t)r + HUGE_SZ - 1 - want) & ~(HUGE_SZ - 1)) + want);
+    if (q < r) q += HUGE_SZ;
+    if (q > r) munmap(r, (size_t)(q - r));
+    const size_t tail = (size_t)(r + len + HUGE_SZ - (q + len));
+    if (tail) munmap(q + len, tail);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(q, len, MADV_HUGEPAGE);
+#endif
+    /* The source is read ahead exactly (MADV_WILLNEED, one chunk ahead) and
+     * its faults read no more than their page (MADV_RANDOM): the kernel's
+     * sequential read-ahead would otherwise run past the end of the run into
+     * the tensors that must stay on flash next to it. */
+    (void)madvise(a, len, MADV_RANDOM);
+    (void)madvise(a, len < COPY_CHUNK ? len : COPY_CHUNK, MADV_WILLNEED);
+    for (size_t off = 0; off < len; off += COPY_CHUNK) {
+        const size_t n = len - off < COPY_CHUNK ? len - off : COPY_CHUNK;
+        if (len - off > n) {
+            const size_t nx = len - off - n < COPY_CHUNK ? len - off - n : COPY_CHUNK;
+            (void)madvise(a + off + n, nx, MADV_WILLNEED);
+        }
+        memcpy(q + off, a + off, n);
+        (void)madvise(a + off, n, MADV_DONTNEED);
+    }
+    if (mprotect(q, len, PROT_READ) != 0 ||
+        mremap(q, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, a) == MAP_FAILED) {
+        munmap(q, len);
+        return false;
+    }
+    return true;
+}
+
+uint64_t rt__place_weights(struct rt_model *m)
+{
+    const struct gguf_file *f = m->own;
+    const long psl = sysconf(_SC_PAGESIZE);
+    if (!f || psl <= 0 || !thp_offered()) return 0;
+    const uintptr_t ps = (uintptr_t)psl;
+    const uint64_t nt = gguf_tensor_count(f);
+    if (nt == 0 || nt > SIZE_MAX / sizeof(struct span)) return 0;
+    struct span *sp = malloc((size_t)nt * sizeof *sp);
+    if (!sp) return 0;
+    for (uint64_t i = 0; i < nt; i++) {
+        const struct gguf_tensor *t = gguf_tensor_get(f, i);
+        sp[i] = (struct span){t->file_off, t->file_off + t->nbytes,
+                              is_dense(m, t, gguf_tensor_data(f, i))};
+    }
+    qsort(sp, (size_t)nt, sizeof *sp, span_cmp);
+    /* runs of consecutive dense tensors (the padding between them included),
+     * rounded inward to whole pages; runs under one huge page gain nothing */
+    uint8_t *base = (uint8_t *)(uintptr_t)gguf_base(f);
+    uint64_t total = 0, copied = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            const uint64_t avail = mem_available();
+            if (total == 0 || avail == 0 || total > avail / 2) break;
+        }
+        for (uint64_t i = 0; i < nt;) {
+            if (!sp[i].dense) {
+                i++;
+                continue;
+            }
+            const uint64_t lo = sp[i].lo;
+            uint64_t hi = sp[i].hi;
+            for (i++; i < nt && sp[i].dense; i++) hi = sp[i].hi > hi ? sp[i].hi : hi;
+            const uintptr_t a = ((uintptr_t)base + (uintptr_t)lo + ps - 1) & ~(ps - 1);
+            const uintptr_t b = ((uintptr_t)base + (uintptr_t)hi) & ~(ps - 1);
+            if (b <= a || b - a < HUGE_SZ) continue;
+            if (pass == 0)
+                total += (uint64_t)(b - a);
+            else if (move_to_huge((uint8_t *)a, (size_t)(b - a)))
+                copied += (uint64_t)(b - a);
+        }
+    }
+    free(sp);
+    return copied;
+}
