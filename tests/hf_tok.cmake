@@ -2,5 +2,8 @@
 # parsing, side files, the tokenizer.* GGUF keys against llama.cpp's own
 # conversion of tinyllama-8m.
 if(NOT MW_MINIMAL)
-  mw_check_test(check_hf_tok SOURCES check_hf_tok.c LIBS mw_hf)
+  # SentencePiece (tokenizer.model, tinyllama-8m against llama.cpp) and
+  # tokenizer.json: two suites sharing check_hf_tok_common.h
+  mw_check_test(check_hf_tok_spm SOURCES check_hf_tok_spm.c LIBS mw_hf)
+  mw_check_test(check_hf_tok_json SOURCES check_hf_tok_json.c LIBS mw_hf)
 endif()
