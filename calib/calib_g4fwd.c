@@ -20,8 +20,9 @@
  * FFN) and proj's (gelu(...) * pl_l) and per_layer_model_proj's (the
  * scaled embedding) get statistics of their own (imatrix entries), outside
  * the callbacks: the methods leave those three matrices to plain rounding.
- * Not run: the experts beside the MLP (26B-A4B) and full layers without
- * attn_v (attention_k_eq_v); calib_model.c refuses those by name.
+ * A full layer without attn_v (attention_k_eq_v: 26B-A4B, 31B) takes v
+ * from wk's raw output, before k_norm. Not run: the experts beside the MLP
+ * (26B-A4B); calib_model.c refuses it by name.
  */
 #include "calib/calib_int.h"
 #include "runtime/rt_ops.h"
@@ -88,6 +89,11 @@ enum mw_status calib__g4_stats_alloc(struct calib_engine *e, struct mw_err *err)
     const uint64_t E = e->E, P = e->hp->n_embd_per_layer, L = st->n_layer;
     uint64_t n;
     size_t sz;
+    if (!(st->no_v = calloc((size_t)L, sizeof *st->no_v)))
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "layer table");
+    for (uint32_t il = 0; il < L; il++)
+        st->no_v[il] = rt_layer_has_kv(e->hp, il) && !calib__model_has(e->m, il, CALIB_T_WV);
+    if (!P) return MW_OK;
     /* per layer 2 (E + P) doubles (sum_sq, sum_abs), then 2 E for plm */
     if (!mw_mul_u64(2 * (E + P), L, &n) || !mw_add_u64(n, 2 * E, &n) ||
         !mw_mul_u64(n, sizeof(double), &n) || !mw_u64_to_size(n, &sz) ||
@@ -327,8 +333,11 @@ enum mw_status calib__g4_attention(struct calib_engine *e, const float *X, uint3
         return s;
     if (own &&
         ((s = calib__linear_w(e, X, nr, e->E, CALIB_T_WK, CALIB_T_BK, e->KV, e->k, e->KV, err)) ||
-         (s = calib__linear_w(e, X, nr, e->E, CALIB_T_WV, CALIB_T_BV, e->KV, e->v, e->KV, err))))
+         (e->w[CALIB_T_WV] && (s = calib__linear_w(e, X, nr, e->E, CALIB_T_WV, CALIB_T_BV, e->KV,
+                                                   e->v, e->KV, err)))))
         return s;
+    if (own && !e->w[CALIB_T_WV]) /* attention_k_eq_v: v is wk's raw output */
+        memcpy(e->v, e->k, (size_t)(nr * e->KV) * sizeof(float));
     struct qk_job Q = {.e = e, .nr = nr, .kv = own};
     mw_pool_run(e->pool, qk_task, &Q);
     struct attn_job J = {.e = e, .ns = ns, .k = e->k, .v = e->v, .out = out, .ldo = ldo};

@@ -143,6 +143,7 @@ struct calib_stats {
      * and proj's (P), and per_layer_model_proj's (the scaled embedding, E) */
     struct calib_group_stats *pl, plm;
     double *plbuf;
+    bool *no_v; /* gemma4: (n_layer) no attn_v (attention_k_eq_v), or NULL */
     struct calib_timing tm;
 };
 

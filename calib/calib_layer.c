@@ -89,6 +89,8 @@ bool calib_layer_has_weight(const struct calib_layer *ly, enum calib_wkind w)
     /* an expert's call holds that expert's gate, up and down, whether or not
      * the layer also has a shared expert */
     if (ly->expert >= 0) return w == CALIB_W_GATE || w == CALIB_W_UP || w == CALIB_W_DOWN;
+    if (w == CALIB_W_V && ly->e->g4 && !calib__model_has(ly->e->m, ly->il, CALIB_T_WV))
+        return false; /* gemma4's attention_k_eq_v */
     return calib_weight_in_layer(ly->e->hp, ly->il, w);
 }
 

@@ -272,8 +272,11 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
             }
             if (hp->arch == RT_ARCH_GEMMA4) { /* shared-KV layers: no k, v, k_norm */
                 if (t == CALIB_T_OUT_SCALE) continue; /* optional: 1 when absent */
-                if (t == CALIB_T_WK || t == CALIB_T_WV || t == CALIB_T_K_NORM)
-                    need = rt_layer_has_kv(hp, il);
+                if (t == CALIB_T_WK || t == CALIB_T_K_NORM) need = rt_layer_has_kv(hp, il);
+                if (t == CALIB_T_WV) { /* absent (attention_k_eq_v): v is wk's raw output */
+                    if (!rt_layer_has_kv(hp, il)) m->idx[il][t] = -1;
+                    continue;
+                }
                 if (t >= CALIB_T_PLE_GATE && t <= CALIB_T_PLE_NORM)
                     need = hp->n_embd_per_layer > 0;
             }
@@ -363,13 +366,12 @@ done:
  * name it (before the tensor index, which expects the layers calib knows):
  * gpt-oss (attention sinks, biased experts with the clamped SwiGLU, no
  * ffn_norm); of gemma4, a Hugging Face directory (calib_hparams_from_hf has
- * no gemma4 mapping: the GGUF conversion runs), the experts beside the MLP
- * (26B-A4B) and full layers without attn_v (attention_k_eq_v). */
+ * no gemma4 mapping: the GGUF conversion runs) and the experts beside the
+ * MLP (26B-A4B). */
 static enum mw_status refuse_arch(const struct calib_model *m, struct mw_err *err)
 {
     const char *a = m->hp.arch_name, *what = NULL;
     const char *hint = "use an imatrix from llama-imatrix (--imatrix), or no --corpus";
-    char buf[96];
     if (strcmp(a, "gpt-oss") == 0) what = a;
     if (strcmp(a, "gemma4") == 0 || (!m->is_gguf && m->hf &&
                                      hf_model_config(m->hf)->arch == HF_ARCH_GEMMA4)) {
@@ -379,11 +381,6 @@ static enum mw_status refuse_arch(const struct calib_model *m, struct mw_err *er
                    "that, use an imatrix from llama-imatrix (--imatrix), or no --corpus";
         }
         else if (m->hp.n_expert) what = "gemma4 with experts";
-        for (uint32_t il = 0; m->is_gguf && !what && il < m->hp.n_layer; il++) {
-            snprintf(buf, sizeof buf, "blk.%u.attn_v.weight", il);
-            if (rt_layer_has_kv(&m->hp, il) && gguf_tensor_find(m->gf, buf) < 0)
-                what = "gemma4 without attn_v (attention_k_eq_v)";
-        }
     }
     if (!what) return MW_OK;
     mw_err_set_path(err, m->path);

@@ -21,6 +21,7 @@ void calib_stats_free(struct calib_stats *st)
     free(st->xbuf);
     free(st->pl);
     free(st->plbuf);
+    free(st->no_v);
     free(st);
 }
 
@@ -117,6 +118,7 @@ bool calib_stats_entry(const struct calib_stats *st, uint32_t il, enum calib_wki
 {
     const struct rt_hparams *hp = &st->hp;
     if ((unsigned)w >= CALIB_W_COUNT || !calib_weight_in_layer(hp, il, w)) return false;
+    if (w == CALIB_W_V && st->no_v && st->no_v[il]) return false; /* gemma4's k_eq_v */
     (void)calib_weight_tensor(hp, il, w, buf, n, NULL);
     /* one entry per tensor: a fused tensor's is its first part's */
     if (st->fused_qkv && (w == CALIB_W_K || w == CALIB_W_V)) return false;
@@ -290,7 +292,7 @@ enum mw_status calib__stats_alloc(struct calib_engine *e, struct mw_err *err)
             gs->sum_abs = p;
             p += n_in[g];
         }
-    if (e->g4 && e->hp->n_embd_per_layer) {
+    if (e->g4) {
         enum mw_status s = calib__g4_stats_alloc(e, err);
         if (s) return s;
     }

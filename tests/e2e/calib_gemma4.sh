@@ -4,7 +4,8 @@
 # convert:
 #  - gemma4e2b (E2B's layout: per-layer inputs, 2 shared-KV layers of 5,
 #    double-wide MLPs in them, head sizes 32 / 64) and gemma4dense (31B's:
-#    none of those): check_calib_gemma4 (calib's forward = the runtime's
+#    none of those; its full layer's attn_v dropped, as the 31B's
+#    attention_k_eq_v leaves it out: v is wk's output): check_calib_gemma4 (calib's forward = the runtime's
 #    logits, the same bits for threads / batches / callbacks, the imatrix
 #    entries, exact AWQ folds);
 #  - memwall calib: an imatrix with an entry for every matrix the layers
@@ -55,6 +56,10 @@ for k in gemma4e2b gemma4dense; do
     [ $rc -eq 0 ] || { cat "$T/mk.log"; fail "$k: fixture"; continue; }
     g=$T/$k-f32.gguf
     run 0 convert "$d" -o "$g" --type f32 -q || { fail "$k: convert f32"; continue; }
+    if [ $k = gemma4dense ]; then # the 31B's attention_k_eq_v: no v in the full layer
+        mwgguf drop "$g" "$T/kv.gguf" blk.5.attn_v && mv "$T/kv.gguf" "$g" ||
+            { fail "$k: dropping blk.5.attn_v"; continue; }
+    fi
     [ $k = gemma4e2b ] && refused "gemma4 from a Hugging Face directory" "$d" "$k (HF)"
     rm -rf "$d"
     "$check" "$k" "$g" > "$T/check.txt" 2>&1 || { cat "$T/check.txt"; fail "$k: check_calib_gemma4"; }
@@ -74,7 +79,7 @@ for k in gemma4e2b gemma4dense; do
         grep -q '^blk\.[34]\.attn_[kv]\.weight' "$T/im.txt" &&
             fail "$k: an entry for a shared-KV layer's k or v (it reads layer 1's or 2's)"
     else
-        want=42 # 6 layers x 7
+        want=41 # 6 layers x 7, less the full layer's v
     fi
     [ "$n" -eq "$want" ] || fail "$k: $n imatrix entries, expected $want"
     echo "  imatrix: $n entries"
