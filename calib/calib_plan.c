@@ -71,6 +71,20 @@ static struct mem_plan mem_plan_of(const struct calib_engine *e, const struct ca
         p.per_smp += 4.0L * P * NX;
         p.layer += 4.0L * (3.0L * NX * FX * E + NX * E + E) + T * (8.0L * K + 4.0L * E + 16.0L);
     }
+    if (e->g4) {
+        /* gemma4 (calib_g4fwd.c): the per-layer inputs of every row, the K and V
+         * of the two layers the shared-KV layers read, the sliding layers' RoPE
+         * table and the per-layer input statistics; per batch row the gate rows;
+         * per layer inp_gate, proj, post_norm, layer_output_scale; before the
+         * layers (with the embedding step's rows) per_layer_model_proj, the
+         * table rows of the tokens that occur, the vocabulary maps */
+        const long double Pl = e->hp->n_embd_per_layer, LP = Pl * L;
+        p.fixed += 4.0L * T * LP + (e->hp->n_kv_shared ? 16.0L * T * KV : 0.0L) +
+                   4.0L * P * e->hp->n_rot_swa + 16.0L * L * (E + Pl) + 16.0L * E + L;
+        p.per_smp += 4.0L * P * Pl;
+        p.layer += 4.0L * (2.0L * Pl * E + E + 1.0L);
+        if (Pl > 0) p.embed += 4.0L * LP * E + 4.0L * n_ids * LP + 4.0L * e->hp->n_vocab;
+    }
     /* lean: the weights one tensor at a time (the largest two when a callback
      * holds a fold's pair), one Hessian with the largest weight reading it */
     const long double qw = gate && 2.0L * Q > C ? 2.0L * Q : (Q > C ? Q : C); /* widest input */
