@@ -23,8 +23,8 @@
 #    legacy fallbacks, per_layer_token_embd's row of 80 falls back to F16):
 #    Q4_K_M of memwall convert's F16 file byte for byte llama-quantize's;
 #    plan's KV at ctx 512 is what memwall-run allocates for that file (a NOTE
-#    where the runtime does not run gemma4); quant --corpus refuses gemma4
-#    (exit 1, no file) until calibration runs its layers
+#    where the runtime does not run gemma4); quant --corpus on it writes a
+#    file that passes verify --deep
 #  - --size and --bpw on e2b: within the target, verify --deep passes, what
 #    llama-quantize keeps F32/F16 stays so
 #  - plan: per_layer_token_embd is file bytes, not resident (e2b's Q4_K_M
@@ -133,12 +133,10 @@ elif run 0 convert "$T/hf" -o "$T/c.gguf" --type f16 -q &&
             [ "$kvr" = "$want" ] || fail "plan's KV at ctx 512 ($kvp bytes, $want MiB) is not memwall-run's ($kvr MiB)"
             echo "gemma4e2b at ctx 512: plan's KV $kvp bytes = memwall-run's allocation ($kvr MiB)"
         fi
-        # calibration does not run gemma4 yet: a plain refusal, exit 1, no file
+        # quant --corpus calibrates through gemma4 (tests/e2e/calib_gemma4.sh has the rest)
         printf 'The quick brown fox jumps over the lazy dog.\n' > "$T/corpus.txt"
-        run 1 quant "$T/c.gguf" -o "$T/k.gguf" --preset Q4_K_M --corpus "$T/corpus.txt" \
-            --samples 1 --seq-len 8 -q &&
-            has "$err" "calibration does not run gemma4 yet" "quant --corpus on gemma4"
-        [ -e "$T/k.gguf" ] && fail "quant --corpus on gemma4 left $T/k.gguf"
+        run 0 quant "$T/c.gguf" -o "$T/k.gguf" --preset Q4_K_M --corpus "$T/corpus.txt" \
+            --samples 1 --seq-len 8 -q && run 0 verify --deep "$T/k.gguf"
     else
         fail "llama-peer quantize gemma4e2b (converted): $(tail -n 2 "$T/lq.err")"
     fi
