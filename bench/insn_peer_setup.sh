@@ -54,16 +54,19 @@ LIBLLAMA=$(ls "$LIBDIR"/libllama.v*.so "$LIBDIR"/libllama.so 2>/dev/null | head 
 LIBGGML=$(ls "$LIBDIR"/libggml.v*.so "$LIBDIR"/libggml.so 2>/dev/null | head -n1 || true)
 [[ -n $LIBLLAMA && -n $LIBGGML && -f $LIBDIR/libggml-base.so ]] || die "no libllama/libggml in $LIBDIR"
 BIN=$PEER_DIR/bin/llama-peer-arm64
-SRC=$repo/tests/peer/llama_peer.c
+SRC=("$repo"/tests/peer/llama_peer.c "$repo"/tests/peer/peer_common.c "$repo"/tests/peer/peer_ppl.c
+     "$repo"/tests/peer/peer_run.c "$repo"/tests/peer/peer_quantize.c)
+stale=0
+for f in "${SRC[@]}" "$repo/tests/peer/peer.h" "${BASH_SOURCE[0]}"; do if [[ $f -nt $BIN ]]; then stale=1; fi; done
 rel=${LIBDIR#"$PEER_DIR"/}
-if [[ ! -x $BIN || $SRC -nt $BIN || ${BASH_SOURCE[0]} -nt $BIN ]]; then
+if [[ ! -x $BIN || $stale = 1 ]]; then
     mkdir -p "$PEER_DIR/bin"
     say "compiling $BIN"
     aarch64-linux-gnu-gcc -std=c11 -O2 -g -Wall -Wextra -fno-fast-math -ffp-contract=off \
         -DPEER_NLC_VERSION="\"$NLC_VERSION\"" -DPEER_LLAMA_COMMIT="\"$(cat "$INC/LLAMA_COMMIT")\"" \
-        -DPEER_LIBDIR_REL="\"$rel\"" -I"$INC" -o "$BIN.tmp" "$SRC" \
+        -DPEER_LIBDIR_REL="\"$rel\"" -I"$INC" -o "$BIN.tmp" "${SRC[@]}" \
         "$LIBLLAMA" "$LIBGGML" "$LIBDIR/libggml-base.so" "-Wl,-rpath,\$ORIGIN/../$rel" \
-        -Wl,--enable-new-dtags -ldl -lm || die "cross-compiling llama_peer.c failed"
+        -Wl,--enable-new-dtags -ldl -lm || die "cross-compiling llama-peer failed"
     mv "$BIN.tmp" "$BIN"
 fi
 qemu-aarch64 -L /usr/aarch64-linux-gnu "$BIN" version >/dev/null 2>&1 || die "$BIN does not run under qemu-aarch64"

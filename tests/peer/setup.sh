@@ -9,7 +9,7 @@
 # callers treat 77 as "skip"; anything else = a real failure.
 #
 # Idempotent and offline once installed: a second run only recompiles
-# llama_peer.c when it (or this script, or the flags) changed.  Safe to run
+# llama-peer when its sources (or this script, or the flags) changed.  Safe to run
 # concurrently (flock on $PEER_DIR/.lock).
 #
 # Environment:
@@ -33,7 +33,9 @@ SKIP=77
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 PEER_DIR=${MW_PEER_DIR:-$repo/.peer}
-SRC=$here/llama_peer.c
+# llama_peer.c (the command line) and the commands' files, one binary
+SRC=("$here"/llama_peer.c "$here"/peer_common.c "$here"/peer_ppl.c "$here"/peer_run.c
+     "$here"/peer_quantize.c)
 
 say()  { printf 'peer-setup: %s\n' "$*" >&2; }
 skip() { say "SKIP: $*"; exit $SKIP; }
@@ -41,7 +43,7 @@ die()  { say "ERROR: $*"; exit 1; }
 
 [[ $(uname -s) == Linux && $(uname -m) == x86_64 ]] ||
     skip "only linux-x64 is supported (this is $(uname -s)-$(uname -m))"
-[[ -f $SRC ]] || die "missing $SRC"
+for f in "${SRC[@]}" "$here/peer.h"; do [[ -f $f ]] || die "missing $f"; done
 
 CC=${MW_PEER_CC:-}
 if [[ -z $CC ]]; then
@@ -167,13 +169,13 @@ DEFS=(-DPEER_NLC_VERSION="\"$NLC_VERSION\"" -DPEER_LLAMA_COMMIT="\"$LLAMA_COMMIT
 # shellcheck disable=SC2054  # the commas belong to -Wl,
 LDFLAGS=("$LIBLLAMA" "$LIBGGML" "$LIBGGMLBASE" "-Wl,-rpath,\$ORIGIN/../$rel_libdir"
          -Wl,--enable-new-dtags -ldl -lm)
-sig=$( { cat "$SRC" "${BASH_SOURCE[0]}"; "$CC" --version 2>/dev/null | head -n1;
+sig=$( { cat "${SRC[@]}" "$here/peer.h" "${BASH_SOURCE[0]}"; "$CC" --version 2>/dev/null | head -n1;
          printf '%s\n' "${CFLAGS[@]}" "${DEFS[@]}" "${LDFLAGS[@]}"; } | cksum | cut -d' ' -f1)
 if [[ ! -x $BIN || ! -f $BIN.sig || $(cat "$BIN.sig") != "$sig" ]]; then
     mkdir -p "$PEER_DIR/bin"
     say "compiling $BIN"
-    "$CC" "${CFLAGS[@]}" "${DEFS[@]}" -I"$INC" -o "$BIN.tmp" "$SRC" "${LDFLAGS[@]}" ||
-        die "compiling llama_peer.c failed"
+    "$CC" "${CFLAGS[@]}" "${DEFS[@]}" -I"$INC" -o "$BIN.tmp" "${SRC[@]}" "${LDFLAGS[@]}" ||
+        die "compiling llama-peer failed"
     mv "$BIN.tmp" "$BIN"
     echo "$sig" >"$BIN.sig"
 fi
