@@ -5,6 +5,28 @@
 
 #include "quant/quant.h"
 
+/* MXFP4: an E8M0 scale byte 0xFF is NaN in OCP MX. ggml decodes it as 2^127
+ * (finite for small levels) and llama.cpp's converter never writes it, so a
+ * block holding one is corrupt even where its decoded values are finite.
+ * The runtime does not look at scale bytes when it loads a file (that would
+ * read every expert byte); this is where a file is checked for them. */
+static bool mxfp4_scales_ok(struct vctx *c, uint64_t i, const struct gguf_type_info *ti,
+                            const uint8_t *data, uint64_t pos, uint64_t nblocks)
+{
+    const struct gguf_tensor *t = gguf_tensor_get(c->f, i);
+    for (uint64_t b = 0; b < nblocks; b++) {
+        if (data[pos + b * ti->type_size] != 0xFF) continue;
+        const uint64_t block = pos / ti->type_size + b;
+        verify__item(c, VERIFY_ERROR, MW_E_VALUE, t->file_off + pos + b * ti->type_size,
+                     (int64_t)i, NULL,
+                     "block %llu (elements %llu..%llu): E8M0 scale byte 0xFF (NaN in OCP MX)",
+                     (unsigned long long)block, (unsigned long long)(block * ti->blck),
+                     (unsigned long long)(block * ti->blck + ti->blck - 1));
+        return false;
+    }
+    return true;
+}
+
 bool verify__deep_range(struct vctx *c, uint64_t i, const struct quant_traits *qt, uint64_t lo,
                         uint64_t hi)
 {
@@ -26,6 +48,8 @@ bool verify__deep_range(struct vctx *c, uint64_t i, const struct quant_traits *q
         if (nblocks == 0) break; /* a partial block cannot happen: sizes are checked */
         nbytes = nblocks * ti->type_size;
         const uint64_t n = nblocks * ti->blck;
+        if (t->type == GGUF_TYPE_MXFP4 && !mxfp4_scales_ok(c, i, ti, data, pos, nblocks))
+            return false;
         qt->to_float(data + pos, buf, n);
         for (uint64_t k = 0; k < n; k++) {
             if (isfinite(buf[k])) continue;

@@ -15,7 +15,8 @@
 #  - the same logits, bit for bit, in steps of 16 on 2 threads, steps of 5
 #    on 3 threads and with the scalar kernels (MW_RT_KERNELS=scalar);
 #  - a file without a layer's attn_sinks or an expert bias: exit 1 naming
-#    the tensor;
+#    the tensor; one with an E8M0 scale byte 0xFF in an expert block:
+#    `memwall verify --deep` exit 1 naming the tensor and the block's offset;
 #  - convert then run: mk_family_fixture.py's gptoss checkpoint (gpt-oss-20b's
 #    config keys, window 128, MXFP4 experts, o200k_harmony) converted by
 #    `memwall convert` (f16, experts kept MXFP4), one chunk of 256 (scored
@@ -85,6 +86,21 @@ for t in blk.1.attn_sinks.weight blk.2.ffn_up_exps.bias; do
     mr 1 -m "$T/bad.gguf" -p "$PROMPT" -n 1 && has "$err" "'$t'" "without $t"
 done
 echo "files without blk.1.attn_sinks.weight or blk.2.ffn_up_exps.bias: exit 1 naming the tensor"
+# an expert block whose E8M0 scale byte is 0xFF (NaN in OCP MX): the loader
+# does not read scale bytes (they sit in every 17 bytes of the experts);
+# verify --deep refuses the file, naming the tensor and the block's offset
+t=blk.2.ffn_gate_exps.weight
+cp "$f" "$T/ff.gguf"
+off=$($MW_EMU "$MEMWALL" inspect "$f" |
+      awk -v t=$t '/data start/ { for (i = 1; i < NF; i++) if ($i == "start") ds = $(i + 1) }
+                   $2 == t { print ds + $5 + 100 * 17 }')
+printf '\377' | dd of="$T/ff.gguf" bs=1 seek="$off" conv=notrunc status=none
+if run 1 verify --deep "$T/ff.gguf"; then
+    has "$out$err" "tensor '$t'" "E8M0 0xFF"
+    has "$out$err" "offset $off" "E8M0 0xFF"
+    has "$out$err" "block 100 (elements 3200..3231): E8M0 scale byte 0xFF" "E8M0 0xFF"
+    echo "an expert block with E8M0 scale 0xFF: verify --deep exit 1 naming $t and offset $off"
+fi
 
 # convert, then run: the converted HF fixture
 hf="$T/gptoss-hf"
