@@ -37,71 +37,10 @@ static inline RT__AVX2 void zero_f32_avx2(float *p, size_t n)
     for (size_t i = 0; i < n; i += 8) _mm256_storeu_ps(p + i, z);
 }
 
-/* AVX-VNNI: VPDPWSSD fuses the multiply-add by the scales and the sum (no
- * saturation in the non-S form: the same exact int32 lanes). */
+/* AVX-VNNI (VPDPBUSD, VPDPWSSD: no saturation in the non-S forms). */
 #define RT__VNNI __attribute__((target("avx2,fma,f16c,avxvnni")))
 
 
-/* Four tokens against one decoded block: u and the scales are loaded once
- * for the four; two accumulators per token (even and odd 32-byte chunks)
- * keep the dependency chains short. iv[q]: int32 lanes that sum to token q's
- * isum; mv[q]: to its msum. */
-#define RT__KVEC4(SFX, ATTR, MACC)                                                                \
-    static inline ATTR void kvec4_##SFX(const struct kdec *k, const struct rt_block_q8_k *const a[4], \
-                                        __m256i iv[4], __m256i mv[4])                             \
-    {                                                                                             \
-        __m256i e[4], o[4];                                                                       \
-        for (int q = 0; q < 4; q++) e[q] = o[q] = _mm256_setzero_si256();                         \
-        for (int j = 0; j < 8; j += 2) {                                                          \
-            const __m256i u0 = _mm256_load_si256((const __m256i *)(k->u + 32 * j));               \
-            const __m256i s0 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j));             \
-            const __m256i u1 = _mm256_load_si256((const __m256i *)(k->u + 32 * j + 32));          \
-            const __m256i s1 = _mm256_load_si256((const __m256i *)(k->scx + 16 * j + 16));        \
-            for (int q = 0; q < 4; q++) {                                                         \
-                const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a[q]->qs + 32 * j));      \
-                const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a[q]->qs + 32 * j + 32)); \
-                e[q] = MACC(e[q], _mm256_maddubs_epi16(u0, a0), s0);                              \
-                o[q] = MACC(o[q], _mm256_maddubs_epi16(u1, a1), s1);                              \
-            }                                                                                     \
-        }                                                                                         \
-        const __m256i mc = _mm256_load_si256((const __m256i *)k->mc);                             \
-        for (int q = 0; q < 4; q++) {                                                             \
-            iv[q] = _mm256_add_epi32(e[q], o[q]);                                                 \
-            mv[q] = _mm256_madd_epi16(mc, _mm256_loadu_si256((const __m256i *)a[q]->bsums));      \
-        }                                                                                         \
-    }
-#define RT__MACC_AVX2(acc, x, s) _mm256_add_epi32(acc, _mm256_madd_epi16(x, s))
-#define RT__MACC_VNNI(acc, x, s) _mm256_dpwssd_avx_epi32(acc, x, s)
-RT__KVEC4(avx2, RT__AVX2, RT__MACC_AVX2)
-
-/* One token against one decoded block (a panel's last tokens): isum lanes
- * (sum = isum) and msum lanes (sum = msum), and their sums. */
-#define RT__KDOT1(SFX, ATTR, MACC)                                                                \
-    static inline ATTR void kdot_##SFX(const struct kdec *k, const struct rt_block_q8_k *a,       \
-                                       int32_t *isum, int32_t *msum)                              \
-    {                                                                                             \
-        __m256i e = _mm256_setzero_si256(), o = _mm256_setzero_si256();                           \
-        for (int j = 0; j < 8; j += 2) {                                                          \
-            const __m256i u0 = _mm256_load_si256((const __m256i *)(k->u + 32 * j));               \
-            const __m256i u1 = _mm256_load_si256((const __m256i *)(k->u + 32 * j + 32));          \
-            const __m256i a0 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j));             \
-            const __m256i a1 = _mm256_loadu_si256((const __m256i *)(a->qs + 32 * j + 32));        \
-            e = MACC(e, _mm256_maddubs_epi16(u0, a0), _mm256_load_si256((const __m256i *)(k->scx + 16 * j))); \
-            o = MACC(o, _mm256_maddubs_epi16(u1, a1),                                             \
-                     _mm256_load_si256((const __m256i *)(k->scx + 16 * j + 16)));                 \
-        }                                                                                         \
-        *isum = hsum8_avx2(_mm256_add_epi32(e, o));                                               \
-        *msum = hsum8_avx2(_mm256_madd_epi16(_mm256_load_si256((const __m256i *)k->mc),           \
-                                             _mm256_loadu_si256((const __m256i *)a->bsums)));     \
-    }
-RT__KDOT1(avx2, RT__AVX2, RT__MACC_AVX2)
-
-/* Lane sums of four vectors: [sum v0, sum v1, sum v2, sum v3]. */
-static inline RT__AVX2 __m128i hsum4x8_avx2(__m256i v0, __m256i v1, __m256i v2, __m256i v3)
-{
-    const __m256i q = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
-    return _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-}
 
 /* 8x8 transpose of dwords: out[i] dword t = in[t] dword i. */
 static inline RT__AVX2 void tr8x8(const __m256i in[8], __m256i out[8])
@@ -172,61 +111,7 @@ static inline RT__AVX2 void panel_out(const float *p, size_t width, uint64_t nr,
             out[(uint64_t)j * ldo + r] = reduce_nb(p + r * RT_NACC * width + (size_t)j, width, nb);
 }
 
-/* The AVX2 driver: as RT__GEMM_K_BODY, but four tokens at a time share the
- * reductions and the float combine, lane j = token j (the reference's
- * operations per lane: (da * d) * isum - (da * dmin) * msum, or
- * (da * d) * (isum - msum), then added to the partial of block b % 4).
- * Partials p[r][b % 4][j]; a panel's last tokens (pc % 4) go one by one. */
-#define RT__GEMM_X86(t, mode, bs, SFX, ATTR)                                                      \
-    ATTR void rt_gemm_##t##_q8_k_##SFX##_t4(RT__GEMM_PARAMS)                                      \
-    {                                                                                             \
-        const uint64_t nb = n / RT_QK_K;                                                          \
-        const uint8_t *A = act;                                                                   \
-        struct kdec *kd = scratch;                                                                \
-        float(*p)[RT_NACC][RT_GEMM_PANEL] =                                                       \
-            (float(*)[RT_NACC][RT_GEMM_PANEL])((uint8_t *)scratch + sizeof(struct kdec));         \
-        for (uint64_t c0 = 0; c0 < nc; c0 += RT_GEMM_PANEL) {                                     \
-            const int pc = nc - c0 < RT_GEMM_PANEL ? (int)(nc - c0) : RT_GEMM_PANEL;              \
-            for (uint64_t b = 0; b < nb; b++) {                                                   \
-                const uint8_t *a0 = A + c0 * astride + b * sizeof(struct rt_block_q8_k);          \
-                const bool first = b < RT_NACC; /* partial b % 4 starts here: 0 + v */            \
-                for (uint64_t r = 0; r < nr; r++) {                                               \
-                    dec_##t##_x((const uint8_t *)w_rows + r * stride + b * (bs), kd);             \
-                    float *pr = p[r][b % RT_NACC];                                                \
-                    const __m128 d = _mm_set1_ps(kd->d), dmin = _mm_set1_ps(kd->dmin);            \
-                    int j = 0;                                                                    \
-                    for (; j + 4 <= pc; j += 4) {                                                 \
-                        const struct rt_block_q8_k *a[4];                                         \
-                        __m256i iv[4], mv[4];                                                     \
-                        for (int q = 0; q < 4; q++)                                               \
-                            a[q] = (const struct rt_block_q8_k *)(a0 + (uint64_t)(j + q) * astride); \
-                        kvec4_##SFX(kd, a, iv, mv);                                               \
-                        const __m128i is = hsum4x8_avx2(iv[0], iv[1], iv[2], iv[3]);              \
-                        const __m128i ms = hsum4x8_avx2(mv[0], mv[1], mv[2], mv[3]);              \
-                        const __m128 da = _mm_setr_ps(a[0]->d, a[1]->d, a[2]->d, a[3]->d);        \
-                        __m128 v;                                                                 \
-                        if ((mode) == KM_MIN)                                                     \
-                            v = _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(da, d), _mm_cvtepi32_ps(is)),    \
-                                           _mm_mul_ps(_mm_mul_ps(da, dmin), _mm_cvtepi32_ps(ms))); \
-                        else                                                                      \
-                            v = _mm_mul_ps(_mm_mul_ps(da, d), _mm_cvtepi32_ps(_mm_sub_epi32(is, ms))); \
-                        _mm_storeu_ps(pr + j, _mm_add_ps(first ? _mm_setzero_ps() : _mm_loadu_ps(pr + j), v)); \
-                    }                                                                             \
-                    for (; j < pc; j++) {                                                         \
-                        const struct rt_block_q8_k *a =                                           \
-                            (const struct rt_block_q8_k *)(a0 + (uint64_t)j * astride);           \
-                        int32_t is, ms;                                                           \
-                        if (first) pr[j] = 0.0f;                                                  \
-                        kdot_##SFX(kd, a, &is, &ms);                                              \
-                        kcombine(mode, kd, a->d, is, ms, &pr[j]);                                 \
-                    }                                                                             \
-                }                                                                                 \
-            }                                                                                     \
-            panel_out(&p[0][0][0], sizeof p[0][0] / sizeof(float), nr, pc, out + c0 * ldo, ldo, nb); \
-        }                                                                                         \
-    }
-
-/* The decoders for kdot_avx2 (u, sc, mc and scx filled). Q4_K, Q5_K and
+/* The decoders of the tokens-in-lanes products below (u, sc, mc and scx filled). Q4_K, Q5_K and
  * Q6_K unpack with vectors; Q2_K and Q3_K use the scalar decoders. */
 static inline RT__AVX2 void dec_q2_k_x(const uint8_t *w, struct kdec *k)
 {
@@ -317,9 +202,6 @@ static inline RT__AVX2 void dec_q6_k_x(const uint8_t *w, struct kdec *k)
     k->dmin = 0.0f;
 }
 
-#define RT__GEMM_AVX2_T4(t, mode, bs) RT__GEMM_X86(t, mode, bs, avx2, static RT__AVX2)
-RT__KTYPES(RT__GEMM_AVX2_T4)
-
 /* --- AVX2: rows in the lanes ---
  * The product of a tile of 16 rows with a panel of up to 64 tokens. Per
  * block column, the rows' blocks are decoded once (u, sc, mc, d, dmin) and
@@ -336,8 +218,10 @@ RT__KTYPES(RT__GEMM_AVX2_T4)
  * transposed (mc[2j], mc[2j+1]) by the broadcast bsums pair. The integers
  * are exact in any order; the float combine is the reference's per lane
  * (row): (da * d) * isum - (da * dmin) * msum, or (da * d) * (isum - msum),
- * added to partial b % 4 of (token, row) — the same bits as the mat-vec. A
- * panel of fewer than 8 tokens takes the 4-token path above. */
+ * added to partial b % 4 of (token, row) — the same bits as the mat-vec.
+ * Rows past nr read a zero block and are not stored. Also the short panels
+ * (2..7 tokens) of the VNNI and AVX-512 products: even at 2 tokens it beats
+ * a 4-token positions-in-lanes product. */
 #define RT_RPANEL 64 /* tokens per panel: one decode of a block column for them */
 struct rdec {
     __m256i w[2][64];  /* octet R, dword k: lane i = row 8R + i's u[4k .. 4k + 3] */
@@ -553,11 +437,6 @@ rpanel(const struct rdec *D, const uint8_t *a0, uint64_t astride, int pc, const 
         if (nr % 8) memset(kz, 0, sizeof *kz);                                                    \
         for (uint64_t c0 = 0; c0 < nc; c0 += RT_RPANEL) {                                         \
             const int pc = nc - c0 < RT_RPANEL ? (int)(nc - c0) : RT_RPANEL;                      \
-            if (pc < 8) {                                                                         \
-                rt_gemm_##t##_q8_k_avx2_t4(n, nr, (uint64_t)pc, out + c0 * ldo, ldo, w_rows, stride, \
-                                           (const uint8_t *)act + c0 * astride, astride, scratch); \
-                continue;                                                                         \
-            }                                                                                     \
             for (uint64_t b = 0; b < nb; b++) {                                                   \
                 if (b + 1 < nb) /* the next block column of the rows, from memory meanwhile */    \
                     for (uint64_t r = 0; r < nr; r++)                                             \
@@ -710,7 +589,7 @@ combine_oct(const float *da_, float d_, float dmin_, __m256i iv, __m256i mv, flo
  * per row the decoded block against them (KDOT: the isum and msum lanes)
  * and the float combine (COMBINE) into the partials p[r][b % 4][token]. A
  * short panel computes only the lane groups it uses; one of fewer than 8
- * tokens takes the 4-token AVX2 path (same bits). */
+ * tokens takes the AVX2 rows-in-lanes path (same bits). */
 #define RT__GEMM_LANES(t, mode, bs, SFX, ATTR, PANEL, LANES, ACT, VI, FILL, KDOT, COMBINE)         \
     ATTR void rt_gemm_##t##_q8_k_##SFX(RT__GEMM_PARAMS)                                           \
     {                                                                                             \
