@@ -144,6 +144,41 @@ void calib_g4_from_hf(const struct hf_config *c, struct calib_g4 *g)
     }
 }
 
+void calib_g4_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp)
+{
+    struct calib_g4 g;
+    calib_g4_from_hf(c, &g);
+    /* runtime/rt_model.c's family fields and read_gemma4, over the keys
+     * hf__gemma4_kvs writes */
+    hp->arch = RT_ARCH_GEMMA4;
+    hp->rope_neox = hp->qk_norm = hp->post_norms = hp->embd_scale = true;
+    hp->act = RT_ACT_GELU_TANH;
+    hp->attn_scale = 1.0f;
+    hp->rope_freq_scale = hp->rope_freq_scale_swa = 1.0f;
+    hp->head_dim = hp->n_rot = c->g4_head_dim_full;
+    hp->head_dim_swa = hp->n_rot_swa = c->head_dim;
+    hp->rope_base = c->rope_theta;
+    hp->rope_base_swa = c->has_rope_theta_swa ? c->rope_theta_swa : c->rope_theta;
+    hp->n_swa = c->swa_pattern != 1 ? c->n_swa : 0;
+    hp->swa_per_layer = true;
+    memset(hp->swa_layers, 0, sizeof hp->swa_layers);
+    uint32_t kv_swa = 0, kv_full = 0, ff = 0;
+    for (uint32_t il = 0; il < g.n_layer; il++) {
+        if (g.swa[il]) hp->swa_layers[il / 8] |= (uint8_t)(1u << (il % 8));
+        *(g.swa[il] ? &kv_swa : &kv_full) = g.n_head_kv[il];
+        if (g.n_ff[il] > ff) ff = g.n_ff[il];
+    }
+    hp->n_head_kv = kv_full ? kv_full : kv_swa;
+    hp->n_head_kv_swa = kv_swa ? kv_swa : hp->n_head_kv;
+    hp->n_ff = ff;
+    hp->final_softcap = c->final_softcap;
+    hp->n_kv_shared = c->g4_n_kv_shared;
+    hp->n_embd_per_layer = c->g4_n_embd_per_layer;
+    hp->tied_output = true;
+    hp->has_rope_freqs = true; /* the converter generates the proportional RoPE's factors */
+    if (hp->n_expert) hp->n_ff_shexp = hp->n_ff;
+}
+
 bool calib_g4_on_flash(const char *name)
 {
     return strcmp(name, "per_layer_token_embd.weight") == 0;

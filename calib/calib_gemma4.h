@@ -71,6 +71,9 @@ uint64_t calib_g4_kv_bytes(const struct calib_g4 *g, uint32_t n_ctx, uint32_t n_
  * q8_0 cache with a head dim not a multiple of 32. */
 enum mw_status calib_g4_mem_estimate(const struct calib_g4 *g, const struct calib_mem_opts *o,
                                      struct calib_mem *out, struct mw_err *err);
+/* The gemma4 fields of hp (calib_hparams_from_hf's gemma4 part): what the
+ * runtime reads from the GGUF memwall convert writes for c. */
+void calib_g4_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp);
 /* Is name a tensor read from flash one row per token (not resident)? */
 bool calib_g4_on_flash(const char *name);
 

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "calib/calib_gemma4.h"
 #include "hf/hf.h"
 
 /* The family fields as runtime/rt_model.c (read_hparams, read_family) reads
@@ -127,6 +128,7 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
     case HF_ARCH_QWEN35MOE: hp->arch = RT_ARCH_QWEN35MOE; break;
     case HF_ARCH_QWEN3NEXT: hp->arch = RT_ARCH_QWEN3NEXT; break;
     case HF_ARCH_GPTOSS: hp->arch = RT_ARCH_GPTOSS; break;
+    case HF_ARCH_GEMMA4: hp->arch = RT_ARCH_GEMMA4; break;
     default: hp->arch = RT_ARCH_LLAMA; break; /* llama, mistral, mixtral */
     }
     snprintf(hp->arch_name, sizeof hp->arch_name, "%s", c->gguf_arch);
@@ -160,6 +162,7 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
         if (c->arch == HF_ARCH_QWEN2MOE) hp->n_ff_shexp = c->n_ff_shexp ? c->n_ff_shexp : c->n_ff;
         if (hf_arch_is_delta_net(c->arch)) hp->n_ff_shexp = c->n_ff_shexp;
     }
+    if (c->arch == HF_ARCH_GEMMA4) calib_g4_hparams_from_hf(c, hp);
     if (n_bias_floats) {
         const uint64_t q = (uint64_t)c->n_head * c->head_dim;
         const uint64_t kv = (uint64_t)c->n_head_kv * c->head_dim;

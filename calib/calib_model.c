@@ -365,27 +365,17 @@ done:
 /* What the forward does not run yet, refused as soon as the hyperparameters
  * name it (before the tensor index, which expects the layers calib knows):
  * gpt-oss (attention sinks, biased experts with the clamped SwiGLU, no
- * ffn_norm); of gemma4, a Hugging Face directory (calib_hparams_from_hf has
- * no gemma4 mapping: the GGUF conversion runs) and the experts beside the
- * MLP (26B-A4B). */
+ * ffn_norm) and gemma4's experts beside the MLP (26B-A4B). */
 static enum mw_status refuse_arch(const struct calib_model *m, struct mw_err *err)
 {
     const char *a = m->hp.arch_name, *what = NULL;
-    const char *hint = "use an imatrix from llama-imatrix (--imatrix), or no --corpus";
     if (strcmp(a, "gpt-oss") == 0) what = a;
-    if (strcmp(a, "gemma4") == 0 || (!m->is_gguf && m->hf &&
-                                     hf_model_config(m->hf)->arch == HF_ARCH_GEMMA4)) {
-        if (!m->is_gguf) {
-            what = "gemma4 from a Hugging Face directory";
-            hint = "convert it first (memwall convert DIR -o model.gguf --type f32) and calibrate "
-                   "that, use an imatrix from llama-imatrix (--imatrix), or no --corpus";
-        }
-        else if (m->hp.n_expert) what = "gemma4 with experts";
-    }
+    if (strcmp(a, "gemma4") == 0 && m->hp.n_expert) what = "gemma4 with experts";
     if (!what) return MW_OK;
     mw_err_set_path(err, m->path);
     return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                   "calibration does not run %s yet: %s", what, hint);
+                   "calibration does not run %s yet: use an imatrix from llama-imatrix "
+                   "(--imatrix), or no --corpus", what);
 }
 
 static enum mw_status open_hf(struct calib_model *m, struct mw_err *err)
@@ -582,25 +572,6 @@ enum mw_status calib__model_ple_load(const struct calib_model *m, int k, float *
     return load_index(m, m->idx_ple[k], dst, n, err);
 }
 
-enum mw_status calib__model_ple_rows(const struct calib_model *m, const int32_t *ids,
-                                     uint64_t n_rows, float *dst, struct mw_err *err)
-{
-    const uint64_t LP = (uint64_t)m->hp.n_embd_per_layer * m->hp.n_layer;
-    mw_err_set_path(err, m->path);
-    mw_err_set_where(err, "tensor '%s'", ple_names[0]);
-    if (!m->is_gguf || m->idx_ple[0] < 0)
-        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
-    const struct gguf_tensor *t = gguf_tensor_get(m->gf, (uint64_t)m->idx_ple[0]);
-    const struct quant_traits *qt = quant_traits_get(t->type);
-    if (t->ne[0] != LP || t->ne[1] < m->hp.n_vocab || !qt || !qt->to_float)
-        return MW_FAIL(err, MW_E_FORMAT, t->file_off, "expected %llu x %u decodable values",
-                       (unsigned long long)LP, m->hp.n_vocab);
-    const uint64_t rb = t->nbytes / t->ne[1];
-    const uint8_t *p = gguf_tensor_data(m->gf, (uint64_t)m->idx_ple[0]);
-    for (uint64_t i = 0; i < n_rows; i++) qt->to_float(p + (uint64_t)ids[i] * rb, dst + i * LP, LP);
-    mw_err_clear(err);
-    return MW_OK;
-}
 
 /* The embedding streamed once; rows whose id is wanted are copied out. */
 struct embd_sink {
@@ -646,4 +617,32 @@ enum mw_status calib__model_embd_rows(const struct calib_model *m, const int32_t
     }
     struct embd_sink k = {.ids = ids, .n_ids = n_rows, .dst = dst, .row_bytes = E * sizeof(float)};
     return hf_plan_stream_tensor(m->plan, (uint64_t)m->idx_embd, 0, embd_sink_fn, &k, err);
+}
+
+enum mw_status calib__model_ple_rows(const struct calib_model *m, const int32_t *ids,
+                                     uint64_t n_rows, float *dst, struct mw_err *err)
+{
+    const uint64_t LP = (uint64_t)m->hp.n_embd_per_layer * m->hp.n_layer;
+    if (m->idx_ple[0] < 0) {
+        mw_err_set_path(err, m->path);
+        mw_err_set_where(err, "tensor '%s'", ple_names[0]);
+        return MW_FAIL(err, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing");
+    }
+    if (!m->is_gguf) { /* streamed once, as token_embd */
+        struct embd_sink k = {.ids = ids, .n_ids = n_rows, .dst = dst,
+                              .row_bytes = LP * sizeof(float)};
+        return hf_plan_stream_tensor(m->plan, (uint64_t)m->idx_ple[0], 0, embd_sink_fn, &k, err);
+    }
+    const struct gguf_tensor *t = gguf_tensor_get(m->gf, (uint64_t)m->idx_ple[0]);
+    const struct quant_traits *qt = quant_traits_get(t->type);
+    if (t->ne[0] != LP || t->ne[1] < m->hp.n_vocab || !qt || !qt->to_float) {
+        mw_err_set_path(err, m->path);
+        mw_err_set_where(err, "tensor '%s'", ple_names[0]);
+        return MW_FAIL(err, MW_E_FORMAT, t->file_off, "expected %llu x %u decodable values",
+                       (unsigned long long)LP, m->hp.n_vocab);
+    }
+    const uint64_t rb = t->nbytes / t->ne[1];
+    const uint8_t *p = gguf_tensor_data(m->gf, (uint64_t)m->idx_ple[0]);
+    for (uint64_t i = 0; i < n_rows; i++) qt->to_float(p + (uint64_t)ids[i] * rb, dst + i * LP, LP);
+    return MW_OK;
 }

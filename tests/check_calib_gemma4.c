@@ -2,13 +2,14 @@
  * tests/e2e/calib_gemma4.sh, which makes the fixture checkpoints
  * (tests/fixtures/mk_family_fixture.py gemma4e2b / gemma4dense), converts
  * them with memwall convert (F32) and runs
- *     check_calib_gemma4 KIND F32_GGUF
+ *     check_calib_gemma4 KIND F32_GGUF [HF_DIR]
  * Checks:
  *  - calib's forward computes the runtime's model: its final hidden states,
  *    through output_norm, the tied output matrix and the final soft-capping,
  *    give memwall-run's logits (rt_eval) on a sample longer than the sliding
  *    window (per-layer head sizes and RoPE, the per-layer inputs, the
- *    shared-KV layers, layer_output_scale);
+ *    shared-KV layers, layer_output_scale), from the GGUF and (HF_DIR given)
+ *    from the checkpoint directory (calib_hparams_from_hf's gemma4 part);
  *  - the statistics and final hidden states are the same bits for 1 / 3
  *    threads, 1 / 2 samples per batch, with and without callbacks (the
  *    staged passes, the K/V kept for the shared layers batch by batch);
@@ -38,7 +39,7 @@
 #include "check_calib_common.h"
 #include "check_common.h"
 
-static const char *g_kind, *g_gguf;
+static const char *g_kind, *g_gguf, *g_dir;
 
 /* the sample must be longer than the fixtures' window (16) */
 #define SAMPLE_LEN 40
@@ -58,6 +59,16 @@ START_TEST(logits_match_runtime)
     calib_model_close(m);
     printf("%s: logits differ from the runtime's by %.3g of their scale\n", g_kind, r);
     ck_assert_msg(r < LOGITS_TOL, "%s: logits differ by %g of their scale", g_kind, r);
+}
+END_TEST
+
+START_TEST(logits_from_hf)
+{
+    struct calib_model *m = open_model(g_dir);
+    const double r = logits_vs_runtime(m, g_gguf, SAMPLE_LEN);
+    calib_model_close(m);
+    printf("%s (HF dir): logits differ from the runtime's by %.3g of their scale\n", g_kind, r);
+    ck_assert_msg(r < LOGITS_TOL, "%s (HF dir): logits differ by %g of their scale", g_kind, r);
 }
 END_TEST
 
@@ -233,11 +244,11 @@ END_TEST
 
 int main(int argc, char **argv)
 {
-    if (argc != 3) {
-        fprintf(stderr, "usage: check_calib_gemma4 KIND F32_GGUF\n");
+    if (argc != 3 && argc != 4) {
+        fprintf(stderr, "usage: check_calib_gemma4 KIND F32_GGUF [HF_DIR]\n");
         return 2;
     }
-    g_kind = argv[1], g_gguf = argv[2];
+    g_kind = argv[1], g_gguf = argv[2], g_dir = argc == 4 ? argv[3] : NULL;
     struct stat st;
     if (stat(g_gguf, &st) != 0 || stat(CALIB_TXT, &st) != 0) {
         fprintf(stderr, "SKIP: %s or %s missing\n", g_gguf, CALIB_TXT);
@@ -247,6 +258,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create(g_kind);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, logits_match_runtime);
+    if (g_dir) tcase_add_test(tc, logits_from_hf);
     tcase_add_test(tc, threads_batches_callbacks);
     tcase_add_test(tc, stats_entries);
     tcase_add_test(tc, folds_leave_model_unchanged);

@@ -5,18 +5,19 @@
 #  - gemma4e2b (E2B's layout: per-layer inputs, 2 shared-KV layers of 5,
 #    double-wide MLPs in them, head sizes 32 / 64) and gemma4dense (31B's:
 #    none of those; its full layer's attn_v dropped, as the 31B's
-#    attention_k_eq_v leaves it out: v is wk's output): check_calib_gemma4 (calib's forward = the runtime's
-#    logits, the same bits for threads / batches / callbacks, the imatrix
-#    entries, exact AWQ folds);
+#    attention_k_eq_v leaves it out: v is wk's output): check_calib_gemma4
+#    (calib's forward = the runtime's logits, from the GGUF and from the
+#    checkpoint directory, the same bits for threads / batches / callbacks,
+#    the imatrix entries, exact AWQ folds);
 #  - memwall calib: an imatrix with an entry for every matrix the layers
 #    multiply (k and v only where a layer owns them, inp_gate, proj,
-#    per_layer_model_proj);
+#    per_layer_model_proj); from the checkpoint directory the same file;
 #  - quant --corpus --method gptq and awq: verify --deep, the AWQ log says
 #    why v -> attn_output is skipped, and (with the peer) llama.cpp loads the
 #    file;
 # and what calibration does not run yet, refused by name (exit 1, no file):
-# gemma4 with experts (mk_gemma4_gguf.py moe), a gemma4 Hugging Face
-# directory, gpt-oss (mk_gptoss_gguf.py; it still quantizes without a corpus).
+# gemma4 with experts (mk_gemma4_gguf.py moe), gpt-oss (mk_gptoss_gguf.py; it
+# still quantizes without a corpus).
 # Usage: calib_gemma4.sh CHECK_CALIB_GEMMA4. Exit 77 when python3 or the
 # tokenizer files are missing.
 check=${1:?usage: calib_gemma4.sh CHECK_CALIB_GEMMA4}
@@ -60,9 +61,8 @@ for k in gemma4e2b gemma4dense; do
         mwgguf drop "$g" "$T/kv.gguf" blk.5.attn_v && mv "$T/kv.gguf" "$g" ||
             { fail "$k: dropping blk.5.attn_v"; continue; }
     fi
-    [ $k = gemma4e2b ] && refused "gemma4 from a Hugging Face directory" "$d" "$k (HF)"
-    rm -rf "$d"
-    "$check" "$k" "$g" > "$T/check.txt" 2>&1 || { cat "$T/check.txt"; fail "$k: check_calib_gemma4"; }
+    hf=$d; [ $k = gemma4dense ] && hf= # its GGUF lost the full layer's attn_v
+    "$check" "$k" "$g" $hf > "$T/check.txt" 2>&1 || { cat "$T/check.txt"; fail "$k: check_calib_gemma4"; }
     grep 'logits differ\|folds moved' "$T/check.txt" | sed 's/^/  /'
     # the imatrix: every matrix the layers multiply
     run 0 calib "$g" "${C[@]}" -q -o "$T/$k.imatrix" || { fail "$k: memwall calib"; continue; }
@@ -83,6 +83,12 @@ for k in gemma4e2b gemma4dense; do
     fi
     [ "$n" -eq "$want" ] || fail "$k: $n imatrix entries, expected $want"
     echo "  imatrix: $n entries"
+    if [ -n "$hf" ]; then # the checkpoint directory gives the same statistics
+        run 0 calib "$hf" "${C[@]}" -q -o "$T/$k-hf.imatrix" &&
+            r=$(mwgguf cmp "$T/$k-hf.imatrix" "$T/$k.imatrix") &&
+            echo "  imatrix from the HF directory: $r" || fail "$k: the HF directory's imatrix: $r"
+    fi
+    rm -rf "$d"
     for meth in gptq awq; do
         o=$T/$k-$meth.gguf
         if $MW_EMU "$MEMWALL" quant "$g" -o "$o" --preset Q4_0 "${C[@]}" --method $meth > "$T/q.log" 2>&1; then
