@@ -5,17 +5,23 @@
 # digests of llama.cpp's converter output (tests/fixtures/llamacpp_ref/,
 # bench/llamacpp_ref.sh), calib_hparams_from_hf against the runtime's reading
 # of the converted file (tests/tools/hparams_cmp.c), and llama.cpp loading
-# each file (label "peer"). Both skip (77) without the tokenizer files
-# (tests/fixtures/fetch_tokenizers.sh).
+# each file (with llama-peer, in the plain build). Skips (77) without the
+# tokenizer files (tests/fixtures/fetch_tokenizers.sh).
 if(NOT MW_MINIMAL)
   add_executable(hparams_cmp tools/hparams_cmp.c)
   target_link_libraries(hparams_cmp PRIVATE mw_calib mw_hf mw_runtime mw_quant mw_gguf mw_core
                         Threads::Threads m)
-  mw_shell_test(hf_convert_families e2e/convert_families.sh mw $<TARGET_FILE:hparams_cmp>)
-  mw_shell_test(hf_peer_families e2e/convert_families.sh peer $<TARGET_FILE:hparams_cmp>)
-  set_tests_properties(hf_convert_families hf_peer_families PROPERTIES SKIP_RETURN_CODE 77)
+  # the plain build: llama.cpp's loads of each file (what hf_peer_families
+  # ran, making every fixture and conversion again) inside
+  # hf_convert_families, as each file is converted (convert_families.sh
+  # mw+peer); the sanitizer build: the memwall side only
+  if(MW_SANITIZE)
+    mw_shell_test(hf_convert_families e2e/convert_families.sh mw $<TARGET_FILE:hparams_cmp>)
+  else()
+    mw_shell_test(hf_convert_families e2e/convert_families.sh mw+peer $<TARGET_FILE:hparams_cmp>)
+  endif()
+  set_tests_properties(hf_convert_families PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(hf_convert_families PROPERTIES COST 700) # among the longest: started first
-  set_tests_properties(hf_peer_families PROPERTIES LABELS peer)
   # gpt-oss (MXFP4 experts): convert against llama.cpp's converter, bad input,
   # the MXFP4_MOE preset and the requantize refusal (mw); llama.cpp loading
   # the file and llama-quantize's presets (peer)

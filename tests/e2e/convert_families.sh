@@ -68,7 +68,11 @@
 # reports the fixture's architecture and vocabulary size, and logs no
 # pre-tokenizer warning ("missing pre-tokenizer type" / "GENERATION QUALITY");
 # the digests, the hparams comparison and the tokenizer.model twin are left
-# to the "mw" run (hf_convert_families, in the same builds as the peer test).
+# to the "mw" run. With "mw+peer" (hf_convert_families in the plain build):
+# both on each file as it is converted (one fixture and one conversion
+# serve both; a peer run of its own made them all again), the llama.cpp
+# side left out with a note where llama-peer cannot be built; the sanitizer
+# build runs "mw" (no llama.cpp).
 #
 # With "moemem" (hf_convert_moe_memory, release builds): the memory bound of
 # expert stacking. The moebig fixture (Mixtral layout, hidden 1024, 64
@@ -80,13 +84,15 @@
 # their source pages dropped as they are consumed. Measured (2026-12, x86-64
 # release): 18-21 MiB for all three types.
 #
-#   convert_families.sh mw|peer|moemem [HPARAMS_CMP]
+#   convert_families.sh mw|peer|mw+peer|moemem [HPARAMS_CMP]
 # MW_FAMILIES_TYPES: the output types (default f16 bf16 q8_0; the sanitizer
 # build runs f16 only: the code paths per type are the plain build's).
 # Skips (77) when the tokenizer files cannot be fetched (npm) or, with peer,
 # when llama-peer cannot be built.
 source "$(dirname "${BASH_SOURCE[0]}")/hf_common.sh"
 WITH_PEER=${1:-}
+MW_CHECKS=1 # the digests, hparams and twins: every mode but "peer"
+[ "$WITH_PEER" = peer ] && MW_CHECKS=
 HPCMP=${2:-}
 have_python || skip "python3 needed for the fixtures"
 scratch_on_shm families
@@ -127,6 +133,10 @@ fi
 
 if [ "$WITH_PEER" = peer ]; then
     need_peer
+elif [ "$WITH_PEER" = mw+peer ]; then
+    find_peer
+    if [ -n "$PEER" ]; then WITH_PEER=peer
+    else echo "note: no llama.cpp peer: the llama.cpp loads are left out"; WITH_PEER=mw; fi
 fi
 
 for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtral qwen2moe \
@@ -145,9 +155,15 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
     # gemma4dense: f16 (the per-type paths are gemma4e2b's); llama.cpp loads
     # the PLE and MoE layouts in f16 (peer)
     [ $k = gemma4dense ] && types=f16
+    # the llama.cpp loads: every type but gemma4e2b/gemma4moe's (f16) and gemma4dense's (none)
+    peer_types=
     if [ "$WITH_PEER" = peer ]; then
-        case $k in gemma4e2b|gemma4moe) types=f16 ;; gemma4dense) continue ;; esac
+        peer_types=$types
+        case $k in gemma4e2b|gemma4moe) peer_types=f16 ;; gemma4dense) peer_types= ;; esac
+        [ -n "$MW_CHECKS" ] || types=$peer_types
+        [ -n "$types" ] || continue
     fi
+    want_nv= # (the fixture's vocabulary size: read once per kind)
     python3 "$FIX/mk_family_fixture.py" "${mkargs[@]}" "$T/$k" --tok-dir "$TOKDIR" > "$T/mk.log" 2>&1
     mrc=$?
     [ $mrc -eq 77 ] && skip "fixture $k: $(tail -n 1 "$T/mk.log")"
@@ -155,9 +171,9 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
     for t in $types; do
         g="$T/$k-$t.gguf"
         run 0 convert "$T/$k" -o "$g" --type $t -q || continue
-        # peer: judged by hf_convert_families in the same (release) build; here
-        # only what llama.cpp makes of the files
-        if [ "$WITH_PEER" != peer ]; then
+        # "peer" alone: the files are judged by a "mw" run; here only what
+        # llama.cpp makes of them
+        if [ -n "$MW_CHECKS" ]; then
             ref="$REF/$k-$t.json"
             [ -f "$ref" ] || { fail "no reference $ref (bench/llamacpp_ref.sh)"; continue; }
             case $k in
@@ -197,7 +213,7 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
                 fi ;;
             esac
         fi
-        [ "$WITH_PEER" = peer ] || continue
+        [[ " $peer_types " == *" $t "* ]] || continue
         if ! "$PEER" -v info "$g" > "$T/info" 2> "$T/info.err"; then
             fail "llama.cpp cannot load $k-$t: $(grep -v '^llama_model_loader: - ' "$T/info.err" | tail -n 3)"
             continue
@@ -208,7 +224,7 @@ for k in qwen3 gemma3 gemma3mm gemma2 phi3 phi3long gemma2-f16src qwen3moe mixtr
         case $k in gemma3mm) want_arch=gemma3 ;; phi3long|phi4mini) want_arch=phi3 ;; gemma2-f16src) want_arch=gemma2 ;;
         mixtral) want_arch=llama ;; qwen3moe-fused) want_arch=qwen3moe ;; *-causal) want_arch=${k%-causal} ;;
         gemma4*) want_arch=gemma4 ;; esac
-        want_nv=$(python3 -c '
+        [ -n "${want_nv:-}" ] || want_nv=$(python3 -c '
 import json, sys
 c = json.load(open(sys.argv[1]))
 print(c.get("vocab_size") or c.get("text_config", {}).get("vocab_size") or 262208)' "$T/$k/config.json")
@@ -219,7 +235,7 @@ print(c.get("vocab_size") or c.get("text_config", {}).get("vocab_size") or 26220
         fi
     done
     rm -rf "${T:?}/$k" "$T/$k"-*.gguf
-    [ "$WITH_PEER" = peer ] && continue # the twin below has no llama.cpp side
+    [ -n "$MW_CHECKS" ] || continue # the twin below has no llama.cpp side
     # Gemma 3 with a tokenizer.model (the --spm twin, as real Gemma 3
     # checkpoints ship): every key, the tokenizer's included, is llama.cpp's
     case $k in
