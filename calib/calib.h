@@ -666,6 +666,10 @@ bool calib_run_hidden_on_disk(const struct calib_model *m, const struct calib_sa
  * one sample per batch, lean where the model allows it (not MoE, not the
  * gated delta net). cb: with a per-group callback (quant --corpus; the
  * method's own buffers are quant_methods_peak_bytes). */
+/* The latest layer at or before `layer` a run can start at (first_layer):
+ * `layer`, except that gemma4's shared-KV layers read the K/V of an earlier
+ * layer, which a run has only when it starts at or before that layer. */
+uint32_t calib_run_first_layer_floor(const struct rt_hparams *hp, uint32_t layer);
 void calib_run_need(const struct rt_hparams *hp, uint32_t n_samples, uint32_t n_pos, bool cb,
                     unsigned n_threads, uint64_t *peak, uint64_t *least);
 

@@ -220,9 +220,30 @@ done:
     return s;
 }
 
+uint32_t calib_run_first_layer_floor(const struct rt_hparams *hp, uint32_t layer)
+{
+    uint32_t f = layer, was;
+    do { /* the shared layers from f on read layers before f: start there */
+        was = f;
+        for (uint32_t j = hp->n_layer - hp->n_kv_shared; j < hp->n_layer; j++)
+            if (j >= was && rt_layer_kv_src(hp, j) < f) f = rt_layer_kv_src(hp, j);
+    } while (f != was);
+    return f;
+}
+
 enum mw_status calib__g4_setup(struct calib_engine *e, bool *ok, struct mw_err *err)
 {
     const struct rt_hparams *hp = e->hp;
+    /* a resumed run has no K/V of the layers before it: a shared-KV layer
+     * reading one of those cannot run */
+    const uint32_t floor = calib_run_first_layer_floor(hp, e->first_layer);
+    if (floor < e->first_layer) {
+        mw_err_set_path(err, calib_model_path(e->m));
+        return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
+                       "resuming at layer %u: a shared-KV layer reads the K/V of layer %u, "
+                       "which only a run through that layer has (start again, not resumed)",
+                       e->first_layer, floor);
+    }
     e->P = hp->n_embd_per_layer;
     if (e->P) {
         e->pl = calib__alloc_f2(e->T, e->P * hp->n_layer, ok);

@@ -324,7 +324,7 @@ static enum mw_status probe_run(struct probe *P, struct calib_model *m,
         *kl = P->woutq ? kl_all(P, NULL, P->woutq) : 0;
         return MW_OK;
     }
-    uint32_t start = (uint32_t)lo;
+    uint32_t start = calib_run_first_layer_floor(P->hp, (uint32_t)lo); /* gemma4's shared KV */
     while (start > 0 && !P->hid[start]) start--;
     P->first_layer = start;
     const struct calib_run_opts ro = {.n_threads = P->nt, .on_group = on_group, .on_group_ud = P,

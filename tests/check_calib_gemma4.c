@@ -18,6 +18,9 @@
  *    full layer with attention_k_eq_v takes wk's output), inp_gate (n_embd) and proj (the
  *    per-layer width) with per_layer_model_proj when the model has
  *    per-layer inputs, each with its layer's width;
+ *  - where a run may start (calib_run_first_layer_floor: not after a layer
+ *    whose K/V a later shared-KV layer reads; the probes of --size/--bpw
+ *    start there), and a run started later is refused;
  *  - the AWQ folds the methods make (attn_norm -> q/k/v, ffn_norm ->
  *    gate/up, up -> down, quant_awq_fold) leave the float model unchanged,
  *    and v -> attn_output is refused (quant_awq_fold_legal).
@@ -76,6 +79,13 @@ static enum mw_status noop_group(void *ud, struct calib_layer *ly, enum calib_gr
                                  struct mw_err *err)
 {
     (void)ud, (void)ly, (void)g, (void)err;
+    return MW_OK;
+}
+
+static enum mw_status zero_hidden(void *ud, uint64_t row0, uint64_t n_rows, float *dst,
+                                  struct mw_err *err)
+{
+    (void)ud, (void)row0, (void)n_rows, (void)dst, (void)err;
     return MW_OK;
 }
 
@@ -186,6 +196,34 @@ START_TEST(stats_entries)
 }
 END_TEST
 
+START_TEST(first_layer_floor)
+{
+    struct calib_model *m = open_model(g_gguf);
+    const struct rt_hparams *hp = calib_model_hparams(m);
+    const uint32_t first_shared = hp->n_layer - hp->n_kv_shared;
+    uint32_t least = hp->n_layer; /* the earliest layer a shared one reads */
+    for (uint32_t j = first_shared; j < hp->n_layer; j++)
+        if (rt_layer_kv_src(hp, j) < least) least = rt_layer_kv_src(hp, j);
+    for (uint32_t il = 0; il < hp->n_layer; il++) {
+        const uint32_t f = calib_run_first_layer_floor(hp, il);
+        ck_assert_uint_eq(f, hp->n_kv_shared && il > least ? least : il);
+    }
+    if (hp->n_kv_shared) { /* started past a source layer: refused, nothing run */
+        struct calib_samples *s = samples_chunked(m, 1, 8, CALIB_CHUNK_BOS_PREPEND);
+        struct calib_run_opts o = {.n_threads = 1, .first_layer = least + 1,
+                                   .load_hidden = zero_hidden};
+        struct calib_stats *st = NULL;
+        struct mw_err err;
+        mw_err_clear(&err);
+        ck_assert_int_eq(calib_run(m, s, &o, &st, &err), MW_E_UNSUPPORTED);
+        ck_assert_ptr_null(st);
+        ck_assert_msg(strstr(err.msg, "shared-KV") != NULL, "%s", err.msg);
+        calib_samples_free(s);
+    }
+    calib_model_close(m);
+}
+END_TEST
+
 /* the methods' AWQ folds with power-of-two scales (exact in floats): the
  * input norms into q/k/v and gate/up, up's rows into down */
 struct fold_ud {
@@ -261,6 +299,7 @@ int main(int argc, char **argv)
     if (g_dir) tcase_add_test(tc, logits_from_hf);
     tcase_add_test(tc, threads_batches_callbacks);
     tcase_add_test(tc, stats_entries);
+    tcase_add_test(tc, first_layer_floor);
     tcase_add_test(tc, folds_leave_model_unchanged);
     suite_add_tcase(su, tc);
     return run_suite(su);
