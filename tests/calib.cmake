@@ -20,6 +20,7 @@ if(NOT MW_MINIMAL)
     mw_shell_test(calib_memory e2e/calib_memory.sh)
   endif()
   set_tests_properties(calib_cli calib_plan calib_memory PROPERTIES SKIP_RETURN_CODE 77)
+  set_tests_properties(calib_memory PROPERTIES COST 100) # among the longer ones: started early
   set_tests_properties(check_calib PROPERTIES COST 300) # ~60 s under ASan
   # all 345 reference chunks: ~1 min of CPU in a release build; far longer
   # under the sanitizers, where the unit tests cover the same code on a few samples
