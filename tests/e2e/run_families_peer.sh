@@ -78,17 +78,17 @@ for k in $KINDS; do
     theirs=$("$PEER" ppl "$f" "$EVAL" --ctx $CTX --bytes $BYTES --chunks $CHUNKS \
                  --save-logits "$T/$k.logits" 2> "$T/e") ||
         { fail "$k: llama-peer ppl: $(tail -2 "$T/e")"; continue; }
-    ours=$("$RUNBIN" -m "$f" --perplexity "$EVAL" -c $CTX --bytes $BYTES --chunks $CHUNKS \
-               -t 2 -q 2> "$T/e") ||
-        { fail "$k: memwall-run --perplexity: $(tail -2 "$T/e")"; continue; }
-    a=$(ppl_of "$ours")
-    b=$(ppl_of "$theirs")
-    echo "  ppl (ctx $CTX, $CHUNKS chunks): memwall $a, llama.cpp $b ($(reldiff "$a" "$b"))"
-    close "$a" "$b" 0.003 || fail "$k: perplexity $a vs llama.cpp $b: more than 0.3% apart"
+    # one memwall-run pass gives both: --kl-divergence prints the perplexity
+    # of its own logits ("ppl" line) beside the agreement with llama.cpp's
+    # (a plain --perplexity run before it was the same forward once more)
     kl=$("$RUNBIN" -m "$f" --perplexity "$EVAL" -c $CTX --bytes $BYTES --chunks $CHUNKS \
              --kl-divergence "$T/$k.logits" -t 2 -q 2> "$T/e") ||
         { fail "$k: memwall-run --kl-divergence: $(tail -2 "$T/e")"; continue; }
     rm -f "$T/$k.logits"
+    a=$(ppl_of "$kl")
+    b=$(ppl_of "$theirs")
+    echo "  ppl (ctx $CTX, $CHUNKS chunks): memwall $a, llama.cpp $b ($(reldiff "$a" "$b"))"
+    close "$a" "$b" 0.003 || fail "$k: perplexity $a vs llama.cpp $b: more than 0.3% apart"
     top=$(awk '$1 == "same_top" { print $2 }' <<< "$kl")
     kld=$(awk '$1 == "kld" { print $2 }' <<< "$kl")
     scored=$(awk '$1 == "ppl" { print $8 }' <<< "$kl")
