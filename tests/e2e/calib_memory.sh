@@ -138,8 +138,8 @@ fi
 if [ "$quick" != quick ]; then # (sanitizer builds: check_calib lean_equals_memory covers the lean mode)
 qsz=(--samples 3 --seq-len 48)
 # Q8_0: AWQ's scale search quantizes every candidate with the preset's types;
-# Q4_K_M made each of the three runs that calibrate ~15x the CPU (35 s, not
-# 2.4). The bound is the method's buffers, the same for every preset (quant
+# Q4_K_M made each of the three runs that calibrate ~7.5x the CPU (18.3 s,
+# not 2.4). The bound is the method's buffers, the same for every preset (quant
 # names 129,390,796 bytes for both here); plan's figure is checked against
 # Q4_K_M's refusal (qp) as before
 qrun() { # quant ARGS..., exit status in $rc, stderr in $err
