@@ -82,8 +82,19 @@ for fam in qwen3 gemma3 gemma3mm gemma2; do
             # shellcheck disable=SC2086
             if [ $fam = qwen3 ]; then
                 nfc "${texts[$i]}" "$T/nfc.txt"
-                same "$fam ${names[$i]} (as is / NFC)" "${texts[$i]}" "$T/nfc.txt" "$T/$fam.gguf" $fl
+                # llama.cpp once, on the NFC form (tok_same, memwall on it too),
+                # and memwall on the text as it is giving those ids again: the
+                # three the same (llama.cpp's run for the as-is text repeated
+                # the NFC one, a vocabulary load each)
                 same "$fam ${names[$i]} (NFC / NFC)" "$T/nfc.txt" "$T/nfc.txt" "$T/$fam.gguf" $fl
+                if $MW_EMU "$RUNBIN" -m "$T/$fam.gguf" --tokenize "$T/nfc.txt" -q $fl > "$T/ours-nfc" 2> /dev/null &&
+                   $MW_EMU "$RUNBIN" -m "$T/$fam.gguf" --tokenize "${texts[$i]}" -q $fl > "$T/ours-raw" 2> "$T/raw.err" &&
+                   cmp -s "$T/ours-raw" "$T/ours-nfc"; then
+                    n=$(wc -w < "$T/ours-raw")
+                    total=$((total + n)); fam_total=$((fam_total + n))
+                else
+                    fail "$fam ${names[$i]} [$fl]: memwall's ids of the text as it is differ from those of its NFC form: $(tail -n 2 "$T/raw.err")"
+                fi
             else
                 same "$fam ${names[$i]}" "${texts[$i]}" "${texts[$i]}" "$T/$fam.gguf" $fl
             fi
