@@ -354,7 +354,8 @@ rdot(const struct rdec *D, const struct rt_block_q8_k *const a[2], const int S, 
             __m256i x[2];
             for (int t = 0; t < NT; t++) x[t] = bcast32(a[t]->qs + 4 * (k0 + kk));
             for (int R = 0; R < NR8; R++) {
-                const __m256i w = _mm256_load_si256(&D->w[R][k0 + kk]);
+                __m256i w = _mm256_load_si256(&D->w[R][k0 + kk]);
+                RT__KEEP(w); /* one load for the NT tokens */
                 for (int t = 0; t < NT; t++) {
                     const __m256i p = _mm256_maddubs_epi16(w, x[t]);
                     if (kk) {
