@@ -12,6 +12,9 @@
 #  - memwall calib: an imatrix with an entry for every matrix the layers
 #    multiply (k and v only where a layer owns them, inp_gate, proj,
 #    per_layer_model_proj); from the checkpoint directory the same file;
+#    with --llamacpp-chunks, llama.cpp's imatrix of the fixture within its
+#    F16 KV cache's rounding and, with an F32 cache, within F32 rounding
+#    (tests/fixtures/llamacpp_ref/<kind>-calib32*.imatrix.gguf);
 #  - quant --corpus --method gptq and awq: verify --deep, the AWQ log says
 #    why v -> attn_output is skipped, and (with the peer) llama.cpp loads the
 #    file;
@@ -57,6 +60,32 @@ for k in gemma4e2b gemma4dense; do
     [ $rc -eq 0 ] || { cat "$T/mk.log"; fail "$k: fixture"; continue; }
     g=$T/$k-f32.gguf
     run 0 convert "$d" -o "$g" --type f32 -q || { fail "$k: convert f32"; continue; }
+    # llama.cpp's own imatrix of the fixture (bench/llamacpp_imatrix_qwen35.sh
+    # KIND: llama-imatrix's collection over llama.cpp's graph, -c 32 over the
+    # same corpus slice, its converter's F32 file; gemma4dense with attn_v):
+    # the same entries less per_layer_model_proj (llama-imatrix records only
+    # "blk." weights) and the same counts; importance within its F16 KV cache
+    # and flash attention's rounding (attention scale 1 passes it on: seen max
+    # 4.3e-3 / 6.0e-3, mean 3.7e-4 / 4.1e-4 on e2b / dense), and against the
+    # same graph with an F32 cache and no flash attention within F32 rounding
+    # (seen max 1.1e-3 / 4.6e-4, both in ffn_down: ggml's CPU GELU looks its
+    # result up in an F16 table; mean 2.8e-5 / 1.2e-5)
+    ref=$MW_SRC/tests/fixtures/llamacpp_ref/$k-calib32
+    if [ -f "$ref.imatrix.gguf" ] && [ -f "$ref-kvf32.imatrix.gguf" ]; then
+        run 0 calib "$g" "${C[@]}" --llamacpp-chunks -q -o "$T/$k-lc.imatrix" &&
+            { mwgguf drop "$T/$k-lc.imatrix" "$T/lc.imatrix" per_layer_model_proj.weight ||
+              fail "$k: no per_layer_model_proj entry to drop"; } && {
+            r=$(mwgguf imatrix-cmp "$T/lc.imatrix" "$ref.imatrix.gguf" --max-rel 1e-2 --mean-rel 8e-4) ||
+                fail "$k: vs llama-imatrix: $r"
+            echo "  vs llama-imatrix (F16 KV cache): $r"
+            r=$(mwgguf imatrix-cmp "$T/lc.imatrix" "$ref-kvf32.imatrix.gguf" --max-rel 2.5e-3 --mean-rel 6e-5) ||
+                fail "$k: vs llama.cpp's imatrix with an F32 KV cache: $r"
+            echo "  vs llama.cpp, F32 KV cache: $r"
+        }
+        rm -f "$T/$k-lc.imatrix" "$T/lc.imatrix"
+    else
+        fail "$k: no llama.cpp imatrix kept ($ref*.imatrix.gguf: bench/llamacpp_imatrix_qwen35.sh $k)"
+    fi
     if [ $k = gemma4dense ]; then # the 31B's attention_k_eq_v: no v in the full layer
         mwgguf drop "$g" "$T/kv.gguf" blk.5.attn_v && mv "$T/kv.gguf" "$g" ||
             { fail "$k: dropping blk.5.attn_v"; continue; }
