@@ -248,7 +248,12 @@ enum calib_group {
     CALIB_G_ATTN_OUT = 1, /* attention output: input of o              (n_head*head_dim) */
     CALIB_G_FFN_IN = 2,   /* rmsnorm(hs)*ffn_norm: input of gate, up    (n_embd) */
     CALIB_G_FFN_DOWN = 3, /* silu(gate)*up: input of down               (n_ff) */
-    CALIB_G_COUNT = 4
+    CALIB_G_COUNT = 4,    /* the groups every layer has (AWQ folds, tallies) */
+    /* gemma4's per-layer input (layers of a model with n_embd_per_layer),
+     * after FFN_DOWN's residual; no other model has these groups: */
+    CALIB_G_PLE_IN = 4,   /* the residual x: input of inp_gate          (n_embd) */
+    CALIB_G_PLE_PROJ = 5, /* gelu(inp_gate . x) * pl_l: input of proj   (n_embd_per_layer) */
+    CALIB_G_ALL = 6       /* every group: the size of arrays indexed by group */
 };
 
 enum calib_wkind {
@@ -259,6 +264,8 @@ enum calib_wkind {
      * ssm_alpha read ATTN_IN; ssm_out reads ATTN_OUT, the gated norm's output
      * (Hv*S wide) */
     CALIB_W_QKV, CALIB_W_ZGATE, CALIB_W_BETA, CALIB_W_ALPHA, CALIB_W_SSM_OUT,
+    /* gemma4's per-layer input gate (reads PLE_IN) and projection (PLE_PROJ) */
+    CALIB_W_INP_GATE, CALIB_W_PROJ,
     CALIB_W_COUNT
 };
 
@@ -350,7 +357,8 @@ void calib_stats_free(struct calib_stats *st); /* NULL-safe */
 // --- the per-layer callback API (for AWQ / GPTQ / mixed precision) ---------------
 /*
  * calib_run calls on_group(ud, ly, g) once per layer and group, in the
- * order ATTN_IN, ATTN_OUT, FFN_IN, FFN_DOWN, after the group's statistics
+ * order ATTN_IN, ATTN_OUT, FFN_IN, FFN_DOWN (gemma4 with per-layer
+ * inputs: then PLE_IN, PLE_PROJ), after the group's statistics
  * over all samples are complete and before anything downstream of the
  * group is computed. Inside the callback the consumer may:
  *   - read the statistics (calib_layer_stats), the group's input rows
@@ -367,6 +375,7 @@ void calib_stats_free(struct calib_stats *st); /* NULL-safe */
  * calib_layer_weight / calib_layer_norm with mutable access):
  *   ATTN_IN:  q, k, v, attn_norm          ATTN_OUT: q, k, v, o, attn_norm
  *   FFN_IN:   gate, up, ffn_norm          FFN_DOWN: gate, up, down, ffn_norm
+ *   PLE_IN:   inp_gate                    PLE_PROJ: inp_gate, proj   (gemma4)
  * Consistency: inputs and forward results are always computed from the
  * weights as they are at the time of the call; whatever the engine keeps
  * (X_o) is recomputed when a weight it depends on was handed out mutable
@@ -606,6 +615,10 @@ struct calib_run_opts {
     const char *scratch_dir;   /* directory of the file-backed scratch (hidden states,
                                 * attention outputs, parked weights); NULL: $TMPDIR or /tmp.
                                 * Files are unlinked as soon as they are created. */
+    bool ple_groups;           /* gemma4 with per-layer inputs: on_group also runs for
+                                * CALIB_G_PLE_IN (inp_gate) and CALIB_G_PLE_PROJ (proj)
+                                * after FFN_DOWN; false: those two stay outside the
+                                * callbacks (statistics only) */
 };
 /*
  * max_memory: calib_run plans its allocations before making any

@@ -359,13 +359,15 @@ static enum mw_status pass_fused(struct calib_engine *e, bool attn_only, struct 
         if ((st = calib__swiglu(e, e->xin, nr, err))) return st;
         calib__accum(e, CALIB_G_FFN_DOWN, e->g, nr);
         if ((st = residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN, err))) return st;
-        if (e->g4 && (st = calib__g4_tail(e, r0, nr, err))) return st;
+        if (e->g4 && (st = calib__g4_tail(e, r0, nr, CALIB_G4_TAIL_ALL, err))) return st;
         if (e->hs_file && (st = calib__hs_io(e, true, r0, nr, err))) return st;
     }
     return MW_OK;
 }
 
-enum stage_pass { P_A, P_B, P_B_AGAIN, P_C, P_D, P_E, P_F };
+/* P_G, P_H, P_I: gemma4's per-layer input in steps (PLE_IN's statistics,
+ * PLE_PROJ's, then the tail), after P_F's residual */
+enum stage_pass { P_A, P_B, P_B_AGAIN, P_C, P_D, P_E, P_F, P_G, P_H, P_I };
 
 /* One stage pass over all batches (lean: the hidden states read, and
  * written back after a residual; X_o through its scratch file). */
@@ -408,9 +410,21 @@ static enum mw_status pass_stage(struct calib_engine *e, enum stage_pass p, stru
             } else {
                 if ((st = residual(e, r0, nr, e->g, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN, err)))
                     break;
-                if (e->g4 && (st = calib__g4_tail(e, r0, nr, err))) break;
+                /* with per-layer inputs the tail waits for PLE_IN / PLE_PROJ */
+                if (e->g4 && !e->ple_cb &&
+                    (st = calib__g4_tail(e, r0, nr, CALIB_G4_TAIL_ALL, err)))
+                    break;
                 if (e->hs_file) st = calib__hs_io(e, true, r0, nr, err);
             }
+            break;
+        case P_G:
+        case P_H:
+        case P_I:
+            st = calib__g4_tail(e, r0, nr,
+                                p == P_G   ? CALIB_G4_TAIL_ACC_IN
+                                : p == P_H ? CALIB_G4_TAIL_ACC_PROJ
+                                           : CALIB_G4_TAIL_APPLY,
+                                err);
             break;
         }
     }
@@ -439,7 +453,7 @@ static void free_layer(struct calib_engine *e)
         e->wown[t] = e->w[t] = NULL;
         e->dirty[t] = false;
     }
-    for (int g = 0; g < CALIB_G_COUNT; g++) {
+    for (int g = 0; g < CALIB_G_ALL; g++) {
         free(e->ly.H[g]);
         e->ly.H[g] = NULL;
         e->ly.H_valid[g] = false;
@@ -483,6 +497,7 @@ static enum mw_status run_layer(struct calib_engine *e, uint32_t il,
     e->rec = rt_layer_is_recurrent(e->hp, il);
     e->AO = e->rec ? e->Hv * e->Sd : e->Q;
     e->rope_l = e->swa_l && e->rope_swa ? e->rope_swa : e->rope;
+    e->ple_cb = o->on_group && o->ple_groups && e->g4 && e->P;
     if (!o->on_group) {
         calib__stage_ev(e, "forward", false, il);
         if ((s = pass_fused(e, e->NX > 0, err))) return s;
@@ -526,6 +541,17 @@ static enum mw_status run_layer(struct calib_engine *e, uint32_t il,
         if ((s = calib__call_group(e, o, CALIB_G_FFN_DOWN, err))) return s;
         if ((s = pass_stage(e, P_F, err))) return s;
         calib__stage_ev(e, "ffn_down", true, il);
+        if (e->ple_cb) { /* gemma4's per-layer input: inp_gate, then proj */
+            calib__stage_ev(e, "ple_in", false, il);
+            if ((s = pass_stage(e, P_G, err))) return s;
+            if ((s = calib__call_group(e, o, CALIB_G_PLE_IN, err))) return s;
+            calib__stage_ev(e, "ple_in", true, il);
+            calib__stage_ev(e, "ple_proj", false, il);
+            if ((s = pass_stage(e, P_H, err))) return s;
+            if ((s = calib__call_group(e, o, CALIB_G_PLE_PROJ, err))) return s;
+            if ((s = pass_stage(e, P_I, err))) return s;
+            calib__stage_ev(e, "ple_proj", true, il);
+        }
     }
 layer_end:
     calib__stage_ev(e, "layer", false, il);

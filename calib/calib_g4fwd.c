@@ -16,10 +16,12 @@
  *     x += RMSNorm(down . GEGLU(RMSNorm(x) * ffn_norm)) * post_ffw_norm  (idem)
  *     x += RMSNorm(proj . (gelu(inp_gate . x) * pl_l)) * post_norm   (here)
  *     x *= layer_output_scale                                          (here)
- * The engine's groups are the usual four; inp_gate's input (x after the
- * FFN) and proj's (gelu(...) * pl_l) and per_layer_model_proj's (the
- * scaled embedding) get statistics of their own (imatrix entries), outside
- * the callbacks: the methods leave those three matrices to plain rounding.
+ * inp_gate's input (x after the FFN) and proj's (gelu(...) * pl_l) are the
+ * groups PLE_IN and PLE_PROJ: with callbacks the tail runs in steps (their
+ * statistics, each group's callback, then the tail with the weights they
+ * left), so the methods take inp_gate and proj as any other matrix.
+ * per_layer_model_proj's input (the scaled embedding) gets statistics (an
+ * imatrix entry) before layer 0, outside the callbacks.
  * A full layer without attn_v (attention_k_eq_v: 26B-A4B, 31B) takes v
  * from wk's raw output, before k_norm. Not run: the experts beside the MLP
  * (26B-A4B); calib_model.c refuses it by name.
@@ -380,23 +382,40 @@ enum mw_status calib__g4_attention(struct calib_engine *e, const float *X, uint3
     return MW_OK;
 }
 
+void calib__g4_proj_in(struct calib_engine *e, const float *x, uint64_t r0, uint64_t nr,
+                       float *dst)
+{
+    const uint32_t il = e->ly.il;
+    const uint64_t P = e->P, LP = P * e->hp->n_layer;
+    calib__linear(e, x, nr, e->E, e->w[CALIB_T_PLE_GATE], NULL, P, dst, P);
+    for (uint64_t r = 0; r < nr; r++) {
+        float *g = dst + r * P;
+        const float *pl = e->pl + (r0 + r) * LP + (uint64_t)il * P;
+        for (uint64_t i = 0; i < P; i++) g[i] = rt_gelu_tanh(g[i]) * pl[i];
+    }
+}
+
 enum mw_status calib__g4_tail(struct calib_engine *e, uint64_t r0, uint64_t nr,
-                              struct mw_err *err)
+                              enum calib_g4_tail_mode mode, struct mw_err *err)
 {
     (void)err;
     const uint32_t il = e->ly.il;
     const uint64_t E = e->E, P = e->P;
     float *x = calib__hs_at(e, r0);
-    if (P) {
-        const uint64_t LP = P * e->hp->n_layer;
+    const bool stats = mode == CALIB_G4_TAIL_ALL;
+    if (P && mode == CALIB_G4_TAIL_ACC_IN) {
         calib__accum_gs(e, &e->st->pl[(uint64_t)il * 2], x, nr);
-        calib__linear(e, x, nr, E, e->w[CALIB_T_PLE_GATE], NULL, P, e->pg, P);
-        for (uint64_t r = 0; r < nr; r++) {
-            float *g = e->pg + r * P;
-            const float *pl = e->pl + (r0 + r) * LP + (uint64_t)il * P;
-            for (uint64_t i = 0; i < P; i++) g[i] = rt_gelu_tanh(g[i]) * pl[i];
-        }
+        return MW_OK;
+    }
+    if (P && mode == CALIB_G4_TAIL_ACC_PROJ) {
+        calib__g4_proj_in(e, x, r0, nr, e->pg);
         calib__accum_gs(e, &e->st->pl[(uint64_t)il * 2 + 1], e->pg, nr);
+        return MW_OK;
+    }
+    if (P) {
+        if (stats) calib__accum_gs(e, &e->st->pl[(uint64_t)il * 2], x, nr);
+        calib__g4_proj_in(e, x, r0, nr, e->pg);
+        if (stats) calib__accum_gs(e, &e->st->pl[(uint64_t)il * 2 + 1], e->pg, nr);
         calib__linear(e, e->pg, nr, P, e->w[CALIB_T_PLE_PROJ], NULL, E, e->y, E);
         calib__run_rows(e, CALIB_OP_NORM, nr, E, e->y, e->y, e->w[CALIB_T_PLE_NORM], 0);
         calib__run_rows(e, CALIB_OP_ADD, nr, E, x, e->y, NULL, 0);

@@ -159,8 +159,8 @@ struct calib_layer {
     bool ffn_phase;       /* hs already holds the attention output */
     uint64_t live;        /* slots handed out mutable in this callback (CALIB_SLOT_BIT) */
     bool xo_stale;
-    float *H[CALIB_G_COUNT];
-    bool H_valid[CALIB_G_COUNT];
+    float *H[CALIB_G_ALL];
+    bool H_valid[CALIB_G_ALL];
     char names[CALIB_W_COUNT][GGUF_MAX_NAME + 1];
     int32_t expert;       /* MoE: the expert whose callback runs, or -1 */
     char xnames[3][GGUF_MAX_NAME + 1]; /* ffn_{gate,up,down}_exps.weight */
@@ -251,6 +251,7 @@ struct calib_engine {
      * kind (0 full, 1 sliding), (T, KV) each, kept for the run; mix_r0: the
      * first row of the samples the mixer runs on; pg: (rows_b, P) scratch */
     bool g4;
+    bool ple_cb; /* calib_run_opts.ple_groups with callbacks, and per-layer inputs */
     struct rt_hparams hpl;
     uint64_t P;
     float *pl, *kv_k[2], *kv_v[2], *pg;
@@ -382,9 +383,18 @@ void calib__g4_layer(struct calib_engine *e, uint32_t il);
 enum mw_status calib__g4_attention(struct calib_engine *e, const float *X, uint32_t ns,
                                    float *out, uint64_t ldo, struct mw_err *err);
 /* after the FFN's residual, hs rows [r0, r0 + nr): the per-layer input and
- * layer_output_scale, with inp_gate's and proj's statistics */
+ * layer_output_scale. ALL: with inp_gate's and proj's statistics (no
+ * callbacks); with callbacks, in steps: ACC_IN (inp_gate's input statistics
+ * only), ACC_PROJ (proj's), APPLY (the tail, no statistics) */
+enum calib_g4_tail_mode {
+    CALIB_G4_TAIL_ALL, CALIB_G4_TAIL_ACC_IN, CALIB_G4_TAIL_ACC_PROJ, CALIB_G4_TAIL_APPLY
+};
 enum mw_status calib__g4_tail(struct calib_engine *e, uint64_t r0, uint64_t nr,
-                              struct mw_err *err);
+                              enum calib_g4_tail_mode mode, struct mw_err *err);
+/* proj's input of rows [r0, r0 + nr) (x: their residual): gelu(inp_gate . x)
+ * * pl_l, (nr, P) into dst */
+void calib__g4_proj_in(struct calib_engine *e, const float *x, uint64_t r0, uint64_t nr,
+                       float *dst);
 void calib__g4_free(struct calib_engine *e);
 /* the statistics' per-layer-input groups (st->pl, st->plm) */
 enum mw_status calib__g4_stats_alloc(struct calib_engine *e, struct mw_err *err);

@@ -17,7 +17,7 @@
     (SLOT_BIT(CALIB_T_WQKV) | SLOT_BIT(CALIB_T_SSM_GATE) | SLOT_BIT(CALIB_T_SSM_BETA) |           \
      SLOT_BIT(CALIB_T_SSM_ALPHA) | SLOT_BIT(CALIB_T_SSM_BA))
 /* what each stage's callback may change */
-static const uint64_t stage_mutable[CALIB_G_COUNT] = {
+static const uint64_t stage_mutable[CALIB_G_ALL] = {
     [CALIB_G_ATTN_IN] = SLOT_BIT(CALIB_T_WQ) | SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV) |
                         SLOT_BIT(CALIB_T_ATTN_NORM) | SSM_IN_BITS,
     [CALIB_G_ATTN_OUT] = SLOT_BIT(CALIB_T_WQ) | SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV) |
@@ -27,9 +27,11 @@ static const uint64_t stage_mutable[CALIB_G_COUNT] = {
                        SLOT_BIT(CALIB_T_FFN_NORM),
     [CALIB_G_FFN_DOWN] = SLOT_BIT(CALIB_T_WGATE) | SLOT_BIT(CALIB_T_WUP) |
                          SLOT_BIT(CALIB_T_WDOWN) | SLOT_BIT(CALIB_T_FFN_NORM),
+    [CALIB_G_PLE_IN] = SLOT_BIT(CALIB_T_PLE_GATE),
+    [CALIB_G_PLE_PROJ] = SLOT_BIT(CALIB_T_PLE_GATE) | SLOT_BIT(CALIB_T_PLE_PROJ),
 };
 /* what each group's input depends on (a bias moves with its weight) */
-static const uint64_t group_deps[CALIB_G_COUNT] = {
+static const uint64_t group_deps[CALIB_G_ALL] = {
     [CALIB_G_ATTN_IN] = SLOT_BIT(CALIB_T_ATTN_NORM),
     [CALIB_G_ATTN_OUT] = SLOT_BIT(CALIB_T_ATTN_NORM) | SLOT_BIT(CALIB_T_WQ) |
                          SLOT_BIT(CALIB_T_WK) | SLOT_BIT(CALIB_T_WV) | SSM_IN_BITS |
@@ -37,16 +39,21 @@ static const uint64_t group_deps[CALIB_G_COUNT] = {
     [CALIB_G_FFN_IN] = SLOT_BIT(CALIB_T_FFN_NORM),
     [CALIB_G_FFN_DOWN] = SLOT_BIT(CALIB_T_FFN_NORM) | SLOT_BIT(CALIB_T_WGATE) |
                          SLOT_BIT(CALIB_T_WUP),
+    [CALIB_G_PLE_IN] = 0, /* the FFN's weights are final by then */
+    [CALIB_G_PLE_PROJ] = SLOT_BIT(CALIB_T_PLE_GATE),
 };
 
 static const enum calib_tslot wkind_slot[CALIB_W_COUNT] = {
     CALIB_T_WQ,       CALIB_T_WK,   CALIB_T_WV,       CALIB_T_WO,
     CALIB_T_WGATE,    CALIB_T_WUP,  CALIB_T_WDOWN,    CALIB_T_WQKV,
-    CALIB_T_SSM_GATE, CALIB_T_SSM_BETA, CALIB_T_SSM_ALPHA, CALIB_T_SSM_OUT};
-/* the delta net's weights have no bias: slots a recurrent layer never has */
+    CALIB_T_SSM_GATE, CALIB_T_SSM_BETA, CALIB_T_SSM_ALPHA, CALIB_T_SSM_OUT,
+    CALIB_T_PLE_GATE, CALIB_T_PLE_PROJ};
+/* the delta net's and gemma4's per-layer input weights have no bias: slots
+ * those layers never have */
 static const enum calib_tslot wkind_bias[CALIB_W_COUNT] = {
     CALIB_T_BQ, CALIB_T_BK, CALIB_T_BV, CALIB_T_BO, CALIB_T_BGATE, CALIB_T_BUP,
-    CALIB_T_BDOWN, CALIB_T_BQ, CALIB_T_BQ, CALIB_T_BQ, CALIB_T_BQ, CALIB_T_BO};
+    CALIB_T_BDOWN, CALIB_T_BQ, CALIB_T_BQ, CALIB_T_BQ, CALIB_T_BQ, CALIB_T_BO,
+    CALIB_T_BQ, CALIB_T_BO};
 
 /* the slot that holds weight w (qwen3next: beta is ssm_ba, beta and alpha) */
 static enum calib_tslot wslot(const struct calib_engine *e, enum calib_wkind w)
@@ -71,7 +78,9 @@ uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g
     case CALIB_G_FFN_IN: return e->E;
     case CALIB_G_ATTN_OUT: return e->AO;
     case CALIB_G_FFN_DOWN: return ly->expert >= 0 ? e->FX : e->F;
-    case CALIB_G_COUNT: break;
+    case CALIB_G_PLE_IN: return e->P ? e->E : 0;
+    case CALIB_G_PLE_PROJ: return e->P;
+    case CALIB_G_ALL: break;
     }
     return 0;
 }
@@ -140,7 +149,7 @@ static const char *stage_name(const struct calib_layer *ly)
 
 static void invalidate(struct calib_layer *ly, uint64_t bits)
 {
-    for (int g = 0; g < CALIB_G_COUNT; g++)
+    for (int g = 0; g < CALIB_G_ALL; g++)
         if (group_deps[g] & bits) {
             ly->H_valid[g] = false;
             if (ly->e->lean) { /* stale: its memory goes back before anything new */
@@ -237,7 +246,7 @@ enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, b
 static enum mw_status check_group(const struct calib_layer *ly, enum calib_group g,
                                   struct mw_err *err)
 {
-    if ((unsigned)g >= CALIB_G_COUNT)
+    if ((unsigned)g >= CALIB_G_ALL)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "group %d", (int)g);
     const bool attn = g == CALIB_G_ATTN_IN || g == CALIB_G_ATTN_OUT;
     if (ly->stage == CALIB_STAGE_NONE || (int)g > ly->stage || attn == ly->ffn_phase)
@@ -303,7 +312,15 @@ static enum mw_status group_rows(struct calib_engine *e, enum calib_group g, uin
         return sample_rows(e, g, row0, nr, dst, err); /* with the current weights */
     case CALIB_G_FFN_DOWN:
         return sample_rows(e, g, row0, nr, dst, err);
-    case CALIB_G_COUNT:
+    case CALIB_G_PLE_IN: /* the residual after the FFN (the tail waits) */
+        if ((s = calib__hs_need(e, row0, nr, err))) return s;
+        memcpy(dst, calib__hs_at(e, row0), (size_t)(nr * e->E) * sizeof(float));
+        break;
+    case CALIB_G_PLE_PROJ:
+        if ((s = calib__hs_need(e, row0, nr, err))) return s;
+        calib__g4_proj_in(e, calib__hs_at(e, row0), row0, nr, dst);
+        break;
+    case CALIB_G_ALL:
         break;
     }
     return s;
@@ -378,7 +395,15 @@ enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, u
             break;
         calib__post_norm(e, CALIB_T_WDOWN, out, nr);
         break;
-    case CALIB_G_COUNT:
+    case CALIB_G_PLE_IN: /* proj's input, (nr, P) */
+        calib__g4_proj_in(e, calib__hs_at(e, r0), r0, nr, out);
+        break;
+    case CALIB_G_PLE_PROJ: /* RMSNorm(proj . ...) * post_norm, (nr, E) */
+        calib__g4_proj_in(e, calib__hs_at(e, r0), r0, nr, e->pg);
+        calib__linear(e, e->pg, nr, e->P, e->w[CALIB_T_PLE_PROJ], NULL, e->E, out, e->E);
+        calib__run_rows(e, CALIB_OP_NORM, nr, e->E, out, out, e->w[CALIB_T_PLE_NORM], 0);
+        break;
+    case CALIB_G_ALL:
         break;
     }
     return s;
@@ -459,7 +484,7 @@ static enum mw_status hessian(struct calib_layer *ly, enum calib_group g, struct
         /* under --max-memory the plan has room for ONE Hessian of the widest
          * group: release the others first (their views become invalid) */
         if (e->max_memory || e->lean)
-            for (int o = 0; o < CALIB_G_COUNT; o++) {
+            for (int o = 0; o < CALIB_G_ALL; o++) {
                 free(ly->H[o]);
                 ly->H[o] = NULL;
                 ly->H_valid[o] = false;

@@ -32,7 +32,9 @@ uint32_t calib_stats_n_pos(const struct calib_stats *st) { return st->n_pos; }
 const struct calib_group_stats *calib_stats_group(const struct calib_stats *st, uint32_t layer,
                                                   enum calib_group g)
 {
-    if (layer >= st->n_layer || (unsigned)g >= CALIB_G_COUNT) return NULL;
+    if (layer >= st->n_layer || (unsigned)g >= CALIB_G_ALL) return NULL;
+    if (g >= CALIB_G_PLE_IN) /* gemma4's per-layer input: kept beside the four */
+        return st->pl ? &st->pl[(uint64_t)layer * 2 + (g == CALIB_G_PLE_PROJ)] : NULL;
     return &st->g[(uint64_t)layer * CALIB_G_COUNT + g];
 }
 
@@ -47,21 +49,24 @@ const struct calib_group_stats *calib_stats_expert(const struct calib_stats *st,
     return &st->xg[((uint64_t)layer * 2 + (g == CALIB_G_FFN_DOWN)) * st->n_expert + ex];
 }
 
-static const char *const group_names[CALIB_G_COUNT] = {"attn_in", "attn_out", "ffn_in",
-                                                       "ffn_down"};
+static const char *const group_names[CALIB_G_ALL] = {"attn_in", "attn_out", "ffn_in",
+                                                     "ffn_down", "ple_in",   "ple_proj"};
 static const char *const wkind_names[CALIB_W_COUNT] = {
     "attn_q", "attn_k",    "attn_v",   "attn_output", "ffn_gate",  "ffn_up",
-    "ffn_down", "attn_qkv", "attn_gate", "ssm_beta",  "ssm_alpha", "ssm_out"};
+    "ffn_down", "attn_qkv", "attn_gate", "ssm_beta",  "ssm_alpha", "ssm_out",
+    "inp_gate", "proj"};
 static const enum calib_group wkind_group[CALIB_W_COUNT] = {
     CALIB_G_ATTN_IN, CALIB_G_ATTN_IN, CALIB_G_ATTN_IN,  CALIB_G_ATTN_OUT,
     CALIB_G_FFN_IN,  CALIB_G_FFN_IN,  CALIB_G_FFN_DOWN, CALIB_G_ATTN_IN,
-    CALIB_G_ATTN_IN, CALIB_G_ATTN_IN, CALIB_G_ATTN_IN,  CALIB_G_ATTN_OUT};
+    CALIB_G_ATTN_IN, CALIB_G_ATTN_IN, CALIB_G_ATTN_IN,  CALIB_G_ATTN_OUT,
+    CALIB_G_PLE_IN,  CALIB_G_PLE_PROJ};
 
 static bool is_ssm_kind(enum calib_wkind w) { return w >= CALIB_W_QKV && w <= CALIB_W_SSM_OUT; }
 
 bool calib_weight_in_layer(const struct rt_hparams *hp, uint32_t il, enum calib_wkind w)
 {
     if ((unsigned)w >= CALIB_W_COUNT) return false;
+    if (w == CALIB_W_INP_GATE || w == CALIB_W_PROJ) return hp->n_embd_per_layer > 0;
     if (wkind_group[w] >= CALIB_G_FFN_IN) return !hp->n_expert || hp->n_ff_shexp > 0;
     if (rt_layer_is_recurrent(hp, il) != is_ssm_kind(w)) return false;
     if ((w == CALIB_W_K || w == CALIB_W_V) && !rt_layer_has_kv(hp, il)) return false; /* gemma4 */
@@ -89,6 +94,8 @@ uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum cali
     case CALIB_W_BETA:
     case CALIB_W_ALPHA: rows = hp->ssm_dt_rank; break;
     case CALIB_W_SSM_OUT: rows = hp->n_embd; break;
+    case CALIB_W_INP_GATE: rows = hp->n_embd_per_layer; break;
+    case CALIB_W_PROJ: rows = hp->n_embd; break;
     case CALIB_W_COUNT: break;
     }
     if (w == CALIB_W_Q && hp->attn_out_gate) rows = 2 * Q; /* q and gate per head */
@@ -132,7 +139,7 @@ bool calib_stats_entry(const struct calib_stats *st, uint32_t il, enum calib_wki
 static unsigned layer_entries(const struct calib_stats *st, uint32_t il, struct calib_entry *out)
 {
     unsigned k = 0;
-    for (int w = 0; w < CALIB_W_COUNT; w++) {
+    for (int w = 0; w < CALIB_W_INP_GATE; w++) { /* inp_gate, proj: below */
         if (!calib_stats_entry(st, il, (enum calib_wkind)w, out[k].name, sizeof out[k].name))
             continue;
         out[k].n_mat = 1;
@@ -196,7 +203,7 @@ bool calib_stats_entry_at(const struct calib_stats *st, uint64_t i, struct calib
 
 const char *calib_group_name(enum calib_group g)
 {
-    return (unsigned)g < CALIB_G_COUNT ? group_names[g] : "?";
+    return (unsigned)g < CALIB_G_ALL ? group_names[g] : "?";
 }
 const char *calib_wkind_name(enum calib_wkind w)
 {
@@ -204,7 +211,7 @@ const char *calib_wkind_name(enum calib_wkind w)
 }
 enum calib_group calib_wkind_group(enum calib_wkind w)
 {
-    return (unsigned)w < CALIB_W_COUNT ? wkind_group[w] : CALIB_G_COUNT;
+    return (unsigned)w < CALIB_W_COUNT ? wkind_group[w] : CALIB_G_ALL;
 }
 
 // --- accumulation (threads split channels, never rows) ---

@@ -427,7 +427,7 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
             free(h->s_in[g + k]);
             h->s_in[g + k] = NULL;
         }
-        for (int k = 0; k < CALIB_G_COUNT; k++) free_factor(h, k); /* nor factors */
+        for (int k = 0; k < CALIB_G_ALL; k++) free_factor(h, k); /* nor factors */
     }
     /* a MoE layer: ffn_norm feeds the router too (no fold there); up -> down
      * folds per expert, on the rows routed to it, and for the shared expert */
@@ -439,7 +439,8 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
                      calib_layer_expert_rows(ly) < (calib_layer_group_n_in(ly, g) + 3) / 4;
     if (!moe_in && few && qm_uses_awq(h->mo->method))
         qm_awq_skip(h, g, calib_layer_index(ly), "an expert with too few routed rows");
-    else if (!moe_in && qm_uses_awq(h->mo->method) && (s = qm_awq_group(h, ly, g, err)) != MW_OK)
+    else if (!moe_in && g < CALIB_G_COUNT && qm_uses_awq(h->mo->method) && /* gemma4's PLE: no fold */
+             (s = qm_awq_group(h, ly, g, err)) != MW_OK)
         return s;
     const bool defer = qm_awq_out_folds(h);
     if (defer && (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN) &&
@@ -454,6 +455,7 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
         if ((s = quant_one(h, ly, (enum calib_wkind)wk, err)) != MW_OK) return s;
     }
     if (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN) free_factor(h, (int)g); /* o, down done */
+    if (g >= CALIB_G_PLE_IN) free_factor(h, (int)g); /* inp_gate, proj: one weight each */
     return MW_OK;
 }
 
@@ -517,7 +519,7 @@ void quant_methods_source_free(struct quant_methods_src *h)
     free(h->nbytes);
     free(h->descs);
     free(h->want);
-    for (int g = 0; g < CALIB_G_COUNT; g++) {
+    for (int g = 0; g < CALIB_G_ALL; g++) {
         free(h->s_in[g]);
         free_factor(h, g);
     }
@@ -706,7 +708,8 @@ enum mw_status quant_methods_source(const struct quant_source *base, const struc
                                 .on_group = on_group, .on_group_ud = h,
                                 .on_layer = on_layer, .on_layer_ud = h,
                                 .on_stage = mo->on_stage, .on_stage_ud = mo->on_stage_ud,
-                                .scratch_dir = mo->work_dir};
+                                .scratch_dir = mo->work_dir,
+                                .ple_groups = true}; /* GPTQ / rounding on inp_gate, proj */
     if (mo->max_memory && (s = split_max_memory(h, qo, m, smp, &ro, err)) != MW_OK) goto out;
     bool skip_run = false; /* a work dir with every layer recorded */
     if (mo->resume && !mo->work_dir) {

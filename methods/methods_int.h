@@ -191,19 +191,19 @@ struct quant_methods_src {
     char method_label[QUANT_METHODS_LABEL_MAX + 1];   /* memwall.quant.method */
     char method_params[QUANT_METHODS_PARAMS_MAX + 1]; /* memwall.quant.method_params */
     const struct rt_hparams *hp;     /* the calibrated model's shapes */
-    float *s_in[CALIB_G_COUNT];      /* the current block's folded AWQ scales per group */
+    float *s_in[CALIB_G_ALL];      /* the current block's folded AWQ scales per group */
     /* GPTQ: per group the factor of its Hessian (quant_gptq_prepare, in the
      * Hessian's own buffer, taken from calib), shared by the weights that read
      * the group's input; an attention/FFN input group's lives until the next
      * block (v and up may be quantized in the following stage), an output
      * group's is freed after its weight */
-    float *U[CALIB_G_COUNT];
-    float *U_imp[CALIB_G_COUNT];
-    uint32_t *U_perm[CALIB_G_COUNT];
+    float *U[CALIB_G_ALL];
+    float *U_imp[CALIB_G_ALL];
+    uint32_t *U_perm[CALIB_G_ALL];
     double t_factor, t_apply, t_awq, t_rtn; /* seconds in GPTQ's factor / sweep, AWQ, RTN */
     /* learned rounding: per group a copy of the undamped Hessian (freed with
      * the factor), what it did over the tensors */
-    float *Hr[CALIB_G_COUNT];
+    float *Hr[CALIB_G_ALL];
     double t_round, round_before, round_after;
     double t_output;                 /* seconds in the output matrix's method */
     char output_note[160];           /* what the output matrix got (the log) */

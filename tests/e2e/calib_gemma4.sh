@@ -15,7 +15,9 @@
 #    with --llamacpp-chunks, llama.cpp's imatrix of the fixture within its
 #    F16 KV cache's rounding and, with an F32 cache, within F32 rounding
 #    (tests/fixtures/llamacpp_ref/<kind>-calib32*.imatrix.gguf);
-#  - quant --corpus --method gptq and awq: verify --deep, the AWQ log says
+#  - quant --corpus --method gptq+round and awq: GPTQ and learned rounding
+#    on every layer matrix Q4_0 takes (inp_gate included), verify --deep, the
+#    AWQ log says
 #    why v -> attn_output is skipped, and (with the peer) llama.cpp loads the
 #    file;
 # and what calibration does not run yet, refused by name (exit 1, no file):
@@ -118,12 +120,22 @@ for k in gemma4e2b gemma4dense; do
             echo "  imatrix from the HF directory: $r" || fail "$k: the HF directory's imatrix: $r"
     fi
     rm -rf "$d"
-    for meth in gptq awq; do
+    for meth in gptq+round awq; do
         o=$T/$k-$meth.gguf
         if $MW_EMU "$MEMWALL" quant "$g" -o "$o" --preset Q4_0 "${C[@]}" --method $meth > "$T/q.log" 2>&1; then
             $MW_EMU "$MEMWALL" verify --deep "$o" > "$T/verify.txt" 2>&1 ||
                 { cat "$T/verify.txt"; fail "$k $meth: verify --deep"; }
             echo "  $meth: $(grep 'memwall quant: wrote' "$T/q.log" | sed 's/.*gguf (//; s/ in [0-9.]*s$//')"
+            if [ $meth = gptq+round ]; then
+                # GPTQ then learned rounding on every layer matrix Q4_0 takes:
+                # e2b 5 x (q o gate up down inp_gate) + k, v in the 3 layers
+                # that own them (proj, 16 wide, falls back to f16: no block
+                # of 32); dense 6 x 7 less the full layer's v
+                nr=36; [ $k = gemma4dense ] && nr=41
+                grep -q "round: learned rounding on $nr tensors" "$T/q.log" ||
+                    { grep 'round:' "$T/q.log"; fail "$k: learned rounding did not reach all $nr layer matrices"; }
+                grep 'memwall quant: round:' "$T/q.log" | head -1 | sed 's/^memwall quant: /    /'
+            fi
             if [ $meth = awq ]; then
                 grep -q "v -> attn_output: folded in 0 of .* (layer 0: gemma4's v is RMS-normed per head without a weight" "$T/q.log" ||
                     { grep 'awq:' "$T/q.log"; fail "$k: the AWQ log does not say why v -> attn_output is skipped"; }
