@@ -439,8 +439,8 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
                      calib_layer_expert_rows(ly) < (calib_layer_group_n_in(ly, g) + 3) / 4;
     if (!moe_in && few && qm_uses_awq(h->mo->method))
         qm_awq_skip(h, g, calib_layer_index(ly), "an expert with too few routed rows");
-    else if (!moe_in && g < CALIB_G_COUNT && qm_uses_awq(h->mo->method) && /* gemma4's PLE: no fold */
-             (s = qm_awq_group(h, ly, g, err)) != MW_OK)
+    else if (!moe_in && g < CALIB_G_COUNT /* gemma4's PLE groups: no fold */ &&
+             qm_uses_awq(h->mo->method) && (s = qm_awq_group(h, ly, g, err)) != MW_OK)
         return s;
     const bool defer = qm_awq_out_folds(h);
     if (defer && (g == CALIB_G_ATTN_OUT || g == CALIB_G_FFN_DOWN) &&

@@ -12,7 +12,10 @@
  *    from the checkpoint directory (calib_hparams_from_hf's gemma4 part);
  *  - the statistics and final hidden states are the same bits for 1 / 3
  *    threads, 1 / 2 samples per batch, with and without callbacks (the
- *    staged passes, the K/V kept for the shared layers batch by batch);
+ *    staged passes, the K/V kept for the shared layers batch by batch), and
+ *    with ple_groups (inp_gate's and proj's groups in the callbacks, the
+ *    tail in steps: each layer visits both, proj's Hessian diagonal is its
+ *    sum of squares);
  *  - the imatrix entries: q, o, gate, up, down in every layer, k and v only
  *    in the layers that own their K/V (v only where there is an attn_v: a
  *    full layer with attention_k_eq_v takes wk's output), inp_gate (n_embd) and proj (the
@@ -89,6 +92,39 @@ static enum mw_status zero_hidden(void *ud, uint64_t row0, uint64_t n_rows, floa
     return MW_OK;
 }
 
+/* ple_groups: every group's callback, and in PLE_IN / PLE_PROJ the input
+ * widths, inp_gate / proj handed out mutable, and proj's Hessian, whose
+ * diagonal is the group's sum of squares */
+struct ple_visit {
+    unsigned n[CALIB_G_ALL];
+    double worst_diag; /* max |H[j][j] - sum_sq[j]| / sum_sq[j] */
+};
+
+static enum mw_status ple_group(void *ud, struct calib_layer *ly, enum calib_group g,
+                                struct mw_err *err)
+{
+    struct ple_visit *V = ud;
+    V->n[g]++;
+    if (g < CALIB_G_PLE_IN) return MW_OK;
+    const uint64_t n = calib_layer_group_n_in(ly, g);
+    struct calib_weight cw;
+    enum mw_status s = calib_layer_weight(
+        ly, g == CALIB_G_PLE_IN ? CALIB_W_INP_GATE : CALIB_W_PROJ, true, &cw, err);
+    if (s) return s;
+    ck_assert_uint_eq(cw.n_in, n);
+    if (g == CALIB_G_PLE_IN) return MW_OK;
+    ck_assert_uint_eq(cw.n_out, calib_layer_group_n_in(ly, CALIB_G_PLE_IN));
+    const float *H;
+    if ((s = calib_layer_hessian(ly, g, &H, err))) return s;
+    const struct calib_group_stats *gs = calib_layer_stats(ly, g);
+    ck_assert_uint_eq(gs->n_in, n);
+    for (uint64_t j = 0; j < n; j++) {
+        const double d = fabs(H[j * n + j] - gs->sum_sq[j]) / (gs->sum_sq[j] + 1e-30);
+        V->worst_diag = d > V->worst_diag ? d : V->worst_diag;
+    }
+    return MW_OK;
+}
+
 static bool stats_equal(const struct calib_stats *a, const struct calib_stats *b)
 {
     if (calib_stats_n_entries(a) != calib_stats_n_entries(b)) return false;
@@ -120,10 +156,30 @@ START_TEST(threads_batches_callbacks)
     const uint64_t E = calib_model_hparams(m)->n_embd;
     ck_assert_uint_eq(L0.rows, L1.rows);
     ck_assert(memcmp(L0.h, L1.h, (size_t)(L0.rows * E) * sizeof(float)) == 0);
+    /* the per-layer input's groups in the callbacks (the methods' run): the
+     * tail in steps gives the same bits */
+    struct last_ud L2 = {0};
+    struct ple_visit V = {{0}, 0};
+    struct calib_run_opts o2 = {.n_threads = 2, .on_group = ple_group, .on_group_ud = &V,
+                                .on_layer = grab_last, .on_layer_ud = &L2, .ple_groups = true};
+    struct calib_stats *c = run(m, s, &o2);
+    ck_assert_msg(stats_equal(a, c), "%s: statistics differ with ple_groups", g_kind);
+    ck_assert(memcmp(L0.h, L2.h, (size_t)(L0.rows * E) * sizeof(float)) == 0);
+    const uint32_t nl = calib_model_hparams(m)->n_layer;
+    const unsigned ple = calib_model_hparams(m)->n_embd_per_layer ? nl : 0;
+    ck_assert_uint_eq(V.n[CALIB_G_FFN_DOWN], nl);
+    ck_assert_uint_eq(V.n[CALIB_G_PLE_IN], ple);
+    ck_assert_uint_eq(V.n[CALIB_G_PLE_PROJ], ple);
+    ck_assert_msg(V.worst_diag < 1e-4, "proj's Hessian diagonal vs sum_sq: %g", V.worst_diag);
+    if (ple)
+        printf("%s: ple_groups: %u x inp_gate, proj in the callbacks, the same bits\n", g_kind,
+               ple);
     free(L0.h);
     free(L1.h);
+    free(L2.h);
     calib_stats_free(a);
     calib_stats_free(b);
+    calib_stats_free(c);
     calib_samples_free(s);
     calib_model_close(m);
 }
