@@ -443,7 +443,9 @@ enum mw_status rt_eval(struct rt_ctx *c, const int32_t *tokens, uint32_t n,
 const float *rt_ctx_logits(const struct rt_ctx *c);
 /* MoE: how many times each expert of layer il was routed (one count per
  * token and selected expert) since the context was created: n_expert
- * counters, or NULL for a dense model or il >= n_layer. */
+ * counters, or NULL for a dense model or il >= n_layer. The last layer's
+ * FFN runs only for the tokens whose logits rt_eval returns (the last one
+ * when logits is NULL), so only those count there. */
 const uint64_t *rt_ctx_expert_hits(const struct rt_ctx *c, uint32_t il);
 
 /* Forget everything (n_past = 0). */

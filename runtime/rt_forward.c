@@ -203,6 +203,16 @@ void rt__run_mm(struct rt_ctx *c, struct rt_mm_stage *st)
 
 // --- one step ---
 
+uint32_t rt__keep_out_rows(struct rt_ctx *c, uint32_t n_tok, uint32_t keep, float *rows,
+                           uint64_t row_len)
+{
+    if (keep == 0 || keep >= n_tok) return n_tok - (keep < n_tok ? keep : n_tok);
+    const uint64_t E = c->m->hp.n_embd, n = n_tok - keep;
+    memmove(c->x, c->x + (uint64_t)keep * E, n * E * sizeof(float));
+    if (rows) memmove(rows, rows + (uint64_t)keep * row_len, n * row_len * sizeof(float));
+    return (uint32_t)n;
+}
+
 /* Run n_tok (<= n_batch) tokens at positions n_past..; logits of tokens
  * lfrom..n_tok-1 into lout (when lout), and of the last token into
  * logits_last (when want_last). */
@@ -232,6 +242,10 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         }
     }
 
+    /* rows whose logits are asked for: keep.. (the others end after the
+     * last layer's attention) */
+    const uint32_t keep = lout ? lfrom : want_last ? n_tok - 1 : n_tok;
+    uint32_t nt = n_tok;
     struct rt_act_plan plan;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const struct rt_layer *ly = &m->layers[il];
@@ -282,16 +296,20 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
 
         /* feed-forward */
     ffn:
+        if (il == hp->n_layer - 1) {
+            nt = rt__keep_out_rows(c, nt, keep, NULL, 0);
+            if (nt == 0) return;
+        }
         if (hp->n_expert > 0) {
-            rt__moe_ffn(c, il, n_tok);
+            rt__moe_ffn(c, il, nt);
             continue;
         }
         const struct rt_weight *gu[2] = {&ly->wgate, &ly->wup};
         rt__plan_acts(c, gu, 2, &plan);
-        ts = (struct rt_tok_stage){.op = RT_OP_NORM_QUANT, .n_tok = n_tok, .norm_w = ly->ffn_norm,
+        ts = (struct rt_tok_stage){.op = RT_OP_NORM_QUANT, .n_tok = nt, .norm_w = ly->ffn_norm,
                                    .plan = &plan};
         rt__run_tok(c, &ts);
-        mm = (struct rt_mm_stage){.n_tok = n_tok, .n_job = 2};
+        mm = (struct rt_mm_stage){.n_tok = nt, .n_job = 2};
         mm.job[0] = (struct rt_mm_job){&ly->wgate, c->act[plan.slot_of[0]], c->hb, hp->n_ff,
                                        ly->bgate, false};
         mm.job[1] = (struct rt_mm_job){&ly->wup, c->act[plan.slot_of[1]], c->hb2, hp->n_ff, ly->bup,
@@ -299,14 +317,14 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         rt__run_mm(c, &mm);
         const struct rt_weight *dn[1] = {&ly->wdown};
         rt__plan_acts(c, dn, 1, &plan);
-        ts = (struct rt_tok_stage){.op = RT_OP_SWIGLU_QUANT, .n_tok = n_tok, .plan = &plan};
+        ts = (struct rt_tok_stage){.op = RT_OP_SWIGLU_QUANT, .n_tok = nt, .plan = &plan};
         rt__run_tok(c, &ts);
-        mm = (struct rt_mm_stage){.n_tok = n_tok, .n_job = 1};
+        mm = (struct rt_mm_stage){.n_tok = nt, .n_job = 1};
         if (ly->ffn_post_norm) {
             mm.job[0] =
                 (struct rt_mm_job){&ly->wdown, c->act[0], c->xb, c->xb_ld, ly->bdown, false};
             rt__run_mm(c, &mm);
-            ts = (struct rt_tok_stage){.op = RT_OP_POST_ADD, .n_tok = n_tok,
+            ts = (struct rt_tok_stage){.op = RT_OP_POST_ADD, .n_tok = nt,
                                        .norm_w = ly->ffn_post_norm};
             rt__run_tok(c, &ts);
         } else {
@@ -316,9 +334,8 @@ static void step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
     }
 
     /* logits: only for the rows asked for */
-    uint32_t from = lout ? lfrom : n_tok - 1;
-    if (!lout && !want_last) return;
-    const uint32_t n_out = n_tok - from;
+    const uint32_t from = (lout ? lfrom : n_tok - 1) - keep;
+    const uint32_t n_out = nt - from;
     const struct rt_weight *ow[1] = {&m->output};
     rt__plan_acts(c, ow, 1, &plan);
     struct rt_tok_stage ts = {.op = RT_OP_NORM_QUANT, .n_tok = n_out, .norm_w = m->output_norm,

@@ -318,6 +318,10 @@ void rt__g4_step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         gs = (struct g4_stage){.op = G4_PLE, .n_tok = n_tok, .pos0 = pos0, .tok = tok};
         run(c, &gs);
     }
+    /* rows whose logits are asked for: keep.. (the others end after the
+     * last layer's attention) */
+    const uint32_t keep = lout ? lfrom : want_last ? n_tok - 1 : n_tok;
+    uint32_t nt = n_tok;
     for (uint32_t il = 0; il < hp->n_layer; il++) {
         const struct rt_layer *ly = &m->layers[il];
         const struct rt_g4_layer *gl = &g4->layers[il];
@@ -350,30 +354,34 @@ void rt__g4_step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
                                    .norm_w = ly->attn_post_norm};
         rt__run_tok(c, &ts);
 
+        if (il == hp->n_layer - 1) {
+            nt = rt__keep_out_rows(c, nt, keep, c->ple, LP);
+            if (nt == 0) return;
+        }
         /* feed-forward: the dense MLP, and the experts beside it */
-        dense_mlp(c, ly, gl->n_ff, n_tok);
+        dense_mlp(c, ly, gl->n_ff, nt);
         if (ly->gate_inp.data) {
-            gs = (struct g4_stage){.op = G4_NORM_XB, .n_tok = n_tok, .il = il,
+            gs = (struct g4_stage){.op = G4_NORM_XB, .n_tok = nt, .il = il,
                                    .w = gl->post_norm_1};
             run(c, &gs);
             const struct rt_weight *gi[1] = {&ly->gate_inp};
             rt__plan_acts(c, gi, 1, &plan);
-            gs = (struct g4_stage){.op = G4_ROUTER_IN, .n_tok = n_tok, .il = il, .plan = &plan};
+            gs = (struct g4_stage){.op = G4_ROUTER_IN, .n_tok = nt, .il = il, .plan = &plan};
             run(c, &gs);
-            mm1(c, n_tok, &ly->gate_inp, c->act[0], c->moe_probs, hp->n_expert);
-            gs = (struct g4_stage){.op = G4_ROUTE, .n_tok = n_tok, .il = il};
+            mm1(c, nt, &ly->gate_inp, c->act[0], c->moe_probs, hp->n_expert);
+            gs = (struct g4_stage){.op = G4_ROUTE, .n_tok = nt, .il = il};
             run(c, &gs);
             const struct rt_weight *ex[2] = {&ly->gate_exps, &ly->up_exps};
             rt__plan_acts(c, ex, 2, &plan);
-            gs = (struct g4_stage){.op = G4_NORM_Q, .n_tok = n_tok, .il = il, .w = gl->pre_norm_2,
+            gs = (struct g4_stage){.op = G4_NORM_Q, .n_tok = nt, .il = il, .w = gl->pre_norm_2,
                                    .plan = &plan};
             run(c, &gs);
-            gs = (struct g4_stage){.op = G4_EXPERT, .n_tok = n_tok, .il = il, .plan = &plan};
+            gs = (struct g4_stage){.op = G4_EXPERT, .n_tok = nt, .il = il, .plan = &plan};
             run(c, &gs);
-            gs = (struct g4_stage){.op = G4_COMBINE, .n_tok = n_tok, .il = il};
+            gs = (struct g4_stage){.op = G4_COMBINE, .n_tok = nt, .il = il};
             run(c, &gs);
         }
-        ts = (struct rt_tok_stage){.op = RT_OP_POST_ADD, .n_tok = n_tok,
+        ts = (struct rt_tok_stage){.op = RT_OP_POST_ADD, .n_tok = nt,
                                    .norm_w = ly->ffn_post_norm};
         rt__run_tok(c, &ts);
 
@@ -381,29 +389,28 @@ void rt__g4_step(struct rt_ctx *c, const int32_t *tok, uint32_t n_tok, uint32_t 
         if (P) {
             const struct rt_weight *ig[1] = {&gl->inp_gate};
             rt__plan_acts(c, ig, 1, &plan);
-            ts = (struct rt_tok_stage){.op = RT_OP_QUANT, .n_tok = n_tok, .src = c->x, .ld_src = E,
+            ts = (struct rt_tok_stage){.op = RT_OP_QUANT, .n_tok = nt, .src = c->x, .ld_src = E,
                                        .n = (uint32_t)E, .plan = &plan};
             rt__run_tok(c, &ts);
-            mm1(c, n_tok, &gl->inp_gate, c->act[0], c->hb, P);
+            mm1(c, nt, &gl->inp_gate, c->act[0], c->hb, P);
             const struct rt_weight *pj[1] = {&gl->proj};
             rt__plan_acts(c, pj, 1, &plan);
-            gs = (struct g4_stage){.op = G4_PLE_GATE, .n_tok = n_tok, .il = il, .plan = &plan};
+            gs = (struct g4_stage){.op = G4_PLE_GATE, .n_tok = nt, .il = il, .plan = &plan};
             run(c, &gs);
-            mm1(c, n_tok, &gl->proj, c->act[0], c->xb, c->xb_ld);
-            ts = (struct rt_tok_stage){.op = RT_OP_POST_ADD, .n_tok = n_tok,
+            mm1(c, nt, &gl->proj, c->act[0], c->xb, c->xb_ld);
+            ts = (struct rt_tok_stage){.op = RT_OP_POST_ADD, .n_tok = nt,
                                        .norm_w = gl->post_norm};
             rt__run_tok(c, &ts);
         }
         if (gl->out_scale != 1.0f) {
-            gs = (struct g4_stage){.op = G4_SCALE, .n_tok = n_tok, .il = il};
+            gs = (struct g4_stage){.op = G4_SCALE, .n_tok = nt, .il = il};
             run(c, &gs);
         }
     }
 
     /* logits: only for the rows asked for */
-    const uint32_t from = lout ? lfrom : n_tok - 1;
-    if (!lout && !want_last) return;
-    const uint32_t n_out = n_tok - from;
+    const uint32_t from = (lout ? lfrom : n_tok - 1) - keep;
+    const uint32_t n_out = nt - from;
     const struct rt_weight *ow[1] = {&m->output};
     rt__plan_acts(c, ow, 1, &plan);
     ts = (struct rt_tok_stage){.op = RT_OP_NORM_QUANT, .n_tok = n_out, .norm_w = m->output_norm,

@@ -351,6 +351,13 @@ struct rt_tok_stage {
     float *dst;          /* RT_OP_SOFTCAP */
 };
 void rt__run_tok(struct rt_ctx *c, struct rt_tok_stage *st);
+/* After the last layer's attention only the rows whose logits are asked for
+ * go on (llama.cpp's inp_out_ids): rows keep..n_tok-1 of c->x (and of rows,
+ * row_len floats each, when not NULL) move to the front; returns their
+ * count (0: none is asked for). Every later op is per row, so the kept
+ * rows' bits do not change. */
+uint32_t rt__keep_out_rows(struct rt_ctx *c, uint32_t n_tok, uint32_t keep, float *rows,
+                           uint64_t row_len);
 
 /* y[b*ldy + r] (=|+=) W[r] . act[b] (+ bias[r]) for r < n_out, b < n_tok */
 struct rt_mm_job {
