@@ -536,6 +536,9 @@ uint64_t calib_layer_max_rows(const struct calib_layer *ly);
  *   FFN_IN   -> act(X Wgate^T)*(X Wup^T) (n_ff; = FFN_DOWN input; SiLU or GELU-tanh)
  *   FFN_DOWN -> X_down Wdown^T (+bdown) (n_embd; without the residual; gemma:
  *               after post_ffw_norm)
+ *   PLE_IN   -> gelu(X Winp_gate^T) * pl_l (n_embd_per_layer; = PLE_PROJ input)
+ *   PLE_PROJ -> RMSNorm(X Wproj^T) * post_norm (n_embd; what is added to the
+ *               residual before layer_output_scale)
  * n * n_pos must not exceed calib_layer_max_rows(). Errors: MW_E_USAGE,
  * MW_E_NOMEM. */
 enum mw_status calib_layer_forward(struct calib_layer *ly, enum calib_group g, uint32_t sample0,
