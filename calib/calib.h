@@ -516,7 +516,8 @@ enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, b
  * next calib_layer_* call. n_rows must not exceed calib_layer_max_rows()
  * (any row0: ranges need not align with samples). Available groups: the
  * current one and earlier ones of the same block (in ATTN_OUT: ATTN_IN and
- * ATTN_OUT; in FFN_DOWN: FFN_IN and FFN_DOWN); others, and any group in
+ * ATTN_OUT; in FFN_DOWN: FFN_IN and FFN_DOWN; in PLE_PROJ: PLE_IN and
+ * PLE_PROJ); others, and any group in
  * on_layer, are MW_E_USAGE. Cost: ATTN_IN / FFN_IN recompute the norm,
  * FFN_DOWN recomputes gate/up, ATTN_OUT is the stored X_o (recomputed per
  * sample while q/k/v/attn_norm are handed out mutable). Errors: MW_E_USAGE

@@ -249,7 +249,10 @@ static enum mw_status check_group(const struct calib_layer *ly, enum calib_group
     if ((unsigned)g >= CALIB_G_ALL)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "group %d", (int)g);
     const bool attn = g == CALIB_G_ATTN_IN || g == CALIB_G_ATTN_OUT;
-    if (ly->stage == CALIB_STAGE_NONE || (int)g > ly->stage || attn == ly->ffn_phase)
+    /* in PLE_IN / PLE_PROJ the residual holds the FFN's output: the FFN
+     * groups' inputs are gone */
+    const bool ple_gone = ly->stage >= CALIB_G_PLE_IN && g < CALIB_G_PLE_IN;
+    if (ly->stage == CALIB_STAGE_NONE || (int)g > ly->stage || attn == ly->ffn_phase || ple_gone)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "layer %u: the %s input is not available %s%s", ly->il, calib_group_name(g),
                        ly->stage == CALIB_STAGE_NONE ? "outside an on_group callback" : "in stage ",
