@@ -76,12 +76,12 @@ RT__AVX static inline uint32_t acc16_update_f16c(uint16_t *a, const float *v, fl
  * the bits are the same. hd: a constant in the specialised instances. */
 RT__AVX static inline __attribute__((always_inline)) void
 attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il, uint32_t g,
-                    const float *q, uint32_t first, uint32_t n_kv, float scale, float *out,
-                    const uint32_t hd)
+                    uint32_t r0, uint32_t nr, const float *q, uint32_t first, uint32_t n_kv,
+                    float scale, float *out, const uint32_t hd)
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
-    const uint32_t n_rep = hp->n_head / hp->n_head_kv;
+    const uint32_t n_rep = nr, g_rep = hp->n_head / hp->n_head_kv;
     const uint64_t koff = 2 * (uint64_t)g * hd;
     float *M = ts->ms, *S = ts->ms + n_rep;
     /* (n_rep, hd) f32 queries; (RT_FA_TILE, hd) K and V rows; per position
@@ -165,7 +165,7 @@ attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32
     }
     const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
     for (uint32_t r = 0; r < n_rep; r++) {
-        const float sm = sk ? rt_attn_sink(sk[g * n_rep + r], &M[r], &S[r]) : 1.0f;
+        const float sm = sk ? rt_attn_sink(sk[g * g_rep + r0 + r], &M[r], &S[r]) : 1.0f;
         const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
         const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
         for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = (rt__h2f(a[i]) * sm) * iv;
@@ -173,16 +173,17 @@ attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32
 }
 
 RT__AVX static void attn_chunk_f16_avx(const struct rt_ctx *c, struct rt_thread_scratch *ts,
-                                       uint32_t il, uint32_t g, const float *q, uint32_t first,
-                                       uint32_t n_kv, float scale, float *out)
+                                       uint32_t il, uint32_t g, uint32_t r0, uint32_t nr,
+                                       const float *q, uint32_t first, uint32_t n_kv, float scale,
+                                       float *out)
 {
     const uint32_t hd = c->m->hp.head_dim;
     if (hd == 64)
-        attn_chunk_f16_body(c, ts, il, g, q, first, n_kv, scale, out, 64);
+        attn_chunk_f16_body(c, ts, il, g, r0, nr, q, first, n_kv, scale, out, 64);
     else if (hd == 128)
-        attn_chunk_f16_body(c, ts, il, g, q, first, n_kv, scale, out, 128);
+        attn_chunk_f16_body(c, ts, il, g, r0, nr, q, first, n_kv, scale, out, 128);
     else
-        attn_chunk_f16_body(c, ts, il, g, q, first, n_kv, scale, out, hd);
+        attn_chunk_f16_body(c, ts, il, g, r0, nr, q, first, n_kv, scale, out, hd);
 }
 
 /* a[i] = a[i] * ms (when ms != 1), then a[i] += v[i] * p: element by element,
@@ -287,12 +288,12 @@ static inline __attribute__((always_inline)) void acc16_neon8(uint16_t *a, const
  * rt__reduce16, expf, acc16_update's steps (acc16_neon8) — so the bits are
  * the same. */
 static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
-                                uint32_t g, const float *q, uint32_t first, uint32_t n_kv,
-                                float scale, float *out)
+                                uint32_t g, uint32_t r0, uint32_t nr, const float *q,
+                                uint32_t first, uint32_t n_kv, float scale, float *out)
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
-    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+    const uint32_t hd = hp->head_dim, n_rep = nr, g_rep = hp->n_head / hp->n_head_kv;
     const uint64_t koff = 2 * (uint64_t)g * hd;
     float *M = ts->ms, *S = ts->ms + n_rep;
     float *qf = ts->acc, *kf = ts->kt, *vf = ts->vt; /* (n_rep, hd), (hd), (hd) */
@@ -342,7 +343,7 @@ static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch
     }
     const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
     for (uint32_t r = 0; r < n_rep; r++) {
-        const float sm = sk ? rt_attn_sink(sk[g * n_rep + r], &M[r], &S[r]) : 1.0f;
+        const float sm = sk ? rt_attn_sink(sk[g * g_rep + r0 + r], &M[r], &S[r]) : 1.0f;
         const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
         const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
         for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = (rt__h2f(a[i]) * sm) * iv;
@@ -350,26 +351,28 @@ static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch
 }
 #endif
 
-/* Attention of the n_rep query heads q (n_rep x hd floats) that share kv
- * head g, over cache positions first .. n_kv-1 of layer il, into out. */
+/* Attention of the nr query heads r0 .. r0+nr-1 (of the n_head / n_head_kv)
+ * that share kv head g, q (nr x hd floats), over cache positions first ..
+ * n_kv-1 of layer il, into out. Each head's operations are its own: which
+ * heads a call takes never changes a head's bits. */
 static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
-                       uint32_t g, const float *q, uint32_t first, uint32_t n_kv, float scale,
-                       float *out)
+                       uint32_t g, uint32_t r0, uint32_t nr, const float *q, uint32_t first,
+                       uint32_t n_kv, float scale, float *out)
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
-    const uint32_t hd = hp->head_dim, n_rep = hp->n_head / hp->n_head_kv;
+    const uint32_t hd = hp->head_dim, n_rep = nr, g_rep = hp->n_head / hp->n_head_kv;
     const bool f16 = kv->type == RT_KV_F16;
 #if RT_FWD_X86
     if (f16 && kv->f16c && hd % 16 == 0) {
-        attn_chunk_f16_avx(c, ts, il, g, q, first, n_kv, scale, out);
+        attn_chunk_f16_avx(c, ts, il, g, r0, nr, q, first, n_kv, scale, out);
         return;
     }
 #endif
     const uint64_t koff = rt_row_bytes(f16 ? GGUF_TYPE_F16 : GGUF_TYPE_Q8_0, (uint64_t)g * hd);
 #if RT_FWD_NEON
     if (f16 && hd % 16 == 0) {
-        attn_chunk_f16_neon(c, ts, il, g, q, first, n_kv, scale, out);
+        attn_chunk_f16_neon(c, ts, il, g, r0, nr, q, first, n_kv, scale, out);
         return;
     }
 #endif
@@ -402,7 +405,7 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
     }
     const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
     for (uint32_t r = 0; r < n_rep; r++) {
-        const float sm = sk ? rt_attn_sink(sk[g * n_rep + r], &M[r], &S[r]) : 1.0f;
+        const float sm = sk ? rt_attn_sink(sk[g * g_rep + r0 + r], &M[r], &S[r]) : 1.0f;
         const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
         float *o = out + (uint64_t)r * hd;
         if (f16) {
@@ -445,15 +448,27 @@ static void attn_task(void *arg, unsigned ith, unsigned nth)
         }
         return;
     }
-    rt__split((uint64_t)st->n_tok * hp->n_head_kv, ith, nth, &lo, &hi);
+    /* items: (token, kv head), each cut into n_cut runs of its query heads
+     * when there are fewer of them than threads (decoding a model with one
+     * or few kv heads: Gemma 4 has one) */
+    const uint64_t n_grp = (uint64_t)st->n_tok * hp->n_head_kv;
+    uint32_t n_cut = 1;
+    if (n_grp < nth) {
+        const uint64_t want = (nth + n_grp - 1) / n_grp;
+        n_cut = want < n_rep ? (uint32_t)want : n_rep;
+    }
+    rt__split(n_grp * n_cut, ith, nth, &lo, &hi);
     for (uint64_t item = lo; item < hi; item++) {
-        const uint32_t b = (uint32_t)(item / hp->n_head_kv);
-        const uint32_t g = (uint32_t)(item % hp->n_head_kv);
+        const uint64_t grp = item / n_cut;
+        const uint32_t cut = (uint32_t)(item % n_cut);
+        const uint32_t b = (uint32_t)(grp / hp->n_head_kv);
+        const uint32_t g = (uint32_t)(grp % hp->n_head_kv);
+        const uint32_t r0 = cut * n_rep / n_cut, r1 = (cut + 1) * n_rep / n_cut;
         const uint32_t n_kv = st->pos0 + b + 1; /* causal: positions 0 .. pos */
         const uint32_t first = rt_swa_first(hp, st->il, st->pos0 + b);
-        const float *q = c->q + (uint64_t)b * qdim + (uint64_t)g * n_rep * hd;
-        float *out = c->xb + (uint64_t)b * c->xb_ld + (uint64_t)g * n_rep * hd;
-        attn_chunk(c, ts, st->il, g, q, first, n_kv, scale, out);
+        const uint64_t h0 = (uint64_t)g * n_rep + r0;
+        attn_chunk(c, ts, st->il, g, r0, r1 - r0, c->q + (uint64_t)b * qdim + h0 * hd, first, n_kv,
+                   scale, c->xb + (uint64_t)b * c->xb_ld + h0 * hd);
     }
 }
 

@@ -10,13 +10,17 @@
  * enabled is [always] or [madvise]), rt__place_weights copies the runs of
  * dense tensors into anonymous memory advised MADV_HUGEPAGE and moves that
  * memory onto the same addresses with mremap: every pointer into the
- * mapping stays valid, the bytes are the file's, and the tensors that a
- * token reads only a part of stay in the file mapping, read on demand:
- *   - the 3-D expert tensors (*_exps.*): only the routed experts' slabs;
+ * mapping stays valid and the bytes are the file's. Never copied, read on
+ * demand from the mapping:
  *   - per_layer_token_embd (Gemma 4): one row per token, kept on flash;
  *   - token_embd, unless the output projection is tied to it: one row per
  *     token;
  *   - blocks at or past n_layer (Qwen3.5's MTP layers): never run.
+ * The 3-D expert tensors (*_exps.*), of which a token reads only the routed
+ * experts' slabs, move too when the dense and the expert runs together fit
+ * (a model much smaller than the machine's memory: every expert is read
+ * soon, each streamed like a dense matrix); otherwise they stay mapped and
+ * only the routed slabs are ever read, as on a phone.
  * What is copied is counted (rt_model_copied_bytes); it is memory the
  * kernel cannot drop and re-read as it can the mapped pages, so nothing is
  * copied when the copy would take more than half of MemAvailable, and
@@ -63,24 +67,26 @@ static uint64_t mem_available(void)
     return kib > UINT64_MAX / 1024 ? 0 : kib * 1024;
 }
 
-/* Does a token read tensor t whole? (see the header) */
-static bool is_dense(const struct rt_model *m, const struct gguf_tensor *t, const uint8_t *data)
+enum place { MAPPED, DENSE, EXPERT };
+
+/* Where tensor t may go (see the header). */
+static enum place place_of(const struct rt_model *m, const struct gguf_tensor *t,
+                           const uint8_t *data)
 {
     const char *nm = t->name;
-    if (strstr(nm, "_exps.")) return false;
-    if (strcmp(nm, "per_layer_token_embd.weight") == 0) return false;
-    if (strcmp(nm, "token_embd.weight") == 0) return m->output.data == data;
+    if (strcmp(nm, "per_layer_token_embd.weight") == 0) return MAPPED;
+    if (strcmp(nm, "token_embd.weight") == 0) return m->output.data == data ? DENSE : MAPPED;
     if (strncmp(nm, "blk.", 4) == 0) {
         char *end;
         const unsigned long il = strtoul(nm + 4, &end, 10);
-        if (end == nm + 4 || il >= m->hp.n_layer) return false;
+        if (end == nm + 4 || il >= m->hp.n_layer) return MAPPED;
     }
-    return true;
+    return strstr(nm, "_exps.") ? EXPERT : DENSE;
 }
 
 struct span {
     uint64_t lo, hi; /* file offsets */
-    bool dense;
+    enum place where;
 };
 
 static int span_cmp(const void *a, const void *b)
@@ -146,33 +152,42 @@ uint64_t rt__place_weights(struct rt_model *m)
     for (uint64_t i = 0; i < nt; i++) {
         const struct gguf_tensor *t = gguf_tensor_get(f, i);
         sp[i] = (struct span){t->file_off, t->file_off + t->nbytes,
-                              is_dense(m, t, gguf_tensor_data(f, i))};
+                              place_of(m, t, gguf_tensor_data(f, i))};
     }
     qsort(sp, (size_t)nt, sizeof *sp, span_cmp);
-    /* runs of consecutive dense tensors (the padding between them included),
-     * rounded inward to whole pages; runs under one huge page gain nothing */
+    /* runs of consecutive tensors that move (the padding between them
+     * included), rounded inward to whole pages; runs under one huge page gain
+     * nothing. Pass 0 sizes the dense runs alone and with the experts, pass 1
+     * moves what fits. */
     uint8_t *base = (uint8_t *)(uintptr_t)gguf_base(f);
-    uint64_t total = 0, copied = 0;
+    uint64_t total[2] = {0, 0}, copied = 0;
+    bool experts = false;
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1) {
             const uint64_t avail = mem_available();
-            if (total == 0 || avail == 0 || total > avail / 2) break;
+            if (avail == 0) break;
+            experts = total[1] > total[0] && total[1] <= avail / 2;
+            if (!experts && (total[0] == 0 || total[0] > avail / 2)) break;
         }
-        for (uint64_t i = 0; i < nt;) {
-            if (!sp[i].dense) {
-                i++;
-                continue;
+        for (int with = 0; with < 2; with++) {
+            if (pass == 1 && with != (int)experts) continue;
+            for (uint64_t i = 0; i < nt;) {
+                if (sp[i].where == MAPPED || (sp[i].where == EXPERT && !with)) {
+                    i++;
+                    continue;
+                }
+                const uint64_t lo = sp[i].lo;
+                uint64_t hi = sp[i].hi;
+                for (i++; i < nt && (sp[i].where == DENSE || (sp[i].where == EXPERT && with)); i++)
+                    hi = sp[i].hi > hi ? sp[i].hi : hi;
+                const uintptr_t a = ((uintptr_t)base + (uintptr_t)lo + ps - 1) & ~(ps - 1);
+                const uintptr_t b = ((uintptr_t)base + (uintptr_t)hi) & ~(ps - 1);
+                if (b <= a || b - a < HUGE_SZ) continue;
+                if (pass == 0)
+                    total[with] += (uint64_t)(b - a);
+                else if (move_to_huge((uint8_t *)a, (size_t)(b - a)))
+                    copied += (uint64_t)(b - a);
             }
-            const uint64_t lo = sp[i].lo;
-            uint64_t hi = sp[i].hi;
-            for (i++; i < nt && sp[i].dense; i++) hi = sp[i].hi > hi ? sp[i].hi : hi;
-            const uintptr_t a = ((uintptr_t)base + (uintptr_t)lo + ps - 1) & ~(ps - 1);
-            const uintptr_t b = ((uintptr_t)base + (uintptr_t)hi) & ~(ps - 1);
-            if (b <= a || b - a < HUGE_SZ) continue;
-            if (pass == 0)
-                total += (uint64_t)(b - a);
-            else if (move_to_huge((uint8_t *)a, (size_t)(b - a)))
-                copied += (uint64_t)(b - a);
         }
     }
     free(sp);

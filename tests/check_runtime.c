@@ -752,6 +752,19 @@ END_TEST
 
 static uint64_t page_sz(void) { return (uint64_t)sysconf(_SC_PAGESIZE); }
 
+/* Does the kernel offer transparent huge pages to a region advised
+ * MADV_HUGEPAGE (as runtime/rt_load.c asks)? */
+static bool thp_offered(void)
+{
+    FILE *fp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!fp) return false;
+    char buf[128];
+    const bool ok = fgets(buf, sizeof buf, fp) &&
+                    (strstr(buf, "[always]") != NULL || strstr(buf, "[madvise]") != NULL);
+    fclose(fp);
+    return ok;
+}
+
 /* Resident pages of [a, a+n) among those entirely inside it. */
 static uint64_t resident_inner(const uint8_t *base, uint64_t a, uint64_t n, uint64_t *n_inner)
 {
@@ -808,7 +821,26 @@ START_TEST(test_moe_resident)
     s.seed = 7;
     char *p = write_fixture(&s, "moe-res.gguf");
     struct loaded L;
+    /* by default, a model this small moves whole into huge pages when the
+     * kernel offers them (runtime/rt_load.c), its experts included: at least
+     * every expert tensor but its two edge pages */
     load(p, NULL, &L);
+    {
+        const struct gguf_file *f0 = rt_model_gguf(L.m);
+        uint64_t exps = 0;
+        for (uint64_t i = 0; i < gguf_tensor_count(f0); i++)
+            if (strstr(gguf_tensor_get(f0, i)->name, "_exps."))
+                exps += gguf_tensor_get(f0, i)->nbytes - 2 * page_sz();
+        if (thp_offered())
+            ck_assert_uint_ge(rt_model_copied_bytes(L.m), exps);
+        else
+            ck_assert_uint_eq(rt_model_copied_bytes(L.m), 0);
+        unload(&L);
+    }
+    /* the phone's case: --map-only, every expert read in place, only the
+     * routed ones */
+    load_ex(p, &(struct rt_model_opts){.map_only = true}, NULL, &L);
+    ck_assert_uint_eq(rt_model_copied_bytes(L.m), 0);
     const struct gguf_file *f = rt_model_gguf(L.m);
     const uint8_t *base = gguf_base(f);
     /* rt_model_open marks the expert tensors MADV_RANDOM (the dense ones keep

@@ -38,19 +38,27 @@ struct loaded {
     struct rt_ctx *c;
 };
 
-static inline void load(const char *path, const struct rt_ctx_opts *co, struct loaded *L)
+/* Open path (model options mo, may be NULL), its tokenizer and, when co,
+ * a context. */
+static inline void load_ex(const char *path, const struct rt_model_opts *mo,
+                           const struct rt_ctx_opts *co, struct loaded *L)
 {
     struct mw_err err;
     mw_err_clear(&err);
     char buf[1024];
     memset(L, 0, sizeof *L);
-    ck_assert_msg(rt_model_open(path, NULL, &L->m, &err) == MW_OK, "%s",
+    ck_assert_msg(rt_model_open(path, mo, &L->m, &err) == MW_OK, "%s",
                   mw_err_format(&err, buf, sizeof buf));
     ck_assert_msg(rt_tok_init(rt_model_gguf(L->m), rt_model_hparams(L->m)->n_vocab, &L->t, &err) ==
                       MW_OK, "%s", mw_err_format(&err, buf, sizeof buf));
     if (co)
         ck_assert_msg(rt_ctx_init(L->m, co, &L->c, &err) == MW_OK, "%s",
                       mw_err_format(&err, buf, sizeof buf));
+}
+
+static inline void load(const char *path, const struct rt_ctx_opts *co, struct loaded *L)
+{
+    load_ex(path, NULL, co, L);
 }
 
 static inline void unload(struct loaded *L)
