@@ -247,6 +247,10 @@ void rt_quantize_q8_k_ref(const float *x, void *out, uint64_t n);
     RT__DECL_DOT(iq1_m_q8_k_##V);                                                                  \
     void rt_dot4_q4_k_q8_k_##V(uint64_t n, uint64_t n4, float *out, const void *w,                 \
                                uint64_t stride, const void *a);                                    \
+    void rt_dot4_f16_f16_##V(uint64_t n, uint64_t n4, float *out, const void *w,                   \
+                             uint64_t stride, const void *a);                                      \
+    void rt_dot4_bf16_bf16_##V(uint64_t n, uint64_t n4, float *out, const void *w,                 \
+                               uint64_t stride, const void *a);                                    \
     void rt_quantize_f16_##V(const float *x, void *out, uint64_t n);                               \
     void rt_quantize_bf16_##V(const float *x, void *out, uint64_t n);                              \
     void rt_quantize_q8_0_##V(const float *x, void *out, uint64_t n);                              \

@@ -197,8 +197,8 @@ static const struct rt_kernels table_i8mm = {
  * gemms' variant (V, or avx512 beside the vnni mat-vecs). */
 #define RT__KERNELS_X86(V, KG)                              \
     KER(F32, F32, rt_dot_f32_f32_##V),                      \
-    KER(F16, F16, rt_dot_f16_f16_##V),                      \
-    KER(BF16, BF16, rt_dot_bf16_bf16_##V),                  \
+    KERG(F16, F16, rt_dot_f16_f16_##V, rt_dot4_f16_f16_##V, NULL), \
+    KERG(BF16, BF16, rt_dot_bf16_bf16_##V, rt_dot4_bf16_bf16_##V, NULL), \
     KERG(Q8_0, Q8_0, rt_dot_q8_0_q8_0_##V, NULL, rt_gemm_q8_0_##V), \
     KERG(Q4_0, Q8_0, rt_dot_q4_0_q8_0_##V, NULL, rt_gemm_q4_0_##V), \
     KERG(Q4_1, Q8_1, rt_dot_q4_1_q8_1_##V, NULL, rt_gemm_q4_1_##V), \
