@@ -258,6 +258,8 @@ void rt_quantize_q8_k_ref(const float *x, void *out, uint64_t n);
     void rt_quantize_q8_k_##V(const float *x, void *out, uint64_t n);
 RT__DECL_X86(avx2)
 RT__DECL_X86(vnni)
+void rt_dot4_f16_f16_avx512(uint64_t n, uint64_t n4, float *out, const void *w, uint64_t stride,
+                            const void *a);
 #endif
 
 #if RT_HAVE_NEON

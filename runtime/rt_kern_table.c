@@ -195,9 +195,12 @@ static const struct rt_kernels table_i8mm = {
 /* x86-64 tables (V = avx2 or vnni): the AVX2 / AVX-VNNI kernels and
  * quantizers of rt_kern_x86.c, every weight type included; KG: the k-quant
  * gemms' variant (V, or avx512 beside the vnni mat-vecs). */
+#define RT__F16DOT4_avx2 rt_dot4_f16_f16_avx2
+#define RT__F16DOT4_vnni rt_dot4_f16_f16_vnni
+#define RT__F16DOT4_avx512 rt_dot4_f16_f16_avx512
 #define RT__KERNELS_X86(V, KG)                              \
     KER(F32, F32, rt_dot_f32_f32_##V),                      \
-    KERG(F16, F16, rt_dot_f16_f16_##V, rt_dot4_f16_f16_##V, NULL), \
+    KERG(F16, F16, rt_dot_f16_f16_##V, RT__F16DOT4_##KG, NULL), \
     KERG(BF16, BF16, rt_dot_bf16_bf16_##V, rt_dot4_bf16_bf16_##V, NULL), \
     KERG(Q8_0, Q8_0, rt_dot_q8_0_q8_0_##V, NULL, rt_gemm_q8_0_##V), \
     KERG(Q4_0, Q8_0, rt_dot_q4_0_q8_0_##V, NULL, rt_gemm_q4_0_##V), \

@@ -66,6 +66,40 @@
 #pragma GCC pop_options
 #endif
 
+/* The four-row F16 mat-vec of the avx512 table: one zmm per row, lane j
+ * the reference's partial j (product i into partial i % 16, multiply then
+ * add), the activation converted once per 16 elements for the four rows;
+ * the tail and the reduction as dot_h16's: the same bits in half the
+ * instructions of the ymm pair. */
+__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl"))) void
+rt_dot4_f16_f16_avx512(uint64_t n, uint64_t n4, float *out, const void *wv, uint64_t stride,
+                       const void *av)
+{
+    const uint8_t *w0 = wv;
+    const uint16_t *a = av;
+    for (uint64_t i4 = 0; i4 < n4; i4++, out += 4, w0 += 4 * stride) {
+        __m512 s[4];
+        for (int r = 0; r < 4; r++) s[r] = _mm512_setzero_ps();
+        uint64_t i = 0;
+        for (; i + 16 <= n; i += 16) {
+            const __m512 x = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(a + i)));
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *wr = w0 + (uint64_t)r * stride + 2 * i;
+                s[r] = _mm512_add_ps(
+                    s[r], _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)wr)), x));
+            }
+        }
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *wr = w0 + (uint64_t)r * stride;
+            float p[16];
+            _mm512_storeu_ps(p, s[r]);
+            for (uint64_t k = i, j = 0; k < n; k++, j++)
+                p[j] += rt__f16(rt__ld16(wr + 2 * k)) * rt__f16(a[k]);
+            out[r] = rt__reduce16(p);
+        }
+    }
+}
+
 #else
 /* ISO C forbids an empty translation unit. */
 typedef int rt_kern_x86_unused;
