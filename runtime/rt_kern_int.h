@@ -216,6 +216,8 @@ RT__DECL_DOT(bf16_bf16_ref);
 RT__DECL_DOT(mxfp4_q8_0_ref);
 #if RT_HAVE_X86
 RT__DECL_DOT(mxfp4_q8_0_avx2);
+void rt_dot4_mxfp4_q8_0_avx2(uint64_t n, uint64_t n4, float *out, const void *w, uint64_t stride,
+                             const void *a);
 void rt_gemm_mxfp4_q8_0_avx2(uint64_t n, uint64_t nr, uint64_t nc, float *out, uint64_t ldo,
                              const void *w_rows, uint64_t stride, const void *act,
                              uint64_t astride, void *scratch);

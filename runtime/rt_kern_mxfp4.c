@@ -155,6 +155,39 @@ static inline __m256i hsum8_avx2(const __m256i s[8])
                             _mm256_permute2x128_si256(t0, t1, 0x31));
 }
 
+/* The end of a row's mat-vec from block b on: one group of four (the
+ * scales of e8m0x8_avx2 and q8d8_avx2 at 128 bits), then block by block;
+ * acc holds the four float partials so far. */
+static inline float mx_finish_avx2(uint64_t b, uint64_t nb, const uint8_t *w,
+                                   const struct rt_block_q8_0 *a, __m128 acc)
+{
+    if (b + 4 <= nb) {
+        const __m128i e = _mm_and_si128(
+            _mm_i32gather_epi32((const int *)(const void *)w, _mm_setr_epi32(0, 17, 34, 51), 1),
+            _mm_set1_epi32(0xFF));
+        const __m128i one = _mm_set1_epi32(1);
+        const __m128i nrm = _mm_slli_epi32(_mm_sub_epi32(e, one), 23);
+        const __m128i sub = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
+        const __m128 dw = _mm_castsi128_ps(_mm_blendv_epi8(sub, nrm, _mm_cmpgt_epi32(e, one)));
+        const __m128i g = _mm_i32gather_epi32((const int *)(const void *)(a + b),
+                                              _mm_setr_epi32(0, 34, 68, 102), 1);
+        const __m128 da = _mm_cvtph_ps(
+            _mm_shuffle_epi8(g, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)));
+        const __m128i is = hsum4_avx2(blk8_avx2(w, a[b].qs),
+                                      blk8_avx2(w + RT_BS_MXFP4, a[b + 1].qs),
+                                      blk8_avx2(w + 2 * RT_BS_MXFP4, a[b + 2].qs),
+                                      blk8_avx2(w + 3 * RT_BS_MXFP4, a[b + 3].qs));
+        acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dw, da), _mm_cvtepi32_ps(is)));
+        b += 4;
+        w += 4 * RT_BS_MXFP4;
+    }
+    float p[RT_NACC];
+    _mm_storeu_ps(p, acc);
+    for (; b < nb; b++, w += RT_BS_MXFP4)
+        p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_avx2(w, a[b].qs);
+    return rt__reduce4(p);
+}
+
 /* The mat-vec, eight blocks a step: blocks b .. b + 3 then b + 4 .. b + 7
  * added to the four float partials in that order, so each partial sees the
  * reference's additions in the reference's order. */
@@ -179,31 +212,53 @@ void rt_dot_mxfp4_q8_0_avx2(uint64_t n, float *out, const void *wv, const void *
             acc = _mm_add_ps(acc, _mm256_extractf128_ps(v, 1));
         }
     }
-    if (b + 4 <= nb) { /* one group of four: the scales of e8m0x8_avx2 and q8d8_avx2, 128-bit */
-        const __m128i e = _mm_and_si128(
-            _mm_i32gather_epi32((const int *)(const void *)w, _mm_setr_epi32(0, 17, 34, 51), 1),
-            _mm_set1_epi32(0xFF));
-        const __m128i one = _mm_set1_epi32(1);
-        const __m128i nrm = _mm_slli_epi32(_mm_sub_epi32(e, one), 23);
-        const __m128i sub = _mm_sllv_epi32(_mm_set1_epi32(0x00200000), e);
-        const __m128 dw = _mm_castsi128_ps(_mm_blendv_epi8(sub, nrm, _mm_cmpgt_epi32(e, one)));
-        const __m128i g = _mm_i32gather_epi32((const int *)(const void *)(a + b),
-                                              _mm_setr_epi32(0, 34, 68, 102), 1);
-        const __m128 da = _mm_cvtph_ps(
-            _mm_shuffle_epi8(g, _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, -1, -1, -1, -1, -1, -1, -1, -1)));
-        const __m128i is = hsum4_avx2(blk8_avx2(w, a[b].qs),
-                                      blk8_avx2(w + RT_BS_MXFP4, a[b + 1].qs),
-                                      blk8_avx2(w + 2 * RT_BS_MXFP4, a[b + 2].qs),
-                                      blk8_avx2(w + 3 * RT_BS_MXFP4, a[b + 3].qs));
-        acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dw, da), _mm_cvtepi32_ps(is)));
-        b += 4;
-        w += 4 * RT_BS_MXFP4;
+    *out = mx_finish_avx2(b, nb, w, a, acc);
+}
+
+/* Four rows at once (rt_dot4_fn): per group of eight blocks the activation
+ * vectors, their 12 x a pair sums and scales are loaded once for the four
+ * rows; each row then does rt_dot_mxfp4_q8_0_avx2's operations in its
+ * order (the same integers, the same float partials): the same bits. */
+void rt_dot4_mxfp4_q8_0_avx2(uint64_t n, uint64_t n4, float *out, const void *wv,
+                             uint64_t stride, const void *av)
+{
+    const struct rt_block_q8_0 *a = av;
+    const uint64_t nb = n / 32;
+    const __m256i tab = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)mx_values12));
+    const __m256i sh = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    const __m256i m4 = _mm256_set1_epi8(0x0F), twelve = _mm256_set1_epi8(12);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (uint64_t i4 = 0; i4 < n4; i4++, out += 4) {
+        const uint8_t *w[4];
+        __m128 acc[4];
+        for (int r = 0; r < 4; r++) {
+            w[r] = (const uint8_t *)wv + (4 * i4 + (uint64_t)r) * stride;
+            acc[r] = _mm_setzero_ps();
+        }
+        uint64_t b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            __m256i av8[8], a12[8];
+            for (int j = 0; j < 8; j++) {
+                av8[j] = _mm256_loadu_si256((const __m256i *)(const void *)a[b + (uint64_t)j].qs);
+                a12[j] = _mm256_maddubs_epi16(twelve, av8[j]);
+            }
+            const __m256 da = q8d8_avx2(a + b);
+            for (int r = 0; r < 4; r++) {
+                const uint8_t *wb = w[r] + b * RT_BS_MXFP4;
+                __m256i s[8];
+                for (int j = 0; j < 8; j++)
+                    s[j] = _mm256_madd_epi16(
+                        _mm256_sub_epi16(_mm256_maddubs_epi16(lev12b_avx2(wb + j * RT_BS_MXFP4, tab, sh, m4), av8[j]),
+                                         a12[j]),
+                        ones);
+                const __m256 v = _mm256_mul_ps(_mm256_mul_ps(e8m0x8_avx2(wb), da),
+                                               _mm256_cvtepi32_ps(hsum8_avx2(s)));
+                acc[r] = _mm_add_ps(acc[r], _mm256_castps256_ps128(v));
+                acc[r] = _mm_add_ps(acc[r], _mm256_extractf128_ps(v, 1));
+            }
+        }
+        for (int r = 0; r < 4; r++) out[r] = mx_finish_avx2(b, nb, w[r] + b * RT_BS_MXFP4, a, acc[r]);
     }
-    float p[RT_NACC];
-    _mm_storeu_ps(p, acc);
-    for (; b < nb; b++, w += RT_BS_MXFP4)
-        p[b % RT_NACC] += (e8m0_half(w[0]) * rt__f16(a[b].d)) * (float)blk_avx2(w, a[b].qs);
-    *out = rt__reduce4(p);
 }
 
 /* The batched product for rows too long for rt_gemm_mxfp4_q8_0_avx2's

@@ -216,7 +216,7 @@ static const struct rt_kernels table_i8mm = {
     KER(IQ3_S, Q8_K, rt_dot_iq3_s_q8_k_##V),                \
     KER(IQ1_S, Q8_K, rt_dot_iq1_s_q8_k_##V),                \
     KER(IQ1_M, Q8_K, rt_dot_iq1_m_q8_k_##V),                \
-    KERG(MXFP4, Q8_0, rt_dot_mxfp4_q8_0_avx2, NULL, rt_gemm_mxfp4_q8_0_avx2), \
+    KERG(MXFP4, Q8_0, rt_dot_mxfp4_q8_0_avx2, rt_dot4_mxfp4_q8_0_avx2, rt_gemm_mxfp4_q8_0_avx2), \
     KERG(Q2_K, Q8_K, rt_dot_q2_k_q8_k_##V, NULL, RT__GEMM_##KG(q2_k_q8_k)), \
     KERG(Q3_K, Q8_K, rt_dot_q3_k_q8_k_##V, NULL, RT__GEMM_##KG(q3_k_q8_k)), \
     KERG(Q4_K, Q8_K, rt_dot_q4_k_q8_k_##V, rt_dot4_q4_k_q8_k_##V, RT__GEMM_##KG(q4_k_q8_k)), \
