@@ -47,7 +47,7 @@ static bool is_iquant_low(uint32_t t)
 struct item {
     uint64_t plan_i;
     const struct quant_tensor_desc *t;
-    struct quant_alloc_cand cand[N_CAND];
+    struct quant_alloc_cand cand[N_CAND + 1]; /* + the source's own type, when quantized */
     uint32_t n_cand;
     uint32_t probe_type; /* with a probe (quant_budget.probe) */
     double probe_kld, probe_scale;
@@ -114,10 +114,21 @@ static enum mw_status tensor_loss(const struct quant_plan_entry *e, const float 
     return s;
 }
 
-/* The items of p0 with every candidate's bytes; losses too when asked. */
+/* A source tensor stored quantized (MXFP4 experts, a requantized file):
+ * not F32 / F16 / BF16. */
+static bool src_quantized(uint32_t t)
+{
+    return t != GGUF_TYPE_F32 && t != GGUF_TYPE_F16 && t != GGUF_TYPE_BF16;
+}
+
+/* The items of p0 with every candidate's bytes; losses too when asked. A
+ * tensor stored quantized in the source may stay as it is (a candidate of
+ * loss 0: its bytes are the source's) and, with requant
+ * (--allow-requantize), take any other type; without, it keeps its type,
+ * as llama-quantize keeps gpt-oss's MXFP4 experts. */
 static enum mw_status measure(const struct quant_source *src, const struct quant_plan *p0,
-                              const struct quant_budget *b, bool losses, struct item **out_items,
-                              uint64_t *out_n, struct mw_err *err)
+                              const struct quant_budget *b, bool requant, bool losses,
+                              struct item **out_items, uint64_t *out_n, struct mw_err *err)
 {
     const uint64_t np = quant_plan_count(p0);
     struct item *it = calloc(np ? (size_t)np : 1, sizeof *it);
@@ -159,15 +170,17 @@ static enum mw_status measure(const struct quant_source *src, const struct quant
         struct item *a = &it[n];
         a->plan_i = i;
         a->t = e->src;
+        const bool keep_only = src_quantized(e->src->type) && !requant;
         uint64_t rows = 0;
-        if (losses && (s = quant_alloc_read_f32(src, e->src_index, &x, &rows, err)) != MW_OK)
+        if (losses && !keep_only &&
+            (s = quant_alloc_read_f32(src, e->src_index, &x, &rows, err)) != MW_OK)
             goto out;
         const float *imp = e->imatrix;
         if (!imp && onorm &&
             (strcmp(e->src->name, "output.weight") == 0 ||
              (tied && strcmp(e->src->name, "token_embd.weight") == 0)))
             imp = onorm;
-        for (size_t k = 0; k < N_CAND; k++) {
+        for (size_t k = 0; k < N_CAND && !keep_only; k++) {
             const uint32_t t = cand_types[k];
             const struct gguf_type_info *ti = gguf_type_get(t);
             uint64_t nb;
@@ -183,6 +196,26 @@ static enum mw_status measure(const struct quant_source *src, const struct quant
             }
             a->cand[a->n_cand++] =
                 (struct quant_alloc_cand){.type = t, .bytes = cost(b, nb), .loss = l};
+        }
+        if (src_quantized(e->src->type)) {
+            /* kept as it is: in its place by bytes (the candidates go from
+             * the smallest to the largest), after the types of equal size */
+            const struct quant_alloc_cand keep = {.type = e->src->type,
+                                                  .bytes = cost(b, e->src_bytes), .loss = 0};
+            uint32_t at = a->n_cand;
+            bool dup = false;
+            for (uint32_t j = 0; j < a->n_cand; j++) dup = dup || a->cand[j].type == keep.type;
+            if (dup) { /* the same type requantized is the source's bytes: keep those */
+                for (uint32_t j = 0; j < a->n_cand; j++)
+                    if (a->cand[j].type == keep.type) a->cand[j] = keep;
+            } else {
+                while (at > 0 && a->cand[at - 1].bytes > keep.bytes) {
+                    a->cand[at] = a->cand[at - 1];
+                    at--;
+                }
+                a->cand[at] = keep;
+                a->n_cand++;
+            }
         }
         free(x);
         x = NULL;
@@ -403,6 +436,10 @@ enum mw_status quant_budget_allocate(const struct quant_source *src, const struc
     struct quant_opts lo = *o; /* the plans built here would repeat the final plan's notices */
     lo.log = NULL;
     lo.progress = NULL;
+    /* the plans measured here may name any type for a tensor stored
+     * quantized; measure() keeps such a tensor at its own type unless
+     * o->allow_requantize, and the final plan (built with o) checks it */
+    lo.allow_requantize = true;
     /* the probes' results go into the final file (memwall.quant.probe_kld,
      * one f32 per tensor): the plans measured here carry the key too */
     float *pk = b->probe && !o->probe_kld ? calloc((size_t)src->n_tensors + 1, sizeof *pk) : NULL;
@@ -429,7 +466,7 @@ enum mw_status quant_budget_allocate(const struct quant_source *src, const struc
     r->n_elements = quant_plan_n_elements(p0);
     /* sizes first (cheap): an impossible budget is refused before the
      * losses are measured */
-    if ((s = measure(&asrc, p0, b, false, &it, &n, err)) != MW_OK) goto out;
+    if ((s = measure(&asrc, p0, b, o->allow_requantize, false, &it, &n, err)) != MW_OK) goto out;
     if (n == 0) {
         s = REFUSE(r, "no tensor left to allocate types to");
         goto out;
@@ -460,7 +497,7 @@ enum mw_status quant_budget_allocate(const struct quant_source *src, const struc
     if (s != MW_OK) goto out;
     free(it);
     it = NULL;
-    if ((s = measure(&asrc, p0, b, true, &it, &n, err)) != MW_OK) goto out;
+    if ((s = measure(&asrc, p0, b, o->allow_requantize, true, &it, &n, err)) != MW_OK) goto out;
     r->probe_rank_corr = NAN;
     for (uint64_t k = 0; k < n; k++) it[k].probe_kld = -1, it[k].probe_scale = 1;
     if (b->probe && (s = probe_scale(p0, b, it, n, r, err)) != MW_OK) goto out;

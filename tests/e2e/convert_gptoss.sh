@@ -166,6 +166,18 @@ if [ -f "$T/f16.gguf" ]; then
         has "$err" "ffn_down_exps.weight" "Q8_0 from the HF dir without --allow-requantize"
     run 0 quant "$T/f16.gguf" -o "$T/rq.gguf" --preset Q4_K_M --allow-requantize -q &&
         run 0 verify --deep "$T/rq.gguf"
+    # --size keeps the MXFP4 experts as they are without --allow-requantize
+    # (a candidate of their own bytes and no loss; with it, beside the other
+    # types): the file fits and verifies
+    sz=$(( $(wc -c < "$T/gq.gguf") + 200000 ))
+    for ar in "" --allow-requantize; do
+        run 0 quant "$T/f16.gguf" -o "$T/sz.gguf" --size $sz $ar -q || continue
+        [ "$(wc -c < "$T/sz.gguf")" -le $sz ] || fail "--size $sz $ar: $(wc -c < "$T/sz.gguf") bytes"
+        n_mx=$(mwgguf types "$T/sz.gguf" | grep -c ' mxfp4$')
+        [ "$n_mx" = 12 ] || fail "--size $sz $ar: $n_mx MXFP4 tensors, want the 12 experts kept"
+        run 0 verify --deep "$T/sz.gguf"
+        rm -f "$T/sz.gguf"
+    done
     # plan from config.json alone: the MXFP4_MOE and Q4_K_M rows are the
     # tensor bytes quant writes
     mkdir -p "$T/cfg" && cp "$G/config.json" "$T/cfg/"
