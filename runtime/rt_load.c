@@ -23,7 +23,8 @@
  * only the routed slabs are ever read, as on a phone.
  * What is copied is counted (rt_model_copied_bytes); it is memory the
  * kernel cannot drop and re-read as it can the mapped pages, so nothing is
- * copied when the copy would take more than half of MemAvailable, and
+ * copied when the copy would take more than half of the memory available
+ * (core/mw_mem.h: MemAvailable or the cgroup's room), and
  * --map-only (rt_model_opts.map_only) keeps every weight mapped, as on a
  * phone where the app's memory must stay reclaimable. A failure anywhere
  * leaves that run mapped from the file: placement is an optimisation, never
@@ -32,7 +33,8 @@
 #define _GNU_SOURCE
 #include "runtime/rt_int.h"
 
-#include <inttypes.h>
+#include "core/mw_mem.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,17 +56,14 @@ static bool thp_offered(void)
     return ok;
 }
 
-/* MemAvailable in bytes, 0 when unknown. */
+/* The memory this process may use (core/mw_mem.h: MemAvailable, a cgroup's
+ * room, or MW_MEMAVAILABLE), 0 when unknown. */
 static uint64_t mem_available(void)
 {
-    FILE *fp = fopen("/proc/meminfo", "r");
-    if (!fp) return 0;
-    char line[256];
-    uint64_t kib = 0;
-    while (fgets(line, sizeof line, fp))
-        if (sscanf(line, "MemAvailable: %" SCNu64 " kB", &kib) == 1) break;
-    fclose(fp);
-    return kib > UINT64_MAX / 1024 ? 0 : kib * 1024;
+    struct mw_mem_avail av;
+    struct mw_err err;
+    mw_err_clear(&err);
+    return mw_mem_available(NULL, &av, &err) == MW_OK ? av.bytes : 0;
 }
 
 enum place { MAPPED, DENSE, EXPERT };
