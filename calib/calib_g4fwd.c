@@ -34,27 +34,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* RMSNorm without a weight: rt_rmsnorm's bits with w = 1 (the runtime's v norm) */
-static void rmsnorm_nw(float *x, uint64_t n, float eps)
-{
-    double sum = 0.0;
-    for (uint64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / (double)n);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (uint64_t i = 0; i < n; i++) x[i] = x[i] * scale;
-}
-
-/* NEOX RoPE over the first n_rot elements of x with a cos/sin table (the runtime's) */
-static void rope_neox(const float *rc, uint32_t n_rot, float *x)
-{
-    const uint32_t half = n_rot / 2;
-    for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
-        const float c = rc[i0], s = rc[i0 + 1];
-        const float x0 = x[i0 / 2], x1 = x[i0 / 2 + half];
-        x[i0 / 2] = x0 * c - x1 * s;
-        x[i0 / 2 + half] = x0 * s + x1 * c;
-    }
-}
 
 /* which kept K/V slot (0 full, 1 sliding) layer il writes as a source of the
  * shared-KV layers, or -1 */
@@ -299,15 +278,15 @@ static void qk_task(void *arg, unsigned ith, unsigned nth)
         for (uint32_t h = 0; h < hp->n_head; h++) {
             rt_rmsnorm(q + (uint64_t)h * hd, q + (uint64_t)h * hd, e->w[CALIB_T_Q_NORM], hd,
                        hp->rms_eps);
-            rope_neox(rc, hp->n_rot, q + (uint64_t)h * hd);
+            rt_rope_neox_rows(rc, hp->n_rot, q + (uint64_t)h * hd);
         }
         if (!J->kv) continue;
         float *k = e->k + r * e->KV, *v = e->v + r * e->KV;
         for (uint32_t h = 0; h < hp->n_head_kv; h++) {
             rt_rmsnorm(k + (uint64_t)h * hd, k + (uint64_t)h * hd, e->w[CALIB_T_K_NORM], hd,
                        hp->rms_eps);
-            rmsnorm_nw(v + (uint64_t)h * hd, hd, hp->rms_eps);
-            rope_neox(rc, hp->n_rot, k + (uint64_t)h * hd);
+            rt_rmsnorm_nw(v + (uint64_t)h * hd, hd, hp->rms_eps);
+            rt_rope_neox_rows(rc, hp->n_rot, k + (uint64_t)h * hd);
         }
     }
 }

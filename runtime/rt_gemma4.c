@@ -70,27 +70,6 @@ static void quantize_row(const struct rt_ctx *c, const struct rt_act_plan *p, co
         p->fmt[s]->quantize(x, c->act[s] + (uint64_t)b * c->act_stride, n);
 }
 
-/* RMSNorm without a weight: rt_rmsnorm's bits with w = 1. */
-static void rmsnorm_nw(float *x, uint64_t n, float eps)
-{
-    double sum = 0.0;
-    for (uint64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-    const float mean = (float)(sum / (double)n);
-    const float scale = 1.0f / sqrtf(mean + eps);
-    for (uint64_t i = 0; i < n; i++) x[i] = x[i] * scale;
-}
-
-/* NEOX RoPE over the first n_rot elements of x with a cos/sin table. */
-static void rope_neox(const float *rc, uint32_t n_rot, float *x)
-{
-    const uint32_t half = n_rot / 2;
-    for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
-        const float c = rc[i0], s = rc[i0 + 1];
-        const float x0 = x[i0 / 2], x1 = x[i0 / 2 + half];
-        x[i0 / 2] = x0 * c - x1 * s;
-        x[i0 / 2 + half] = x0 * s + x1 * c;
-    }
-}
 
 static void g4_task(void *arg, unsigned ith, unsigned nth)
 {
@@ -138,15 +117,15 @@ static void g4_task(void *arg, unsigned ith, unsigned nth)
             float *q = c->q + (uint64_t)b * hp->n_head * hd; /* rt__attn's layout */
             for (uint32_t h = 0; h < hp->n_head; h++) {
                 rt_rmsnorm(q + (uint64_t)h * hd, q + (uint64_t)h * hd, ly->q_norm, hd, hp->rms_eps);
-                rope_neox(rc, n_rot, q + (uint64_t)h * hd);
+                rt_rope_neox_rows(rc, n_rot, q + (uint64_t)h * hd);
             }
             if (!rt_layer_has_kv(hp, il)) break;
             float *k = c->k + (uint64_t)b * KD, *v = c->v + (uint64_t)b * KD;
             if (!ly->wv.data) memcpy(v, k, (uint64_t)kvh * hd * sizeof(float));
             for (uint32_t h = 0; h < kvh; h++) {
                 rt_rmsnorm(k + (uint64_t)h * hd, k + (uint64_t)h * hd, ly->k_norm, hd, hp->rms_eps);
-                rmsnorm_nw(v + (uint64_t)h * hd, hd, hp->rms_eps);
-                rope_neox(rc, n_rot, k + (uint64_t)h * hd);
+                rt_rmsnorm_nw(v + (uint64_t)h * hd, hd, hp->rms_eps);
+                rt_rope_neox_rows(rc, n_rot, k + (uint64_t)h * hd);
             }
             rt__kv_store(&c->kv, rt__kv_k(&c->kv, il, st->pos0 + b), k);
             rt__kv_store(&c->kv, rt__kv_v(&c->kv, il, st->pos0 + b), v);
@@ -160,7 +139,7 @@ static void g4_task(void *arg, unsigned ith, unsigned nth)
         case G4_ROUTER_IN: {
             float *t = c->q + (uint64_t)b * QD;
             memcpy(t, c->x + (uint64_t)b * E, E * sizeof(float));
-            rmsnorm_nw(t, E, hp->rms_eps);
+            rt_rmsnorm_nw(t, E, hp->rms_eps);
             const float se = 1.0f / sqrtf((float)E);
             for (uint64_t i = 0; i < E; i++) t[i] = t[i] * se * gl->gate_inp_s[i];
             quantize_row(c, st->plan, t, (uint32_t)E, b);

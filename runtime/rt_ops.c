@@ -458,3 +458,23 @@ void rt_rope_text_sections(const struct rt_hparams *hp, float *cache)
         cache[2 * i + 1] = 0.0f;
     }
 }
+
+void rt_rmsnorm_nw(float *x, uint64_t n, float eps)
+{
+    double sum = 0.0;
+    for (uint64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
+    const float mean = (float)(sum / (double)n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (uint64_t i = 0; i < n; i++) x[i] = x[i] * scale;
+}
+
+void rt_rope_neox_rows(const float *rc, uint32_t n_rot, float *x)
+{
+    const uint32_t half = n_rot / 2;
+    for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
+        const float c = rc[i0], s = rc[i0 + 1];
+        const float x0 = x[i0 / 2], x1 = x[i0 / 2 + half];
+        x[i0 / 2] = x0 * c - x1 * s;
+        x[i0 / 2 + half] = x0 * s + x1 * c;
+    }
+}

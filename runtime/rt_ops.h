@@ -33,6 +33,12 @@ void rt_rope_apply(const struct rt_hparams *hp, const float *cache, float *x);
 /* out[i] = (x[i] * s) * w[i], s = 1/sqrtf((float)(Σ x[i]² / n) + eps), the
  * sum of f32 squares in double (n > 0; out may equal x). */
 void rt_rmsnorm(float *out, const float *x, const float *w, uint64_t n, float eps);
+/* RMSNorm without a weight, in place: rt_rmsnorm's bits with w = 1
+ * (Gemma 4's v norm). */
+void rt_rmsnorm_nw(float *x, uint64_t n, float eps);
+/* NEOX RoPE over the first n_rot elements of x, pairs (i, i + n_rot/2),
+ * with a cos/sin table of rt_rope_cache_ex (Gemma 4's q and k). */
+void rt_rope_neox_rows(const float *rc, uint32_t n_rot, float *x);
 
 /* g[i] = silu(g[i]) * u[i] = g[i] / (1 + expf(-g[i])) * u[i]. */
 void rt_swiglu(float *g, const float *u, uint64_t n);
