@@ -321,7 +321,8 @@ enum mw_status calib__swiglu(struct calib_engine *e, const float *X, uint64_t nr
 void calib__post_norm(struct calib_engine *e, enum calib_tslot w, float *Y, uint64_t nr)
 {
     if (!e->hp->post_norms) return;
-    const enum calib_tslot pn = w == CALIB_T_WO ? CALIB_T_ATTN_POST_NORM : CALIB_T_FFN_POST_NORM;
+    enum calib_tslot pn = w == CALIB_T_WO ? CALIB_T_ATTN_POST_NORM : CALIB_T_FFN_POST_NORM;
+    if (w == CALIB_T_WDOWN && e->g4 && e->NX) pn = CALIB_T_POST_NORM_1; /* beside experts */
     calib__run_rows(e, CALIB_OP_NORM, nr, e->E, Y, Y, e->w[pn], 0);
 }
 

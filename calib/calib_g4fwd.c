@@ -23,8 +23,8 @@
  * per_layer_model_proj's input (the scaled embedding) gets statistics (an
  * imatrix entry) before layer 0, outside the callbacks.
  * A full layer without attn_v (attention_k_eq_v: 26B-A4B, 31B) takes v
- * from wk's raw output, before k_norm. Not run: the experts beside the MLP
- * (26B-A4B); calib_model.c refuses it by name.
+ * from wk's raw output, before k_norm. The experts beside the dense MLP
+ * (26B-A4B): calib_g4moe.c.
  */
 #include "calib/calib_int.h"
 #include "runtime/rt_ops.h"
@@ -56,6 +56,7 @@ void calib__g4_layer(struct calib_engine *e, uint32_t il)
     h->n_rot = swa ? mh->n_rot_swa : mh->n_rot;
     const uint64_t F = calib__model_slot_rows(e->m, il, CALIB_T_WGATE);
     h->n_ff = F ? (uint32_t)F : mh->n_ff;
+    if (h->n_expert) h->n_ff_shexp = h->n_ff; /* the dense MLP beside the experts */
     e->hp = h;
     e->hd = h->head_dim;
     e->Q = (uint64_t)h->n_head * h->head_dim;
@@ -74,6 +75,10 @@ enum mw_status calib__g4_stats_alloc(struct calib_engine *e, struct mw_err *err)
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "layer table");
     for (uint32_t il = 0; il < L; il++)
         st->no_v[il] = rt_layer_has_kv(e->hp, il) && !calib__model_has(e->m, il, CALIB_T_WV);
+    if (e->NX) {
+        enum mw_status s = calib__g4_moe_stats_alloc(e, err);
+        if (s) return s;
+    }
     if (!P) return MW_OK;
     /* per layer 2 (E + P) doubles (sum_sq, sum_abs), then 2 E for plm */
     if (!mw_mul_u64(2 * (E + P), L, &n) || !mw_add_u64(n, 2 * E, &n) ||

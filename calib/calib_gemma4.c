@@ -177,6 +177,7 @@ void calib_g4_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp)
     hp->tied_output = true;
     hp->has_rope_freqs = true; /* the converter generates the proportional RoPE's factors */
     if (hp->n_expert) hp->n_ff_shexp = hp->n_ff;
+    if (hp->n_expert) hp->n_ff_exp = c->n_ff_exp; /* moe_intermediate_size */
 }
 
 bool calib_g4_on_flash(const char *name)

@@ -55,6 +55,14 @@ enum calib_tslot {
     /* gemma4 (calib_g4fwd.c): the per-layer input's gate (P, E) and
      * projection (E, P), its output norm (E), layer_output_scale (1, optional) */
     CALIB_T_PLE_GATE, CALIB_T_PLE_PROJ, CALIB_T_PLE_NORM, CALIB_T_OUT_SCALE,
+    /* gemma4 with experts beside the dense MLP (calib_g4moe.c; the dense
+     * MLP sits in CALIB_T_WGATE/WUP/WDOWN, CALIB_T_UP_EXPS holds the fused
+     * ffn_gate_up_exps (n_expert, 2 n_ff_exp, E): per expert gate rows, then
+     * up rows): the router's input scale (E), the experts' input norm (E),
+     * the two branches' output norms (E), the experts' output scales
+     * (n_expert, optional) */
+    CALIB_T_GATE_INP_S, CALIB_T_PRE_NORM_2, CALIB_T_POST_NORM_1, CALIB_T_POST_NORM_2,
+    CALIB_T_DOWN_EXPS_S,
     CALIB_T_COUNT
 };
 /* slot sets as bit masks */
@@ -143,6 +151,10 @@ struct calib_stats {
      * and proj's (P), and per_layer_model_proj's (the scaled embedding, E) */
     struct calib_group_stats *pl, plm;
     double *plbuf;
+    /* gemma4 with experts: (n_layer) the router's input, RMSNorm(x) / sqrt(E)
+     * * ffn_gate_inp.scale (no stored norm makes it) */
+    struct calib_group_stats *rtr;
+    double *rtrbuf;
     bool *no_v; /* gemma4: (n_layer) no attn_v (attention_k_eq_v), or NULL */
     struct calib_timing tm;
 };
@@ -191,6 +203,7 @@ struct calib_engine {
     float *wt;       /* (T, K) their weights */
     float *sgate;    /* (T) qwen2moe: the shared expert's gate logit */
     float *acc;      /* (T, E) */
+    float *acc2;     /* (T, E) gemma4: the dense MLP's output, normed */
     uint64_t *xrow;  /* (T) rows routed to the current expert, ascending */
     float *xw;       /* (T) their weights */
     uint64_t xn;
@@ -398,6 +411,16 @@ void calib__g4_proj_in(struct calib_engine *e, const float *x, uint64_t r0, uint
 void calib__g4_free(struct calib_engine *e);
 /* the statistics' per-layer-input groups (st->pl, st->plm) */
 enum mw_status calib__g4_stats_alloc(struct calib_engine *e, struct mw_err *err);
+/* gemma4 with experts (calib_g4moe.c): batch rows [r0, r0 + nr) (their
+ * residual in hs): the router's input (its statistics), logits and routing;
+ * the dense MLP's output in y normed by post_ffw_norm_1 into acc2; the two
+ * branches joined into the residual, then calib__g4_tail */
+void calib__g4_route(struct calib_engine *e, uint64_t r0, uint64_t nr);
+void calib__g4_dense_out(struct calib_engine *e, uint64_t r0, uint64_t nr);
+enum mw_status calib__g4_join(struct calib_engine *e, uint64_t r0, uint64_t nr,
+                              struct mw_err *err);
+/* the statistics of the router's input (st->rtr) */
+enum mw_status calib__g4_moe_stats_alloc(struct calib_engine *e, struct mw_err *err);
 /* causal softmax of a P x P score block (calib_forward.c) */
 void calib__softmax_causal(const struct calib_engine *e, float *S, uint64_t P, float scale,
                            float cap);

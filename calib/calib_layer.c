@@ -137,6 +137,11 @@ static enum mw_status expert_weight(struct calib_layer *ly, enum calib_wkind w, 
     out->row0 = ex * out->n_out;
     out->tensor_rows = e->NX * out->n_out;
     out->w = e->w[t] + ex * out->n_out * out->n_in;
+    if (e->g4 && k < 2) { /* gemma4's ffn_gate_up_exps: per expert gate rows, then up rows */
+        out->row0 = ex * 2 * e->FX + (k ? e->FX : 0);
+        out->tensor_rows = e->NX * 2 * e->FX;
+        out->w = e->w[CALIB_T_UP_EXPS] + out->row0 * e->E;
+    }
     out->bias = NULL;
     return MW_OK;
 }
@@ -229,7 +234,13 @@ enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, b
     const enum calib_tslot t = which == CALIB_NORM_ATTN ? CALIB_T_ATTN_NORM
                                : which == CALIB_NORM_FFN ? CALIB_T_FFN_NORM
                                                          : CALIB_T_SSM_NORM;
-    if (mutable_ && t == CALIB_T_FFN_NORM && ly->e->NX)
+    /* gemma4's ffn_norm feeds its dense MLP alone (the router and the experts
+     * have their own): changed in the dense MLP's callbacks only */
+    if (mutable_ && t == CALIB_T_FFN_NORM && ly->e->NX && ly->e->g4 && ly->expert >= 0)
+        return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
+                       "layer %u expert %d: ffn_norm feeds the dense MLP, not the experts "
+                       "(they read pre_ffw_norm_2)", ly->il, (int)ly->expert);
+    if (mutable_ && t == CALIB_T_FFN_NORM && ly->e->NX && !ly->e->g4)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "layer %u: ffn_norm of a mixture-of-experts layer may not be changed "
                        "(the router and every expert read it)", ly->il);
@@ -553,7 +564,8 @@ void calib__layer_reset(struct calib_engine *e, uint32_t il)
     ly->expert = -1;
     static const char *const xn[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
     for (int k = 0; k < 3; k++)
-        snprintf(ly->xnames[k], sizeof ly->xnames[k], "blk.%u.%s.weight", il, xn[k]);
+        snprintf(ly->xnames[k], sizeof ly->xnames[k], "blk.%u.%s.weight", il,
+                 e->g4 && k < 2 ? "ffn_gate_up_exps" : xn[k]);
     for (int w = 0; w < CALIB_W_COUNT; w++)
         calib_weight_tensor(e->hp, il, (enum calib_wkind)w, ly->names[w], sizeof ly->names[w],
                             NULL);

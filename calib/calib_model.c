@@ -68,6 +68,10 @@ static const char *const slot_names[CALIB_T_COUNT] = {
     [CALIB_T_PLE_GATE] = "inp_gate.weight",   [CALIB_T_PLE_PROJ] = "proj.weight",
     [CALIB_T_PLE_NORM] = "post_norm.weight",
     [CALIB_T_OUT_SCALE] = "layer_output_scale.weight",
+    [CALIB_T_GATE_INP_S] = "ffn_gate_inp.scale", [CALIB_T_PRE_NORM_2] = "pre_ffw_norm_2.weight",
+    [CALIB_T_POST_NORM_1] = "post_ffw_norm_1.weight",
+    [CALIB_T_POST_NORM_2] = "post_ffw_norm_2.weight",
+    [CALIB_T_DOWN_EXPS_S] = "ffn_down_exps.scale",
 };
 static const char *const ple_names[3] = {"per_layer_token_embd.weight",
                                          "per_layer_model_proj.weight",
@@ -78,7 +82,11 @@ static const char *slot_name(const struct rt_hparams *hp, enum calib_tslot t)
 {
     /* qwen35 / qwen35moe / qwen3next: the FFN's norm is post_attention_norm */
     if (hp->full_attn_interval && t == CALIB_T_FFN_NORM) return "post_attention_norm.weight";
-    if (hp->n_expert) {
+    /* gemma4: the dense MLP beside the experts keeps its names; the experts'
+     * gate and up are one fused tensor */
+    if (hp->n_expert && hp->arch == RT_ARCH_GEMMA4) {
+        if (t == CALIB_T_UP_EXPS) return "ffn_gate_up_exps.weight";
+    } else if (hp->n_expert) {
         if (t == CALIB_T_WGATE) return "ffn_gate_shexp.weight";
         if (t == CALIB_T_WUP) return "ffn_up_shexp.weight";
         if (t == CALIB_T_WDOWN) return "ffn_down_shexp.weight";
@@ -132,13 +140,18 @@ uint64_t calib__slot_elems(const struct rt_hparams *hp, enum calib_tslot t)
     case CALIB_T_BDOWN: return E;
     case CALIB_T_GATE_INP: return NX * E;
     case CALIB_T_GATE_EXPS:
-    case CALIB_T_UP_EXPS:
     case CALIB_T_DOWN_EXPS: return NX * FX * E;
+    case CALIB_T_UP_EXPS: return (hp->arch == RT_ARCH_GEMMA4 ? 2 : 1) * NX * FX * E;
     case CALIB_T_GATE_INP_SHEXP: return E;
     case CALIB_T_PLE_GATE:
     case CALIB_T_PLE_PROJ: return (uint64_t)hp->n_embd_per_layer * E;
     case CALIB_T_PLE_NORM: return E;
     case CALIB_T_OUT_SCALE: return 1;
+    case CALIB_T_GATE_INP_S:
+    case CALIB_T_PRE_NORM_2:
+    case CALIB_T_POST_NORM_1:
+    case CALIB_T_POST_NORM_2: return E;
+    case CALIB_T_DOWN_EXPS_S: return NX;
     case CALIB_T_COUNT: break;
     }
     return 0;
@@ -279,6 +292,15 @@ static enum mw_status build_index(struct calib_model *m, struct mw_err *err)
                 }
                 if (t >= CALIB_T_PLE_GATE && t <= CALIB_T_PLE_NORM)
                     need = hp->n_embd_per_layer > 0;
+                /* with experts: the fused gate_up, the MoE norms and scales */
+                if (t == CALIB_T_GATE_EXPS || t == CALIB_T_GATE_INP_SHEXP) need = false;
+                if (t >= CALIB_T_GATE_INP_S && t <= CALIB_T_POST_NORM_2) need = moe;
+                if (t == CALIB_T_DOWN_EXPS_S) { /* optional: 1 when absent */
+                    if (!moe) m->idx[il][t] = -1;
+                    continue;
+                }
+            } else if (t >= CALIB_T_GATE_INP_S) {
+                need = false;
             }
             const bool bias = t >= CALIB_T_BQ && t <= CALIB_T_BDOWN;
             if (!need && !bias) {
@@ -365,12 +387,11 @@ done:
 /* What the forward does not run yet, refused as soon as the hyperparameters
  * name it (before the tensor index, which expects the layers calib knows):
  * gpt-oss (attention sinks, biased experts with the clamped SwiGLU, no
- * ffn_norm) and gemma4's experts beside the MLP (26B-A4B). */
+ * ffn_norm). */
 static enum mw_status refuse_arch(const struct calib_model *m, struct mw_err *err)
 {
     const char *a = m->hp.arch_name, *what = NULL;
     if (strcmp(a, "gpt-oss") == 0) what = a;
-    if (strcmp(a, "gemma4") == 0 && m->hp.n_expert) what = "gemma4 with experts";
     if (!what) return MW_OK;
     mw_err_set_path(err, m->path);
     return MW_FAIL(err, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,

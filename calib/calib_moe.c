@@ -18,6 +18,10 @@
  * With an on_group callback, per expert: on_group(FFN_IN) with the expert's
  * statistics, then its down input, on_group(FFN_DOWN), then its output, from
  * the weights as the callbacks left them (calib_layer_expert tells which).
+ * gemma4's experts beside a dense MLP take the same path with the dense MLP
+ * in the shared expert's place: its router input, the experts' own input
+ * norm and output scales, and the join of the two branches are
+ * calib_g4moe.c's.
  */
 #include "calib/calib_int.h"
 #include "runtime/rt_ops.h"
@@ -34,21 +38,30 @@ static void xlinear(struct calib_engine *e, const float *X, uint64_t nr, uint64_
 
 void calib__moe_expert_chunk(struct calib_engine *e, uint64_t c0, uint64_t n, bool act)
 {
-    struct calib_row_job J = {.e = e, .op = CALIB_OP_GNORM, .n_rows = n, .n = e->E,
-                              .dst = e->xe, .w = e->w[CALIB_T_FFN_NORM], .idx = e->xrow + c0};
+    /* gemma4: the experts read RMSNorm(x) * pre_ffw_norm_2 */
+    struct calib_row_job J = {.e = e, .op = CALIB_OP_GNORM, .n_rows = n, .n = e->E, .dst = e->xe,
+                              .w = e->w[e->g4 ? CALIB_T_PRE_NORM_2 : CALIB_T_FFN_NORM],
+                              .idx = e->xrow + c0};
     mw_pool_run(e->pool, calib__row_task, &J);
     if (!act) return;
     const uint64_t ex = (uint64_t)e->ly.expert, m = e->FX * e->E;
-    xlinear(e, e->xe, n, e->E, e->w[CALIB_T_GATE_EXPS] + ex * m, e->FX, e->ge);
-    xlinear(e, e->xe, n, e->E, e->w[CALIB_T_UP_EXPS] + ex * m, e->FX, e->ue);
+    /* gemma4's ffn_gate_up_exps: per expert gate rows, then up rows */
+    const float *wg = e->g4 ? e->w[CALIB_T_UP_EXPS] + ex * 2 * m : e->w[CALIB_T_GATE_EXPS] + ex * m;
+    const float *wu = e->g4 ? wg + m : e->w[CALIB_T_UP_EXPS] + ex * m;
+    xlinear(e, e->xe, n, e->E, wg, e->FX, e->ge);
+    xlinear(e, e->xe, n, e->E, wu, e->FX, e->ue);
     calib__run_rows(e, CALIB_OP_SWIGLU, n, e->FX, e->ge, e->ue, NULL, 0);
 }
 
-/* acc[row] += weight * (ge Wdown^T) for chunk rows [c0, c0 + n) */
+/* acc[row] += weight * (ge Wdown^T) for chunk rows [c0, c0 + n) (gemma4:
+ * the output times ffn_down_exps.scale[expert] first, as the runtime) */
 static void expert_out(struct calib_engine *e, uint64_t c0, uint64_t n)
 {
     const uint64_t ex = (uint64_t)e->ly.expert;
     xlinear(e, e->ge, n, e->FX, e->w[CALIB_T_DOWN_EXPS] + ex * e->E * e->FX, e->E, e->ye);
+    const float *xs = e->w[CALIB_T_DOWN_EXPS_S];
+    if (xs)
+        for (uint64_t i = 0; i < n * e->E; i++) e->ye[i] = e->ye[i] * xs[ex];
     for (uint64_t i = 0; i < n; i++) {
         float *o = e->acc + e->xrow[c0 + i] * e->E;
         const float *y = e->ye + i * e->E, w = e->xw[c0 + i];
@@ -93,6 +106,10 @@ static enum mw_status shexp_rows(struct calib_engine *e, uint64_t r0, uint64_t n
     if ((s = calib__linear_w(e, e->g, nr, e->F, CALIB_T_WDOWN, CALIB_T_BDOWN, e->E, e->y, e->E,
                              err)))
         return s;
+    if (e->g4) { /* gemma4's dense MLP: normed by post_ffw_norm_1, kept for the join */
+        calib__g4_dense_out(e, r0, nr);
+        return MW_OK;
+    }
     for (uint64_t r = 0; r < nr; r++) {
         const float gt = rt_moe_shexp_gate(e->sgate[r0 + r]);
         float *o = e->acc + (r0 + r) * e->E;
@@ -108,10 +125,11 @@ void calib__moe_free(struct calib_engine *e)
     free(e->wt);
     free(e->sgate);
     free(e->acc);
+    free(e->acc2);
     free(e->xrow);
     free(e->xw);
     e->sel = NULL;
-    e->wt = e->sgate = e->acc = e->xw = NULL;
+    e->wt = e->sgate = e->acc = e->acc2 = e->xw = NULL;
     e->xrow = NULL;
     e->xn = 0;
 }
@@ -130,7 +148,7 @@ enum mw_status calib__moe_ffn(struct calib_engine *e, const struct calib_run_opt
     e->sel = ok && tk <= SIZE_MAX / sizeof(int32_t) ? malloc((size_t)tk * sizeof(int32_t)) : NULL;
     if (!e->sel) ok = false;
     e->wt = calib__alloc_f(tk, &ok);
-    if (shexp) e->sgate = calib__alloc_f(e->T, &ok);
+    if (shexp && !e->g4) e->sgate = calib__alloc_f(e->T, &ok);
     e->xw = calib__alloc_f(e->T, &ok);
     e->xrow = ok && e->T <= SIZE_MAX / sizeof(uint64_t) ? malloc((size_t)e->T * sizeof(uint64_t))
                                                         : NULL;
@@ -138,6 +156,7 @@ enum mw_status calib__moe_ffn(struct calib_engine *e, const struct calib_run_opt
     uint64_t te = 0;
     if (!mw_mul_u64(e->T, e->E, &te) || te > SIZE_MAX / sizeof(float)) ok = false;
     if (ok) e->acc = calloc((size_t)te, sizeof(float));
+    if (ok && e->g4) e->acc2 = calib__alloc_f(te, &ok);
     if (!ok || !e->acc) {
         calib__moe_free(e);
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
@@ -151,7 +170,10 @@ enum mw_status calib__moe_ffn(struct calib_engine *e, const struct calib_run_opt
         const uint64_t nr = (uint64_t)calib__batch_samples(e, s0) * e->n_pos;
         calib__norm_rows(e, r0, nr, CALIB_T_FFN_NORM, e->xin);
         calib__accum(e, CALIB_G_FFN_IN, e->xin, nr);
-        moe_route(e, r0, nr);
+        if (e->g4)
+            calib__g4_route(e, r0, nr);
+        else
+            moe_route(e, r0, nr);
         if (shexp && !cb) s = shexp_rows(e, r0, nr, true, true, err);
     }
     if (!s && cb && shexp) s = calib__call_group(e, o, CALIB_G_FFN_IN, err);
@@ -201,12 +223,15 @@ enum mw_status calib__moe_ffn(struct calib_engine *e, const struct calib_run_opt
         ly->expert = -1;
     }
     ly->expert = -1;
-    if (!s) /* the FFN output joins the residual stream */
-        for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
+    if (!s) /* the FFN output joins the residual stream (gemma4: the two branches) */
+        for (uint32_t s0 = 0; s0 < e->n_samples && !s; s0 += e->spb) {
             const uint64_t r0 = (uint64_t)s0 * e->n_pos;
             const uint64_t nr = (uint64_t)calib__batch_samples(e, s0) * e->n_pos;
-            calib__run_rows(e, CALIB_OP_ADD, nr, e->E, calib__hs_at(e, r0), e->acc + r0 * e->E,
-                            NULL, 0);
+            if (e->g4)
+                s = calib__g4_join(e, r0, nr, err);
+            else
+                calib__run_rows(e, CALIB_OP_ADD, nr, e->E, calib__hs_at(e, r0),
+                                e->acc + r0 * e->E, NULL, 0);
         }
     if (cb && !s) calib__stage_ev(e, "ffn_down", true, il);
     calib__moe_free(e);

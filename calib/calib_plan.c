@@ -70,6 +70,7 @@ static struct mem_plan mem_plan_of(const struct calib_engine *e, const struct ca
                    4.0L * CALIB_XCHUNK * (2.0L * E + 2.0L * FX) + 4.0L * NX;
         p.per_smp += 4.0L * P * NX;
         p.layer += 4.0L * (3.0L * NX * FX * E + NX * E + E) + T * (8.0L * K + 4.0L * E + 16.0L);
+        if (e->g4) p.layer += 4.0L * T * E; /* the dense MLP's output beside the experts' */
     }
     if (e->g4) {
         /* gemma4 (calib_g4fwd.c): the per-layer inputs of every row, the K and V

@@ -21,6 +21,8 @@ void calib_stats_free(struct calib_stats *st)
     free(st->xbuf);
     free(st->pl);
     free(st->plbuf);
+    free(st->rtr);
+    free(st->rtrbuf);
     free(st->no_v);
     free(st);
 }
@@ -112,7 +114,8 @@ uint64_t calib_weight_tensor(const struct rt_hparams *hp, uint32_t il, enum cali
     } else {
         row0 = 0;
     }
-    if (hp->n_expert && (w == CALIB_W_GATE || w == CALIB_W_UP || w == CALIB_W_DOWN))
+    if (hp->n_expert && hp->arch != RT_ARCH_GEMMA4 && /* gemma4: the dense MLP's names */
+        (w == CALIB_W_GATE || w == CALIB_W_UP || w == CALIB_W_DOWN))
         nm = w == CALIB_W_GATE ? "ffn_gate_shexp" : w == CALIB_W_UP ? "ffn_up_shexp"
                                                                     : "ffn_down_shexp";
     if (buf && n) snprintf(buf, n, "blk.%u.%s.weight", il, nm);
@@ -156,6 +159,19 @@ static unsigned layer_entries(const struct calib_stats *st, uint32_t il, struct 
         k += 2;
     }
     if (!st->n_expert) return k;
+    if (st->rtr) { /* gemma4: the router's own input, the fused gate_up, down */
+        snprintf(out[k].name, sizeof out[k].name, "blk.%u.ffn_gate_inp.weight", il);
+        out[k].n_mat = 1;
+        out[k].gs = &st->rtr[il];
+        for (int i = 0; i < 2; i++) {
+            snprintf(out[k + 1 + i].name, sizeof out[k + 1 + i].name, "blk.%u.%s.weight", il,
+                     i ? "ffn_down_exps" : "ffn_gate_up_exps");
+            out[k + 1 + i].n_mat = st->n_expert;
+            out[k + 1 + i].gs =
+                calib_stats_expert(st, il, i ? CALIB_G_FFN_DOWN : CALIB_G_FFN_IN, 0);
+        }
+        return k + 3;
+    }
     static const char *const moe_names[5] = {"ffn_gate_inp", "ffn_gate_inp_shexp",
                                              "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
     for (int i = 0; i < 5; i++) {
@@ -305,7 +321,7 @@ enum mw_status calib__stats_alloc(struct calib_engine *e, struct mw_err *err)
     }
     /* MoE: per expert, the gate/up input (E) and the down input (FX) */
     st->n_expert = (uint32_t)e->NX;
-    st->shexp = e->NX && e->F;
+    st->shexp = e->NX && e->F && !e->g4; /* gemma4's dense MLP is no shared expert */
     if (e->NX) {
         uint64_t ng, xf, xb;
         if (!mw_mul_u64((uint64_t)st->n_layer * 2, e->NX, &ng) ||

@@ -167,7 +167,8 @@ START_TEST(threads_batches_callbacks)
     ck_assert(memcmp(L0.h, L2.h, (size_t)(L0.rows * E) * sizeof(float)) == 0);
     const uint32_t nl = calib_model_hparams(m)->n_layer;
     const unsigned ple = calib_model_hparams(m)->n_embd_per_layer ? nl : 0;
-    ck_assert_uint_eq(V.n[CALIB_G_FFN_DOWN], nl);
+    /* with experts: the dense MLP's and each expert's */
+    ck_assert_uint_eq(V.n[CALIB_G_FFN_DOWN], nl * (1 + calib_model_hparams(m)->n_expert));
     ck_assert_uint_eq(V.n[CALIB_G_PLE_IN], ple);
     ck_assert_uint_eq(V.n[CALIB_G_PLE_PROJ], ple);
     ck_assert_msg(V.worst_diag < 1e-4, "proj's Hessian diagonal vs sum_sq: %g", V.worst_diag);
@@ -206,14 +207,35 @@ START_TEST(stats_entries)
         no_v += gguf_tensor_find(f, nm) < 0;
     }
     gguf_close(f);
+    /* with experts also the router, ffn_gate_up_exps and ffn_down_exps */
+    const unsigned nx = hp->n_expert ? 3 : 0;
     const uint64_t want =
-        (uint64_t)hp->n_layer * (Pw ? 7 : 5) + 2ull * n_own - no_v + (Pw ? 1 : 0);
+        (uint64_t)hp->n_layer * ((Pw ? 7 : 5) + nx) + 2ull * n_own - no_v + (Pw ? 1 : 0);
     ck_assert_uint_eq(calib_stats_n_entries(st), want);
-    unsigned seen_k = 0, seen_gate = 0, seen_proj = 0, seen_model_proj = 0;
+    unsigned seen_k = 0, seen_gate = 0, seen_proj = 0, seen_model_proj = 0, seen_x = 0;
     for (uint64_t i = 0; i < want; i++) {
         struct calib_entry en;
         ck_assert(calib_stats_entry_at(st, i, &en));
+        if (strstr(en.name, "_exps.")) { /* per expert: k of the rows each */
+            ck_assert_uint_eq(en.n_mat, hp->n_expert);
+            uint64_t c = 0;
+            for (uint32_t x = 0; x < en.n_mat; x++) {
+                ck_assert_uint_eq(en.gs[x].n_in,
+                                  strstr(en.name, "down") ? hp->n_ff_exp : hp->n_embd);
+                c += en.gs[x].count;
+            }
+            ck_assert_uint_eq(c, T * hp->n_expert_used);
+            seen_x++;
+            continue;
+        }
+        ck_assert_uint_eq(en.n_mat, 1);
         ck_assert_uint_eq(en.gs->count, T);
+        if (strstr(en.name, "ffn_gate_inp")) { /* the router's own input */
+            ck_assert_uint_eq(en.gs->n_in, hp->n_embd);
+            ck_assert_ptr_ne(en.gs, calib_stats_group(st, 0, CALIB_G_FFN_IN));
+            seen_x++;
+            continue;
+        }
         if (strcmp(en.name, "per_layer_model_proj.weight") == 0) {
             ck_assert_uint_eq(en.gs->n_in, hp->n_embd);
             seen_model_proj++;
@@ -246,6 +268,7 @@ START_TEST(stats_entries)
     ck_assert_uint_eq(seen_gate, Pw ? hp->n_layer : 0);
     ck_assert_uint_eq(seen_proj, Pw ? hp->n_layer : 0);
     ck_assert_uint_eq(seen_model_proj, Pw ? 1 : 0);
+    ck_assert_uint_eq(seen_x, nx * hp->n_layer);
     calib_stats_free(st);
     calib_samples_free(s);
     calib_model_close(m);
@@ -292,6 +315,14 @@ static enum mw_status fold_cb(void *ud, struct calib_layer *ly, enum calib_group
 {
     struct fold_ud *F = ud;
     if (g == CALIB_G_ATTN_OUT) return MW_OK; /* refused for gemma4: the weightless v norm */
+    if (g == CALIB_G_FFN_IN && calib_layer_expert(ly) >= 0) { /* they read pre_ffw_norm_2 */
+        struct mw_err e2;
+        float *nw;
+        mw_err_clear(&e2);
+        ck_assert_int_eq(calib_layer_norm(ly, CALIB_NORM_FFN, true, &nw, &e2), MW_E_USAGE);
+        ck_assert_msg(strstr(e2.msg, "pre_ffw_norm_2") != NULL, "%s", e2.msg);
+        return MW_OK;
+    }
     const uint64_t n = calib_layer_group_n_in(ly, g);
     float *sc = malloc((size_t)n * sizeof(float));
     for (uint64_t j = 0; j < n; j++)
@@ -317,7 +348,8 @@ START_TEST(folds_leave_model_unchanged)
     struct calib_run_opts ob = {.n_threads = 2, .on_group = fold_cb, .on_group_ud = &b,
                                 .on_layer = grab_last, .on_layer_ud = &b.last};
     struct calib_stats *sb = run(m, s, &ob);
-    ck_assert_uint_eq(b.n_folds, 3u * hp->n_layer);
+    /* with experts also up -> down in each expert */
+    ck_assert_uint_eq(b.n_folds, (3u + hp->n_expert) * hp->n_layer);
     double worst = 0, scale = 0;
     for (uint64_t i = 0; i < a.last.rows * hp->n_embd; i++) {
         worst = fmax(worst, fabs((double)a.last.h[i] - b.last.h[i]));
