@@ -3,6 +3,8 @@
 # when the peer cannot be built here).
 if(NOT MW_MINIMAL)
   mw_check_test(check_hf SOURCES check_hf.c LIBS mw_hf mw_gguf mw_core PkgConfig::CJSON)
+  # the conversion's numerics, whole conversions of tinyllama-8m (check_hf_common.h)
+  mw_check_test(check_hf_convert SOURCES check_hf_convert.c LIBS mw_hf mw_gguf mw_core)
   # config.json: the families and the catalogue of errors
   mw_check_test(check_hf_config SOURCES check_hf_config.c LIBS mw_hf mw_core)
   mw_shell_test(hf_convert_cli e2e/convert_cli.sh)
