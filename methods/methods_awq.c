@@ -435,8 +435,9 @@ void qm_awq_report(const struct quant_methods_src *h, const struct quant_opts *q
     if (hp->arch == RT_ARCH_GEMMA4 && hp->n_embd_per_layer)
         qm_say(qo, "awq: gemma4: inp_gate and proj are not folded (inp_gate reads the un-normed "
                 "residual, proj reads gelu(inp_gate x) times the per-layer input: no norm or "
-                "linear producer to fold into) and take no GPTQ: plain rounding, as "
-                "per_layer_model_proj");
+                "linear producer to fold into); they are quantized as any matrix (with GPTQ "
+                "and learned rounding where the method has them; per_layer_model_proj is "
+                "never quantized)");
     if (hp->arch == RT_ARCH_GEMMA4 && hp->n_kv_shared)
         qm_say(qo, "awq: gemma4: the shared-KV layers' attn_norm -> q folds q alone (their k and v "
                 "are an earlier layer's)");

@@ -20,6 +20,10 @@
 #    AWQ log says
 #    why v -> attn_output is skipped, and (with the peer) llama.cpp loads the
 #    file;
+#  - gemma4e2bw (gemma4e2b's layout, per-layer input 32 wide, 3 layers):
+#    gptq+round reaches blk.N.proj (Q4_0 instead of gemma4e2b's F16
+#    fallback), per_layer_model_proj stays F32 (never quantized), verify
+#    --deep, llama.cpp loads the file;
 # and what calibration does not run yet, refused by name (exit 1, no file):
 # gemma4 with experts (mk_gemma4_gguf.py moe), gpt-oss (mk_gptoss_gguf.py; it
 # still quantizes without a corpus).
@@ -130,7 +134,8 @@ for k in gemma4e2b gemma4dense; do
                 # GPTQ then learned rounding on every layer matrix Q4_0 takes:
                 # e2b 5 x (q o gate up down inp_gate) + k, v in the 3 layers
                 # that own them (proj, 16 wide, falls back to f16: no block
-                # of 32); dense 6 x 7 less the full layer's v
+                # of 32; gemma4e2bw below quantizes it); dense 6 x 7 less the
+                # full layer's v
                 nr=36; [ $k = gemma4dense ] && nr=41
                 grep -q "round: learned rounding on $nr tensors" "$T/q.log" ||
                     { grep 'round:' "$T/q.log"; fail "$k: learned rounding did not reach all $nr layer matrices"; }
@@ -153,6 +158,46 @@ for k in gemma4e2b gemma4dense; do
     done
     rm -f "$g"
 done
+
+# GPTQ and learned rounding on proj. gemma4e2b's per-layer input is 16 wide,
+# below a quant block, so its blk.N.proj (input that width) falls back to
+# F16; gemma4e2bw is the same layout with 32 (one Q4_0 block; the real E2B
+# has 256) in 3 layers (sliding, full, sliding sharing layer 0's KV). Its
+# gptq+round: learned rounding, which follows GPTQ on the same matrices
+# (methods.c, quant_one), on 3 x (q o gate up down inp_gate proj) + k, v in
+# the 2 layers that own them = 25, and 22 when an override keeps proj in F16:
+# the 3 proj are among the 25, stored Q4_0. per_layer_model_proj stays F32:
+# llama-quantize never quantizes it (llama-quant.cpp "not too big";
+# quant_tensor_is_quantizable), so no method applies to it. verify --deep,
+# and llama.cpp loads the file.
+k=gemma4e2bw
+echo "== $k (per-layer width 32: proj quantized)"
+d=$T/hf-$k g=$T/$k-f32.gguf o=$T/$k-gptq+round.gguf f0=$fails
+if python3 "$FIX/mk_family_fixture.py" $k "$d" > "$T/mk.log" 2>&1 &&
+    run 0 convert "$d" -o "$g" --type f32 -q; then
+    rm -rf "$d"
+    if run 0 quant "$g" -o "$o" --preset Q4_0 "${C[@]}" --method gptq+round; then
+        has "$err" "round: learned rounding on 25 tensors" "$k: gptq+round"
+        echo "$err" | grep 'memwall quant: round:' | head -1 | sed 's/^memwall quant: /  /'
+        mwgguf types "$o" > "$T/types.txt" || fail "$k: types"
+        n=$(grep -c '^blk\.[0-2]\.proj\.weight q4_0$' "$T/types.txt")
+        [ "$n" -eq 3 ] || fail "$k: $n of 3 proj stored q4_0"
+        grep -q '^per_layer_model_proj\.weight f32$' "$T/types.txt" ||
+            fail "$k: per_layer_model_proj not kept F32: $(grep per_layer_model_proj "$T/types.txt")"
+        run 0 verify --deep "$o" || fail "$k: verify --deep"
+        if [ -n "$peer" ]; then
+            "$peer" info "$o" > "$T/peer.txt" 2>&1 || { tail -5 "$T/peer.txt"; fail "$k: llama.cpp did not load it"; }
+        fi
+    fi
+    run 0 quant "$g" -o "$T/$k-f16proj.gguf" --preset Q4_0 "${C[@]}" --method gptq+round \
+        --type-override 'blk\.[0-9]+\.proj\.weight=f16' &&
+        has "$err" "round: learned rounding on 22 tensors" "$k: gptq+round, proj kept F16"
+    [ "$fails" -eq "$f0" ] &&
+        echo "  gptq+round: 3 proj of 25 matrices in Q4_0 (22 with proj in F16); per_layer_model_proj F32"
+else
+    cat "$T/mk.log"; fail "$k: fixture or convert"
+fi
+rm -rf "$d" "$g" "$o" "$T/$k-f16proj.gguf"
 
 echo "== refused"
 python3 "$FIX/mk_gemma4_gguf.py" moe "$T/g4-moe.gguf" || fail "mk_gemma4_gguf moe"
