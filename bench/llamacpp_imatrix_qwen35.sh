@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # bench/llamacpp_imatrix_qwen35.sh — llama.cpp's importance matrices of the
 # Qwen3.5 fixtures (tests/fixtures/mk_family_fixture.py qwen35, qwen35moe,
-# qwen3next; tests/e2e/calib_qwen35.sh) and the Gemma 4 dense ones (gemma4e2b,
-# gemma4dense; tests/e2e/calib_gemma4.sh), which those tests compare
-# memwall's with:
+# qwen3next; tests/e2e/calib_qwen35.sh) and the Gemma 4 ones (gemma4e2b,
+# gemma4dense, gemma4moe: experts beside the dense MLP, per-expert entries of
+# ffn_gate_up_exps / ffn_down_exps from MUL_MAT_ID; tests/e2e/calib_gemma4.sh),
+# which those tests compare memwall's with:
 #   tests/fixtures/llamacpp_ref/<kind>-calib32.imatrix.gguf
 #       llama-imatrix's settings: F16 KV cache, flash attention "auto"
 #   tests/fixtures/llamacpp_ref/<kind>-calib32-kvf32.imatrix.gguf
@@ -39,7 +40,7 @@ gcc -std=c11 -O2 -Wall -Wextra -I"$repo/.peer/include" -o "$W/lcimx" "$here/llam
     -Wl,-rpath,"$libdir" -ldl -lm
 head -c 6000 "$DATA/corpora/calib.txt" > "$W/calib.txt"
 kinds=("$@")
-[ ${#kinds[@]} -gt 0 ] || kinds=(qwen35 qwen35moe qwen3next gemma4e2b gemma4dense)
+[ ${#kinds[@]} -gt 0 ] || kinds=(qwen35 qwen35moe qwen3next gemma4e2b gemma4dense gemma4moe)
 for k in "${kinds[@]}"; do
     "$PY" "$repo/tests/fixtures/mk_family_fixture.py" "$k" "$W/$k" > /dev/null
     PYTHONPATH=$here/llamacpp_shim:$LLAMA/gguf-py "$PY" "$LLAMA/convert_hf_to_gguf.py" \

@@ -24,9 +24,9 @@
 #    gptq+round reaches blk.N.proj (Q4_0 instead of gemma4e2b's F16
 #    fallback), per_layer_model_proj stays F32 (never quantized), verify
 #    --deep, llama.cpp loads the file;
+#  - gemma4moe (26B-A4B's experts beside the dense MLP): see its section;
 # and what calibration does not run yet, refused by name (exit 1, no file):
-# gemma4 with experts (mk_gemma4_gguf.py moe), gpt-oss (mk_gptoss_gguf.py; it
-# still quantizes without a corpus).
+# gpt-oss (mk_gptoss_gguf.py; it still quantizes without a corpus).
 # Usage: calib_gemma4.sh CHECK_CALIB_GEMMA4. Exit 77 when python3 or the
 # tokenizer files are missing.
 check=${1:?usage: calib_gemma4.sh CHECK_CALIB_GEMMA4}
@@ -57,6 +57,101 @@ refused() {
     done
     [ "$fails" -eq "$f0" ] && echo "  $l: refused (calib, quant --corpus)"
 }
+
+# gemma4moe (26B-A4B's layout, mk_family_fixture.py gemma4moe: 8 experts,
+# top-2, beside the dense MLP in 4 layers; the router on its own input, the
+# experts' fused ffn_gate_up_exps; the full layer without attn_v):
+#  - check_calib_gemma4 (logits vs the runtime, from the GGUF and the
+#    checkpoint directory; threads / batches / callbacks; the entries with
+#    the router's and the experts'; exact folds, none into ffn_norm from an
+#    expert);
+#  - llama.cpp's imatrix (bench/llamacpp_imatrix_qwen35.sh gemma4moe) per
+#    expert: the same 39 entries and the same counts per expert (the routing
+#    agrees); F16 KV cache: max 1.24e-2, mean 3.2e-4; F32 cache without flash
+#    attention: max 2.7e-3, mean 6.1e-6. Both maxima are in ffn_down_exps:
+#    an expert's slice averages the few rows routed to it (16 on average
+#    here, 64 for a dense matrix), and its input is GELU, which ggml's CPU
+#    looks up in an F16 table (the dense kinds' F32 maximum, 1.1e-3, is
+#    ffn_down's too). Allowed: 2.5e-2 / 8e-4 and 5e-3 / 6e-5;
+#  - quant --method gptq+round: learned rounding on 89 matrices (4 x (q o
+#    gate up down) + k, v less the full layer's v = 27 dense, 62 of the 96
+#    expert matrices: the other 34 have fewer routed rows than a quarter of
+#    their input width, importance-weighted rounding: experts=gptq:62,rtn:34);
+#    awq: attn_norm and ffn_norm -> the dense gate/up fold in 4 of 4 layers,
+#    the experts' pre_ffw_norm_2 is logged as not searched, up -> down folds
+#    per expert; quant --size --corpus --method gptq; each verify --deep and
+#    (with the peer) llama.cpp loads it.
+k=gemma4moe
+echo "== $k"
+d=$T/hf-$k g=$T/$k-f32.gguf f0=$fails
+if python3 "$FIX/mk_family_fixture.py" $k "$d" > "$T/mk.log" 2>&1 &&
+    run 0 convert "$d" -o "$g" --type f32 -q; then
+    ref=$MW_SRC/tests/fixtures/llamacpp_ref/$k-calib32
+    if [ -f "$ref.imatrix.gguf" ] && [ -f "$ref-kvf32.imatrix.gguf" ]; then
+        if run 0 calib "$g" "${C[@]}" --llamacpp-chunks -q -o "$T/lc.imatrix"; then
+            r=$(mwgguf imatrix-cmp-experts "$T/lc.imatrix" "$ref.imatrix.gguf" --max-rel 2.5e-2 \
+                --mean-rel 8e-4 --counts-rel 0) || fail "$k: vs llama-imatrix: $r"
+            echo "  vs llama-imatrix (F16 KV cache): $r"
+            r=$(mwgguf imatrix-cmp-experts "$T/lc.imatrix" "$ref-kvf32.imatrix.gguf" \
+                --max-rel 5e-3 --mean-rel 6e-5 --counts-rel 0) ||
+                fail "$k: vs llama.cpp's imatrix with an F32 KV cache: $r"
+            echo "  vs llama.cpp, F32 KV cache: $r"
+        fi
+    else
+        fail "$k: no llama.cpp imatrix kept ($ref*.imatrix.gguf: bench/llamacpp_imatrix_qwen35.sh $k)"
+    fi
+    "$check" "$k" "$g" "$d" > "$T/check.txt" 2>&1 || { cat "$T/check.txt"; fail "$k: check_calib_gemma4"; }
+    grep 'logits differ\|folds moved' "$T/check.txt" | sed 's/^/  /'
+    if run 0 calib "$g" "${C[@]}" -q -o "$T/$k.imatrix"; then
+        mwgguf types "$T/$k.imatrix" > "$T/im.txt" 2>&1 || fail "$k: imatrix unreadable"
+        n=$(grep -c '\.in_sum2 ' "$T/im.txt")
+        # 4 x (q o gate up down ffn_gate_inp ffn_gate_up_exps ffn_down_exps)
+        # + k, v less the full layer's v
+        [ "$n" -eq 39 ] || fail "$k: $n imatrix entries, expected 39"
+        for e in blk.0.ffn_gate_inp blk.3.ffn_gate_up_exps blk.3.ffn_down_exps blk.1.ffn_gate; do
+            grep -q "^$e.weight.in_sum2 " "$T/im.txt" || fail "$k: the imatrix has no $e"
+        done
+        echo "  imatrix: $n entries"
+        run 0 calib "$d" "${C[@]}" -q -o "$T/$k-hf.imatrix" &&
+            r=$(mwgguf cmp "$T/$k-hf.imatrix" "$T/$k.imatrix") &&
+            echo "  imatrix from the HF directory: $r" || fail "$k: the HF directory's imatrix: $r"
+    fi
+    rm -rf "$d"
+    for meth in gptq+round awq size; do
+        o=$T/$k-$meth.gguf
+        a=(--preset Q4_0 --method $meth)
+        # --size: a little above the smallest file (the 262144-row tied
+        # token_embd is most of it), so some matrices go below F16
+        [ $meth = size ] && a=(--size 34300000 --method gptq --no-probes)
+        if run 0 quant "$g" -o "$o" "${a[@]}" "${C[@]}"; then
+            ql=$err
+            run 0 verify --deep "$o" || fail "$k $meth: verify --deep"
+            echo "  $meth: $(echo "$ql" | grep 'memwall quant: wrote' | sed 's/.*gguf (//; s/ in [0-9.]*s$//')"
+            mp=$(mwgguf kv "$o" memwall.quant.method_params)
+            case $meth in
+            gptq+round)
+                has "$ql" "round: learned rounding on 89 tensors" "$k: gptq+round"
+                has "$mp" "experts=gptq:62,rtn:34,unrouted:0" "$k: gptq+round's experts"
+                echo "    $mp" ;;
+            awq)
+                has "$ql" "ffn_norm -> gate/up: folded in 4 of 4 layers" "$k: awq"
+                has "$ql" "gemma4's experts read pre_ffw_norm_2" "$k: awq"
+                has "$ql" "up -> ffn_down: folded in" "$k: awq" ;;
+            size)
+                [ "$(stat -c %s "$o")" -le 34300000 ] || fail "$k: --size 34300000 wrote more"
+                has "$mp" "experts=gptq:" "$k: --size's experts" ;;
+            esac
+            if [ -n "$peer" ]; then
+                "$peer" info "$o" > "$T/peer.txt" 2>&1 || { tail -5 "$T/peer.txt"; fail "$k $meth: llama.cpp did not load it"; }
+            fi
+        fi
+        rm -f "$o"
+    done
+    [ "$fails" -eq "$f0" ] && echo "  $k: ok"
+else
+    cat "$T/mk.log"; fail "$k: fixture or convert"
+fi
+rm -rf "$d" "$g" "$T/lc.imatrix" "$T/$k.imatrix" "$T/$k-hf.imatrix"
 
 for k in gemma4e2b gemma4dense; do
     echo "== $k"
@@ -200,8 +295,6 @@ fi
 rm -rf "$d" "$g" "$o" "$T/$k-f16proj.gguf"
 
 echo "== refused"
-python3 "$FIX/mk_gemma4_gguf.py" moe "$T/g4-moe.gguf" || fail "mk_gemma4_gguf moe"
-[ -f "$T/g4-moe.gguf" ] && refused "gemma4 with experts" "$T/g4-moe.gguf" "gemma4 moe (GGUF)"
 python3 "$FIX/mk_gptoss_gguf.py" "$T/gptoss.gguf" || fail "mk_gptoss_gguf"
 if [ -f "$T/gptoss.gguf" ]; then
     refused gpt-oss "$T/gptoss.gguf" "gpt-oss (GGUF)" --allow-requantize
