@@ -4,6 +4,9 @@
 # fuzz target's replay.
 if(NOT MW_MINIMAL)
   mw_check_test(check_calib SOURCES check_calib.c LIBS mw_calib mw_hf mw_runtime mw_quant mw_gguf mw_core)
+  # the memory formula, --max-memory, the lean mode, resume (check_calib_common.h)
+  mw_check_test(check_calib_mem SOURCES check_calib_mem.c LIBS mw_calib mw_runtime mw_quant mw_gguf
+                mw_core)
   # the corpus (text, JSONL, gzip) and the samples drawn from it
   mw_check_test(check_calib_corpus SOURCES check_calib_corpus.c LIBS mw_calib mw_hf mw_runtime
                 mw_quant mw_gguf mw_core ZLIB::ZLIB)
@@ -21,7 +24,7 @@ if(NOT MW_MINIMAL)
   endif()
   set_tests_properties(calib_cli calib_plan calib_memory PROPERTIES SKIP_RETURN_CODE 77)
   set_tests_properties(calib_memory PROPERTIES COST 100) # among the longer ones: started early
-  set_tests_properties(check_calib PROPERTIES COST 300) # ~60 s under ASan
+  set_tests_properties(check_calib check_calib_mem PROPERTIES COST 300) # ~60 s under ASan together
   # all 345 reference chunks: ~1 min of CPU in a release build; far longer
   # under the sanitizers, where the unit tests cover the same code on a few samples
   if(NOT MW_SANITIZE)

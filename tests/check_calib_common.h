@@ -1,8 +1,9 @@
 /* tests/check_calib_common.h — helpers shared by the calibration Check
- * suites (check_calib.c, check_calib_corpus.c, check_calib_family.c,
- * check_calib_moe.c): open a model, draw samples from
+ * suites (check_calib.c, check_calib_mem.c, check_calib_corpus.c,
+ * check_calib_family.c, check_calib_moe.c): open a model, draw samples from
  * datasets/corpora/calib.txt, run the statistics pass, read a tensor as
- * floats, compare calib's forward with the runtime's logits. Each asserts
+ * floats, compare calib's forward with the runtime's logits, compare two
+ * runs' statistics, count a run's group callbacks. Each asserts
  * success (ck_assert). Define CALIB_TXT before including. Header-only,
  * static: one copy per test binary. */
 #ifndef MW_CHECK_CALIB_COMMON_H
@@ -146,6 +147,32 @@ static inline double logits_vs_runtime(struct calib_model *m, const char *gguf, 
     calib_stats_free(st);
     calib_samples_free(s);
     return worst / (1.0 + scale);
+}
+
+/* Two runs' statistics bitwise the same, group by group. */
+static inline void assert_stats_equal(const struct calib_stats *a, const struct calib_stats *b)
+{
+    ck_assert_uint_eq(calib_stats_n_layer(a), calib_stats_n_layer(b));
+    for (uint32_t il = 0; il < calib_stats_n_layer(a); il++)
+        for (int g = 0; g < CALIB_G_COUNT; g++) {
+            const struct calib_group_stats *x = calib_stats_group(a, il, (enum calib_group)g);
+            const struct calib_group_stats *y = calib_stats_group(b, il, (enum calib_group)g);
+            ck_assert_uint_eq(x->count, y->count);
+            ck_assert_uint_eq(x->n_in, y->n_in);
+            ck_assert_msg(memcmp(x->sum_sq, y->sum_sq, x->n_in * sizeof(double)) == 0,
+                          "layer %u group %d sum_sq differ", il, g);
+            ck_assert_msg(memcmp(x->sum_abs, y->sum_abs, x->n_in * sizeof(double)) == 0,
+                          "layer %u group %d sum_abs differ", il, g);
+        }
+}
+
+/* A group callback that only counts its calls (ud: an int). */
+static inline enum mw_status count_group(void *ud, struct calib_layer *ly,
+                                        enum calib_group g, struct mw_err *err)
+{
+    (void)ly, (void)g, (void)err;
+    (*(int *)ud)++;
+    return MW_OK;
 }
 
 #endif /* MW_CHECK_CALIB_COMMON_H */
