@@ -402,6 +402,9 @@ void rt__g4_advise(const struct rt_model *m);
  * huge pages at the same addresses (rt_load.c); returns the bytes moved
  * (0: none, every weight stays mapped). */
 uint64_t rt__place_weights(struct rt_model *m);
+/* Does the kernel offer transparent huge pages to a region advised
+ * MADV_HUGEPAGE (rt_load.c; /sys/kernel/mm/transparent_hugepage/enabled)? */
+bool rt__thp_offered(void);
 void rt__g4_free(struct rt_model *m);
 
 /* The MoE feed-forward of layer il for the step's n_tok tokens: x += its

@@ -44,8 +44,7 @@
 #define HUGE_SZ ((uintptr_t)2 << 20) /* x86-64 and arm64 (4 KiB granule) PMD size */
 #define COPY_CHUNK ((size_t)8 << 20)  /* bytes copied between read-ahead requests */
 
-/* Transparent huge pages available to a region advised MADV_HUGEPAGE? */
-static bool thp_offered(void)
+bool rt__thp_offered(void)
 {
     FILE *fp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
     if (!fp) return false;
@@ -142,7 +141,7 @@ uint64_t rt__place_weights(struct rt_model *m)
 {
     const struct gguf_file *f = m->own;
     const long psl = sysconf(_SC_PAGESIZE);
-    if (!f || psl <= 0 || !thp_offered()) return 0;
+    if (!f || psl <= 0 || !rt__thp_offered()) return 0;
     const uintptr_t ps = (uintptr_t)psl;
     const uint64_t nt = gguf_tensor_count(f);
     if (nt == 0 || nt > SIZE_MAX / sizeof(struct span)) return 0;

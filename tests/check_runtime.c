@@ -752,19 +752,6 @@ END_TEST
 
 static uint64_t page_sz(void) { return (uint64_t)sysconf(_SC_PAGESIZE); }
 
-/* Does the kernel offer transparent huge pages to a region advised
- * MADV_HUGEPAGE (as runtime/rt_load.c asks)? */
-static bool thp_offered(void)
-{
-    FILE *fp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    if (!fp) return false;
-    char buf[128];
-    const bool ok = fgets(buf, sizeof buf, fp) &&
-                    (strstr(buf, "[always]") != NULL || strstr(buf, "[madvise]") != NULL);
-    fclose(fp);
-    return ok;
-}
-
 /* Resident pages of [a, a+n) among those entirely inside it. */
 static uint64_t resident_inner(const uint8_t *base, uint64_t a, uint64_t n, uint64_t *n_inner)
 {
@@ -831,7 +818,7 @@ START_TEST(test_moe_resident)
         for (uint64_t i = 0; i < gguf_tensor_count(f0); i++)
             if (strstr(gguf_tensor_get(f0, i)->name, "_exps."))
                 exps += gguf_tensor_get(f0, i)->nbytes - 2 * page_sz();
-        if (thp_offered())
+        if (rt__thp_offered())
             ck_assert_uint_ge(rt_model_copied_bytes(L.m), exps);
         else
             ck_assert_uint_eq(rt_model_copied_bytes(L.m), 0);
