@@ -186,6 +186,155 @@ RT__AVX static void attn_chunk_f16_avx(const struct rt_ctx *c, struct rt_thread_
         attn_chunk_f16_body(c, ts, il, g, r0, nr, q, first, n_kv, scale, out, hd);
 }
 
+#define RT__AVX512 __attribute__((target("avx2,f16c,avx512f,avx512bw,avx512vl")))
+
+/* rt__reduce16 of the 16 partials in one zmm (lane j: products j, j + 16,
+ * ...): r_j = (p_j + p_{4+j}) + (p_{8+j} + p_{12+j}), then
+ * (r_0 + r_1) + (r_2 + r_3) */
+RT__AVX512 static inline float reduce16_zmm(__m512 s)
+{
+    const __m128 h = _mm_add_ps(_mm_add_ps(_mm512_castps512_ps128(s), _mm512_extractf32x4_ps(s, 1)),
+                                _mm_add_ps(_mm512_extractf32x4_ps(s, 2), _mm512_extractf32x4_ps(s, 3)));
+    const __m128 h2 = _mm_add_ss(h, _mm_movehdup_ps(h));
+    const __m128 h3 = _mm_movehl_ps(h, h);
+    const __m128 h4 = _mm_add_ss(h3, _mm_movehdup_ps(h3));
+    return _mm_cvtss_f32(_mm_add_ss(h2, h4));
+}
+
+/* attn_chunk_f16_body on AVX-512, hd a multiple of 16 * NV: the same tiles
+ * and, per head and position, the same operations in the same order (a
+ * zmm's lane j holds the dot's partial j; the accumulator step lane by
+ * lane), so the bits are attn_chunk's. What zmm buys is room: the
+ * accumulator is NV (up to 16) registers of 16 f16 values held as f32, 256
+ * columns whose f16 round trips (VCVTPS2PH / VCVTPH2PS, the step's cost)
+ * run side by side, against 64 columns in ymm; and the scores go four
+ * positions at a time. */
+RT__AVX512 static inline __attribute__((always_inline)) void
+attn_chunk_f16_body512(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32_t il,
+                       uint32_t g, uint32_t r0, uint32_t nr, const float *q, uint32_t first,
+                       uint32_t n_kv, float scale, float *out, const uint32_t hd, const uint32_t NV)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const struct rt_kv *kv = &c->kv;
+    const uint32_t n_rep = nr, g_rep = hp->n_head / hp->n_head_kv, bw = 16 * NV;
+    const uint64_t koff = 2 * (uint64_t)g * hd;
+    float *M = ts->ms, *S = ts->ms + n_rep;
+    float *qf = ts->acc, *kt = ts->kt, *vt = ts->vt;
+    float *sc = ts->kq, *msv = ts->kq + RT_FA_TILE, *vsv = ts->kq + 2 * RT_FA_TILE;
+    for (uint32_t r = 0; r < n_rep; r++) {
+        uint8_t *qa = ts->qact + r * ts->qact_stride;
+        c->kact->quantize(q + (uint64_t)r * hd, qa, hd);
+        for (uint32_t i = 0; i < hd; i += 16)
+            _mm512_storeu_ps(qf + (uint64_t)r * hd + i,
+                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(qa + 2 * i))));
+        M[r] = -INFINITY;
+        S[r] = 0.0f;
+    }
+    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+    const float cap = hp->attn_softcap;
+    for (uint32_t t0 = first; t0 < n_kv; t0 += RT_FA_TILE) {
+        const uint32_t nt = n_kv - t0 < RT_FA_TILE ? n_kv - t0 : RT_FA_TILE;
+        for (uint32_t t = 0; t < nt; t++) {
+            const uint8_t *kr = rt__kv_k(kv, il, t0 + t) + koff, *vr = rt__kv_v(kv, il, t0 + t) + koff;
+            for (uint32_t i = 0; i < hd; i += 16) {
+                _mm512_storeu_ps(kt + (uint64_t)t * hd + i,
+                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + 2 * i))));
+                _mm512_storeu_ps(vt + (uint64_t)t * hd + i,
+                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 2 * i))));
+            }
+        }
+        for (uint32_t r = 0; r < n_rep; r++) {
+            const float *qr = qf + (uint64_t)r * hd;
+            uint32_t t = 0;
+            for (; t + 4 <= nt; t += 4) {
+                const float *k0 = kt + (uint64_t)t * hd;
+                __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+                for (uint32_t i = 0; i < hd; i += 16) {
+                    const __m512 qv = _mm512_loadu_ps(qr + i);
+                    s0 = _mm512_add_ps(s0, _mm512_mul_ps(_mm512_loadu_ps(k0 + i), qv));
+                    s1 = _mm512_add_ps(s1, _mm512_mul_ps(_mm512_loadu_ps(k0 + hd + i), qv));
+                    s2 = _mm512_add_ps(s2, _mm512_mul_ps(_mm512_loadu_ps(k0 + 2 * hd + i), qv));
+                    s3 = _mm512_add_ps(s3, _mm512_mul_ps(_mm512_loadu_ps(k0 + 3 * hd + i), qv));
+                }
+                sc[t] = rt_attn_score(reduce16_zmm(s0), scale, cap);
+                sc[t + 1] = rt_attn_score(reduce16_zmm(s1), scale, cap);
+                sc[t + 2] = rt_attn_score(reduce16_zmm(s2), scale, cap);
+                sc[t + 3] = rt_attn_score(reduce16_zmm(s3), scale, cap);
+            }
+            for (; t < nt; t++) {
+                const float *kr = kt + (uint64_t)t * hd;
+                __m512 s0 = _mm512_setzero_ps();
+                for (uint32_t i = 0; i < hd; i += 16)
+                    s0 = _mm512_add_ps(s0, _mm512_mul_ps(_mm512_loadu_ps(kr + i), _mm512_loadu_ps(qr + i)));
+                sc[t] = rt_attn_score(reduce16_zmm(s0), scale, cap);
+            }
+            float m = M[r], sum = S[r];
+            for (t = 0; t < nt; t++) {
+                float ms, vs;
+                softmax_step(sc[t], &m, &ms, &vs);
+                msv[t] = ms;
+                vsv[t] = vs;
+                sum = sum * ms + vs;
+            }
+            M[r] = m;
+            S[r] = sum;
+            uint16_t *a16 = ts->acc16 + (uint64_t)r * hd;
+            for (uint32_t c0 = 0; c0 < hd; c0 += bw) {
+                __m512 acc[16];
+                for (uint32_t j = 0; j < NV; j++)
+                    acc[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(a16 + c0 + 16 * j)));
+                for (t = 0; t < nt; t++) {
+                    const float *vr = vt + (uint64_t)t * hd + c0;
+                    const __m512 vs = _mm512_set1_ps(vsv[t]);
+                    if (msv[t] != 1.0f) {
+                        const __m512 ms = _mm512_set1_ps(msv[t]);
+                        for (uint32_t j = 0; j < NV; j++)
+                            acc[j] = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_mul_ps(acc[j], ms), _MM_FROUND_TO_NEAREST_INT));
+                    }
+                    for (uint32_t j = 0; j < NV; j++)
+                        acc[j] = _mm512_cvtph_ps(_mm512_cvtps_ph(
+                            _mm512_add_ps(acc[j], _mm512_mul_ps(_mm512_loadu_ps(vr + 16 * j), vs)),
+                            _MM_FROUND_TO_NEAREST_INT));
+                }
+                for (uint32_t j = 0; j < NV; j++)
+                    _mm256_storeu_si256((__m256i *)(a16 + c0 + 16 * j),
+                                        _mm512_cvtps_ph(acc[j], _MM_FROUND_TO_NEAREST_INT));
+            }
+        }
+    }
+    const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
+    for (uint32_t r = 0; r < n_rep; r++) {
+        const float sm = sk ? rt_attn_sink(sk[g * g_rep + r0 + r], &M[r], &S[r]) : 1.0f;
+        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+        const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
+        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = (rt__h2f(a[i]) * sm) * iv;
+    }
+}
+
+/* The AVX-512 instances: head sizes 64, 128 and multiples of 256 (the
+ * accumulator NV = hd / 16 registers, at most 16). Returns false for
+ * other head sizes (attn_chunk_f16_avx takes them). */
+RT__AVX512 static bool attn_chunk_f16_avx512(const struct rt_ctx *c, struct rt_thread_scratch *ts,
+                                             uint32_t il, uint32_t g, uint32_t r0, uint32_t nr,
+                                             const float *q, uint32_t first, uint32_t n_kv,
+                                             float scale, float *out)
+{
+    const uint32_t hd = c->m->hp.head_dim;
+    if (hd == 64)
+        attn_chunk_f16_body512(c, ts, il, g, r0, nr, q, first, n_kv, scale, out, 64, 4);
+    else if (hd == 128)
+        attn_chunk_f16_body512(c, ts, il, g, r0, nr, q, first, n_kv, scale, out, 128, 8);
+    else if (hd == 256)
+        attn_chunk_f16_body512(c, ts, il, g, r0, nr, q, first, n_kv, scale, out, 256, 16);
+    else if (hd == 512)
+        attn_chunk_f16_body512(c, ts, il, g, r0, nr, q, first, n_kv, scale, out, 512, 16);
+    else if (hd % 256 == 0)
+        attn_chunk_f16_body512(c, ts, il, g, r0, nr, q, first, n_kv, scale, out, hd, 16);
+    else
+        return false;
+    return true;
+}
+
 /* a[i] = a[i] * ms (when ms != 1), then a[i] += v[i] * p: element by element,
  * the scalar loop's operations. Returns the elements done. */
 RT__AVX static inline uint32_t axpy_avx(float *a, const float *v, float ms, float p, uint32_t n)
@@ -364,6 +513,8 @@ static void attn_chunk(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
     const uint32_t hd = hp->head_dim, n_rep = nr, g_rep = hp->n_head / hp->n_head_kv;
     const bool f16 = kv->type == RT_KV_F16;
 #if RT_FWD_X86
+    if (f16 && kv->avx512 && attn_chunk_f16_avx512(c, ts, il, g, r0, nr, q, first, n_kv, scale, out))
+        return;
     if (f16 && kv->f16c && hd % 16 == 0) {
         attn_chunk_f16_avx(c, ts, il, g, r0, nr, q, first, n_kv, scale, out);
         return;

@@ -285,6 +285,7 @@ enum mw_status rt_ctx_init(const struct rt_model *m, const struct rt_ctx_opts *o
     if ((s = rt__kv_init(&c->kv, opt.kv_type, hp, c->n_ctx, c->n_batch, (uint32_t)kvdim, err)))
         goto fail;
     c->kv.f16c = cpu.avx2;
+    c->kv.avx512 = cpu.avx512;
     const uint32_t kt = opt.kv_type == RT_KV_Q8_0 ? GGUF_TYPE_Q8_0 : GGUF_TYPE_F16;
     c->kdot = rt_kernel_get(c->ks, kt);
     c->kact = c->kdot ? rt_kernel_act(c->ks, c->kdot) : NULL;

@@ -162,6 +162,7 @@ struct rt_kv {
                               * lives in row p % cap */
     const struct quant_traits *q8; /* Q8_0 traits (for q8_0 caches) */
     bool f16c;               /* x86-64 with AVX2/F16C (rt_cpu.avx2): vector f16 <-> f32 */
+    bool avx512;             /* x86-64 with the AVX-512 table (rt_cpu.avx512): zmm attention */
 };
 
 /* Rows layer il keeps (see struct rt_kv). */

@@ -9,6 +9,10 @@
 # (attention soft-capping: the scalar scores, a sliding window of 40: masked
 # tile prefixes). One chunk of 160 tokens in steps of 80 (>= 64: the tiled
 # path; tiles of 64 with 16-token row tails and partial rows).
+# The same for the decoding path (llama.cpp's one_chunk: steps of 16 tokens,
+# the f16 accumulator): the scalar path, the AVX2 one and, on a CPU with
+# AVX-512, the zmm one (head sizes 64, 128 and multiples of 256: hd256,
+# hd512 and hd768 below) give the same bytes.
 # Skipped (77) off x86-64 or without AVX2.
 # Usage: runtime_x86_tiled.sh RT_MKMODEL
 source "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
@@ -19,18 +23,26 @@ grep -qw avx2 /proc/cpuinfo && grep -qw f16c /proc/cpuinfo && grep -qw fma /proc
     skip "no AVX2/F16C/FMA"
 [ -f "$EVAL" ] || skip "no eval.txt"
 
-n=0
-# check NAME MKMODEL-ARGS...: the two tables' logits equal
+tables="scalar avx2"
+grep -qw avx512f /proc/cpuinfo && grep -qw avx512vl /proc/cpuinfo && tables="$tables default"
+n=0 nd=0
+# check NAME MKMODEL-ARGS...: the tables' logits equal, prompt steps of 80
+# (tiled: scalar and avx2) and steps of 16 (decoding: every table)
 check() {
-    local name=$1
+    local name=$1 b k
     shift
     "$MK" model "$T/$name.gguf" --type f16 --layers 2 "$@" > "$T/mk.log" 2>&1 ||
         { fail "rt_mkmodel $name: $(tail -2 "$T/mk.log")"; return; }
-    for k in scalar avx2; do
-        MW_RT_KERNELS=$k mr 0 -m "$T/$name.gguf" --perplexity "$EVAL" -c 160 --batch 80 --chunks 1 \
-            --bytes 4000 -t 2 -q --save-logits "$T/$name.$k" || return
+    for b in 80 16; do
+        for k in $tables; do
+            [ $b = 80 ] && [ $k = default ] && continue
+            MW_RT_KERNELS=$k mr 0 -m "$T/$name.gguf" --perplexity "$EVAL" -c 160 --batch $b --chunks 1 \
+                --bytes 4000 -t 2 -q --save-logits "$T/$name.$b.$k" || return
+            [ $k = scalar ] && continue
+            cmp -s "$T/$name.$b.scalar" "$T/$name.$b.$k" ||
+                { fail "$name: $k logits in steps of $b differ from the plain path's"; return; }
+        done
     done
-    cmp -s "$T/$name.scalar" "$T/$name.avx2" || { fail "$name: avx2 logits differ from the plain path's"; return; }
     n=$((n + 1))
 }
 check hd32 --embd 256 --heads 8 4 --ff 256
@@ -39,5 +51,8 @@ check hd64r3 --embd 384 --heads 6 2 --ff 256
 check hd128 --embd 256 --heads 2 1 --ff 256
 check hd48 --embd 192 --heads 4 2 --ff 256
 check gemma2 --arch gemma2 --embd 256 --heads 4 2 --ff 256 --swa 40
-echo "$n models: avx2 tiled attention logits equal to the plain path's"
+check hd256 --embd 512 --heads 2 1 --ff 256
+check hd512 --embd 512 --heads 1 1 --ff 256
+check hd768 --embd 768 --heads 1 1 --ff 256
+echo "$n models: logits of tiled and decoding attention equal to the plain path's ($tables)"
 finish
