@@ -10,8 +10,8 @@
  * RoPE frequency scale), expert_feed_forward_length (required). YaRN
  * (rope.scaling.type yarn, rope.scaling.factor,
  * rope.scaling.original_context_length) is read with the common RoPE keys
- * (rt_model.c); llama.cpp reads no YaRN beta keys for this arch and uses
- * 32 and 1.
+ * (rt_model_hparams.c); llama.cpp reads no YaRN beta keys for this arch
+ * and uses 32 and 1.
  *
  * A layer (load_arch_tensors): attn_norm, post_attention_norm (the MoE's
  * input norm), attn_q/k/v/output with their biases, attn_sinks (n_head),
@@ -20,27 +20,9 @@
  */
 #include "runtime/rt_model_int.h"
 
-#include <math.h>
 #include <string.h>
 
 #include "quant/quant.h"
-
-/* An optional f32 key <arch>.<suffix> (def when absent), finite. */
-static enum mw_status opt_f32(struct ld *L, const char *suffix, float def, float *out)
-{
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
-    uint64_t off = 0;
-    const struct gguf_value *v = kv_find(L, key, &off);
-    *out = def;
-    if (!v) return MW_OK;
-    if (v->type != GGUF_VT_F32)
-        FAIL_KEY(L, key, MW_E_FORMAT, off, "has type %s, expected f32", gguf_vtype_name(v->type));
-    const uint32_t u = mw_le32(v->data);
-    memcpy(out, &u, sizeof u);
-    if (!isfinite(*out)) FAIL_KEY(L, key, MW_E_VALUE, off, "value is not finite");
-    return MW_OK;
-}
 
 enum mw_status read_gptoss(struct ld *L)
 {
@@ -55,7 +37,7 @@ enum mw_status read_gptoss(struct ld *L)
     if ((s = range_u32(L, "attention.sliding_window_pattern", hp->swa_pattern, 0, RT_MAX_LAYERS)))
         return s;
     hp->rope_base_swa = hp->rope_base;
-    if ((s = opt_f32(L, "rope.freq_base_swa", hp->rope_base, &hp->rope_base_swa)))
+    if ((s = archkey_f32(L, "rope.freq_base_swa", false, hp->rope_base, &hp->rope_base_swa)))
         return s;
     if (!(hp->rope_base_swa > 1.0f)) {
         snprintf(key, sizeof key, "%s.rope.freq_base_swa", L->arch);
