@@ -1,6 +1,7 @@
 /*
  * runtime/rt_tok_int.h — internals of the tokenizer (rt_tok.c,
- * rt_tok_special.c, rt_tok_pre.c, rt_unicode_norm.c) and its tests.
+ * rt_tok_encode.c, rt_tok_special.c, rt_tok_pre.c, rt_unicode_norm.c) and its
+ * tests.
  */
 #ifndef MW_RT_TOK_INT_H
 #define MW_RT_TOK_INT_H
@@ -47,7 +48,8 @@ size_t rt__norm_max_growth(void);
 uint32_t rt__byte_to_cp(uint8_t b);
 int rt__cp_to_byte(uint32_t cp); /* -1 if cp is not one of the 256 */
 
-/* The tokenizer (rt_tok.c; its special-token rules: rt_tok_special.c). */
+/* The tokenizer (the vocabulary: rt_tok.c; encoding: rt_tok_encode.c; its
+ * special-token rules: rt_tok_special.c). */
 enum rt_tok_kind { RT_TOK_SPM, RT_TOK_BPE };
 
 /* token types (docs/formats.md §7.1) */
@@ -98,5 +100,12 @@ struct rt_tok {
  * eot, eom and the FIM ids found by their texts, the end-of-generation set,
  * and the control / user types those rules give. false: out of memory. */
 bool rt__tok_special_rules(struct rt_tok *t);
+
+/* The vocabulary's hash tables (rt_tok.c): the id of the token whose text
+ * is p[0..n) (a later duplicate wins), -1 if none or n is 0; the rank of
+ * the merge "l r", -1 if none. */
+int32_t rt__tok_find_text(const struct rt_tok *t, const uint8_t *p, size_t n);
+int64_t rt__tok_find_merge(const struct rt_tok *t, const uint8_t *l, size_t ln, const uint8_t *r,
+                           size_t rn);
 
 #endif /* MW_RT_TOK_INT_H */
