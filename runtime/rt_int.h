@@ -131,7 +131,7 @@ static inline bool rt__arch_is_moe(enum rt_arch a)
     return a == RT_ARCH_QWEN2MOE || a == RT_ARCH_QWEN3MOE || a == RT_ARCH_QWEN35MOE ||
            a == RT_ARCH_QWEN3NEXT || a == RT_ARCH_GPTOSS;
 }
-/* Archs with gated delta net layers (rt_model.c's hybrid loader, rt_ssm.c). */
+/* Archs with gated delta net layers (rt_model_ssm.c's loader, rt_ssm.c). */
 static inline bool rt__arch_is_ssm(enum rt_arch a)
 {
     return a == RT_ARCH_QWEN35 || a == RT_ARCH_QWEN35MOE || a == RT_ARCH_QWEN3NEXT;

@@ -28,7 +28,6 @@ enum mw_status read_gptoss(struct ld *L)
 {
     struct rt_hparams *hp = &L->m->hp;
     enum mw_status s;
-    char key[128];
     if ((s = archkey_u32(L, "attention.sliding_window", true, 0, &hp->n_swa, NULL))) return s;
     if ((s = range_u32(L, "attention.sliding_window", hp->n_swa, 1, 1u << 24))) return s;
     hp->swa_pattern = 2;
@@ -40,9 +39,8 @@ enum mw_status read_gptoss(struct ld *L)
     if ((s = archkey_f32(L, "rope.freq_base_swa", false, hp->rope_base, &hp->rope_base_swa)))
         return s;
     if (!(hp->rope_base_swa > 1.0f)) {
-        snprintf(key, sizeof key, "%s.rope.freq_base_swa", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 1)",
-                 (double)hp->rope_base_swa);
+        FAIL_ARCHKEY(L, "rope.freq_base_swa", MW_E_VALUE, "%g (expected > 1)",
+                     (double)hp->rope_base_swa);
     }
     hp->rope_freq_scale_swa = hp->rope_freq_scale;
     if (hp->rope_yarn) {
@@ -58,8 +56,7 @@ enum mw_status read_gptoss(struct ld *L)
     uint32_t v = 0;
     if ((s = archkey_u32(L, "expert_feed_forward_length", false, 0, &v, &has))) return s;
     if (!has) {
-        snprintf(key, sizeof key, "%s.expert_feed_forward_length", L->arch);
-        FAIL_KEY(L, key, MW_E_FORMAT, MW_ERR_OFF_NONE, "missing (required, u32)");
+        FAIL_ARCHKEY(L, "expert_feed_forward_length", MW_E_FORMAT, "missing (required, u32)");
     }
     return MW_OK;
 }

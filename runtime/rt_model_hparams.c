@@ -130,9 +130,7 @@ enum mw_status range_u32(struct ld *L, const char *suffix, uint32_t v, uint32_t 
                                 uint32_t hi)
 {
     if (v >= lo && v <= hi) return MW_OK;
-    char key[128];
-    snprintf(key, sizeof key, "%s.%s", L->arch, suffix);
-    FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "value %u out of range [%u, %u]", v, lo, hi);
+    FAIL_ARCHKEY(L, suffix, MW_E_VALUE, "value %u out of range [%u, %u]", v, lo, hi);
 }
 
 // --- hyper-parameters ---
@@ -143,7 +141,6 @@ static enum mw_status read_family(struct ld *L)
 {
     struct rt_hparams *hp = &L->m->hp;
     enum mw_status s;
-    char key[128];
     hp->rope_attn_factor = 1.0f;
     hp->rope_base_swa = hp->rope_base;
     /* the 27B rule (gemma_pytorch config): query_pre_attn_scalar = n_embd / n_head */
@@ -179,9 +176,8 @@ static enum mw_status read_family(struct ld *L)
                                  &hp->rope_base_swa)))
                 return s;
             if (!(hp->rope_base_swa > 1.0f)) {
-                snprintf(key, sizeof key, "%s.rope.freq_base_swa", L->arch);
-                FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 1)",
-                         (double)hp->rope_base_swa);
+                FAIL_ARCHKEY(L, "rope.freq_base_swa", MW_E_VALUE, "%g (expected > 1)",
+                             (double)hp->rope_base_swa);
             }
         }
         if (hp->arch == RT_ARCH_GEMMA2) {
@@ -189,18 +185,16 @@ static enum mw_status read_family(struct ld *L)
                                  &hp->attn_softcap)))
                 return s;
             if (!(hp->attn_softcap > 0.0f)) {
-                snprintf(key, sizeof key, "%s.attn_logit_softcapping", L->arch);
-                FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 0)",
-                         (double)hp->attn_softcap);
+                FAIL_ARCHKEY(L, "attn_logit_softcapping", MW_E_VALUE, "%g (expected > 0)",
+                             (double)hp->attn_softcap);
             }
         }
         if ((s = archkey_f32(L, "final_logit_softcapping", false, hp->final_softcap,
                              &hp->final_softcap)))
             return s;
         if (hp->final_softcap < 0.0f || (hp->arch == RT_ARCH_GEMMA2 && hp->final_softcap == 0.0f)) {
-            snprintf(key, sizeof key, "%s.final_logit_softcapping", L->arch);
-            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 0)",
-                     (double)hp->final_softcap);
+            FAIL_ARCHKEY(L, "final_logit_softcapping", MW_E_VALUE, "%g (expected > 0)",
+                         (double)hp->final_softcap);
         }
         hp->attn_scale = hp->n_layer == big_layers
                              ? 1.0f / sqrtf((float)(hp->n_embd / hp->n_head))
@@ -218,9 +212,8 @@ static enum mw_status read_family(struct ld *L)
         if ((s = archkey_f32(L, "rope.scaling.attn_factor", false, 1.0f, &hp->rope_attn_factor)))
             return s;
         if (!(hp->rope_attn_factor > 0.0f)) {
-            snprintf(key, sizeof key, "%s.rope.scaling.attn_factor", L->arch);
-            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 0)",
-                     (double)hp->rope_attn_factor);
+            FAIL_ARCHKEY(L, "rope.scaling.attn_factor", MW_E_VALUE, "%g (expected > 0)",
+                         (double)hp->rope_attn_factor);
         }
         hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
         break;
@@ -250,14 +243,12 @@ static enum mw_status read_moe(struct ld *L)
 {
     struct rt_hparams *hp = &L->m->hp;
     enum mw_status s;
-    char key[128];
     const bool moe_arch = rt__arch_is_moe(hp->arch);
     if ((s = archkey_u32(L, "expert_count", moe_arch, 0, &hp->n_expert, NULL))) return s;
-    snprintf(key, sizeof key, "%s.expert_count", L->arch);
     if (hp->n_expert > 0 && !moe_arch && hp->arch != RT_ARCH_LLAMA && hp->arch != RT_ARCH_GEMMA4)
-        FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                 "%u experts in a %s file (the runtime's mixture-of-experts graphs: llama "
-                 "(Mixtral), qwen2moe, qwen3moe)", hp->n_expert, L->arch);
+        FAIL_ARCHKEY(L, "expert_count", MW_E_UNSUPPORTED,
+                     "%u experts in a %s file (the runtime's mixture-of-experts graphs: llama "
+                     "(Mixtral), qwen2moe, qwen3moe)", hp->n_expert, L->arch);
     if ((s = range_u32(L, "expert_count", hp->n_expert, moe_arch ? 1 : 0, RT_MAX_EXPERTS)))
         return s;
     uint32_t used = 0;
@@ -266,9 +257,8 @@ static enum mw_status read_moe(struct ld *L)
         return s;
     if (hp->n_expert == 0) {
         if (has_used && used > 0) {
-            snprintf(key, sizeof key, "%s.expert_used_count", L->arch);
-            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%u without experts (expert_count 0)",
-                     used);
+            FAIL_ARCHKEY(L, "expert_used_count", MW_E_VALUE, "%u without experts (expert_count 0)",
+                         used);
         }
         return MW_OK;
     }
@@ -277,21 +267,20 @@ static enum mw_status read_moe(struct ld *L)
     uint32_t v = 0;
     if ((s = archkey_u32(L, "expert_group_count", false, 0, &v, NULL))) return s;
     if (v > 1) {
-        snprintf(key, sizeof key, "%s.expert_group_count", L->arch);
-        FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                 "%u expert groups (group-limited routing is not supported)", v);
+        FAIL_ARCHKEY(L, "expert_group_count", MW_E_UNSUPPORTED,
+                     "%u expert groups (group-limited routing is not supported)", v);
     }
     /* llama_expert_gating_func_type: 1 softmax (0: none given) */
     if ((s = archkey_u32(L, "expert_gating_func", false, 1, &v, NULL))) return s;
     /* gpt-oss: llama.cpp's graph gates with softmax over the top k whatever the key says */
     if (v > 1 && hp->arch != RT_ARCH_GPTOSS) {
-        snprintf(key, sizeof key, "%s.expert_gating_func", L->arch);
         if (v <= 4)
-            FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                     "gating %s: the %s graph gates its experts with softmax",
-                     v == 2 ? "sigmoid" : v == 3 ? "softmax_weight" : "sqrt_softplus", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
-                 "unknown gating function %u (expected 1, softmax)", v);
+            FAIL_ARCHKEY(L, "expert_gating_func", MW_E_UNSUPPORTED,
+                         "gating %s: the %s graph gates its experts with softmax",
+                         v == 2 ? "sigmoid" : v == 3 ? "softmax_weight" : "sqrt_softplus",
+                         L->arch);
+        FAIL_ARCHKEY(L, "expert_gating_func", MW_E_VALUE,
+                     "unknown gating function %u (expected 1, softmax)", v);
     }
     hp->moe_norm_w = hp->arch != RT_ARCH_QWEN2MOE && hp->arch != RT_ARCH_GPTOSS;
     if (moe_arch || hp->arch == RT_ARCH_GEMMA4) {
@@ -405,11 +394,9 @@ enum mw_status read_hparams(struct ld *L)
         return s;
     if ((s = range_u32(L, "attention.head_count_kv", hp->n_head_kv, 1, hp->n_head))) return s;
     if (hp->n_head % hp->n_head_kv != 0) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.attention.head_count_kv", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
-                 "%u does not divide head_count %u (grouped-query attention)", hp->n_head_kv,
-                 hp->n_head);
+        FAIL_ARCHKEY(L, "attention.head_count_kv", MW_E_VALUE,
+                     "%u does not divide head_count %u (grouped-query attention)", hp->n_head_kv,
+                     hp->n_head);
     }
     bool has_kl = false, has_vl = false;
     uint32_t kl = 0, vl = 0;
@@ -417,64 +404,48 @@ enum mw_status read_hparams(struct ld *L)
     if ((s = archkey_u32(L, "attention.value_length", false, 0, &vl, &has_vl))) return s;
     if (!has_kl) {
         if (hp->n_embd % hp->n_head != 0) {
-            char key[128];
-            snprintf(key, sizeof key, "%s.attention.head_count", L->arch);
-            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
-                     "%u does not divide embedding_length %u and no key_length is given",
-                     hp->n_head, hp->n_embd);
+            FAIL_ARCHKEY(L, "attention.head_count", MW_E_VALUE,
+                         "%u does not divide embedding_length %u and no key_length is given",
+                         hp->n_head, hp->n_embd);
         }
         kl = hp->n_embd / hp->n_head;
     }
     if (!has_vl) vl = kl;
     if (kl != vl) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.attention.value_length", L->arch);
-        FAIL_KEY(L, key, MW_E_UNSUPPORTED, MW_ERR_OFF_NONE,
-                 "value_length %u differs from key_length %u", vl, kl);
+        FAIL_ARCHKEY(L, "attention.value_length", MW_E_UNSUPPORTED,
+                     "value_length %u differs from key_length %u", vl, kl);
     }
     hp->head_dim = kl;
     if ((s = range_u32(L, "attention.key_length", hp->head_dim, 2, RT_MAX_HEAD_DIM))) return s;
     if (hp->head_dim % 2 != 0) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.attention.key_length", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "head size %u is odd", hp->head_dim);
+        FAIL_ARCHKEY(L, "attention.key_length", MW_E_VALUE, "head size %u is odd", hp->head_dim);
     }
     /* q rows = n_head * head_dim must stay a sane dimension */
     if ((uint64_t)hp->n_head * hp->head_dim > RT_MAX_DIM) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.attention.head_count", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%u heads x %u is too large", hp->n_head,
-                 hp->head_dim);
+        FAIL_ARCHKEY(L, "attention.head_count", MW_E_VALUE, "%u heads x %u is too large",
+                     hp->n_head, hp->head_dim);
     }
     if ((s = archkey_u32(L, "rope.dimension_count", false, hp->head_dim, &hp->n_rot, NULL)))
         return s;
     if ((hp->arch == RT_ARCH_LLAMA || hp->arch == RT_ARCH_QWEN2MOE ||
          hp->arch == RT_ARCH_QWEN3MOE) && hp->n_rot != hp->head_dim) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.rope.dimension_count", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
-                 "%u differs from the head size %u (llama.cpp: invalid n_rot)", hp->n_rot,
-                 hp->head_dim);
+        FAIL_ARCHKEY(L, "rope.dimension_count", MW_E_VALUE,
+                     "%u differs from the head size %u (llama.cpp: invalid n_rot)", hp->n_rot,
+                     hp->head_dim);
     }
     if (hp->n_rot == 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.rope.dimension_count", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
-                 "%u (expected an even number in 2..%u)", hp->n_rot, hp->head_dim);
+        FAIL_ARCHKEY(L, "rope.dimension_count", MW_E_VALUE,
+                     "%u (expected an even number in 2..%u)", hp->n_rot, hp->head_dim);
     }
 
     if ((s = archkey_f32(L, "attention.layer_norm_rms_epsilon", true, 0, &hp->rms_eps))) return s;
     if (!(hp->rms_eps >= 0.0f && hp->rms_eps < 1.0f)) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected 0 <= eps < 1)",
-                 (double)hp->rms_eps);
+        FAIL_ARCHKEY(L, "attention.layer_norm_rms_epsilon", MW_E_VALUE,
+                     "%g (expected 0 <= eps < 1)", (double)hp->rms_eps);
     }
     if ((s = archkey_f32(L, "rope.freq_base", false, 10000.0f, &hp->rope_base))) return s;
     if (!(hp->rope_base > 1.0f)) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.rope.freq_base", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 1)", (double)hp->rope_base);
+        FAIL_ARCHKEY(L, "rope.freq_base", MW_E_VALUE, "%g (expected > 1)", (double)hp->rope_base);
     }
 
     /* RoPE scaling: none or linear (rope.scaling.type, or the older
@@ -496,8 +467,7 @@ enum mw_status read_hparams(struct ld *L)
     if (lin != 0.0f) factor = lin;
     if ((!has_type || strcmp(stype, "linear") == 0 || hp->rope_yarn) && factor != 0.0f) {
         if (!(factor > 0.0f)) {
-            snprintf(key, sizeof key, "%s.rope.scaling.factor", L->arch);
-            FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%g (expected > 0)", (double)factor);
+            FAIL_ARCHKEY(L, "rope.scaling.factor", MW_E_VALUE, "%g (expected > 0)", (double)factor);
         }
         hp->rope_freq_scale = 1.0f / factor;
     }

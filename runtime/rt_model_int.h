@@ -36,6 +36,15 @@ enum mw_status rt__ld_fail_key(struct ld *L, const char *key, enum mw_status cod
         return fail_key((L), (key), (code), (off), msg_);        \
     } while (0)
 
+/* An error naming <arch>.<suffix>, a key read through archkey_* (no offset:
+ * the value is wrong, not its bytes). */
+#define FAIL_ARCHKEY(L, suffix, code, ...)                                 \
+    do {                                                                   \
+        char akey_[128];                                                   \
+        snprintf(akey_, sizeof akey_, "%s.%s", (L)->arch, (suffix));       \
+        FAIL_KEY((L), akey_, (code), MW_ERR_OFF_NONE, __VA_ARGS__);        \
+    } while (0)
+
 #define FAIL_T(L, name, code, off, ...)                                  \
     do {                                                                 \
         mw_err_set_path((L)->err, gguf_path((L)->f));                    \

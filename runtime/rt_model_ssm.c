@@ -22,11 +22,9 @@ enum mw_status read_nextn(struct ld *L)
     if (!rt__arch_is_ssm(hp->arch)) return MW_OK;
     if ((s = archkey_u32(L, "nextn_predict_layers", false, 0, &hp->n_nextn, NULL))) return s;
     if (hp->n_nextn >= hp->n_layer) {
-        char key[128];
-        snprintf(key, sizeof key, "%s.nextn_predict_layers", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
-                 "%u, expected less than block_count %u (no layer would run)", hp->n_nextn,
-                 hp->n_layer);
+        FAIL_ARCHKEY(L, "nextn_predict_layers", MW_E_VALUE,
+                     "%u, expected less than block_count %u (no layer would run)", hp->n_nextn,
+                     hp->n_layer);
     }
     hp->n_layer -= hp->n_nextn;
     return MW_OK;
@@ -83,34 +81,29 @@ enum mw_status read_ssm(struct ld *L)
     }
     const uint64_t S = hp->ssm_d_state, Hv = hp->ssm_dt_rank, Hk = hp->ssm_n_group;
     if (Hv % Hk != 0) {
-        snprintf(key, sizeof key, "%s.ssm.time_step_rank", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
-                 "%llu value heads are not a multiple of the %llu key heads (ssm.group_count)",
-                 (unsigned long long)Hv, (unsigned long long)Hk);
+        FAIL_ARCHKEY(L, "ssm.time_step_rank", MW_E_VALUE,
+                     "%llu value heads are not a multiple of the %llu key heads (ssm.group_count)",
+                     (unsigned long long)Hv, (unsigned long long)Hk);
     }
     uint64_t conv_f, ssm_f, bytes;
     if (!rt__ssm_state_bytes(hp, &conv_f, &ssm_f, &bytes)) {
-        snprintf(key, sizeof key, "%s.ssm.state_size", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
-                 "the recurrent state (%llu x %llu x %llu floats per layer, %u layers) "
-                 "overflows 64 bits", (unsigned long long)S, (unsigned long long)S,
-                 (unsigned long long)Hv, hp->n_layer);
+        FAIL_ARCHKEY(L, "ssm.state_size", MW_E_VALUE,
+                     "the recurrent state (%llu x %llu x %llu floats per layer, %u layers) "
+                     "overflows 64 bits", (unsigned long long)S, (unsigned long long)S,
+                     (unsigned long long)Hv, hp->n_layer);
     }
     if (S * Hv != hp->ssm_d_inner) {
-        snprintf(key, sizeof key, "%s.ssm.inner_size", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE,
-                 "%u, expected time_step_rank x state_size = %llu", hp->ssm_d_inner,
-                 (unsigned long long)(S * Hv));
+        FAIL_ARCHKEY(L, "ssm.inner_size", MW_E_VALUE,
+                     "%u, expected time_step_rank x state_size = %llu", hp->ssm_d_inner,
+                     (unsigned long long)(S * Hv));
     }
     if (S > RT_MAX_HEAD_DIM) {
-        snprintf(key, sizeof key, "%s.ssm.state_size", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%llu out of range [1, %u]",
-                 (unsigned long long)S, RT_MAX_HEAD_DIM);
+        FAIL_ARCHKEY(L, "ssm.state_size", MW_E_VALUE, "%llu out of range [1, %u]",
+                     (unsigned long long)S, RT_MAX_HEAD_DIM);
     }
     if (2 * Hk * S + Hv * S > RT_MAX_DIM) {
-        snprintf(key, sizeof key, "%s.ssm.group_count", L->arch);
-        FAIL_KEY(L, key, MW_E_VALUE, MW_ERR_OFF_NONE, "%llu conv channels are too many",
-                 (unsigned long long)(2 * Hk * S + Hv * S));
+        FAIL_ARCHKEY(L, "ssm.group_count", MW_E_VALUE, "%llu conv channels are too many",
+                     (unsigned long long)(2 * Hk * S + Hv * S));
     }
     if (hp->arch == RT_ARCH_QWEN3NEXT) return MW_OK;
     /* IMROPE sections (required by llama.cpp); text positions put t = h = w = pos */
