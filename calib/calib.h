@@ -496,6 +496,16 @@ const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
  * calib_layer_forward are MW_E_USAGE for an expert, and ffn_norm may not be
  * changed in a MoE layer (the router reads it). The routing is decided once
  * per layer, before any FFN callback, from the f32 router. */
+/* gemma4 (experts beside a dense MLP): after the dense MLP's FFN_IN /
+ * FFN_DOWN and before the first expert, one on_group(FFN_IN) with
+ * calib_layer_expert() == CALIB_EXPERT_ALL for the experts' common input
+ * RMSNorm(x) * pre_ffw_norm_2 over every row: calib_layer_stats /
+ * calib_layer_hessian of those rows, calib_layer_norm(CALIB_NORM_FFN) is
+ * pre_ffw_norm_2 (mutable), calib_layer_weight(GATE) the whole
+ * ffn_gate_up_exps (every expert's gate and up rows; UP and DOWN absent): a
+ * scale folded there is one for all experts. ffn_norm feeds the dense MLP
+ * alone: mutable in its calls, refused in an expert's. */
+#define CALIB_EXPERT_ALL (-2)
 int32_t calib_layer_expert(const struct calib_layer *ly);   /* -1: no expert's callback */
 uint32_t calib_layer_n_expert(const struct calib_layer *ly); /* 0: a dense model */
 uint64_t calib_layer_expert_rows(const struct calib_layer *ly); /* rows routed to it */

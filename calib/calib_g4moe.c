@@ -87,6 +87,32 @@ enum mw_status calib__g4_join(struct calib_engine *e, uint64_t r0, uint64_t nr,
     return calib__g4_tail(e, r0, nr, CALIB_G4_TAIL_ALL, err);
 }
 
+enum mw_status calib__g4_experts_all(struct calib_engine *e, const struct calib_run_opts *o,
+                                     struct mw_err *err)
+{
+    const uint64_t E = e->E;
+    struct calib_group_stats gs = {.n_in = E};
+    double *buf = calloc((size_t)(2 * E), sizeof(double));
+    if (!buf)
+        return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE, "layer %u: the experts' input statistics",
+                       e->ly.il);
+    gs.sum_sq = buf;
+    gs.sum_abs = buf + E;
+    for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
+        const uint64_t r0 = (uint64_t)s0 * e->n_pos;
+        const uint64_t nr = (uint64_t)calib__batch_samples(e, s0) * e->n_pos;
+        calib__norm_rows(e, r0, nr, CALIB_T_PRE_NORM_2, e->xin);
+        calib__accum_gs(e, &gs, e->xin, nr);
+    }
+    e->xall = &gs;
+    e->ly.expert = CALIB_EXPERT_ALL;
+    enum mw_status s = calib__call_group(e, o, CALIB_G_FFN_IN, err);
+    e->ly.expert = -1;
+    e->xall = NULL;
+    free(buf);
+    return s;
+}
+
 enum mw_status calib__g4_moe_stats_alloc(struct calib_engine *e, struct mw_err *err)
 {
     struct calib_stats *st = e->st;

@@ -204,6 +204,7 @@ struct calib_engine {
     float *sgate;    /* (T) qwen2moe: the shared expert's gate logit */
     float *acc;      /* (T, E) */
     float *acc2;     /* (T, E) gemma4: the dense MLP's output, normed */
+    struct calib_group_stats *xall; /* gemma4: the experts' common input (CALIB_EXPERT_ALL) */
     uint64_t *xrow;  /* (T) rows routed to the current expert, ascending */
     float *xw;       /* (T) their weights */
     uint64_t xn;
@@ -419,6 +420,10 @@ void calib__g4_route(struct calib_engine *e, uint64_t r0, uint64_t nr);
 void calib__g4_dense_out(struct calib_engine *e, uint64_t r0, uint64_t nr);
 enum mw_status calib__g4_join(struct calib_engine *e, uint64_t r0, uint64_t nr,
                               struct mw_err *err);
+/* gemma4 with callbacks: the CALIB_EXPERT_ALL call (the experts' common
+ * input's statistics, then on_group(FFN_IN)) */
+enum mw_status calib__g4_experts_all(struct calib_engine *e, const struct calib_run_opts *o,
+                                     struct mw_err *err);
 /* the statistics of the router's input (st->rtr) */
 enum mw_status calib__g4_moe_stats_alloc(struct calib_engine *e, struct mw_err *err);
 /* causal softmax of a P x P score block (calib_forward.c) */

@@ -24,7 +24,7 @@ static const uint64_t stage_mutable[CALIB_G_ALL] = {
                          SLOT_BIT(CALIB_T_WO) | SLOT_BIT(CALIB_T_ATTN_NORM) | SSM_IN_BITS |
                          SLOT_BIT(CALIB_T_SSM_OUT) | SLOT_BIT(CALIB_T_SSM_NORM),
     [CALIB_G_FFN_IN] = SLOT_BIT(CALIB_T_WGATE) | SLOT_BIT(CALIB_T_WUP) |
-                       SLOT_BIT(CALIB_T_FFN_NORM),
+                       SLOT_BIT(CALIB_T_FFN_NORM) | SLOT_BIT(CALIB_T_PRE_NORM_2),
     [CALIB_G_FFN_DOWN] = SLOT_BIT(CALIB_T_WGATE) | SLOT_BIT(CALIB_T_WUP) |
                          SLOT_BIT(CALIB_T_WDOWN) | SLOT_BIT(CALIB_T_FFN_NORM),
     [CALIB_G_PLE_IN] = SLOT_BIT(CALIB_T_PLE_GATE),
@@ -88,6 +88,7 @@ uint64_t calib_layer_group_n_in(const struct calib_layer *ly, enum calib_group g
 const struct calib_group_stats *calib_layer_stats(const struct calib_layer *ly,
                                                   enum calib_group g)
 {
+    if (ly->expert == CALIB_EXPERT_ALL) return g == CALIB_G_FFN_IN ? ly->e->xall : NULL;
     if (ly->expert >= 0 && (g == CALIB_G_FFN_IN || g == CALIB_G_FFN_DOWN))
         return calib_stats_expert(ly->e->st, ly->il, g, (uint32_t)ly->expert);
     return calib_stats_group(ly->e->st, ly->il, g);
@@ -97,6 +98,7 @@ bool calib_layer_has_weight(const struct calib_layer *ly, enum calib_wkind w)
 {
     /* an expert's call holds that expert's gate, up and down, whether or not
      * the layer also has a shared expert */
+    if (ly->expert == CALIB_EXPERT_ALL) return w == CALIB_W_GATE; /* all of ffn_gate_up_exps */
     if (ly->expert >= 0) return w == CALIB_W_GATE || w == CALIB_W_UP || w == CALIB_W_DOWN;
     if (w == CALIB_W_V && ly->e->g4 && !calib__model_has(ly->e->m, ly->il, CALIB_T_WV))
         return false; /* gemma4's attention_k_eq_v */
@@ -122,6 +124,19 @@ static enum mw_status expert_weight(struct calib_layer *ly, enum calib_wkind w, 
                                     struct calib_weight *out, struct mw_err *err)
 {
     const struct calib_engine *e = ly->e;
+    if (ly->expert == CALIB_EXPERT_ALL) { /* gemma4: every expert's gate and up rows */
+        if (w != CALIB_W_GATE)
+            return no_expert(ly, "the experts' common input feeds ffn_gate_up_exps alone", err);
+        if (mutable_ && ly->stage != CALIB_G_FFN_IN)
+            return no_expert(ly, "this weight may not be changed in this stage", err);
+        out->name = ly->xnames[0];
+        out->n_in = e->E;
+        out->n_out = out->tensor_rows = e->NX * 2 * e->FX;
+        out->row0 = 0;
+        out->w = e->w[CALIB_T_UP_EXPS];
+        out->bias = NULL;
+        return MW_OK;
+    }
     if (w != CALIB_W_GATE && w != CALIB_W_UP && w != CALIB_W_DOWN)
         return no_expert(ly, "only ffn_gate, ffn_up and ffn_down belong to an expert", err);
     if (mutable_ && (ly->stage == CALIB_STAGE_NONE ||
@@ -194,7 +209,7 @@ enum mw_status calib_layer_weight(struct calib_layer *ly, enum calib_wkind w, bo
 {
     if ((unsigned)w >= CALIB_W_COUNT)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "weight kind %d", (int)w);
-    if (ly->expert >= 0) return expert_weight(ly, w, mutable_, out, err);
+    if (ly->expert != -1) return expert_weight(ly, w, mutable_, out, err);
     const enum calib_tslot t = wslot(ly->e, w);
     if (!calib_weight_in_layer(ly->e->hp, ly->il, w) ||
         !calib__model_has(ly->e->m, ly->il, calib__owner_of(ly->e, t, &(uint64_t){0})))
@@ -218,7 +233,7 @@ enum mw_status calib_layer_weight_release(struct calib_layer *ly, enum calib_wki
 {
     if ((unsigned)w >= CALIB_W_COUNT)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE, "weight kind %d", (int)w);
-    if (ly->expert >= 0) return MW_OK; /* the stacked experts stay in memory */
+    if (ly->expert != -1) return MW_OK; /* the stacked experts stay in memory */
     uint64_t row0;
     return calib__w_park(ly->e, calib__owner_of(ly->e, wslot(ly->e, w), &row0), err);
 }
@@ -231,9 +246,13 @@ enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, b
     if (which == CALIB_NORM_SSM && !ly->e->rec)
         return MW_FAIL(err, MW_E_USAGE, MW_ERR_OFF_NONE,
                        "layer %u has no ssm_norm (not a delta-net layer)", ly->il);
-    const enum calib_tslot t = which == CALIB_NORM_ATTN ? CALIB_T_ATTN_NORM
-                               : which == CALIB_NORM_FFN ? CALIB_T_FFN_NORM
-                                                         : CALIB_T_SSM_NORM;
+    enum calib_tslot t = which == CALIB_NORM_ATTN ? CALIB_T_ATTN_NORM
+                         : which == CALIB_NORM_FFN ? CALIB_T_FFN_NORM
+                                                   : CALIB_T_SSM_NORM;
+    const bool all = ly->expert == CALIB_EXPERT_ALL;
+    if (all && which != CALIB_NORM_FFN)
+        return no_expert(ly, "only the experts' input norm (pre_ffw_norm_2) belongs here", err);
+    if (all) t = CALIB_T_PRE_NORM_2;
     /* gemma4's ffn_norm feeds its dense MLP alone (the router and the experts
      * have their own): changed in the dense MLP's callbacks only */
     if (mutable_ && t == CALIB_T_FFN_NORM && ly->e->NX && ly->e->g4 && ly->expert >= 0)
@@ -245,9 +264,10 @@ enum mw_status calib_layer_norm(struct calib_layer *ly, enum calib_norm which, b
                        "layer %u: ffn_norm of a mixture-of-experts layer may not be changed "
                        "(the router and every expert read it)", ly->il);
     enum mw_status s = hand_out(ly, t, mutable_,
-                                which == CALIB_NORM_ATTN ? "attn_norm"
-                                : which == CALIB_NORM_FFN ? "ffn_norm"
-                                                          : "ssm_norm",
+                                all                        ? "pre_ffw_norm_2"
+                                : which == CALIB_NORM_ATTN ? "attn_norm"
+                                : which == CALIB_NORM_FFN  ? "ffn_norm"
+                                                           : "ssm_norm",
                                 err);
     if (s) return s;
     *out = ly->e->w[t];
@@ -346,7 +366,7 @@ static enum mw_status check_dense(const struct calib_layer *ly, enum calib_group
 {
     enum mw_status s = check_group(ly, g, err);
     if (s) return s;
-    if (ly->expert >= 0) return no_expert(ly, fn, err);
+    if (ly->expert != -1) return no_expert(ly, fn, err);
     return MW_OK;
 }
 
@@ -467,6 +487,8 @@ static enum mw_status expert_hessian(struct calib_layer *ly, enum calib_group g,
     struct calib_engine *e = ly->e;
     if (g != CALIB_G_FFN_IN && g != CALIB_G_FFN_DOWN)
         return no_expert(ly, "only the gate/up and down inputs have a Hessian", err);
+    if (ly->expert == CALIB_EXPERT_ALL && g != CALIB_G_FFN_IN)
+        return no_expert(ly, "only the experts' common input has a Hessian here", err);
     const uint64_t n = g == CALIB_G_FFN_IN ? e->E : e->FX;
     free(ly->H[g]);
     bool ok = true;
@@ -476,6 +498,16 @@ static enum mw_status expert_hessian(struct calib_layer *ly, enum calib_group g,
         return MW_FAIL(err, MW_E_NOMEM, MW_ERR_OFF_NONE,
                        "%llu x %llu Hessian of layer %u expert %d", (unsigned long long)n,
                        (unsigned long long)n, ly->il, (int)ly->expert);
+    if (ly->expert == CALIB_EXPERT_ALL) { /* every row, under the current pre_ffw_norm_2 */
+        for (uint32_t s0 = 0; s0 < e->n_samples; s0 += e->spb) {
+            const uint64_t r0 = (uint64_t)s0 * e->n_pos;
+            const uint64_t nr = (uint64_t)calib__batch_samples(e, s0) * e->n_pos;
+            calib__norm_rows(e, r0, nr, CALIB_T_PRE_NORM_2, e->xin);
+            gram(e, n, nr, e->xin, s0 == 0, ly->H[g], e->n_pos);
+        }
+        mw_sym_lower_from_upper(ly->H[g], n);
+        return MW_OK;
+    }
     if (e->xn == 0) memset(ly->H[g], 0, (size_t)(n * n) * sizeof(float));
     for (uint64_t c0 = 0; c0 < e->xn; c0 += CALIB_XCHUNK) {
         const uint64_t nr = e->xn - c0 < CALIB_XCHUNK ? e->xn - c0 : CALIB_XCHUNK;
@@ -490,7 +522,7 @@ static enum mw_status hessian(struct calib_layer *ly, enum calib_group g, struct
 {
     enum mw_status s = check_group(ly, g, err);
     if (s) return s;
-    if (ly->expert >= 0) return expert_hessian(ly, g, err);
+    if (ly->expert != -1) return expert_hessian(ly, g, err);
     struct calib_engine *e = ly->e;
     const uint64_t n = calib_layer_group_n_in(ly, g);
     if (ly->H[g] && ly->H_valid[g] && !(ly->live & group_deps[g])) return MW_OK;

@@ -190,6 +190,8 @@ enum mw_status calib__moe_ffn(struct calib_engine *e, const struct calib_run_opt
         }
         if (!s && pass == 0) s = calib__call_group(e, o, CALIB_G_FFN_DOWN, err);
     }
+    /* gemma4: the experts' common input norm, once before them */
+    if (!s && cb && e->g4) s = calib__g4_experts_all(e, o, err);
     for (uint64_t ex = 0; ex < e->NX && !s; ex++) {
         expert_rows(e, ex);
         ly->expert = (int32_t)ex;

@@ -432,15 +432,16 @@ static enum mw_status on_group(void *ud, struct calib_layer *ly, enum calib_grou
     /* a MoE layer: ffn_norm feeds the router too (no fold there); up -> down
      * folds per expert, on the rows routed to it, and for the shared expert */
     /* gemma4: ffn_norm feeds the dense MLP alone (that folds); its experts read
-     * pre_ffw_norm_2, whose fold would be one scale common to all of them */
+     * pre_ffw_norm_2, folded once for all of them in the CALIB_EXPERT_ALL call
+     * (nothing is quantized there) */
     const bool g4 = h->hp->arch == RT_ARCH_GEMMA4;
+    if (calib_layer_expert(ly) == CALIB_EXPERT_ALL)
+        return qm_uses_awq(h->mo->method) ? qm_awq_group(h, ly, g, err) : MW_OK;
     const bool moe_in = calib_layer_n_expert(ly) > 0 && g == CALIB_G_FFN_IN &&
                         !(g4 && calib_layer_expert(ly) < 0);
-    if (moe_in && qm_uses_awq(h->mo->method) && calib_layer_expert(ly) == 0) /* once per layer */
-        qm_awq_skip(h, g, calib_layer_index(ly),
-                    g4 ? "gemma4's experts read pre_ffw_norm_2, one scale for all of them: "
-                         "not searched (ffn_norm -> the dense gate/up folds)"
-                       : "mixture of experts: the router reads ffn_norm too");
+    if (moe_in && !g4 && qm_uses_awq(h->mo->method) && calib_layer_expert(ly) == 0)
+        qm_awq_skip(h, g, calib_layer_index(ly), /* once per layer */
+                    "mixture of experts: the router reads ffn_norm too");
     /* an expert with too few routed rows for GPTQ (quant_one) gets no fold either */
     const bool few = calib_layer_expert(ly) >= 0 &&
                      calib_layer_expert_rows(ly) < (calib_layer_group_n_in(ly, g) + 3) / 4;

@@ -277,7 +277,10 @@ enum mw_status qm_awq_group(struct quant_methods_src *h, struct calib_layer *ly,
     if (in_norm || ssm_out) {
         char nname[64];
         snprintf(nname, sizeof nname, "blk.%u.%s.weight", calib_layer_index(ly),
-                 ssm_out ? "ssm_norm" : g == CALIB_G_ATTN_IN ? "attn_norm" : ffn_norm_name(hp));
+                 ssm_out                                       ? "ssm_norm"
+                 : g == CALIB_G_ATTN_IN                        ? "attn_norm"
+                 : calib_layer_expert(ly) == CALIB_EXPERT_ALL ? "pre_ffw_norm_2"
+                                                               : ffn_norm_name(hp));
         ni = qm_find_tensor(h, nname);
         if (ni < 0 || h->base->tensors[ni].type != GGUF_TYPE_F32) {
             qm_awq_skip(h, g, calib_layer_index(ly), "the norm is not stored as F32");
@@ -406,11 +409,19 @@ void qm_awq_report(const struct quant_methods_src *h, const struct quant_opts *q
         } else {
             /* a MoE layer folds up -> down once per expert (and shared expert) */
             const bool per_x = hp->n_expert && g == CALIB_G_FFN_DOWN;
+            /* gemma4's experts: pre_ffw_norm_2 -> ffn_gate_up_exps once a layer too */
+            const bool g4x = hp->n_expert && hp->arch == RT_ARCH_GEMMA4 && g == CALIB_G_FFN_IN;
             const uint32_t of =
-                per_x ? hp->n_layer * (hp->n_expert + (hp->n_ff_shexp ? 1 : 0)) : hp->n_layer;
-            int k = snprintf(msg, sizeof msg, "awq: %s: folded in %u of %u %s",
+                per_x ? hp->n_layer * (hp->n_expert + (hp->n_ff_shexp ? 1 : 0))
+                      : hp->n_layer * (g4x ? 2 : 1);
+            int k = snprintf(msg, sizeof msg, "awq: %s%s: folded in %u of %u %s",
                              hp->full_attn_interval ? fold_name_ssm[g] : fold_name[g],
-                             t->folded, of, per_x ? "experts over the layers" : "layers");
+                             g4x ? ", pre_ffw_norm_2 -> ffn_gate_up_exps (one scale for all "
+                                   "experts)" : "",
+                             t->folded, of,
+                             per_x ? "experts over the layers"
+                             : g4x ? "folds over the layers (2 a layer)"
+                                   : "layers");
             if (k > 0 && (size_t)k < sizeof msg && t->no_gain)
                 k += snprintf(msg + k, sizeof msg - (size_t)k,
                               ", %u without gain (alpha 0: left as is)", t->no_gain);

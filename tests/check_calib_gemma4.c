@@ -25,8 +25,14 @@
  *    whose K/V a later shared-KV layer reads; the probes of --size/--bpw
  *    start there), and a run started later is refused;
  *  - the AWQ folds the methods make (attn_norm -> q/k/v, ffn_norm ->
- *    gate/up, up -> down, quant_awq_fold) leave the float model unchanged,
- *    and v -> attn_output is refused (quant_awq_fold_legal).
+ *    gate/up, up -> down, quant_awq_fold; with experts also up -> down per
+ *    expert and pre_ffw_norm_2 into all of ffn_gate_up_exps in the
+ *    CALIB_EXPERT_ALL call, ffn_norm refused from an expert's) leave the
+ *    float model unchanged, and v -> attn_output is refused
+ *    (quant_awq_fold_legal).
+ * KIND gemma4moe (26B-A4B's experts beside the dense MLP): the same checks,
+ * with the router's and the experts' imatrix entries (a slice and count per
+ * expert) and a callback per expert.
  * Exit 77 (skip) when an input is missing. */
 #define _GNU_SOURCE
 #include <check.h>
@@ -307,7 +313,7 @@ END_TEST
  * input norms into q/k/v and gate/up, up's rows into down */
 struct fold_ud {
     struct last_ud last;
-    unsigned n_folds;
+    unsigned n_folds, n_all; /* n_all: CALIB_EXPERT_ALL calls (pre_ffw_norm_2 folds) */
 };
 
 static enum mw_status fold_cb(void *ud, struct calib_layer *ly, enum calib_group g,
@@ -330,6 +336,7 @@ static enum mw_status fold_cb(void *ud, struct calib_layer *ly, enum calib_group
     const enum mw_status s = quant_awq_fold(ly, g, sc, 1, 1, err);
     free(sc);
     F->n_folds++;
+    F->n_all += calib_layer_expert(ly) == CALIB_EXPERT_ALL;
     return s;
 }
 
@@ -348,8 +355,10 @@ START_TEST(folds_leave_model_unchanged)
     struct calib_run_opts ob = {.n_threads = 2, .on_group = fold_cb, .on_group_ud = &b,
                                 .on_layer = grab_last, .on_layer_ud = &b.last};
     struct calib_stats *sb = run(m, s, &ob);
-    /* with experts also up -> down in each expert */
-    ck_assert_uint_eq(b.n_folds, (3u + hp->n_expert) * hp->n_layer);
+    /* with experts also up -> down in each expert, and pre_ffw_norm_2 into
+     * every expert's gate/up once a layer */
+    ck_assert_uint_eq(b.n_folds, (3u + (hp->n_expert ? hp->n_expert + 1 : 0)) * hp->n_layer);
+    ck_assert_uint_eq(b.n_all, hp->n_expert ? hp->n_layer : 0);
     double worst = 0, scale = 0;
     for (uint64_t i = 0; i < a.last.rows * hp->n_embd; i++) {
         worst = fmax(worst, fabs((double)a.last.h[i] - b.last.h[i]));

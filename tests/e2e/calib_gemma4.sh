@@ -77,10 +77,12 @@ refused() {
 #    gate up down) + k, v less the full layer's v = 27 dense, 62 of the 96
 #    expert matrices: the other 34 have fewer routed rows than a quarter of
 #    their input width, importance-weighted rounding: experts=gptq:62,rtn:34);
-#    awq: attn_norm and ffn_norm -> the dense gate/up fold in 4 of 4 layers,
-#    the experts' pre_ffw_norm_2 is logged as not searched, up -> down folds
-#    per expert; quant --size --corpus --method gptq; each verify --deep and
-#    (with the peer) llama.cpp loads it.
+#    awq: attn_norm -> q/k/v in 4 of 4 layers; ffn_norm -> the dense gate/up
+#    and pre_ffw_norm_2 -> ffn_gate_up_exps (one scale for every expert's
+#    gate and up, searched on all rows) 7 of the 8 (layer 0's experts: no
+#    gain); up -> down in 31 of 36 (4 x (8 experts + the dense MLP)); quant --size
+#    --corpus --method gptq; each verify --deep and (with the peer)
+#    llama.cpp loads it.
 k=gemma4moe
 echo "== $k"
 d=$T/hf-$k g=$T/$k-f32.gguf f0=$fails
@@ -134,9 +136,9 @@ if python3 "$FIX/mk_family_fixture.py" $k "$d" > "$T/mk.log" 2>&1 &&
                 has "$mp" "experts=gptq:62,rtn:34,unrouted:0" "$k: gptq+round's experts"
                 echo "    $mp" ;;
             awq)
-                has "$ql" "ffn_norm -> gate/up: folded in 4 of 4 layers" "$k: awq"
-                has "$ql" "gemma4's experts read pre_ffw_norm_2" "$k: awq"
-                has "$ql" "up -> ffn_down: folded in" "$k: awq" ;;
+                has "$ql" "attn_norm -> q/k/v: folded in 4 of 4 layers" "$k: awq"
+                has "$ql" "ffn_norm -> gate/up, pre_ffw_norm_2 -> ffn_gate_up_exps (one scale for all experts): folded in 7 of 8" "$k: awq"
+                has "$ql" "up -> ffn_down: folded in 31 of 36 experts" "$k: awq" ;;
             size)
                 [ "$(stat -c %s "$o")" -le 34300000 ] || fail "$k: --size 34300000 wrote more"
                 has "$mp" "experts=gptq:" "$k: --size's experts" ;;
