@@ -35,10 +35,10 @@ if(NOT MW_MINIMAL)
     mw_shell_test(calib_qwen35 e2e/calib_qwen35.sh $<TARGET_FILE:check_calib_family>)
     set_tests_properties(calib_qwen35 PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 900 COST 120
                          FIXTURES_REQUIRED tokenizers)
-    # Gemma 4 (E2B and 31B layouts from their F32 GGUF): forward = the runtime's,
-    # determinism, entries, folds; calib, quant --corpus gptq / awq, verify
-    # --deep, llama.cpp's load; what is not run yet (gemma4 MoE, HF directories,
-    # gpt-oss) refused by name
+    # Gemma 4 (E2B, 31B and 26B-A4B layouts from their F32 GGUF and HF
+    # directories): forward = the runtime's, determinism, entries, folds;
+    # calib against llama.cpp's imatrix, quant --corpus gptq+round / awq /
+    # --size, verify --deep, llama.cpp's load; gpt-oss refused by name
     add_executable(check_calib_gemma4 check_calib_gemma4.c ck_mark.c check_common.c)
     target_link_options(check_calib_gemma4 PRIVATE "LINKER:--wrap=_mark_point") # tests/ck_mark.c
     target_link_libraries(check_calib_gemma4 PRIVATE mw_methods mw_calib mw_hf mw_runtime mw_quant
