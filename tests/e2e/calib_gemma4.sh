@@ -80,7 +80,8 @@ refused() {
 #    awq: attn_norm -> q/k/v in 4 of 4 layers; ffn_norm -> the dense gate/up
 #    and pre_ffw_norm_2 -> ffn_gate_up_exps (one scale for every expert's
 #    gate and up, searched on all rows) 7 of the 8 (layer 0's experts: no
-#    gain); up -> down in 31 of 36 (4 x (8 experts + the dense MLP)); quant --size
+#    gain); up -> down in 31 of 36 (4 x (8 experts + the dense MLP)); the
+#    same bytes with -t 1 and -t 2; quant --size
 #    --corpus --method gptq; each verify --deep and (with the peer)
 #    llama.cpp loads it.
 k=gemma4moe
@@ -138,7 +139,13 @@ if python3 "$FIX/mk_family_fixture.py" $k "$d" > "$T/mk.log" 2>&1 &&
             awq)
                 has "$ql" "attn_norm -> q/k/v: folded in 4 of 4 layers" "$k: awq"
                 has "$ql" "ffn_norm -> gate/up, pre_ffw_norm_2 -> ffn_gate_up_exps (one scale for all experts): folded in 7 of 8" "$k: awq"
-                has "$ql" "up -> ffn_down: folded in 31 of 36 experts" "$k: awq" ;;
+                has "$ql" "up -> ffn_down: folded in 31 of 36 experts" "$k: awq"
+                # the same bytes with one thread (the experts' common Hessian,
+                # the searches, the folds)
+                run 0 quant "$g" -o "$T/$k-t1.gguf" "${a[@]}" --corpus "$T/corpus.txt" \
+                    --samples 2 --seq-len 32 -t 1 -q &&
+                    { cmp -s "$o" "$T/$k-t1.gguf" || fail "$k: awq with -t 1 and -t 2 differ"; }
+                rm -f "$T/$k-t1.gguf" ;;
             size)
                 [ "$(stat -c %s "$o")" -le 34300000 ] || fail "$k: --size 34300000 wrote more"
                 has "$mp" "experts=gptq:" "$k: --size's experts" ;;
