@@ -335,8 +335,9 @@ struct calib_entry {
 bool calib_stats_entry_at(const struct calib_stats *st, uint64_t i, struct calib_entry *out);
 /* MoE: experts per layer (0: a dense model), and the statistics of expert
  * ex's input in layer `layer`: g = CALIB_G_FFN_IN (gate/up: the ffn_norm rows
- * routed to ex, n_embd wide) or CALIB_G_FFN_DOWN (act(gate) * up of those
- * rows, n_ff_exp wide); count = rows routed to ex. NULL otherwise. */
+ * routed to ex, gemma4's pre_ffw_norm_2 rows, n_embd wide) or
+ * CALIB_G_FFN_DOWN (act(gate) * up of those rows, n_ff_exp wide); count =
+ * rows routed to ex. NULL otherwise. */
 uint32_t calib_stats_n_expert(const struct calib_stats *st);
 const struct calib_group_stats *calib_stats_expert(const struct calib_stats *st, uint32_t layer,
                                                    enum calib_group g, uint32_t ex);
