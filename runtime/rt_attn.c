@@ -39,6 +39,23 @@ static inline __attribute__((always_inline)) void softmax_step(float s, float *m
     }
 }
 
+/* A softmax weight (ms or vs) as the f16 accumulator step takes it: a
+ * subnormal f32 weight (exp(s - m) below 2^-126) becomes 2^-60. Exactly the
+ * same bits: a weight below 2^-126 times an f16 value (|v| <= 65504) is
+ * below 2^-110, and one of 2^-60 below 2^-44; either added to an f16 value
+ * a != 0 (f32, then rounded to f16: half an f16 ulp is at least 2^-25)
+ * leaves a, and to a zero gives the zero of the product's sign; the sum of
+ * weights is at least 1 (the first position's weight), which neither
+ * moves. Why: x86 takes a microcode assist (~100+ cycles) for every vector
+ * product with a subnormal operand or result unless MXCSR flushes them,
+ * and attention scale 1 (Gemma 4) leaves most positions of a head 87 or
+ * more below its maximum score: its full layers' decode attention took 3x
+ * as long. */
+static inline float f16acc_weight(float w)
+{
+    return w > 0.0f && w < 0x1p-126f ? 0x1p-60f : w;
+}
+
 #if RT_FWD_NEON
 #include <arm_neon.h>
 #endif
@@ -132,8 +149,8 @@ attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32
             for (uint32_t t = 0; t < nt; t++) {
                 float ms, vs;
                 softmax_step(sc[t], &m, &ms, &vs);
-                msv[t] = ms;
-                vsv[t] = vs;
+                msv[t] = ms = f16acc_weight(ms);
+                vsv[t] = vs = f16acc_weight(vs);
                 sum = sum * ms + vs;
             }
             M[r] = m;
@@ -272,8 +289,8 @@ attn_chunk_f16_body512(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
             for (t = 0; t < nt; t++) {
                 float ms, vs;
                 softmax_step(sc[t], &m, &ms, &vs);
-                msv[t] = ms;
-                vsv[t] = vs;
+                msv[t] = ms = f16acc_weight(ms);
+                vsv[t] = vs = f16acc_weight(vs);
                 sum = sum * ms + vs;
             }
             M[r] = m;

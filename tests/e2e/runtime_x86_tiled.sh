@@ -12,7 +12,8 @@
 # The same for the decoding path (llama.cpp's one_chunk: steps of 16 tokens,
 # the f16 accumulator): the scalar path, the AVX2 one and, on a CPU with
 # AVX-512, the zmm one (head sizes 64, 128 and multiples of 256: hd256,
-# hd512 and hd768 below) give the same bytes.
+# hd512 and hd768 below) give the same bytes, also where most softmax
+# weights are subnormal (wide512, wide256).
 # Skipped (77) off x86-64 or without AVX2.
 # Usage: runtime_x86_tiled.sh RT_MKMODEL
 source "$(dirname "${BASH_SOURCE[0]}")/run_common.sh"
@@ -54,5 +55,9 @@ check gemma2 --arch gemma2 --embd 256 --heads 4 2 --ff 256 --swa 40
 check hd256 --embd 512 --heads 2 1 --ff 256
 check hd512 --embd 512 --heads 1 1 --ff 256
 check hd768 --embd 768 --heads 1 1 --ff 256
+# q/k norms x4: scores 87 and more below a head's maximum, whose softmax
+# weights are subnormal f32 (the f16 accumulator's f16acc_weight)
+check wide512 --arch qwen3 --embd 512 --heads 1 1 --ff 256 --qk-gain 4
+check wide256 --arch qwen3 --embd 512 --heads 2 1 --ff 256 --qk-gain 4
 echo "$n models: logits of tiled and decoding attention equal to the plain path's ($tables)"
 finish

@@ -191,7 +191,8 @@ struct tdesc {
     uint32_t type;
     uint32_t n_dims;
     uint64_t ne[4];
-    int kind; /* 0 matrix, 1 norm (around 1), 2 bias / small vector, 3 rope freqs */
+    int kind; /* 0 matrix, 1 norm (around 1), 2 bias / small vector, 3 rope freqs,
+               * 8 q/k norm (around qk_gain) */
 };
 
 #define MAX_T 1024
@@ -526,8 +527,8 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
                   d == RT_FX_UNSUPPORTED_TYPE && il == 0 ? GGUF_TYPE_Q8_1 : wt, 2, E, kvdim, 1, 0);
         }
         if (qk_norm && !(d == RT_FX_QWEN3_NO_QNORM && il == 0))
-            add_t(t, &nt, NM("attn_q_norm.weight"), GGUF_TYPE_F32, 1, hd, 1, 1, 1);
-        if (qk_norm) add_t(t, &nt, NM("attn_k_norm.weight"), GGUF_TYPE_F32, 1, hd, 1, 1, 1);
+            add_t(t, &nt, NM("attn_q_norm.weight"), GGUF_TYPE_F32, 1, hd, 1, 1, 8);
+        if (qk_norm) add_t(t, &nt, NM("attn_k_norm.weight"), GGUF_TYPE_F32, 1, hd, 1, 1, 8);
         if (gemma) {
             add_t(t, &nt, NM("post_attention_norm.weight"), GGUF_TYPE_F32, 1, E, 1, 1, 1);
             if (!(d == RT_FX_GEMMA_NO_POST_FFW && il == 1))
@@ -597,6 +598,7 @@ enum mw_status rt_fx_write(const char *path, const struct rt_fx_spec *sp, struct
             switch (td->kind) {
             case 0: f[j] = uni(&rs, 1.7f * a); break;
             case 1: f[j] = 1.0f + uni(&rs, 0.2f); break;
+            case 8: f[j] = (sp->qk_gain > 0.0f ? sp->qk_gain : 1.0f) * (1.0f + uni(&rs, 0.2f)); break;
             case 2: f[j] = uni(&rs, 0.1f); break;
             case 4: f[j] = 1.0f + 0.5f * (float)j; break; /* LongRoPE long factors */
             case 5: f[j] = uni(&rs, 5.0f * a); break;      /* MoE router: a wide spread */

@@ -128,6 +128,8 @@ struct rt_fx_spec {
     bool rope_freqs;       /* write rope_freqs.weight (all 1.0 except a few) */
     bool gpt2;             /* byte-level BPE vocabulary instead of SentencePiece */
     bool checksums;        /* memwall.checksum.* (default true) */
+    float qk_gain;         /* q/k norm weights times this (0: 1): wide attention scores, so
+                            * that exp(s - max) falls below f32's normal range */
     uint64_t seed;
     enum rt_fx_defect defect;
 };

@@ -4,7 +4,7 @@
  *
  *   rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen2moe|qwen3moe|
  *                               qwen35|qwen35moe|qwen3next]
- *                        [--type TYPE] [--tied] [--gpt2] [--rope-freqs] [--seed N]
+ *                        [--type TYPE] [--tied] [--gpt2] [--rope-freqs] [--qk-gain G] [--seed N]
  *                        [--layers N] [--embd N] [--ff N] [--swa N] [--swa-pattern N]
  *                        [--orig-ctx N] [--experts N] [--experts-used K] [--ff-exp N]
  *                        [--ff-shexp N] [--ssm-state S] [--ssm-heads HK HV]
@@ -29,7 +29,7 @@
 static const char usage[] =
     "usage: rt_mkmodel model OUT [--arch llama|qwen2|qwen3|gemma2|gemma3|phi3|qwen2moe|qwen3moe|\n"
     "                                    qwen35|qwen35moe|qwen3next]\n"
-    "                            [--type TYPE] [--tied] [--gpt2] [--rope-freqs] [--seed N]\n"
+    "                            [--type TYPE] [--tied] [--gpt2] [--rope-freqs] [--qk-gain G] [--seed N]\n"
     "                            [--layers N] [--embd N] [--ff N] [--swa N] [--swa-pattern N]\n"
     "                            [--orig-ctx N] [--experts N] [--experts-used K] [--ff-exp N]\n"
     "                            [--ff-shexp N] [--ssm-state S] [--ssm-heads HK HV]\n"
@@ -59,6 +59,8 @@ int main(int argc, char **argv)
                 const int t = gguf_type_from_name(v);
                 if (t < 0) return fputs(usage, stderr), 2;
                 s.wtype = (uint32_t)t, i++;
+            } else if (strcmp(a, "--qk-gain") == 0 && v) {
+                s.qk_gain = strtof(v, NULL), i++;
             } else if (strcmp(a, "--seed") == 0 && v) {
                 s.seed = strtoull(v, NULL, 10), i++;
             } else if (strcmp(a, "--layers") == 0 && v) {
