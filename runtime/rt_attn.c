@@ -56,6 +56,42 @@ static inline float f16acc_weight(float w)
     return w > 0.0f && w < 0x1p-126f ? 0x1p-60f : w;
 }
 
+/* The softmax steps of one tile's nt scores sc for one head of an f16
+ * accumulator: the running max *M and sum *S carried, each position's
+ * rescale msv[t] and weight vsv[t] as f16acc_weight hands them over. */
+static inline void f16acc_tile_softmax(const float *sc, uint32_t nt, float *M, float *S,
+                                       float *msv, float *vsv)
+{
+    float m = *M, sum = *S;
+    for (uint32_t t = 0; t < nt; t++) {
+        float ms, vs;
+        softmax_step(sc[t], &m, &ms, &vs);
+        msv[t] = ms = f16acc_weight(ms);
+        vsv[t] = vs = f16acc_weight(vs);
+        sum = sum * ms + vs;
+    }
+    *M = m;
+    *S = sum;
+}
+
+/* The n_rep heads' outputs from their f16 accumulators (ts->acc16), running
+ * maxima M and sums S: out = (a * sink factor) / S, heads r0 .. of kv head
+ * g of layer il. */
+static void f16acc_out(const struct rt_ctx *c, const struct rt_thread_scratch *ts, uint32_t il,
+                       uint32_t g, uint32_t r0, uint32_t n_rep, uint32_t hd, float *M, float *S,
+                       float *out)
+{
+    const struct rt_hparams *hp = &c->m->hp;
+    const uint32_t g_rep = hp->n_head / hp->n_head_kv;
+    const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
+    for (uint32_t r = 0; r < n_rep; r++) {
+        const float sm = sk ? rt_attn_sink(sk[g * g_rep + r0 + r], &M[r], &S[r]) : 1.0f;
+        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
+        const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
+        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = (rt__h2f(a[i]) * sm) * iv;
+    }
+}
+
 #if RT_FWD_NEON
 #include <arm_neon.h>
 #endif
@@ -98,7 +134,7 @@ attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
-    const uint32_t n_rep = nr, g_rep = hp->n_head / hp->n_head_kv;
+    const uint32_t n_rep = nr;
     const uint64_t koff = 2 * (uint64_t)g * hd;
     float *M = ts->ms, *S = ts->ms + n_rep;
     /* (n_rep, hd) f32 queries; (RT_FA_TILE, hd) K and V rows; per position
@@ -145,16 +181,7 @@ attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32
                 const __m128 h4 = _mm_add_ss(h3, _mm_movehdup_ps(h3));           /* r2 + r3 */
                 sc[t] = rt_attn_score(_mm_cvtss_f32(_mm_add_ss(h2, h4)), scale, cap);
             }
-            float m = M[r], sum = S[r];
-            for (uint32_t t = 0; t < nt; t++) {
-                float ms, vs;
-                softmax_step(sc[t], &m, &ms, &vs);
-                msv[t] = ms = f16acc_weight(ms);
-                vsv[t] = vs = f16acc_weight(vs);
-                sum = sum * ms + vs;
-            }
-            M[r] = m;
-            S[r] = sum;
+            f16acc_tile_softmax(sc, nt, &M[r], &S[r], msv, vsv);
             uint16_t *a16 = ts->acc16 + (uint64_t)r * hd;
             for (uint32_t c0 = 0; c0 < hd; c0 += 64) {
                 const uint32_t nv = (hd - c0 < 64 ? hd - c0 : 64) / 8;
@@ -180,13 +207,7 @@ attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32
             }
         }
     }
-    const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
-    for (uint32_t r = 0; r < n_rep; r++) {
-        const float sm = sk ? rt_attn_sink(sk[g * g_rep + r0 + r], &M[r], &S[r]) : 1.0f;
-        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
-        const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
-        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = (rt__h2f(a[i]) * sm) * iv;
-    }
+    f16acc_out(c, ts, il, g, r0, n_rep, hd, M, S, out);
 }
 
 RT__AVX static void attn_chunk_f16_avx(const struct rt_ctx *c, struct rt_thread_scratch *ts,
@@ -233,7 +254,7 @@ attn_chunk_f16_body512(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
-    const uint32_t n_rep = nr, g_rep = hp->n_head / hp->n_head_kv, bw = 16 * NV;
+    const uint32_t n_rep = nr, bw = 16 * NV;
     const uint64_t koff = 2 * (uint64_t)g * hd;
     float *M = ts->ms, *S = ts->ms + n_rep;
     float *qf = ts->acc, *kt = ts->kt, *vt = ts->vt;
@@ -285,16 +306,7 @@ attn_chunk_f16_body512(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
                     s0 = _mm512_add_ps(s0, _mm512_mul_ps(_mm512_loadu_ps(kr + i), _mm512_loadu_ps(qr + i)));
                 sc[t] = rt_attn_score(reduce16_zmm(s0), scale, cap);
             }
-            float m = M[r], sum = S[r];
-            for (t = 0; t < nt; t++) {
-                float ms, vs;
-                softmax_step(sc[t], &m, &ms, &vs);
-                msv[t] = ms = f16acc_weight(ms);
-                vsv[t] = vs = f16acc_weight(vs);
-                sum = sum * ms + vs;
-            }
-            M[r] = m;
-            S[r] = sum;
+            f16acc_tile_softmax(sc, nt, &M[r], &S[r], msv, vsv);
             uint16_t *a16 = ts->acc16 + (uint64_t)r * hd;
             for (uint32_t c0 = 0; c0 < hd; c0 += bw) {
                 __m512 acc[16];
@@ -319,13 +331,7 @@ attn_chunk_f16_body512(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
             }
         }
     }
-    const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
-    for (uint32_t r = 0; r < n_rep; r++) {
-        const float sm = sk ? rt_attn_sink(sk[g * g_rep + r0 + r], &M[r], &S[r]) : 1.0f;
-        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
-        const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
-        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = (rt__h2f(a[i]) * sm) * iv;
-    }
+    f16acc_out(c, ts, il, g, r0, n_rep, hd, M, S, out);
 }
 
 /* The AVX-512 instances: head sizes 64, 128 and multiples of 256 (the
@@ -459,7 +465,7 @@ static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch
 {
     const struct rt_hparams *hp = &c->m->hp;
     const struct rt_kv *kv = &c->kv;
-    const uint32_t hd = hp->head_dim, n_rep = nr, g_rep = hp->n_head / hp->n_head_kv;
+    const uint32_t hd = hp->head_dim, n_rep = nr;
     const uint64_t koff = 2 * (uint64_t)g * hd;
     float *M = ts->ms, *S = ts->ms + n_rep;
     float *qf = ts->acc, *kf = ts->kt, *vf = ts->vt; /* (n_rep, hd), (hd), (hd) */
@@ -507,13 +513,7 @@ static void attn_chunk_f16_neon(const struct rt_ctx *c, struct rt_thread_scratch
             S[r] = S[r] * ms + vs;
         }
     }
-    const float *sk = c->m->layers[il].attn_sinks; /* gpt-oss */
-    for (uint32_t r = 0; r < n_rep; r++) {
-        const float sm = sk ? rt_attn_sink(sk[g * g_rep + r0 + r], &M[r], &S[r]) : 1.0f;
-        const float iv = S[r] == 0.0f ? 0.0f : 1.0f / S[r];
-        const uint16_t *a = ts->acc16 + (uint64_t)r * hd;
-        for (uint32_t i = 0; i < hd; i++) out[(uint64_t)r * hd + i] = (rt__h2f(a[i]) * sm) * iv;
-    }
+    f16acc_out(c, ts, il, g, r0, n_rep, hd, M, S, out);
 }
 #endif
 
