@@ -175,4 +175,33 @@ static inline enum mw_status count_group(void *ud, struct calib_layer *ly,
     return MW_OK;
 }
 
+/* Every entry's statistics bit for bit, in entry order (experts' entries:
+ * every matrix's slice). */
+static inline bool stats_entries_same(const struct calib_stats *a, const struct calib_stats *b)
+{
+    const uint64_t n = calib_stats_n_entries(a);
+    if (n != calib_stats_n_entries(b)) return false;
+    for (uint64_t i = 0; i < n; i++) {
+        struct calib_entry x, y;
+        if (!calib_stats_entry_at(a, i, &x) || !calib_stats_entry_at(b, i, &y)) return false;
+        if (strcmp(x.name, y.name) || x.n_mat != y.n_mat) return false;
+        for (uint32_t k = 0; k < x.n_mat; k++) {
+            const struct calib_group_stats *p = &x.gs[k], *q = &y.gs[k];
+            if (p->n_in != q->n_in || p->count != q->count ||
+                memcmp(p->sum_sq, q->sum_sq, (size_t)p->n_in * sizeof(double)) ||
+                memcmp(p->sum_abs, q->sum_abs, (size_t)p->n_in * sizeof(double)))
+                return false;
+        }
+    }
+    return true;
+}
+
+/* A group callback that does nothing (the staged passes run, nothing changes). */
+static inline enum mw_status noop_group(void *ud, struct calib_layer *ly, enum calib_group g,
+                                        struct mw_err *err)
+{
+    (void)ud, (void)ly, (void)g, (void)err;
+    return MW_OK;
+}
+
 #endif /* MW_CHECK_CALIB_COMMON_H */

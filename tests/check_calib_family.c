@@ -298,33 +298,6 @@ START_TEST(stats_entries)
 }
 END_TEST
 
-static enum mw_status noop_cb(void *ud, struct calib_layer *ly, enum calib_group g,
-                              struct mw_err *err)
-{
-    (void)ud, (void)ly, (void)g, (void)err;
-    return MW_OK;
-}
-
-/* every entry's statistics bit for bit */
-static bool stats_same(const struct calib_stats *a, const struct calib_stats *b)
-{
-    const uint64_t n = calib_stats_n_entries(a);
-    if (n != calib_stats_n_entries(b)) return false;
-    for (uint64_t i = 0; i < n; i++) {
-        struct calib_entry x, y;
-        if (!calib_stats_entry_at(a, i, &x) || !calib_stats_entry_at(b, i, &y)) return false;
-        if (strcmp(x.name, y.name) || x.n_mat != y.n_mat) return false;
-        for (uint32_t k = 0; k < x.n_mat; k++) {
-            const struct calib_group_stats *p = &x.gs[k], *q = &y.gs[k];
-            if (p->n_in != q->n_in || p->count != q->count ||
-                memcmp(p->sum_sq, q->sum_sq, (size_t)p->n_in * sizeof(double)) ||
-                memcmp(p->sum_abs, q->sum_abs, (size_t)p->n_in * sizeof(double)))
-                return false;
-        }
-    }
-    return true;
-}
-
 /* The recurrence runs per sample in token order whatever the threads and
  * the samples per batch: the statistics and the final hidden states are the
  * same bits with 1 thread and one sample per batch, 3 threads and all
@@ -341,10 +314,10 @@ START_TEST(threads_batches_callbacks)
     o = (struct calib_run_opts){.n_threads = 3, .on_layer = grab_last, .on_layer_ud = &lb};
     struct calib_stats *b = run(m, s, &o);
     o = (struct calib_run_opts){.n_threads = 2, .batch_rows = 2 * calib_samples_n_pos(s),
-                                .on_group = noop_cb, .on_layer = grab_last, .on_layer_ud = &lc};
+                                .on_group = noop_group, .on_layer = grab_last, .on_layer_ud = &lc};
     struct calib_stats *c = run(m, s, &o);
-    ck_assert(stats_same(a, b));
-    ck_assert(stats_same(a, c));
+    ck_assert(stats_entries_same(a, b));
+    ck_assert(stats_entries_same(a, c));
     const uint64_t n = la.rows * calib_model_hparams(m)->n_embd;
     ck_assert(memcmp(la.h, lb.h, (size_t)n * sizeof(float)) == 0);
     ck_assert(memcmp(la.h, lc.h, (size_t)n * sizeof(float)) == 0);

@@ -84,13 +84,6 @@ START_TEST(logits_from_hf)
 }
 END_TEST
 
-static enum mw_status noop_group(void *ud, struct calib_layer *ly, enum calib_group g,
-                                 struct mw_err *err)
-{
-    (void)ud, (void)ly, (void)g, (void)err;
-    return MW_OK;
-}
-
 static enum mw_status zero_hidden(void *ud, uint64_t row0, uint64_t n_rows, float *dst,
                                   struct mw_err *err)
 {
@@ -131,20 +124,6 @@ static enum mw_status ple_group(void *ud, struct calib_layer *ly, enum calib_gro
     return MW_OK;
 }
 
-static bool stats_equal(const struct calib_stats *a, const struct calib_stats *b)
-{
-    if (calib_stats_n_entries(a) != calib_stats_n_entries(b)) return false;
-    for (uint64_t i = 0; i < calib_stats_n_entries(a); i++) {
-        struct calib_entry x, y;
-        ck_assert(calib_stats_entry_at(a, i, &x) && calib_stats_entry_at(b, i, &y));
-        if (strcmp(x.name, y.name) || x.gs->n_in != y.gs->n_in || x.gs->count != y.gs->count ||
-            memcmp(x.gs->sum_sq, y.gs->sum_sq, x.gs->n_in * sizeof(double)) ||
-            memcmp(x.gs->sum_abs, y.gs->sum_abs, x.gs->n_in * sizeof(double)))
-            return false;
-    }
-    return true;
-}
-
 START_TEST(threads_batches_callbacks)
 {
     struct calib_model *m = open_model(g_gguf);
@@ -157,7 +136,7 @@ START_TEST(threads_batches_callbacks)
     struct calib_run_opts o1 = {.n_threads = 3, .batch_rows = P, .on_group = noop_group,
                                 .on_layer = grab_last, .on_layer_ud = &L1};
     struct calib_stats *b = run(m, s, &o1);
-    ck_assert_msg(stats_equal(a, b), "%s: statistics differ across threads/batches/callbacks",
+    ck_assert_msg(stats_entries_same(a, b), "%s: statistics differ across threads/batches/callbacks",
                   g_kind);
     const uint64_t E = calib_model_hparams(m)->n_embd;
     ck_assert_uint_eq(L0.rows, L1.rows);
@@ -169,7 +148,7 @@ START_TEST(threads_batches_callbacks)
     struct calib_run_opts o2 = {.n_threads = 2, .on_group = ple_group, .on_group_ud = &V,
                                 .on_layer = grab_last, .on_layer_ud = &L2, .ple_groups = true};
     struct calib_stats *c = run(m, s, &o2);
-    ck_assert_msg(stats_equal(a, c), "%s: statistics differ with ple_groups", g_kind);
+    ck_assert_msg(stats_entries_same(a, c), "%s: statistics differ with ple_groups", g_kind);
     ck_assert(memcmp(L0.h, L2.h, (size_t)(L0.rows * E) * sizeof(float)) == 0);
     const uint32_t nl = calib_model_hparams(m)->n_layer;
     const unsigned ple = calib_model_hparams(m)->n_embd_per_layer ? nl : 0;

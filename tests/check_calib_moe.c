@@ -65,26 +65,6 @@ START_TEST(forward_matches_runtime)
 }
 END_TEST
 
-/* every double of every statistic, in entry order */
-static bool same_stats(const struct calib_stats *a, const struct calib_stats *b)
-{
-    const uint64_t n = calib_stats_n_entries(a);
-    if (n != calib_stats_n_entries(b)) return false;
-    for (uint64_t i = 0; i < n; i++) {
-        struct calib_entry x, y;
-        ck_assert(calib_stats_entry_at(a, i, &x) && calib_stats_entry_at(b, i, &y));
-        if (strcmp(x.name, y.name) || x.n_mat != y.n_mat) return false;
-        for (uint32_t k = 0; k < x.n_mat; k++) {
-            const struct calib_group_stats *u = &x.gs[k], *v = &y.gs[k];
-            if (u->count != v->count || u->n_in != v->n_in ||
-                memcmp(u->sum_sq, v->sum_sq, u->n_in * sizeof(double)) ||
-                memcmp(u->sum_abs, v->sum_abs, u->n_in * sizeof(double)))
-                return false;
-        }
-    }
-    return true;
-}
-
 START_TEST(statistics)
 {
     char *p = fixture(_i);
@@ -163,7 +143,7 @@ START_TEST(statistics)
     /* threads and batches: the same bits */
     struct calib_run_opts o3 = {.n_threads = 3, .batch_rows = 32};
     struct calib_stats *st3 = run(m, s, &o3);
-    ck_assert_msg(same_stats(st, st3), "3 threads, one sample per batch: other statistics");
+    ck_assert_msg(stats_entries_same(st, st3), "3 threads, one sample per batch: other statistics");
     calib_stats_free(st3);
     calib_stats_free(st);
     calib_samples_free(s);
@@ -247,7 +227,7 @@ START_TEST(expert_callbacks)
     ck_assert_uint_eq(V.dense[CALIB_G_FFN_DOWN], L * sh);
     ck_assert_uint_eq(V.expert[CALIB_G_FFN_IN], L * hp->n_expert);
     ck_assert_uint_eq(V.expert[CALIB_G_FFN_DOWN], L * hp->n_expert);
-    ck_assert_msg(same_stats(plain, cb), "callbacks that change nothing changed the statistics");
+    ck_assert_msg(stats_entries_same(plain, cb), "callbacks that change nothing changed the statistics");
     calib_stats_free(plain);
     calib_stats_free(cb);
     calib_samples_free(s);
