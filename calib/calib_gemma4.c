@@ -148,8 +148,8 @@ void calib_g4_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp)
 {
     struct calib_g4 g;
     calib_g4_from_hf(c, &g);
-    /* runtime/rt_model.c's family fields and read_gemma4, over the keys
-     * hf__gemma4_kvs writes */
+    /* runtime/rt_model_hparams.c's family fields and rt_model_gemma4.c's
+     * read_gemma4, over the keys hf__gemma4_kvs writes */
     hp->arch = RT_ARCH_GEMMA4;
     hp->rope_neox = hp->qk_norm = hp->post_norms = hp->embd_scale = true;
     hp->act = RT_ACT_GELU_TANH;

@@ -13,9 +13,9 @@
 #include "calib/calib_gemma4.h"
 #include "hf/hf.h"
 
-/* The family fields as runtime/rt_model.c (read_hparams, read_family) reads
- * them from the GGUF hf_convert writes for c (llama.cpp's defaults where a
- * key is not written). */
+/* The family fields as runtime/rt_model_hparams.c (read_hparams,
+ * read_family) reads them from the GGUF hf_convert writes for c (llama.cpp's
+ * defaults where a key is not written). */
 static void family_hparams(const struct hf_config *c, struct rt_hparams *hp)
 {
     hp->rope_attn_factor = 1.0f;
@@ -150,7 +150,7 @@ void calib_hparams_from_hf(const struct hf_config *c, struct rt_hparams *hp,
     hp->tied_output = c->tie_embeddings;
     hp->file_type = UINT32_MAX;
     family_hparams(c, hp);
-    if (c->n_expert) { /* runtime/rt_model.c read_moe, for the GGUF hf_convert writes */
+    if (c->n_expert) { /* runtime/rt_model_hparams.c read_moe, for the GGUF hf_convert writes */
         hp->n_expert = c->n_expert;
         hp->n_expert_used = c->n_expert_used;
         hp->moe_norm_w = c->arch != HF_ARCH_QWEN2MOE && c->arch != HF_ARCH_GPTOSS;
