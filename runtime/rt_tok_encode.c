@@ -11,6 +11,7 @@
  */
 #include "runtime/rt_tok_int.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,19 +23,28 @@ struct ivec {
     bool oom;
 };
 
+/* The array v (*cap elements of sz bytes) with room for element n: v
+ * itself, or v reallocated to twice *cap (first when empty) with *cap
+ * updated; NULL, v untouched, when the size overflows or realloc fails. */
+static void *room_for(void *v, size_t n, size_t *cap, size_t sz, size_t first)
+{
+    if (n < *cap) return v;
+    const size_t c = *cap ? 2 * *cap : first;
+    if (c < *cap || c > SIZE_MAX / sz) return NULL;
+    void *p = realloc(v, c * sz);
+    if (p) *cap = c;
+    return p;
+}
+
 static void ipush(struct ivec *a, int32_t x)
 {
     if (a->oom) return;
-    if (a->n == a->cap) {
-        const size_t cap = a->cap ? 2 * a->cap : 256;
-        int32_t *v = realloc(a->v, cap * sizeof *v);
-        if (!v) {
-            a->oom = true;
-            return;
-        }
-        a->v = v;
-        a->cap = cap;
+    int32_t *v = room_for(a->v, a->n, &a->cap, sizeof *v, 256);
+    if (!v) {
+        a->oom = true;
+        return;
     }
+    a->v = v;
     a->v[a->n++] = x;
 }
 
@@ -73,16 +83,12 @@ static bool before(const struct heap *h, const struct bigram *a, const struct bi
 static void hpush(struct heap *h, struct bigram x)
 {
     if (h->oom) return;
-    if (h->n == h->cap) {
-        const size_t cap = h->cap ? 2 * h->cap : 64;
-        struct bigram *v = realloc(h->v, cap * sizeof *v);
-        if (!v) {
-            h->oom = true;
-            return;
-        }
-        h->v = v;
-        h->cap = cap;
+    struct bigram *v = room_for(h->v, h->n, &h->cap, sizeof *v, 64);
+    if (!v) {
+        h->oom = true;
+        return;
     }
+    h->v = v;
     size_t i = h->n++;
     while (i > 0) {
         const size_t p = (i - 1) / 2;
@@ -298,16 +304,12 @@ struct fvec {
 static void fpush(struct fvec *a, struct frag x)
 {
     if (a->oom) return;
-    if (a->n == a->cap) {
-        const size_t cap = a->cap ? 2 * a->cap : 16;
-        struct frag *v = realloc(a->v, cap * sizeof *v);
-        if (!v) {
-            a->oom = true;
-            return;
-        }
-        a->v = v;
-        a->cap = cap;
+    struct frag *v = room_for(a->v, a->n, &a->cap, sizeof *v, 16);
+    if (!v) {
+        a->oom = true;
+        return;
     }
+    a->v = v;
     a->v[a->n++] = x;
 }
 
