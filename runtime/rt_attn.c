@@ -116,6 +116,41 @@ RT__AVX static inline uint32_t acc16_update_f16c(uint16_t *a, const float *v, fl
     return i;
 }
 
+/* n (a multiple of 8) f16 values at src as f32 at dst (VCVTPH2PS: exact). */
+RT__AVX static inline void h2f_row(float *dst, const uint8_t *src, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * i))));
+}
+
+/* The x86 bodies' start: the n_rep queries q in the K cache's dot format
+ * (kact: f16) and as f32 in ts->acc, running maxima -inf and sums 0 in
+ * ts->ms, the f16 accumulators zero. */
+RT__AVX static inline void f16acc_begin(const struct rt_ctx *c, struct rt_thread_scratch *ts,
+                                        const float *q, uint32_t n_rep, uint32_t hd)
+{
+    for (uint32_t r = 0; r < n_rep; r++) {
+        uint8_t *qa = ts->qact + r * ts->qact_stride;
+        c->kact->quantize(q + (uint64_t)r * hd, qa, hd);
+        h2f_row(ts->acc + (uint64_t)r * hd, qa, hd);
+        ts->ms[r] = -INFINITY;
+        ts->ms[n_rep + r] = 0.0f;
+    }
+    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+}
+
+/* Cache rows t0 .. t0+nt-1 of layer il, kv head at byte koff, as f32: K
+ * into kt, V into vt (nt x hd each). */
+RT__AVX static inline void f16acc_tile_rows(const struct rt_kv *kv, uint32_t il, uint64_t koff,
+                                            uint32_t t0, uint32_t nt, uint32_t hd, float *kt,
+                                            float *vt)
+{
+    for (uint32_t t = 0; t < nt; t++) {
+        h2f_row(kt + (uint64_t)t * hd, rt__kv_k(kv, il, t0 + t) + koff, hd);
+        h2f_row(vt + (uint64_t)t * hd, rt__kv_v(kv, il, t0 + t) + koff, hd);
+    }
+}
+
 /* attn_chunk for an f16 cache on an F16C CPU, hd % 16 == 0. The positions
  * go by tiles of RT_FA_TILE: their K and V rows are converted once for the
  * n_rep heads (the generic path converts K once per head, inside the F16
@@ -141,28 +176,11 @@ attn_chunk_f16_body(const struct rt_ctx *c, struct rt_thread_scratch *ts, uint32
      * of the tile its score, ms and vs (kq holds RT_FA_QT * n_rep tiles) */
     float *qf = ts->acc, *kt = ts->kt, *vt = ts->vt;
     float *sc = ts->kq, *msv = ts->kq + RT_FA_TILE, *vsv = ts->kq + 2 * RT_FA_TILE;
-    for (uint32_t r = 0; r < n_rep; r++) {
-        uint8_t *qa = ts->qact + r * ts->qact_stride;
-        c->kact->quantize(q + (uint64_t)r * hd, qa, hd);
-        for (uint32_t i = 0; i < hd; i += 8)
-            _mm256_storeu_ps(qf + (uint64_t)r * hd + i,
-                             _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(qa + 2 * i))));
-        M[r] = -INFINITY;
-        S[r] = 0.0f;
-    }
-    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+    f16acc_begin(c, ts, q, n_rep, hd);
     const float cap = hp->attn_softcap;
     for (uint32_t t0 = first; t0 < n_kv; t0 += RT_FA_TILE) {
         const uint32_t nt = n_kv - t0 < RT_FA_TILE ? n_kv - t0 : RT_FA_TILE;
-        for (uint32_t t = 0; t < nt; t++) {
-            const uint8_t *kr = rt__kv_k(kv, il, t0 + t) + koff, *vr = rt__kv_v(kv, il, t0 + t) + koff;
-            for (uint32_t i = 0; i < hd; i += 8) {
-                _mm256_storeu_ps(kt + (uint64_t)t * hd + i,
-                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(kr + 2 * i))));
-                _mm256_storeu_ps(vt + (uint64_t)t * hd + i,
-                                 _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vr + 2 * i))));
-            }
-        }
+        f16acc_tile_rows(kv, il, koff, t0, nt, hd, kt, vt);
         for (uint32_t r = 0; r < n_rep; r++) {
             const float *qr = qf + (uint64_t)r * hd;
             for (uint32_t t = 0; t < nt; t++) {
@@ -259,28 +277,11 @@ attn_chunk_f16_body512(const struct rt_ctx *c, struct rt_thread_scratch *ts, uin
     float *M = ts->ms, *S = ts->ms + n_rep;
     float *qf = ts->acc, *kt = ts->kt, *vt = ts->vt;
     float *sc = ts->kq, *msv = ts->kq + RT_FA_TILE, *vsv = ts->kq + 2 * RT_FA_TILE;
-    for (uint32_t r = 0; r < n_rep; r++) {
-        uint8_t *qa = ts->qact + r * ts->qact_stride;
-        c->kact->quantize(q + (uint64_t)r * hd, qa, hd);
-        for (uint32_t i = 0; i < hd; i += 16)
-            _mm512_storeu_ps(qf + (uint64_t)r * hd + i,
-                             _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(qa + 2 * i))));
-        M[r] = -INFINITY;
-        S[r] = 0.0f;
-    }
-    memset(ts->acc16, 0, (uint64_t)n_rep * hd * sizeof *ts->acc16);
+    f16acc_begin(c, ts, q, n_rep, hd);
     const float cap = hp->attn_softcap;
     for (uint32_t t0 = first; t0 < n_kv; t0 += RT_FA_TILE) {
         const uint32_t nt = n_kv - t0 < RT_FA_TILE ? n_kv - t0 : RT_FA_TILE;
-        for (uint32_t t = 0; t < nt; t++) {
-            const uint8_t *kr = rt__kv_k(kv, il, t0 + t) + koff, *vr = rt__kv_v(kv, il, t0 + t) + koff;
-            for (uint32_t i = 0; i < hd; i += 16) {
-                _mm512_storeu_ps(kt + (uint64_t)t * hd + i,
-                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(kr + 2 * i))));
-                _mm512_storeu_ps(vt + (uint64_t)t * hd + i,
-                                 _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vr + 2 * i))));
-            }
-        }
+        f16acc_tile_rows(kv, il, koff, t0, nt, hd, kt, vt);
         for (uint32_t r = 0; r < n_rep; r++) {
             const float *qr = qf + (uint64_t)r * hd;
             uint32_t t = 0;
