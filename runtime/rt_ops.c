@@ -25,13 +25,7 @@ void rt_rope_apply(const struct rt_hparams *hp, const float *cache, float *x)
 {
     const uint32_t n_rot = hp->n_rot;
     if (hp->rope_neox) {
-        const uint32_t half = n_rot / 2;
-        for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
-            const float c = cache[i0], s = cache[i0 + 1];
-            const float x0 = x[i0 / 2], x1 = x[i0 / 2 + half];
-            x[i0 / 2] = x0 * c - x1 * s;
-            x[i0 / 2 + half] = x0 * s + x1 * c;
-        }
+        rt_rope_neox_rows(cache, n_rot, x);
     } else {
         for (uint32_t i0 = 0; i0 < n_rot; i0 += 2) {
             const float c = cache[i0], s = cache[i0 + 1];
