@@ -44,11 +44,7 @@ enum mw_status read_gptoss(struct ld *L)
     }
     hp->rope_freq_scale_swa = hp->rope_freq_scale;
     if (hp->rope_yarn) {
-        if ((s = archkey_u32(L, "rope.scaling.original_context_length", false, hp->n_ctx_train,
-                             &hp->n_ctx_orig, NULL)))
-            return s;
-        if ((s = range_u32(L, "rope.scaling.original_context_length", hp->n_ctx_orig, 1,
-                           1u << 24)))
+        if ((s = read_ctx_orig(L)))
             return s;
     }
     /* llama.cpp requires it (get_key_or_arr without a default) */

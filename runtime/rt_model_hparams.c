@@ -137,6 +137,17 @@ enum mw_status range_u32(struct ld *L, const char *suffix, uint32_t v, uint32_t 
 
 /* The family keys, with llama.cpp's defaults (src/models/<arch>.cpp
  * load_arch_hparams, llama_hparams). */
+/* <arch>.rope.scaling.original_context_length into hp->n_ctx_orig (default
+ * the training context), 1 .. 2^24 (Phi-3's LongRoPE, gpt-oss's YaRN). */
+enum mw_status rt__ld_read_ctx_orig(struct ld *L)
+{
+    struct rt_hparams *hp = &L->m->hp;
+    enum mw_status s = archkey_u32(L, "rope.scaling.original_context_length", false,
+                                   hp->n_ctx_train, &hp->n_ctx_orig, NULL);
+    if (s) return s;
+    return range_u32(L, "rope.scaling.original_context_length", hp->n_ctx_orig, 1, 1u << 24);
+}
+
 static enum mw_status read_family(struct ld *L)
 {
     struct rt_hparams *hp = &L->m->hp;
@@ -203,11 +214,7 @@ static enum mw_status read_family(struct ld *L)
     }
     case RT_ARCH_PHI3: {
         /* llama.cpp turns Phi's sliding window off (n_swa = 0) and so do we */
-        if ((s = archkey_u32(L, "rope.scaling.original_context_length", false, hp->n_ctx_train,
-                             &hp->n_ctx_orig, NULL)))
-            return s;
-        if ((s = range_u32(L, "rope.scaling.original_context_length", hp->n_ctx_orig, 1,
-                           1u << 24)))
+        if ((s = read_ctx_orig(L)))
             return s;
         if ((s = archkey_f32(L, "rope.scaling.attn_factor", false, 1.0f, &hp->rope_attn_factor)))
             return s;

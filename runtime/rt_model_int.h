@@ -65,6 +65,8 @@ enum mw_status rt__ld_range_u32(struct ld *L, const char *suffix, uint32_t v, ui
 /* Every hyper-parameter of the graph (rt_model_hparams.c): the common keys,
  * the expert keys, then the arch's own (the read_* below for theirs). */
 enum mw_status rt__ld_read_hparams(struct ld *L);
+/* <arch>.rope.scaling.original_context_length into n_ctx_orig, checked. */
+enum mw_status rt__ld_read_ctx_orig(struct ld *L);
 /* Tensors (rt_model_tensor.c): the ggml type's name; "AxBxC" of a shape
  * into buf; a tensor of exact shape [ne0]
  * (ne1 == 0) or [ne0, ne1]; a weight matrix with a kernel; an f32/f16/bf16
@@ -118,6 +120,7 @@ enum mw_status rt__ld_load_gemma4_layer(struct ld *L, uint32_t il, struct rt_lay
 #define range_u32 rt__ld_range_u32
 #define archkey_f32 rt__ld_archkey_f32
 #define read_hparams rt__ld_read_hparams
+#define read_ctx_orig rt__ld_read_ctx_orig
 #define type_name rt__ld_type_name
 #define shape_str rt__ld_shape_str
 #define find_tensor rt__ld_find_tensor
